@@ -1,0 +1,123 @@
+// Session and CompiledGraph: the runtime API.
+//
+// A CompiledGraph owns its memory (weights segment + activation arena) and a flat
+// schedule of pre-resolved kernel calls. run() does no allocation beyond the
+// returned output vectors. One CompiledGraph must not be run from two threads at
+// once; clone() gives an independent copy that may run concurrently.
+// Every method throws rlx::Error on bad use and leaves the object usable.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "rlx/graph.h"
+#include "rlx/options.h"
+
+namespace rlx {
+
+namespace runtime { class Instance; }
+
+// Bytes plus their dtype and dims, for typed I/O.
+struct TypedTensor {
+  DType dtype = DType::F32;
+  std::vector<int64_t> dims;
+  std::vector<uint8_t> bytes;
+};
+
+// A read-only view into the arena, valid until the next run / release_scratch.
+struct TensorView {
+  DType dtype = DType::F32;
+  std::vector<int64_t> dims;
+  const void* data = nullptr;
+  size_t bytes = 0;
+};
+
+struct Capabilities {
+  std::string device;
+  int threads = 1;
+  std::string isa;                 // e.g. "avx512", "avx2", "scalar"
+  bool blas = false;               // an external BLAS is linked for GEMM
+  bool active_extent = true;
+  bool handles = true;
+  bool clone = true;
+  std::vector<std::string> precisions;
+};
+
+struct CompileReport {
+  std::string dispatch;   // per op kind: native / decomposed / unsupported
+  std::string fusion;     // what the fusion passes did
+  std::string memory;     // arena bytes vs lower bound, top buffers
+  int64_t arena_bytes = 0, lower_bound_bytes = 0, weight_bytes = 0;
+  int num_thunks = 0;
+};
+
+class CompiledGraph {
+ public:
+  CompiledGraph();
+  ~CompiledGraph();
+  CompiledGraph(CompiledGraph&&) noexcept;
+  CompiledGraph& operator=(CompiledGraph&&) noexcept;
+
+  // ---- params (weights). F32 convenience form converts to the param's dtype.
+  void set_param(const std::string& name, const std::vector<float>& values);
+  void set_param_typed(const std::string& name, const void* bytes, size_t nbytes, DType dtype);
+  void set_param_range(const std::string& name, size_t byte_offset, const void* bytes, size_t nbytes);
+  void finalize_params();   // marks weights complete; later set_param still allowed
+  void copy_params_from(const CompiledGraph& other);   // same param names and types
+  void share_params_from(const CompiledGraph& other);  // both read one weights segment
+
+  // ---- running. Inputs by name; outputs in graph output order.
+  std::vector<std::vector<float>> run(const std::map<std::string, std::vector<float>>& inputs);
+  std::vector<TypedTensor> run_typed(const std::map<std::string, TypedTensor>& inputs);
+  // Inputs by position (bytes in the input's own dtype); outputs as arena views.
+  std::vector<TensorView> run_slots(const std::vector<std::span<const uint8_t>>& inputs);
+  // Runs, then returns only the listed outputs (typed).
+  std::vector<TypedTensor> run_read_outputs(const std::map<std::string, TypedTensor>& inputs,
+                                            const std::vector<int>& output_indices);
+
+  // ---- persistent handles (KV cache): a handle named like an input feeds it on every
+  // run; a handle named like an output is refreshed from it after every run.
+  void bind_handle(const std::string& name, const TypedTensor& initial);
+  TypedTensor read_handle(const std::string& name) const;
+
+  // Run only the leading `actual` of `upper` rows along dims compiled as `upper`, where
+  // every kernel allows it (others run in full). actual == upper restores full runs.
+  void set_active_extent(int64_t actual, int64_t upper);
+  // Gives scratch pages back to the OS; the next run recomputes them.
+  void release_scratch();
+  CompiledGraph clone() const;
+
+  Capabilities capabilities() const;
+  const CompileReport& report() const;
+  const Graph& graph() const;  // the compiled (optimized) graph
+  std::vector<std::string> input_names() const;
+  std::vector<std::string> output_names() const;
+  std::vector<std::string> param_names() const;
+  Shape input_type(const std::string& name) const;
+  Shape output_type(int index) const;
+
+ private:
+  friend class Session;
+  explicit CompiledGraph(std::unique_ptr<runtime::Instance> impl);
+  std::unique_ptr<runtime::Instance> impl_;
+};
+
+class Session {
+ public:
+  explicit Session(Device device = Device::Cpu, CompileOptions options = {});
+  // Runs the pipeline and the backend compile. Throws Error(Unsupported) listing every
+  // unsupported node, Error(Verify) for malformed graphs, Error(Shape) for bad bindings.
+  CompiledGraph compile(const Graph& g) const;
+  const CompileOptions& options() const { return options_; }
+  static std::vector<Device> available_devices();
+
+ private:
+  Device device_;
+  CompileOptions options_;
+};
+
+}  // namespace rlx

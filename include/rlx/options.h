@@ -1,0 +1,36 @@
+// Compile options. Environment variables (RLX_*) only override these; the registry
+// of variables is printed by `rlx --help-env` (see env_registry()).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace rlx {
+
+enum class Device { Cpu, Cuda };
+enum class Precision { F32, F16, BF16 };
+
+struct CompileOptions {
+  Precision precision = Precision::F32;
+  int threads = 0;                 // 0: hardware concurrency (RLX_THREADS overrides)
+  bool fuse_elementwise = true;    // pass fuse-elementwise
+  bool fuse_matmul_epilogue = true;  // pass fuse-matmul-epilogue
+  bool constant_fold = true;
+  bool cse = true;
+  bool simplify = true;
+  int64_t arena_alignment = 64;
+  std::map<std::string, int64_t> dim_bindings;  // symbol name -> size
+  bool dispatch_report = false;    // RLX_DISPATCH_REPORT=1
+  bool arena_report = false;       // RLX_ARENA_REPORT=1
+  bool verify_each_pass = false;   // RLX_VERIFY=1; on in tests
+};
+
+struct EnvVar {
+  std::string name, meaning;
+};
+const std::vector<EnvVar>& env_registry();
+// Returns `opts` with RLX_* environment overrides applied.
+CompileOptions apply_env(CompileOptions opts);
+
+}  // namespace rlx

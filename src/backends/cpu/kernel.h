@@ -1,0 +1,73 @@
+// CPU kernel interface. A kernel family file registers, per OpKind, a builder that
+// turns a node with known static types into a KernelCall: a plain function pointer
+// plus a precomputed config. At run time the executable only calls fn(ctx, cfg, bufs).
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "rlx/graph.h"
+
+namespace rlx::cpu {
+
+class ThreadPool;
+
+struct RunCtx {
+  ThreadPool* pool = nullptr;
+  // Active extent: kernels whose call was built with extent_ok treat a leading dim of
+  // size extent_upper as extent_actual (rows past it are left untouched).
+  int64_t extent_actual = 0, extent_upper = 0;
+  int64_t rows(int64_t full) const {
+    return (extent_upper > 0 && full == extent_upper) ? extent_actual : full;
+  }
+};
+
+// bufs: one pointer per node input (nullptr for an absent optional input), then one
+// per node output. Inputs must not be written.
+using KernelFn = void (*)(const RunCtx& ctx, const void* cfg, void* const* bufs);
+
+struct KernelCall {
+  KernelFn fn = nullptr;
+  std::shared_ptr<const void> cfg;  // kernel-specific, immutable after build
+  bool extent_ok = false;           // honours RunCtx::rows on its leading dim
+};
+
+// in[i] is nullptr for an absent optional input; out are the output types.
+using BuildFn = KernelCall (*)(const Node& node, const std::vector<const Shape*>& in,
+                               const std::vector<Shape>& out);
+using SupportsFn = bool (*)(const Node& node, const std::vector<const Shape*>& in);
+
+struct KernelEntry {
+  BuildFn build = nullptr;
+  SupportsFn supports = nullptr;  // nullptr: supports every dtype the op accepts
+};
+
+class KernelRegistry {
+ public:
+  void add(OpKind k, BuildFn build, SupportsFn supports = nullptr);
+  const KernelEntry* find(OpKind k) const;
+  bool supports(const Node& node, const std::vector<const Shape*>& in) const;
+
+ private:
+  std::vector<KernelEntry> entries_ = std::vector<KernelEntry>(size_t(kNumOpKinds));
+};
+
+// The registry with every family registered (built once, thread-safe).
+const KernelRegistry& kernel_registry();
+
+// Family registration functions (one per src/backends/cpu/kernels/<family>.cpp).
+void register_elementwise_kernels(KernelRegistry& r);
+void register_fused_elementwise_kernels(KernelRegistry& r);
+void register_reduce_kernels(KernelRegistry& r);     // reduce_*, argmax/min, topk
+void register_norm_kernels(KernelRegistry& r);       // softmax, log_softmax, layer/rms norm
+void register_matmul_kernels(KernelRegistry& r);     // matmul, fused_matmul
+void register_movement_kernels(KernelRegistry& r);   // transpose, slice, concat, split, gather, expand, pad, tile
+void register_conv_kernels(KernelRegistry& r);       // conv2d, pools
+void register_attention_kernels(KernelRegistry& r);  // attention, rotary
+
+// Helper for builders: wraps a config object.
+template <class Cfg>
+KernelCall make_call(KernelFn fn, Cfg cfg, bool extent_ok = false) {
+  return KernelCall{fn, std::make_shared<const Cfg>(std::move(cfg)), extent_ok};
+}
+
+}  // namespace rlx::cpu

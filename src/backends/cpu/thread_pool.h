@@ -1,0 +1,31 @@
+// A persistent pool of worker threads. parallel_for splits [0, n) into chunks whose
+// boundaries depend only on n and grain (never on the thread count), so reductions
+// that combine per-chunk partials in chunk order are identical for any thread count.
+// Nested parallel_for calls run inline. Not re-entrant across different callers:
+// one executable run at a time uses a pool (each clone gets its own pool or shares
+// one guarded by a mutex).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+namespace rlx::cpu {
+
+class ThreadPool {
+ public:
+  explicit ThreadPool(int threads);  // threads >= 1; 1 runs everything inline
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const;
+  // Calls f(begin, end) for consecutive chunks covering [0, n); chunk size is
+  // max(grain, ceil(n / 64)) rounded so chunk boundaries depend on n and grain only.
+  void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& f);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace rlx::cpu

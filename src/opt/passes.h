@@ -1,0 +1,25 @@
+// One function per pass; each takes a graph and returns the rewritten graph.
+// The name in the comment is the pass name used by flags, reports and test files.
+#pragma once
+#include <string>
+
+#include "opt/pipeline.h"
+
+namespace rlx::opt {
+
+Graph dce(const Graph& g);                                           // dce
+Graph constant_fold(const Graph& g, const ConstEvaluator& eval);     // constant-fold
+Graph cse(const Graph& g);                                           // cse
+Graph simplify(const Graph& g);                                      // simplify (algebraic)
+Graph fuse_matmul_epilogue(const Graph& g, std::string* report);     // fuse-matmul-epilogue
+Graph fuse_elementwise(const Graph& g, std::string* report);         // fuse-elementwise
+// legalize: decomposes nodes the backend does not claim; throws Error(Unsupported) listing
+// every node that has no native kernel and no decomposition. Fills the dispatch report.
+Graph legalize(const Graph& g, const BackendClaims& claims, std::string* dispatch_report);
+Graph apply_precision(const Graph& g, Precision p);                  // precision
+MemoryPlan plan_memory(const Graph& g, int64_t alignment);           // plan-memory
+// Throws Error(Internal) if two simultaneously live buffers overlap or an output
+// overlaps its own inputs (used by tests and RLX_VERIFY).
+void verify_memory_plan(const Graph& g, const MemoryPlan& plan);
+
+}  // namespace rlx::opt

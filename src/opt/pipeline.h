@@ -1,0 +1,38 @@
+// The compile pipeline: bind dims -> verify -> dce -> constant-fold -> cse -> simplify
+// -> fuse-matmul-epilogue -> fuse-elementwise -> legalize -> precision -> dce -> plan-memory.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "opt/plan.h"
+#include "rlx/options.h"
+
+namespace rlx::opt {
+
+// What a backend says it runs natively. `supports` sees a node with its input types
+// (nullptr = absent optional input) and says whether a native kernel exists.
+struct BackendClaims {
+  std::string name;
+  std::function<bool(const Node&, const std::vector<const Shape*>&)> supports;
+};
+
+// Evaluates one node on constant inputs (used by constant-fold). Given by the runtime so
+// that opt does not depend on a backend. Returns the output bytes per output.
+using ConstEvaluator =
+    std::function<std::vector<Blob>(const Node&, const std::vector<Shape>& in_types,
+                                    const std::vector<Blob>& in_values)>;
+
+struct PipelineContext {
+  BackendClaims claims;
+  ConstEvaluator evaluate;   // may be empty: constant folding is then skipped
+  CompileOptions options;
+};
+
+// Throws Error(Verify) / Error(Shape) / Error(Unsupported) (listing every unsupported node).
+Plan compile_pipeline(const Graph& g, const PipelineContext& ctx);
+
+// Replaces symbolic dims by the bound sizes and re-infers all types (specialization).
+Graph bind_dims(const Graph& g, const std::map<std::string, int64_t>& bindings);
+
+}  // namespace rlx::opt
