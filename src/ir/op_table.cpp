@@ -1,0 +1,78 @@
+#include "ir/op_table.h"
+
+#include <unordered_map>
+
+namespace rlx::ir {
+
+namespace {
+template <class T, class V> struct VariantIndex;
+template <class T, class... Ts> struct VariantIndex<T, std::variant<Ts...>> {
+  static constexpr size_t value = [] {
+    size_t i = 0;
+    bool found = false;
+    ((found = found || std::is_same_v<T, Ts>, i += found ? 0 : 1), ...);
+    return i;
+  }();
+};
+
+std::vector<OpInfo> build_table() {
+  return {
+#define RLX_OP(kind, name, attrs, min_in, max_in, n_out, traits, infer) \
+  OpInfo{OpKind::kind, name, min_in, max_in, n_out, uint32_t(traits), &infer, VariantIndex<attrs, Attrs>::value},
+#include "rlx/ops.def"
+#undef RLX_OP
+  };
+}
+}  // namespace
+
+const std::vector<OpInfo>& all_ops() {
+  static const std::vector<OpInfo> table = build_table();
+  return table;
+}
+
+const OpInfo& op_info(OpKind k) {
+  const auto& t = all_ops();
+  if (size_t(k) >= t.size()) fail(ErrorCategory::Internal, "invalid op kind ", int(k));
+  return t[size_t(k)];
+}
+
+bool has_trait(OpKind k, Trait t) { return (op_info(k).traits & t) != 0; }
+
+bool op_from_name(std::string_view name, OpKind& out) {
+  static const auto index = [] {
+    std::unordered_map<std::string_view, OpKind> m;
+    for (const auto& op : all_ops()) m.emplace(op.name, op.kind);
+    return m;
+  }();
+  auto it = index.find(name);
+  if (it == index.end()) return false;
+  out = it->second;
+  return true;
+}
+
+const Shape& InferCtx::input(int i) const {
+  if (!has(i)) error("input ", i, " is required but absent");
+  return *in[size_t(i)];
+}
+
+std::vector<Shape> infer_outputs(const Node& node, const std::vector<const Shape*>& inputs) {
+  const OpInfo& info = op_info(node.kind);
+  int n = int(inputs.size());
+  if (n < info.min_inputs || n > info.max_inputs)
+    fail(ErrorCategory::Shape, "node '", node.name, "' (", info.name, "): expects ", info.min_inputs,
+         info.min_inputs == info.max_inputs ? "" : "..",
+         info.min_inputs == info.max_inputs ? std::string() : std::to_string(info.max_inputs),
+         " inputs, got ", n);
+  if (node.attrs.index() != info.attrs_index)
+    fail(ErrorCategory::Verify, "node '", node.name, "' (", info.name, "): wrong attribute struct");
+  InferCtx ctx{node, inputs};
+  // Required inputs (all up to min_inputs) must be present.
+  for (int i = 0; i < info.min_inputs; ++i)
+    if (!inputs[size_t(i)]) ctx.error("input ", i, " is required but absent");
+  auto out = info.infer(ctx);
+  if (info.num_outputs >= 0 && int(out.size()) != info.num_outputs)
+    fail(ErrorCategory::Internal, "node '", node.name, "': inference gave ", out.size(), " outputs");
+  return out;
+}
+
+}  // namespace rlx::ir
