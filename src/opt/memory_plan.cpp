@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <functional>
 #include <numeric>
+#include <random>
 #include <sstream>
 
 #include "ir/op_table.h"
@@ -189,6 +190,51 @@ int64_t lower_bound_of(const std::vector<Item>& items, int32_t n_steps) {
   return peak;
 }
 
+// Tries every candidate order with best-fit and first-fit placement, then, while the
+// arena is above the lower bound, a bounded local search that swaps one to three pairs
+// of non-pinned buffers in the best order (equal results are accepted, to walk across
+// plateaus). The random source has a fixed seed: a given build always plans a graph the
+// same way.
+int64_t pack(const std::vector<Item>& items, int64_t lower_bound, std::vector<int64_t>& best_offsets) {
+  std::vector<int64_t> offsets;
+  std::vector<int> best_order;
+  bool best_fit_of_best = true;
+  int64_t best = -1;
+  auto attempt = [&](const std::vector<int>& order, bool best_fit) {
+    const int64_t arena = place(items, order, best_fit, offsets);
+    const bool improved = best < 0 || arena < best;
+    if (improved) best_offsets = offsets;
+    if (improved || arena == best) {
+      best = arena;
+      best_order = order;
+      best_fit_of_best = best_fit;
+    }
+    return improved;
+  };
+  // The quadratic placement bounds the work: very large graphs keep the first order only.
+  auto orders = candidate_orders(items);
+  if (items.size() > 4000) orders.resize(1);
+  for (const auto& order : orders)
+    for (bool best_fit : {true, false})
+      if (best > lower_bound || best < 0) attempt(order, best_fit);
+
+  size_t n_pinned = 0;
+  for (const Item& it : items) n_pinned += it.pinned;
+  const size_t n_free = items.size() - n_pinned;
+  if (best <= lower_bound || n_free < 2) return std::max<int64_t>(best, 0);
+  const double work = double(items.size()) * double(items.size()) + 1.0;
+  const int rounds = int(std::min(400.0, 3e7 / work));
+  std::mt19937 rng(0x5eed);
+  std::uniform_int_distribution<size_t> pos(n_pinned, items.size() - 1);
+  for (int r = 0; r < rounds && best > lower_bound; ++r) {
+    std::vector<int> order = best_order;
+    const int swaps = 1 + int(rng() % 3);
+    for (int k = 0; k < swaps; ++k) std::swap(order[pos(rng)], order[pos(rng)]);
+    attempt(order, best_fit_of_best);
+  }
+  return best;
+}
+
 std::vector<std::pair<int64_t, int64_t>> merge_ranges(std::vector<std::pair<int64_t, int64_t>> r) {
   std::sort(r.begin(), r.end());
   std::vector<std::pair<int64_t, int64_t>> out;
@@ -226,23 +272,8 @@ MemoryPlan plan_memory(const Graph& g, int64_t alignment) {
   }
 
   plan.lower_bound_bytes = lower_bound_of(items, n_steps);
-  std::vector<int64_t> best_offsets, offsets;
-  int64_t best = -1;
-  // Plans are small (one item per root buffer), so trying every order is cheap; very
-  // large graphs keep only the largest-first order to bound the quadratic placement.
-  auto orders = candidate_orders(items);
-  if (items.size() > 4000) orders.resize(1);
-  for (const auto& order : orders) {
-    for (bool best_fit : {true, false}) {
-      const int64_t arena = place(items, order, best_fit, offsets);
-      if (best < 0 || arena < best) {
-        best = arena;
-        best_offsets = offsets;
-      }
-      if (best <= plan.lower_bound_bytes) break;
-    }
-    if (best <= plan.lower_bound_bytes) break;
-  }
+  std::vector<int64_t> best_offsets;
+  const int64_t best = pack(items, plan.lower_bound_bytes, best_offsets);
   plan.arena_bytes = std::max<int64_t>(best, 0);
 
   std::vector<std::pair<int64_t, int64_t>> persistent;

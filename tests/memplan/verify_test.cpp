@@ -166,6 +166,7 @@ TEST(VerifyMemoryPlan, RandomGraphsPlanSoundly) {
     if (p.lower_bound_bytes) worst = std::max(worst, double(p.arena_bytes) / double(p.lower_bound_bytes));
   }
   std::cout << "[ ratio    ] random graphs: worst arena / lower bound " << worst << "\n";
+  EXPECT_LE(worst, 1.10);
 }
 
 }  // namespace
