@@ -1,0 +1,134 @@
+// fuse-elementwise: groups trees of kFusable ops into one fused_elementwise node.
+// A producer joins its consumer's group when all its uses are by that group (and it is
+// not a graph output) and its dims equal the group output's dims, so every member runs
+// once per output element; only external inputs broadcast. Groups of one op are left
+// alone. External inputs are deduplicated (at most 64, the op's arity).
+#include <algorithm>
+#include <map>
+#include <sstream>
+
+#include "opt/passes.h"
+#include "opt/rewrite.h"
+
+namespace rlx::opt {
+
+namespace {
+constexpr size_t kMaxInputs = 64;
+
+bool fusable(const Node& n) {
+  if (!ir::has_trait(n.kind, ir::kFusable) || n.outputs.size() != 1 || !n.subgraphs.empty()) return false;
+  // FusedOp carries only scalar attributes and a result dtype.
+  return std::holds_alternative<NoAttrs>(n.attrs) || std::holds_alternative<ScalarAttrs>(n.attrs) ||
+         std::holds_alternative<CastAttrs>(n.attrs);
+}
+
+struct Group {
+  int32_t root = -1;
+  std::vector<int32_t> members;  // ascending node ids (topological), root last
+};
+
+// External inputs of a set of members, in order of first use.
+std::vector<Value> external_inputs(const Graph& g, const std::vector<int32_t>& members,
+                                   const std::vector<int32_t>& group_of, int32_t gid) {
+  std::vector<Value> ext;
+  for (int32_t m : members)
+    for (Value v : g.node(m).inputs) {
+      if (v.valid() && group_of[size_t(v.node)] == gid) continue;
+      if (std::find(ext.begin(), ext.end(), v) == ext.end()) ext.push_back(v);
+    }
+  return ext;
+}
+}  // namespace
+
+Graph fuse_elementwise(const Graph& g, std::string* report) {
+  const auto& nodes = g.nodes();
+  UseInfo uses = compute_uses(g);
+  std::vector<int32_t> group_of(nodes.size(), -1);
+  std::vector<Group> groups;
+
+  // Reverse order: a consumer's group is known before its producers are considered.
+  for (size_t ri = nodes.size(); ri-- > 0;) {
+    const Node& n = nodes[ri];
+    if (group_of[ri] >= 0 || !fusable(n)) continue;
+    auto gid = int32_t(groups.size());
+    groups.push_back(Group{int32_t(ri), {int32_t(ri)}});
+    group_of[ri] = gid;
+    const auto& out_dims = n.outputs[0].dims();
+    // Grow the group producer by producer (a worklist over the members' inputs).
+    std::vector<int32_t> work{int32_t(ri)};
+    while (!work.empty()) {
+      int32_t m = work.back();
+      work.pop_back();
+      for (Value v : nodes[size_t(m)].inputs) {
+        if (!v.valid() || group_of[size_t(v.node)] >= 0) continue;
+        const Node& p = nodes[size_t(v.node)];
+        if (!fusable(p) || !(p.outputs[0].dims() == out_dims)) continue;
+        bool all_in_group = uses.outputs[size_t(v.node)][0] == 0;
+        for (int32_t u : uses.users[size_t(v.node)][0])
+          if (group_of[size_t(u)] != gid) all_in_group = false;
+        if (!all_in_group) continue;
+        group_of[size_t(v.node)] = gid;
+        groups[size_t(gid)].members.push_back(v.node);
+        if (external_inputs(g, groups[size_t(gid)].members, group_of, gid).size() > kMaxInputs) {
+          group_of[size_t(v.node)] = -1;
+          groups[size_t(gid)].members.pop_back();
+          continue;
+        }
+        work.push_back(v.node);
+      }
+    }
+    auto& mem = groups[size_t(gid)].members;
+    std::sort(mem.begin(), mem.end());
+    if (mem.size() < 2) {  // nothing to fuse: release the node
+      group_of[ri] = -1;
+      groups.pop_back();
+    }
+  }
+
+  std::ostringstream rep;
+  Rewriter rw(g);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    int32_t gid = group_of[i];
+    if (gid < 0) {
+      rw.copy(int32_t(i));
+      continue;
+    }
+    const Group& grp = groups[size_t(gid)];
+    if (grp.root != int32_t(i)) continue;  // emitted with the root
+    std::vector<Value> ext = external_inputs(g, grp.members, group_of, gid);
+    std::map<int32_t, int32_t> slot;  // member node -> instruction index
+    FusedElementwiseAttrs attrs;
+    auto operand = [&](Value v) -> int32_t {
+      if (v.valid() && group_of[size_t(v.node)] == gid) return int32_t(ext.size()) + slot.at(v.node);
+      return int32_t(std::find(ext.begin(), ext.end(), v) - ext.begin());
+    };
+    for (int32_t m : grp.members) {
+      const Node& mn = nodes[size_t(m)];
+      FusedOp op;
+      op.kind = mn.kind;
+      for (Value v : mn.inputs) op.args.push_back(operand(v));
+      if (const auto* s = std::get_if<ScalarAttrs>(&mn.attrs)) {
+        op.alpha = s->alpha;
+        op.beta = s->beta;
+      }
+      op.type = mn.outputs[0].dtype();
+      slot[m] = int32_t(attrs.program.size());
+      attrs.program.push_back(op);
+    }
+    std::vector<Value> in;
+    for (Value v : ext) in.push_back(rw.map(v));
+    Value f = rw.emit1(OpKind::FusedElementwise, in, attrs, rw.name_of(int32_t(i)));
+    if (!(rw.dst().type(f) == nodes[i].outputs[0]))
+      fail(ErrorCategory::Internal, "fuse-elementwise: fused node '", nodes[i].name, "' has type ",
+           rw.dst().type(f).str(), ", the original ", nodes[i].outputs[0].str());
+    rw.set(Value{int32_t(i), 0}, f);
+    rep << "fuse-elementwise: " << grp.members.size() << " ops -> fused_elementwise '"
+        << rw.dst().node(f.node).name << "' (" << ext.size() << " inputs):";
+    for (int32_t m : grp.members) rep << " " << op_name(nodes[size_t(m)].kind) << " '" << nodes[size_t(m)].name << "'";
+    rep << "\n";
+  }
+  if (report) *report += rep.str();
+  return rw.finish();
+}
+
+}  // namespace rlx::opt

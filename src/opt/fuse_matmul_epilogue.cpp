@@ -1,0 +1,143 @@
+// fuse-matmul-epilogue: matmul [+ bias broadcast over the last dim] [+ activation]
+// -> one fused_matmul, when each intermediate feeds only the next node of the chain
+// (and is not a graph output). A fused_matmul without activation also absorbs a
+// following activation. The fused node takes the name of the chain's last node.
+#include <sstream>
+
+#include "opt/passes.h"
+#include "opt/rewrite.h"
+
+namespace rlx::opt {
+
+namespace {
+
+struct Chain {
+  int32_t head = -1;      // the matmul (or fused_matmul without activation)
+  int32_t bias_add = -1;  // the add node, if any
+  Value bias;             // source value of the bias, if any
+  int32_t act = -1;       // the activation node, if any
+  Activation activation = Activation::None;
+  double alpha = 0;
+};
+
+// The activation a node applies to its only input, if fused_matmul can express it.
+bool activation_of(const Node& n, Activation& a, double& alpha) {
+  alpha = 0;
+  switch (n.kind) {
+    case OpKind::Relu: a = Activation::Relu; return true;
+    case OpKind::Silu: a = Activation::Silu; return true;
+    case OpKind::Sigmoid: a = Activation::Sigmoid; return true;
+    case OpKind::Tanh: a = Activation::Tanh; return true;
+    case OpKind::Gelu:
+      a = n.attr<ScalarAttrs>().alpha == 1 ? Activation::GeluTanh : Activation::Gelu;
+      return true;
+    case OpKind::LeakyRelu:
+      a = Activation::LeakyRelu;
+      alpha = n.attr<ScalarAttrs>().alpha;
+      return true;
+    default: return false;
+  }
+}
+
+// True when `bias` broadcasts over all but the last dim of `mm`: shape [N] or [1,..,1,N]
+// with the same dtype, and the sum has the matmul's type.
+bool is_row_bias(const Shape& mm, const Shape& bias, const Shape& sum) {
+  if (!(sum == mm) || bias.dtype() != mm.dtype() || mm.rank() == 0) return false;
+  if (bias.rank() < 1 || bias.rank() > mm.rank()) return false;
+  if (!(bias.dims().back() == mm.dims().back())) return false;
+  for (int i = 0; i + 1 < bias.rank(); ++i)
+    if (!(bias.dims()[size_t(i)] == Dim(1))) return false;
+  return true;
+}
+
+// The single consumer of node `id`'s only output, or -1.
+int32_t sole_user(const UseInfo& uses, int32_t id) {
+  Value v{id, 0};
+  if (uses.count(v) != 1 || uses.outputs[size_t(id)][0] != 0) return -1;
+  return uses.users[size_t(id)][0][0];
+}
+
+bool match(const Graph& g, const UseInfo& uses, int32_t id, Chain& c) {
+  const Node& head = g.node(id);
+  bool has_bias = false;
+  if (head.kind == OpKind::FusedMatMul) {
+    const auto& a = head.attr<FusedMatMulAttrs>();
+    if (a.activation != Activation::None) return false;
+    has_bias = head.inputs.size() > 2 && head.inputs[2].valid();
+  } else if (head.kind != OpKind::MatMul) {
+    return false;
+  }
+  c = Chain{};
+  c.head = id;
+  int32_t tail = id;
+  int32_t next = sole_user(uses, tail);
+  if (!has_bias && next >= 0 && g.node(next).kind == OpKind::Add) {
+    const Node& add = g.node(next);
+    int other = add.inputs[0] == Value{tail, 0} ? 1 : 0;
+    Value bias = add.inputs[size_t(other)];
+    if (!(add.inputs[size_t(1 - other)] == Value{tail, 0})) return false;
+    if (is_row_bias(head.outputs[0], g.type(bias), add.outputs[0])) {
+      c.bias_add = next;
+      c.bias = bias;
+      tail = next;
+      next = sole_user(uses, tail);
+    }
+  }
+  if (next >= 0) {
+    const Node& act = g.node(next);
+    Activation a;
+    double alpha;
+    if (activation_of(act, a, alpha) && act.outputs[0] == head.outputs[0]) {
+      c.act = next;
+      c.activation = a;
+      c.alpha = alpha;
+    }
+  }
+  // A bare matmul stays a matmul.
+  return c.bias_add >= 0 || c.act >= 0;
+}
+}  // namespace
+
+Graph fuse_matmul_epilogue(const Graph& g, std::string* report) {
+  UseInfo uses = compute_uses(g);
+  const auto& nodes = g.nodes();
+  std::vector<int32_t> chain_at(nodes.size(), -1);  // tail node -> index into chains
+  std::vector<char> absorbed(nodes.size(), 0);
+  std::vector<Chain> chains;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    Chain c;
+    if (!match(g, uses, int32_t(i), c)) continue;
+    int32_t tail = c.act >= 0 ? c.act : c.bias_add;
+    absorbed[size_t(c.head)] = 1;
+    if (c.bias_add >= 0) absorbed[size_t(c.bias_add)] = 1;
+    absorbed[size_t(tail)] = 0;
+    chain_at[size_t(tail)] = int32_t(chains.size());
+    chains.push_back(c);
+  }
+
+  std::ostringstream rep;
+  Rewriter rw(g);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (absorbed[i]) continue;  // only the chain consumes it; emitted with the tail
+    if (chain_at[i] < 0) {
+      rw.copy(int32_t(i));
+      continue;
+    }
+    const Chain& c = chains[size_t(chain_at[i])];
+    const Node& head = g.node(c.head);
+    std::vector<Value> in{rw.map(head.inputs[0]), rw.map(head.inputs[1])};
+    if (c.bias.valid()) in.push_back(rw.map(c.bias));
+    else if (head.inputs.size() > 2 && head.inputs[2].valid()) in.push_back(rw.map(head.inputs[2]));
+    Value f = rw.emit1(OpKind::FusedMatMul, in, FusedMatMulAttrs{c.activation, c.alpha}, rw.name_of(int32_t(i)));
+    RLX_CHECK(rw.dst().type(f) == nodes[i].outputs[0], "fused_matmul '", nodes[i].name, "' changed type");
+    rw.set(Value{int32_t(i), 0}, f);
+    rep << "fuse-matmul-epilogue: " << op_name(head.kind) << " '" << head.name << "'";
+    if (c.bias_add >= 0) rep << " + add '" << g.node(c.bias_add).name << "'";
+    if (c.act >= 0) rep << " + " << op_name(g.node(c.act).kind) << " '" << g.node(c.act).name << "'";
+    rep << " -> fused_matmul '" << rw.dst().node(f.node).name << "' (" << enum_name(c.activation) << ")\n";
+  }
+  if (report) *report += rep.str();
+  return rw.finish();
+}
+
+}  // namespace rlx::opt

@@ -1,0 +1,77 @@
+// The compile pipeline (order in pipeline.h). Each step logs "name: N -> M nodes";
+// with options.verify_each_pass the verifier runs after every pass and its error names
+// the pass that broke the graph.
+#include "opt/pipeline.h"
+
+#include <functional>
+#include <sstream>
+
+#include "opt/passes.h"
+#include "rlx/text.h"
+
+namespace rlx::opt {
+
+namespace {
+
+class Runner {
+ public:
+  Runner(Graph g, bool verify_each) : g_(std::move(g)), verify_each_(verify_each) {}
+
+  void step(const std::string& name, const std::function<Graph(const Graph&)>& pass) {
+    size_t before = g_.nodes().size();
+    g_ = pass(g_);
+    log_ << name << ": " << before << " -> " << g_.nodes().size() << " nodes\n";
+    if (verify_each_) verify(name);
+  }
+
+  void verify(const std::string& after) {
+    try {
+      verify_graph(g_);
+    } catch (const Error& e) {
+      fail(ErrorCategory::Verify, "after pass ", after, ": ", e.what());
+    }
+  }
+
+  Graph& graph() { return g_; }
+  std::string log() const { return log_.str(); }
+
+ private:
+  Graph g_;
+  bool verify_each_;
+  std::ostringstream log_;
+};
+
+}  // namespace
+
+Plan compile_pipeline(const Graph& g, const PipelineContext& ctx) {
+  const CompileOptions& o = ctx.options;
+  Runner r(g, o.verify_each_pass);
+  if (!o.dim_bindings.empty())
+    r.step("bind-dims", [&](const Graph& x) { return bind_dims(x, o.dim_bindings); });
+  r.verify("input");
+  r.step("dce", dce);
+  if (o.constant_fold && ctx.evaluate)
+    r.step("constant-fold", [&](const Graph& x) { return constant_fold(x, ctx.evaluate); });
+  if (o.cse) r.step("cse", cse);
+  if (o.simplify) r.step("simplify", simplify);
+  Plan plan;
+  if (o.fuse_matmul_epilogue)
+    r.step("fuse-matmul-epilogue", [&](const Graph& x) { return fuse_matmul_epilogue(x, &plan.fusion_report); });
+  if (o.fuse_elementwise)
+    r.step("fuse-elementwise", [&](const Graph& x) { return fuse_elementwise(x, &plan.fusion_report); });
+  r.step("legalize", [&](const Graph& x) { return legalize(x, ctx.claims, &plan.dispatch_report); });
+  if (o.precision != Precision::F32) {
+    r.step("precision", [&](const Graph& x) { return apply_precision(x, o.precision); });
+    // Low-precision nodes the backend lacks go back to f32 (or decompose) here.
+    std::string again;
+    r.step("legalize", [&](const Graph& x) { return legalize(x, ctx.claims, &again); });
+    plan.dispatch_report += "after precision:\n" + again;
+  }
+  r.step("dce", dce);
+  plan.memory = plan_memory(r.graph(), o.arena_alignment);
+  plan.pass_log = r.log() + "plan-memory: arena " + std::to_string(plan.memory.arena_bytes) + " bytes\n";
+  plan.graph = std::move(r.graph());
+  return plan;
+}
+
+}  // namespace rlx::opt

@@ -1,0 +1,116 @@
+// Graph -> Graph rewriting support shared by the passes.
+//
+// A Rewriter copies a source graph into a fresh destination graph node by node while
+// keeping a map from source values to destination values. A pass walks the source in
+// order and, for each node, either copies it (inputs remapped), replaces its outputs by
+// values already in the destination, or emits new nodes. finish() sets the graph
+// outputs (names kept) and returns the destination. Names, leaves (their public names
+// and data), symbols (same ids) and subgraphs are preserved by copy().
+//
+// Errors: mapping a source value that has not been mapped yet throws Error(Internal)
+// naming the node; shape errors from re-inference propagate as Error(Shape).
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/op_table.h"
+#include "rlx/graph.h"
+
+namespace rlx::opt {
+
+class Rewriter {
+ public:
+  explicit Rewriter(const Graph& src);
+
+  const Graph& src() const { return src_; }
+  Graph& dst() { return dst_; }
+  const Graph& dst() const { return dst_; }
+
+  // Destination value of a source value; an absent value (node -1) maps to absent.
+  Value map(Value old) const;
+  bool is_mapped(Value old) const;
+  std::vector<Value> map_inputs(const Node& n) const;
+  // Maps source value `old` to destination value `now`.
+  void set(Value old, Value now);
+  // The name to give the rewrite of source node `id`: its own name, or "" when that
+  // name is the automatic "<op>_<id>" (the destination then picks its own automatic name).
+  std::string name_of(int32_t id) const;
+  // Maps every output of source node `id` to the given destination values (in order).
+  void replace(int32_t id, const std::vector<Value>& now);
+
+  // Copies source node `id` with its inputs remapped. Output types are kept when the
+  // remapped inputs have the same types as in the source, re-inferred otherwise.
+  // Returns the destination node id.
+  int32_t copy(int32_t id);
+  // Copies source node `id` with other (destination) inputs; output types re-inferred.
+  int32_t copy_with_inputs(int32_t id, std::vector<Value> inputs);
+  // Appends `node` (inputs and output types already set for the destination) as the
+  // rewrite of source node `id`, mapping its outputs in order.
+  int32_t append(int32_t id, Node node);
+
+  // Adds a new node to the destination (types inferred). The name is made unique.
+  std::vector<Value> emit(OpKind kind, std::vector<Value> inputs, Attrs attrs, const std::string& name = "");
+  Value emit1(OpKind kind, std::vector<Value> inputs, Attrs attrs, const std::string& name = "");
+
+  // Sets the destination outputs to the mapped source outputs (same names) and returns
+  // the destination graph. The Rewriter must not be used afterwards.
+  Graph finish();
+
+ private:
+  const Graph& src_;
+  Graph dst_;
+  std::vector<std::vector<Value>> map_;  // [src node][out] -> dst value
+};
+
+// Who uses each value: users[node][out] lists the consuming node ids (one entry per
+// input slot, so a node using a value twice appears twice); outputs[node][out] counts
+// how many graph outputs refer to it.
+struct UseInfo {
+  std::vector<std::vector<std::vector<int32_t>>> users;
+  std::vector<std::vector<int>> outputs;
+
+  int count(Value v) const;  // input slots + graph outputs
+  // True when every use of `v` is by node `consumer` and `v` is not a graph output.
+  bool only_used_by(Value v, int32_t consumer) const;
+  // Total uses of all outputs of node `id` (input slots + graph outputs).
+  int node_uses(int32_t id) const;
+};
+UseInfo compute_uses(const Graph& g);
+
+// Input types of a node as the op table's inference wants them (nullptr = absent).
+std::vector<const Shape*> input_types(const Graph& g, const Node& n);
+// Builds a node (not added to any graph) and infers its outputs; throws Error(Shape).
+Node make_node(const Graph& g, OpKind kind, std::vector<Value> inputs, Attrs attrs, const std::string& name);
+
+// The single value every element of constant `v` has, as a double; nullopt when `v` is
+// not a Constant node, is complex, or its elements differ. Zero-element constants: nullopt.
+std::optional<double> splat_value(const Graph& g, Value v);
+// Reads element i of a blob of dtype t as a double (complex: the real part).
+double read_element(const uint8_t* data, DType t, int64_t i);
+// Writes `value` as element i of dtype t (rounding as a cast would).
+void write_element(uint8_t* data, DType t, int64_t i, double value);
+
+// A constant of type `like` (static) filled with `value`.
+Value constant_filled(Graph& g, const Shape& like, double value, const std::string& name = "");
+
+// True when every value of `from` is exactly representable in `to`.
+bool is_lossless_cast(DType from, DType to);
+
+// True when node `id` of a graph carries the automatic name "<op>_<id>".
+bool is_auto_name(const Node& n, int32_t id);
+// "<base>/<suffix>", or "" when base is "" (so derived names stay automatic).
+std::string sub_name(const std::string& base, const std::string& suffix);
+
+// The producer node of `v` in `g` when it has kind `k`; nullptr otherwise.
+const Node* producer_of_kind(const Graph& g, Value v, OpKind k);
+
+// Normalizes a transpose permutation (empty = reverse) for the given rank.
+std::vector<int64_t> normalized_perm(const std::vector<int64_t>& perm, int rank);
+
+// "f32[2,3], -, i64[4]" with absent inputs as "-" and symbols by their graph names.
+std::string types_str(const Graph& g, const std::vector<Value>& values);
+std::string shape_str(const Graph& g, const Shape& s);
+
+}  // namespace rlx::opt
