@@ -1,0 +1,78 @@
+// Transformer blocks: scaled dot-product attention (grouped heads, additive mask,
+// causal) and rotary position embedding, as documented in ops.def.
+#include <cmath>
+
+#include "ir/ops/infer_util.h"
+
+namespace rlx::ir {
+
+using namespace detail;
+
+namespace {
+
+void require_same_dim(const InferCtx& ctx, Dim a, const char* what_a, Dim b, const char* what_b) {
+  if (!(a == b)) ctx.error(what_a, " (", dim_str(a), ") must equal ", what_b, " (", dim_str(b), ")");
+}
+
+}  // namespace
+
+// attention(q[B,Hq,Sq,D], k[B,Hkv,Sk,D], v[B,Hkv,Sk,Dv], mask?) -> [B,Hq,Sq,Dv]
+std::vector<Shape> infer_attention(const InferCtx& ctx) {
+  const Shape& q = ctx.input(0);
+  const Shape& k = ctx.input(1);
+  const Shape& v = ctx.input(2);
+  const auto& a = ctx.node.attr<AttentionAttrs>();
+  require_rank(ctx, q, 4, "q (input 0)");
+  require_rank(ctx, k, 4, "k (input 1)");
+  require_rank(ctx, v, 4, "v (input 2)");
+  check_float_only(ctx);
+  require_same_dtype(ctx, k, "k (input 1)", q, "q (input 0)");
+  require_same_dtype(ctx, v, "v (input 2)", q, "q (input 0)");
+  if (!std::isfinite(a.scale)) ctx.error("scale must be finite, got ", a.scale);
+  const auto& qd = q.dims();
+  const auto& kd = k.dims();
+  const auto& vd = v.dims();
+  require_same_dim(ctx, kd[0], "k batch", qd[0], "q batch");
+  require_same_dim(ctx, vd[0], "v batch", qd[0], "q batch");
+  require_same_dim(ctx, vd[1], "v heads", kd[1], "k heads");
+  require_same_dim(ctx, vd[2], "v sequence", kd[2], "k sequence");
+  require_same_dim(ctx, kd[3], "k head dim", qd[3], "q head dim");
+  Dim hq = qd[1], hkv = kd[1];
+  if (!(hq == hkv)) {
+    if (hq.is_symbolic() || hkv.is_symbolic())
+      ctx.error("q heads ", dim_str(hq), " and k heads ", dim_str(hkv), " may not divide; bind the symbols first");
+    if (hkv.raw() == 0 || hq.raw() % hkv.raw() != 0)
+      ctx.error("q heads ", hq.raw(), " must be a multiple of k/v heads ", hkv.raw());
+  }
+  Dim sq = qd[2], sk = kd[2];
+  if (a.causal && sq.is_static() && sk.is_static() && sq.raw() > sk.raw())
+    ctx.error("causal attention needs at most as many queries (", sq.raw(), ") as keys (", sk.raw(), ")");
+  if (ctx.has(3)) {
+    const Shape& m = ctx.input(3);
+    require_same_dtype(ctx, m, "mask (input 3)", q, "q (input 0)");
+    std::vector<Dim> scores{qd[0], hq, sq, sk};
+    if (!broadcasts_to(m.dims(), scores))
+      ctx.error("mask ", m.str(), " does not broadcast to the scores ", dims_str(scores));
+  }
+  return {q.with_dims({qd[0], hq, sq, vd[3]})};
+}
+
+// rotary(x[B,H,S,D], cos[S,R/2], sin[S,R/2]) -> x's type; rotates the first R of D.
+std::vector<Shape> infer_rotary(const InferCtx& ctx) {
+  const Shape& x = ctx.input(0);
+  const Shape& c = ctx.input(1);
+  const Shape& s = ctx.input(2);
+  require_rank(ctx, x, 4, "x (input 0)");
+  check_float_only(ctx);
+  require_rank(ctx, c, 2, "cos (input 1)");
+  require_same_dtype(ctx, c, "cos (input 1)", x, "x (input 0)");
+  if (!(s == c)) ctx.error("sin ", s.str(), " must match cos ", c.str());
+  require_same_dim(ctx, c.dims()[0], "cos rows", x.dims()[2], "the sequence length of x");
+  int64_t half = static_dim(ctx, c.dims()[1], "the rotary half width (cos dim 1)");
+  int64_t d = static_dim(ctx, x.dims()[3], "the head dim of x");
+  if (half < 1 || 2 * half > d)
+    ctx.error("rotary width 2*", half, " must be in [2, head dim ", d, "]");
+  return {x};
+}
+
+}  // namespace rlx::ir

@@ -1,0 +1,97 @@
+// Convolution and pooling over NCHW tensors.
+#include "ir/ops/infer_util.h"
+
+namespace rlx::ir {
+
+using namespace detail;
+
+namespace {
+
+void check_window_attrs(const InferCtx& ctx, const std::vector<int64_t>& strides, const std::vector<int64_t>& pads,
+                        const std::vector<int64_t>& dilations) {
+  require_len(ctx, strides, 2, "strides");
+  require_len(ctx, pads, 4, "pads");
+  require_len(ctx, dilations, 2, "dilations");
+  for (int64_t s : strides)
+    if (s < 1) ctx.error("strides ", ints_str(strides), " must be >= 1");
+  for (int64_t p : pads)
+    if (p < 0) ctx.error("pads ", ints_str(pads), " must be >= 0");
+  for (int64_t d : dilations)
+    if (d < 1) ctx.error("dilations ", ints_str(dilations), " must be >= 1");
+  // Window arithmetic stays far from int64 overflow with sizes below 2^31.
+  for (const auto* v : {&strides, &pads, &dilations})
+    for (int64_t x : *v)
+      if (x >= (int64_t(1) << 31)) ctx.error("window attribute ", x, " is too large");
+}
+
+// Output size of one spatial axis; `i` is 0 for H, 1 for W; pads are [top, left, bottom, right].
+Dim window_out(const InferCtx& ctx, Dim in, int i, int64_t k, const std::vector<int64_t>& strides,
+               const std::vector<int64_t>& pads, const std::vector<int64_t>& dilations, bool ceil_mode) {
+  int64_t s = strides[size_t(i)], pb = pads[size_t(i)], pe = pads[size_t(i + 2)], d = dilations[size_t(i)];
+  if (in.is_symbolic()) {
+    // Only the identity window keeps the size exactly.
+    if (k == 1 && s == 1 && pb == 0 && pe == 0) return in;
+    static_dim(ctx, in, i == 0 ? "input height" : "input width");
+  }
+  int64_t n = in.raw();
+  int64_t ek = d * (k - 1) + 1;  // effective (dilated) window
+  int64_t span = n + pb + pe;
+  if (span < ek)
+    ctx.error(i == 0 ? "height " : "width ", n, " (padded ", span, ") is smaller than the window ", ek);
+  int64_t out = ceil_mode ? (span - ek + s - 1) / s + 1 : (span - ek) / s + 1;
+  // In ceil mode the last window must start inside the input or its leading padding.
+  if (ceil_mode && (out - 1) * s >= n + pb) --out;
+  return Dim(out);
+}
+
+}  // namespace
+
+// conv2d(x[N,C,H,W], w[M,C/group,kH,kW], bias?[M]) -> [N,M,Ho,Wo]
+std::vector<Shape> infer_conv2d(const InferCtx& ctx) {
+  const Shape& x = ctx.input(0);
+  const Shape& w = ctx.input(1);
+  const auto& a = ctx.node.attr<ConvAttrs>();
+  require_rank(ctx, x, 4, "input 0 (NCHW)");
+  require_rank(ctx, w, 4, "weight (input 1)");
+  require_same_dtype(ctx, x, "input 0", w, "weight (input 1)");
+  require_not_bool(ctx, x, "input 0");
+  require_real(ctx, x, "input 0");
+  check_window_attrs(ctx, a.strides, a.pads, a.dilations);
+  if (a.group < 1) ctx.error("group must be >= 1, got ", a.group);
+  if (!w.is_static()) ctx.error("weight ", w.str(), " must have a static shape");
+  auto wd = w.static_dims();
+  int64_t c = static_dim(ctx, x.dims()[1], "the channel dim");
+  if (wd[0] % a.group != 0) ctx.error("output channels ", wd[0], " are not divisible by group ", a.group);
+  if (wd[1] * a.group != c)
+    ctx.error("input has ", c, " channels but weight ", w.str(), " with group ", a.group, " expects ", wd[1] * a.group);
+  if (ctx.has(2)) {
+    const Shape& b = ctx.input(2);
+    require_same_dtype(ctx, b, "bias (input 2)", x, "input 0");
+    if (b.rank() != 1 || !(b.dims()[0] == Dim(wd[0])))
+      ctx.error("bias ", b.str(), " must have shape [", wd[0], "]");
+  }
+  Dim h = window_out(ctx, x.dims()[2], 0, wd[2], a.strides, a.pads, a.dilations, false);
+  Dim wo = window_out(ctx, x.dims()[3], 1, wd[3], a.strides, a.pads, a.dilations, false);
+  return {x.with_dims({x.dims()[0], Dim(wd[0]), h, wo})};
+}
+
+std::vector<Shape> infer_pool2d(const InferCtx& ctx) {
+  const Shape& x = ctx.input(0);
+  const auto& a = ctx.node.attr<PoolAttrs>();
+  require_rank(ctx, x, 4, "input 0 (NCHW)");
+  require_not_bool(ctx, x, "input 0");
+  require_real(ctx, x, "input 0");
+  require_len(ctx, a.kernel, 2, "kernel");
+  for (int64_t k : a.kernel)
+    if (k < 1 || k >= (int64_t(1) << 31)) ctx.error("kernel ", ints_str(a.kernel), " must be in [1, 2^31)");
+  check_window_attrs(ctx, a.strides, a.pads, a.dilations);
+  for (int i = 0; i < 4; ++i) {
+    int64_t ek = a.dilations[size_t(i % 2)] * (a.kernel[size_t(i % 2)] - 1) + 1;
+    if (a.pads[size_t(i)] >= ek) ctx.error("pads ", ints_str(a.pads), " must be smaller than the window ", ek);
+  }
+  Dim h = window_out(ctx, x.dims()[2], 0, a.kernel[0], a.strides, a.pads, a.dilations, a.ceil_mode);
+  Dim w = window_out(ctx, x.dims()[3], 1, a.kernel[1], a.strides, a.pads, a.dilations, a.ceil_mode);
+  return {x.with_dims({x.dims()[0], x.dims()[1], h, w})};
+}
+
+}  // namespace rlx::ir
