@@ -166,7 +166,9 @@ Out rotary(Builder& b, const Node& n, std::string* why) {
   const int64_t dh = xt.dims()[size_t(axis)].value();
   bool interleaved = n.attr<RotaryAttrs>().interleaved;
   auto slice = [&](int64_t start, int64_t end, int64_t step) {
-    return b.op(OpKind::Slice, {x}, SliceAttrs{{start}, {end}, {axis}, {step}});
+    std::vector<int64_t> steps;
+    if (step != 1) steps.push_back(step);
+    return b.op(OpKind::Slice, {x}, SliceAttrs{{start}, {end}, {axis}, steps});
   };
   Value x1, x2;  // the two members of each rotated pair
   if (interleaved) {

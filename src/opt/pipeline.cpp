@@ -1,4 +1,5 @@
-// The compile pipeline (order in pipeline.h). Each step logs "name: N -> M nodes";
+// The compile pipeline (order in pipeline.h, except that precision runs before
+// legalize: see below). Each step logs "name: N -> M nodes";
 // with options.verify_each_pass the verifier runs after every pass and its error names
 // the pass that broke the graph.
 #include "opt/pipeline.h"
@@ -59,14 +60,13 @@ Plan compile_pipeline(const Graph& g, const PipelineContext& ctx) {
     r.step("fuse-matmul-epilogue", [&](const Graph& x) { return fuse_matmul_epilogue(x, &plan.fusion_report); });
   if (o.fuse_elementwise)
     r.step("fuse-elementwise", [&](const Graph& x) { return fuse_elementwise(x, &plan.fusion_report); });
-  r.step("legalize", [&](const Graph& x) { return legalize(x, ctx.claims, &plan.dispatch_report); });
-  if (o.precision != Precision::F32) {
+  // precision runs before legalize (pipeline.h lists them the other way round): a norm
+  // or softmax that legalize decomposes must already be marked f32, or its primitives
+  // would be lowered like any elementwise op; and half nodes the backend lacks are then
+  // wrapped in f32 casts by legalize.
+  if (o.precision != Precision::F32)
     r.step("precision", [&](const Graph& x) { return apply_precision(x, o.precision); });
-    // Low-precision nodes the backend lacks go back to f32 (or decompose) here.
-    std::string again;
-    r.step("legalize", [&](const Graph& x) { return legalize(x, ctx.claims, &again); });
-    plan.dispatch_report += "after precision:\n" + again;
-  }
+  r.step("legalize", [&](const Graph& x) { return legalize(x, ctx.claims, &plan.dispatch_report); });
   r.step("dce", dce);
   plan.memory = plan_memory(r.graph(), o.arena_alignment);
   plan.pass_log = r.log() + "plan-memory: arena " + std::to_string(plan.memory.arena_bytes) + " bytes\n";
