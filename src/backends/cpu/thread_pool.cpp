@@ -1,0 +1,155 @@
+// Persistent worker pool. One job at a time: the caller publishes the job under a
+// mutex, wakes the workers and takes chunks itself from the same atomic counter;
+// workers that woke for the job check in and out so the caller returns only when no
+// worker can still touch the job (the std::function it references lives on the
+// caller's stack).
+#include "backends/cpu/thread_pool.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "rlx/error.h"
+
+namespace rlx::cpu {
+namespace {
+
+// True while this thread executes a chunk of some pool's job (nested calls run inline).
+thread_local bool t_inside_task = false;
+
+struct TaskScope {
+  bool saved;
+  TaskScope() : saved(t_inside_task) { t_inside_task = true; }
+  ~TaskScope() { t_inside_task = saved; }
+};
+
+}  // namespace
+
+struct ThreadPool::Impl {
+  int threads = 1;
+  std::vector<std::thread> workers;
+
+  std::mutex call_mutex;  // serializes parallel_for calls from different threads
+
+  std::mutex m;
+  std::condition_variable wake;   // workers wait for a new generation
+  std::condition_variable idle;   // the caller waits for joined == 0
+  uint64_t generation = 0;
+  bool stop = false;
+  bool job_open = false;
+  int joined = 0;
+
+  // The current job (written under m before generation is bumped).
+  const std::function<void(int64_t, int64_t)>* fn = nullptr;
+  int64_t n = 0, chunk = 1, num_chunks = 0;
+  std::atomic<int64_t> next{0};
+
+  std::mutex error_mutex;
+  std::exception_ptr error;
+
+  void run_chunks(const std::function<void(int64_t, int64_t)>& f, int64_t total, int64_t size,
+                  int64_t count) {
+    TaskScope scope;
+    for (;;) {
+      int64_t c = next.fetch_add(1, std::memory_order_relaxed);
+      if (c >= count) return;
+      int64_t b = c * size, e = std::min(total, b + size);
+      try {
+        f(b, e);
+      } catch (...) {
+        std::lock_guard<std::mutex> lk(error_mutex);
+        if (!error) error = std::current_exception();
+        next.store(count, std::memory_order_relaxed);  // skip the chunks not yet taken
+      }
+    }
+  }
+
+  void worker_loop() {
+    t_inside_task = true;  // a worker never starts nested parallel work
+    uint64_t seen = 0;
+    std::unique_lock<std::mutex> lk(m);
+    for (;;) {
+      wake.wait(lk, [&] { return stop || generation != seen; });
+      if (stop) return;
+      seen = generation;
+      if (!job_open) continue;
+      ++joined;
+      const auto* f = fn;
+      int64_t total = n, size = chunk, count = num_chunks;
+      lk.unlock();
+      run_chunks(*f, total, size, count);
+      lk.lock();
+      if (--joined == 0) idle.notify_all();
+    }
+  }
+};
+
+ThreadPool::ThreadPool(int threads) : impl_(std::make_unique<Impl>()) {
+  if (threads < 1) fail(ErrorCategory::InvalidArgument, "ThreadPool: threads must be >= 1, got ", threads);
+  impl_->threads = threads;
+  impl_->workers.reserve(size_t(threads - 1));
+  for (int i = 1; i < threads; ++i) impl_->workers.emplace_back([this] { impl_->worker_loop(); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lk(impl_->m);
+    impl_->stop = true;
+  }
+  impl_->wake.notify_all();
+  for (auto& t : impl_->workers) t.join();
+}
+
+int ThreadPool::size() const { return impl_->threads; }
+
+void ThreadPool::parallel_for(int64_t n, int64_t grain,
+                              const std::function<void(int64_t, int64_t)>& f) {
+  if (n <= 0) return;
+  if (grain < 1) grain = 1;
+  // Chunk size depends on n and grain only; rounded up to a multiple of grain so that
+  // chunk boundaries fall on grain boundaries (kernels may pass a row length).
+  int64_t chunk = std::max(grain, (n + 63) / 64);
+  chunk = (chunk + grain - 1) / grain * grain;
+  int64_t count = (n + chunk - 1) / chunk;
+
+  if (impl_->threads == 1 || count == 1 || t_inside_task) {
+    TaskScope scope;
+    for (int64_t c = 0; c < count; ++c) f(c * chunk, std::min(n, (c + 1) * chunk));
+    return;
+  }
+
+  std::lock_guard<std::mutex> call_lock(impl_->call_mutex);
+  Impl& s = *impl_;
+  {
+    std::lock_guard<std::mutex> lk(s.m);
+    s.fn = &f;
+    s.n = n;
+    s.chunk = chunk;
+    s.num_chunks = count;
+    s.next.store(0, std::memory_order_relaxed);
+    s.error = nullptr;
+    s.job_open = true;
+    ++s.generation;
+  }
+  s.wake.notify_all();
+  s.run_chunks(f, n, chunk, count);
+  std::exception_ptr err;
+  {
+    std::unique_lock<std::mutex> lk(s.m);
+    s.job_open = false;  // late wakers skip this job
+    s.idle.wait(lk, [&] { return s.joined == 0; });
+    s.fn = nullptr;
+  }
+  {
+    std::lock_guard<std::mutex> lk(s.error_mutex);
+    err = s.error;
+    s.error = nullptr;
+  }
+  if (err) std::rethrow_exception(err);
+}
+
+}  // namespace rlx::cpu
