@@ -9,7 +9,7 @@ packages=(
   libprotobuf-dev protobuf-compiler libonnx-dev  # ONNX importer (protobuf types)
   libopenblas-dev                       # optional BLAS peer / large GEMMs
   ccache                                # faster rebuilds
-  imagemagick                           # the OCR demo renders its input text
+  imagemagick fonts-dejavu-core         # the OCR demo renders its input text
 )
 
 missing=()
