@@ -29,6 +29,7 @@ class Runner {
     try {
       verify_graph(g_);
     } catch (const Error& e) {
+      if (after.empty()) fail(ErrorCategory::Verify, "input graph: ", e.what());
       fail(ErrorCategory::Verify, "after pass ", after, ": ", e.what());
     }
   }
@@ -49,7 +50,7 @@ Plan compile_pipeline(const Graph& g, const PipelineContext& ctx) {
   Runner r(g, o.verify_each_pass);
   if (!o.dim_bindings.empty())
     r.step("bind-dims", [&](const Graph& x) { return bind_dims(x, o.dim_bindings); });
-  r.verify("input");
+  r.verify("");
   r.step("dce", dce);
   if (o.constant_fold && ctx.evaluate)
     r.step("constant-fold", [&](const Graph& x) { return constant_fold(x, ctx.evaluate); });
