@@ -1,5 +1,7 @@
 // The compile pipeline: bind dims -> verify -> dce -> constant-fold -> cse -> simplify
-// -> fuse-matmul-epilogue -> fuse-elementwise -> legalize -> precision -> dce -> plan-memory.
+// -> fuse-matmul-epilogue -> fuse-elementwise -> precision -> legalize -> dce -> plan-memory.
+// Precision runs before legalize so that norms/softmax decomposed by legalize stay in
+// f32 and half-precision nodes a backend lacks are wrapped in f32 casts by legalize.
 #pragma once
 #include <functional>
 #include <string>
