@@ -1,0 +1,318 @@
+// attention (streaming softmax, flash-style) and rotary position embedding.
+//
+// attention(q[B,Hq,Sq,D], k[B,Hkv,Sk,D], v[B,Hkv,Sk,Dv], mask?) -> [B,Hq,Sq,Dv]:
+// query head h reads key/value head h / (Hq/Hkv); the additive mask broadcasts to
+// [B,Hq,Sq,Sk]; causal lets query i see keys j <= i + (Sk - Sq); scale 0 means
+// 1/sqrt(D). A query row that can see no key (or whose every score is -inf) yields
+// zeros rather than NaN.
+//
+// Float types stream over key blocks: S = Q Kᵀ (sgemm on strided views, no transposes),
+// online softmax per row (running max and sum, rescaling the partial output), O += P V.
+// Tasks are (batch, head, query block), so results do not depend on the thread count.
+// F64 uses a plain two-pass softmax per row.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "backends/cpu/isa.h"
+#include "backends/cpu/kernel.h"
+#include "backends/cpu/kernels/gemm.h"
+#include "backends/cpu/thread_pool.h"
+
+namespace rlx::cpu {
+namespace {
+
+struct AttnCfg {
+  DType type = DType::F32;
+  int64_t b = 0, hq = 0, hkv = 0, sq = 0, sk = 0, d = 0, dv = 0;
+  float scale = 1;
+  double scale_f64 = 1;
+  bool causal = false;
+  bool has_mask = false;
+  int n_in = 3;  // node inputs (the output pointer follows them)
+  int64_t mask_st[4] = {0, 0, 0, 0};  // element strides over [B, Hq, Sq, Sk]; 0 broadcasts
+  int64_t bq = 64, bk = 256;           // query / key block sizes
+  const IsaKernels* kernels = nullptr;
+};
+
+// Exclusive end of the keys query i may see.
+inline int64_t key_end(const AttnCfg& c, int64_t i) {
+  return c.causal ? std::clamp<int64_t>(i + (c.sk - c.sq) + 1, 0, c.sk) : c.sk;
+}
+
+struct Scratch {
+  std::vector<float> s, o, m, l;
+};
+thread_local Scratch tl_attn;
+
+// One (batch, head, query block) task for F32/F16/BF16.
+void attend_block(const AttnCfg& c, const void* q, const void* k, const void* v, const void* mask, void* out,
+                  int64_t bi, int64_t h, int64_t i0) {
+  const IsaKernels& K = *c.kernels;
+  const size_t esz = dtype_size(c.type);
+  const int64_t rows = std::min(c.bq, c.sq - i0);
+  const int64_t hk = h / (c.hq / c.hkv);
+  const uint8_t* qb = static_cast<const uint8_t*>(q) + ((bi * c.hq + h) * c.sq + i0) * c.d * esz;
+  const uint8_t* kb = static_cast<const uint8_t*>(k) + (bi * c.hkv + hk) * c.sk * c.d * esz;
+  const uint8_t* vb = static_cast<const uint8_t*>(v) + (bi * c.hkv + hk) * c.sk * c.dv * esz;
+  Scratch& sc = tl_attn;
+  sc.s.resize(size_t(c.bq * c.bk));
+  sc.o.assign(size_t(rows * c.dv), 0.0f);
+  sc.m.assign(size_t(rows), -INFINITY);
+  sc.l.assign(size_t(rows), 0.0f);
+  float* S = sc.s.data();
+  float* O = sc.o.data();
+  const int64_t kend = key_end(c, i0 + rows - 1);  // the block's last row sees the most keys
+  for (int64_t j0 = 0; j0 < kend; j0 += c.bk) {
+    const int64_t cols = std::min(c.bk, kend - j0);
+    SgemmProblem qk;
+    qk.m = rows;
+    qk.n = cols;
+    qk.k = c.d;
+    qk.a = {qb, c.type, c.d, 1};
+    qk.b = {kb + j0 * c.d * esz, c.type, 1, c.d};  // Kᵀ as a strided view
+    qk.c = S;
+    qk.ldc = c.bk;
+    sgemm(qk, nullptr, K);
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t i = i0 + r;
+      float* srow = S + r * c.bk;
+      const int64_t valid = std::clamp<int64_t>(key_end(c, i) - j0, 0, cols);
+      K.scale(srow, valid, c.scale);
+      if (c.has_mask && valid > 0) {
+        const int64_t base = bi * c.mask_st[0] + h * c.mask_st[1] + i * c.mask_st[2] + j0 * c.mask_st[3];
+        if (c.type == DType::F32 && c.mask_st[3] == 1) {
+          const float* mp = static_cast<const float*>(mask) + base;
+          for (int64_t j = 0; j < valid; ++j) srow[j] += mp[j];
+        } else {
+          for (int64_t j = 0; j < valid; ++j) srow[j] += load_as_f32(mask, c.type, base + j * c.mask_st[3]);
+        }
+      }
+      const float m_new = std::max(sc.m[size_t(r)], K.max(srow, valid));
+      if (m_new == -INFINITY) {  // nothing visible yet: this block contributes nothing
+        std::fill(srow, srow + cols, 0.0f);
+        continue;
+      }
+      const float sum = K.exp_sum(srow, valid, m_new);
+      std::fill(srow + valid, srow + cols, 0.0f);
+      const float corr = sc.m[size_t(r)] == -INFINITY ? 0.0f : std::exp(sc.m[size_t(r)] - m_new);
+      if (corr != 1.0f) K.scale(O + r * c.dv, c.dv, corr);
+      sc.l[size_t(r)] = sc.l[size_t(r)] * corr + sum;
+      sc.m[size_t(r)] = m_new;
+    }
+    SgemmProblem pv;
+    pv.m = rows;
+    pv.n = c.dv;
+    pv.k = cols;
+    pv.a = {S, DType::F32, c.bk, 1};
+    pv.b = {vb + j0 * c.dv * esz, c.type, c.dv, 1};
+    pv.c = O;
+    pv.ldc = c.dv;
+    pv.accumulate = true;
+    sgemm(pv, nullptr, K);
+  }
+  uint8_t* ob = static_cast<uint8_t*>(out) + ((bi * c.hq + h) * c.sq + i0) * c.dv * esz;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float l = sc.l[size_t(r)];
+    const float inv = l > 0 ? 1.0f / l : 0.0f;
+    float* orow = O + r * c.dv;
+    if (c.type == DType::F32) {
+      float* dst = reinterpret_cast<float*>(ob) + r * c.dv;
+      for (int64_t j = 0; j < c.dv; ++j) dst[j] = orow[j] * inv;
+    } else {
+      for (int64_t j = 0; j < c.dv; ++j) store_from_f32(ob, c.type, r * c.dv + j, orow[j] * inv);
+    }
+  }
+}
+
+// F64: all of a row's scores at once, then a two-pass softmax.
+void attend_head_f64(const AttnCfg& c, const double* q, const double* k, const double* v, const double* mask,
+                     double* out, int64_t bi, int64_t h) {
+  const int64_t hk = h / (c.hq / c.hkv);
+  const double* kb = k + (bi * c.hkv + hk) * c.sk * c.d;
+  const double* vb = v + (bi * c.hkv + hk) * c.sk * c.dv;
+  std::vector<double> s(size_t(c.sk));
+  for (int64_t i = 0; i < c.sq; ++i) {
+    const double* qi = q + ((bi * c.hq + h) * c.sq + i) * c.d;
+    double* oi = out + ((bi * c.hq + h) * c.sq + i) * c.dv;
+    const int64_t n = key_end(c, i);
+    double mx = -INFINITY;
+    for (int64_t j = 0; j < n; ++j) {
+      double dot = 0;
+      for (int64_t t = 0; t < c.d; ++t) dot += qi[t] * kb[j * c.d + t];
+      dot *= c.scale_f64;
+      if (c.has_mask) dot += mask[bi * c.mask_st[0] + h * c.mask_st[1] + i * c.mask_st[2] + j * c.mask_st[3]];
+      s[size_t(j)] = dot;
+      mx = std::max(mx, dot);
+    }
+    std::fill(oi, oi + c.dv, 0.0);
+    if (mx == -INFINITY) continue;
+    double sum = 0;
+    for (int64_t j = 0; j < n; ++j) sum += (s[size_t(j)] = std::exp(s[size_t(j)] - mx));
+    for (int64_t j = 0; j < n; ++j) {
+      const double p = s[size_t(j)] / sum;
+      for (int64_t t = 0; t < c.dv; ++t) oi[t] += p * vb[j * c.dv + t];
+    }
+  }
+}
+
+void run_attention(const RunCtx& ctx, const void* vcfg, void* const* bufs) {
+  const AttnCfg& c = *static_cast<const AttnCfg*>(vcfg);
+  const void *q = bufs[0], *k = bufs[1], *v = bufs[2], *mask = c.has_mask ? bufs[3] : nullptr;
+  void* out = bufs[c.n_in];
+  if (c.b == 0 || c.hq == 0 || c.sq == 0 || c.dv == 0) return;
+  ThreadPool* pool = ctx.pool && ctx.pool->size() > 1 ? ctx.pool : nullptr;
+  if (c.type == DType::F64) {
+    auto f = [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t)
+        attend_head_f64(c, static_cast<const double*>(q), static_cast<const double*>(k),
+                        static_cast<const double*>(v), static_cast<const double*>(mask), static_cast<double*>(out),
+                        t / c.hq, t % c.hq);
+    };
+    if (pool) pool->parallel_for(c.b * c.hq, 1, f);
+    else f(0, c.b * c.hq);
+    return;
+  }
+  const int64_t qblocks = (c.sq + c.bq - 1) / c.bq;
+  auto f = [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t qb = t % qblocks, bh = t / qblocks;
+      attend_block(c, q, k, v, mask, out, bh / c.hq, bh % c.hq, qb * c.bq);
+    }
+  };
+  const int64_t tasks = c.b * c.hq * qblocks;
+  if (pool) pool->parallel_for(tasks, 1, f);
+  else f(0, tasks);
+}
+
+bool float_type(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::F64; }
+
+bool supports_attention(const Node& node, const std::vector<const Shape*>& in) {
+  const DType t = in[0]->dtype();
+  if (!float_type(t)) return false;
+  for (size_t i = 1; i < in.size(); ++i)
+    if (in[i] && in[i]->dtype() != t) return false;
+  return true;
+}
+
+KernelCall build_attention(const Node& node, const std::vector<const Shape*>& in, const std::vector<Shape>& out) {
+  const auto& a = node.attr<AttentionAttrs>();
+  const std::vector<int64_t> qd = in[0]->static_dims(), kd = in[1]->static_dims(), vd = in[2]->static_dims();
+  if (qd.size() != 4 || kd.size() != 4 || vd.size() != 4 || kd[1] == 0 || qd[1] % kd[1] != 0)
+    fail(ErrorCategory::Shape, "node '", node.name, "' (attention): malformed operand shapes");
+  AttnCfg c;
+  c.type = in[0]->dtype();
+  c.b = qd[0], c.hq = qd[1], c.sq = qd[2], c.d = qd[3];
+  c.hkv = kd[1], c.sk = kd[2], c.dv = vd[3];
+  c.scale_f64 = a.scale != 0 ? a.scale : 1.0 / std::sqrt(double(std::max<int64_t>(c.d, 1)));
+  c.scale = float(c.scale_f64);
+  c.causal = a.causal;
+  c.n_in = int(in.size());
+  if (in.size() > 3 && in[3]) {
+    const std::vector<int64_t> md = in[3]->static_dims();
+    if (md.size() > 4)
+      fail(ErrorCategory::Shape, "node '", node.name, "' (attention): mask rank ", md.size(), " is above 4");
+    const std::vector<int64_t> target{c.b, c.hq, c.sq, c.sk};
+    int64_t stride = 1;
+    for (size_t i = 0; i < md.size(); ++i) {
+      const size_t axis = 4 - md.size() + (md.size() - 1 - i);
+      const int64_t dim = md[md.size() - 1 - i];
+      if (dim != 1 && dim != target[axis])
+        fail(ErrorCategory::Shape, "node '", node.name, "' (attention): mask does not broadcast to the scores");
+      c.mask_st[axis] = dim == 1 ? 0 : stride;
+      stride *= dim;
+    }
+    c.has_mask = true;
+  }
+  c.bq = std::clamp<int64_t>(c.sq, 1, 64);
+  c.bk = 256;
+  c.kernels = &isa_kernels(detect_isa());
+  return make_call(run_attention, std::move(c));
+}
+
+// ---------------------------------------------------------------- rotary
+
+struct RotaryCfg {
+  DType type = DType::F32;
+  int64_t rows = 0;  // B*H*S
+  int64_t s = 0, d = 0, half = 0;
+  bool interleaved = false;
+};
+
+template <class T, class Acc>
+void rotate_rows(const RotaryCfg& c, const T* x, const T* cs, const T* sn, T* out, int64_t r0, int64_t r1) {
+  auto ld = [&](const T* p, int64_t i) -> Acc {
+    if constexpr (std::is_same_v<T, uint16_t>) return Acc(load_as_f32(p, c.type, i));
+    else return Acc(p[i]);
+  };
+  auto st = [&](T* p, int64_t i, Acc v) {
+    if constexpr (std::is_same_v<T, uint16_t>) store_from_f32(p, c.type, i, float(v));
+    else p[i] = T(v);
+  };
+  for (int64_t r = r0; r < r1; ++r) {
+    const T* xr = x + r * c.d;
+    T* orow = out + r * c.d;
+    const int64_t pos = r % c.s;
+    const T* cr = cs + pos * c.half;
+    const T* sr = sn + pos * c.half;
+    for (int64_t i = 0; i < c.half; ++i) {
+      const int64_t i0 = c.interleaved ? 2 * i : i, i1 = c.interleaved ? 2 * i + 1 : i + c.half;
+      const Acc x0 = ld(xr, i0), x1 = ld(xr, i1), co = ld(cr, i), si = ld(sr, i);
+      st(orow, i0, x0 * co - x1 * si);
+      st(orow, i1, x1 * co + x0 * si);
+    }
+    if (orow != xr)
+      for (int64_t i = 2 * c.half; i < c.d; ++i) orow[i] = xr[i];
+  }
+}
+
+void run_rotary(const RunCtx& ctx, const void* vcfg, void* const* bufs) {
+  const RotaryCfg& c = *static_cast<const RotaryCfg*>(vcfg);
+  auto f = [&](int64_t r0, int64_t r1) {
+    switch (c.type) {
+      case DType::F64:
+        return rotate_rows<double, double>(c, static_cast<const double*>(bufs[0]), static_cast<const double*>(bufs[1]),
+                                           static_cast<const double*>(bufs[2]), static_cast<double*>(bufs[3]), r0, r1);
+      case DType::F16: case DType::BF16:
+        return rotate_rows<uint16_t, float>(c, static_cast<const uint16_t*>(bufs[0]),
+                                            static_cast<const uint16_t*>(bufs[1]), static_cast<const uint16_t*>(bufs[2]),
+                                            static_cast<uint16_t*>(bufs[3]), r0, r1);
+      default:
+        return rotate_rows<float, float>(c, static_cast<const float*>(bufs[0]), static_cast<const float*>(bufs[1]),
+                                         static_cast<const float*>(bufs[2]), static_cast<float*>(bufs[3]), r0, r1);
+    }
+  };
+  if (ctx.pool && ctx.pool->size() > 1 && c.rows * c.d >= 16384)
+    ctx.pool->parallel_for(c.rows, 64, f);
+  else
+    f(0, c.rows);
+}
+
+bool supports_rotary(const Node& node, const std::vector<const Shape*>& in) {
+  const DType t = in[0]->dtype();
+  return float_type(t) && in[1]->dtype() == t && in[2]->dtype() == t;
+}
+
+KernelCall build_rotary(const Node& node, const std::vector<const Shape*>& in, const std::vector<Shape>& out) {
+  const std::vector<int64_t> xd = in[0]->static_dims(), cd = in[1]->static_dims(), sd = in[2]->static_dims();
+  if (xd.size() != 4 || cd.size() != 2 || cd != sd || cd[0] != xd[2] || 2 * cd[1] > xd[3])
+    fail(ErrorCategory::Shape, "node '", node.name, "' (rotary): cos/sin must be [S, R/2] with R <= D");
+  RotaryCfg c;
+  c.type = in[0]->dtype();
+  c.rows = xd[0] * xd[1] * xd[2];
+  c.s = xd[2];
+  c.d = xd[3];
+  c.half = cd[1];
+  c.interleaved = node.attr<RotaryAttrs>().interleaved;
+  return make_call(run_rotary, std::move(c));
+}
+
+}  // namespace
+
+void register_attention_kernels(KernelRegistry& r) {
+  r.add(OpKind::Attention, build_attention, supports_attention);
+  r.add(OpKind::Rotary, build_rotary, supports_rotary);
+}
+
+}  // namespace rlx::cpu

@@ -1,0 +1,419 @@
+// conv2d (NCHW, groups, stride, pads [top, left, bottom, right], dilation, bias) and
+// max/avg pooling.
+//
+// Float conv runs per (image, group) as a GEMM: weights [Cout/g, Cin/g*kh*kw] times the
+// virtual im2col matrix [Cin/g*kh*kw, OH*OW], which is never materialized: the GEMM's B
+// packer gathers each cache block straight from the image. A 1x1/stride-1/unpadded conv
+// reads the image as B directly. Convs whose output channels each read one input
+// channel (depthwise, any multiplier) use a direct kernel. F64 uses plain loops.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "backends/cpu/isa.h"
+#include "backends/cpu/kernel.h"
+#include "backends/cpu/kernels/gemm.h"
+#include "backends/cpu/thread_pool.h"
+
+namespace rlx::cpu {
+namespace {
+
+struct ConvCfg {
+  DType type = DType::F32;
+  int64_t n = 0, c = 0, h = 0, w = 0;          // input
+  int64_t cout = 0, kh = 0, kw = 0, group = 1;  // weight [cout, c/group, kh, kw]
+  int64_t oh = 0, ow = 0;
+  int64_t sh = 1, sw = 1, pt = 0, pl = 0, dh = 1, dw = 1;
+  bool pointwise = false;  // 1x1, stride 1, no padding: the image is B as is
+  bool single_input_channel = false;  // c/group == 1: direct kernel
+  bool has_bias = false;
+  int n_in = 2;  // node inputs (the output pointer follows them)
+  const IsaKernels* kernels = nullptr;
+};
+
+// Runs f(i) for i in [0, n) on the pool, one index per task.
+template <class F>
+void for_each_index(ThreadPool* pool, int64_t n, F&& f) {
+  if (pool && pool->size() > 1 && n > 1) {
+    pool->parallel_for(n, 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) f(i);
+    });
+  } else {
+    for (int64_t i = 0; i < n; ++i) f(i);
+  }
+}
+
+// ---------------------------------------------------------------- element access
+
+struct F16 { uint16_t bits; };
+struct BF16 { uint16_t bits; };
+inline float load(const float* p) { return *p; }
+inline double load(const double* p) { return *p; }
+inline float load(const F16* p) { return f16_to_f32(p->bits); }
+inline float load(const BF16* p) { return bf16_to_f32(p->bits); }
+inline void store(float* p, float v) { *p = v; }
+inline void store(double* p, double v) { *p = v; }
+inline void store(F16* p, float v) { p->bits = f32_to_f16(v); }
+inline void store(BF16* p, float v) { p->bits = f32_to_bf16(v); }
+template <class T> using AccOf = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+// ---------------------------------------------------------------- im2col packing
+
+struct Im2colCtx {
+  const ConvCfg* cfg;
+  const void* x;  // image of this (n, group): [c/group, h, w]
+};
+
+// Writes rows [k0, k0+kc) x columns [j0, j0+n) of the im2col matrix (row k = (ci, ky, kx),
+// column j = (oy, ox)) as kc rows of `width` floats, zero beyond n.
+template <class T>
+void pack_im2col(const void* vctx, int64_t k0, int64_t kc, int64_t j0, int64_t n, int64_t width, float* dst) {
+  const Im2colCtx& ctx = *static_cast<const Im2colCtx*>(vctx);
+  const ConvCfg& c = *ctx.cfg;
+  const T* x = static_cast<const T*>(ctx.x);
+  const int64_t taps = c.kh * c.kw;
+  for (int64_t r = 0; r < kc; ++r) {
+    const int64_t k = k0 + r, ci = k / taps, ky = (k % taps) / c.kw, kx = k % c.kw;
+    const T* plane = x + ci * c.h * c.w;
+    float* d = dst + r * width;
+    // Columns whose input x lies in [0, w): ox in [ox_lo, ox_hi).
+    const int64_t off = kx * c.dw - c.pl;
+    const int64_t ox_lo = std::min(c.ow, std::max<int64_t>(0, (-off + c.sw - 1) / c.sw));
+    const int64_t ox_hi = std::max(ox_lo, std::min(c.ow, (c.w - off + c.sw - 1) / c.sw));
+    int64_t j = j0, jj = 0;
+    while (jj < n) {
+      const int64_t oy = j / c.ow, ox0 = j % c.ow, cnt = std::min(c.ow - ox0, n - jj);
+      const int64_t iy = oy * c.sh - c.pt + ky * c.dh;
+      float* dr = d + jj;
+      if (iy < 0 || iy >= c.h) {
+        std::fill(dr, dr + cnt, 0.0f);
+      } else {
+        const T* row = plane + iy * c.w;
+        const int64_t a = std::clamp(ox_lo - ox0, int64_t(0), cnt), b = std::clamp(ox_hi - ox0, a, cnt);
+        std::fill(dr, dr + a, 0.0f);
+        if constexpr (std::is_same_v<T, float>) {
+          if (c.sw == 1) {
+            std::memcpy(dr + a, row + (ox0 + a) + off, size_t(b - a) * sizeof(float));
+          } else {
+            for (int64_t t = a; t < b; ++t) dr[t] = row[(ox0 + t) * c.sw + off];
+          }
+        } else {
+          for (int64_t t = a; t < b; ++t) dr[t] = load(row + (ox0 + t) * c.sw + off);
+        }
+        std::fill(dr + b, dr + cnt, 0.0f);
+      }
+      jj += cnt;
+      j += cnt;
+    }
+    std::fill(d + n, d + width, 0.0f);
+  }
+}
+
+GemmPackB im2col_for(DType t) {
+  switch (t) {
+    case DType::F16: return pack_im2col<F16>;
+    case DType::BF16: return pack_im2col<BF16>;
+    default: return pack_im2col<float>;
+  }
+}
+
+// ---------------------------------------------------------------- GEMM conv
+
+struct ConvTile {
+  const ConvCfg* cfg;
+  const void* bias;      // [cout] or nullptr
+  int64_t co0;           // first output channel of this group
+  void* out;             // typed output plane block when C is an F32 workspace
+};
+
+void conv_epilogue(const void* vctx, float* c, int64_t ldc, int64_t i0, int64_t j0, int64_t m, int64_t n) {
+  const ConvTile& t = *static_cast<const ConvTile*>(vctx);
+  const ConvCfg& cfg = *t.cfg;
+  for (int64_t r = 0; r < m; ++r) {
+    float* row = c + r * ldc;
+    if (t.bias) {
+      const float bv = load_as_f32(t.bias, cfg.type, t.co0 + i0 + r);
+      for (int64_t j = 0; j < n; ++j) row[j] += bv;
+    }
+    if (t.out)
+      for (int64_t j = 0; j < n; ++j) store_from_f32(t.out, cfg.type, (i0 + r) * ldc + j0 + j, row[j]);
+  }
+}
+
+thread_local std::vector<float> tl_conv_out;
+
+void conv_gemm_one(const ConvCfg& cfg, ThreadPool* pool, const void* x, const void* w, const void* bias, void* out,
+                   int64_t img, int64_t g) {
+  const size_t esz = dtype_size(cfg.type);
+  const int64_t cg = cfg.c / cfg.group, mg = cfg.cout / cfg.group, kg = cg * cfg.kh * cfg.kw;
+  const int64_t p = cfg.oh * cfg.ow;
+  const void* xg = static_cast<const uint8_t*>(x) + (img * cfg.c + g * cg) * cfg.h * cfg.w * esz;
+  void* og = static_cast<uint8_t*>(out) + (img * cfg.cout + g * mg) * p * esz;
+  SgemmProblem pr;
+  pr.m = mg;
+  pr.n = p;
+  pr.k = kg;
+  pr.a = {static_cast<const uint8_t*>(w) + g * mg * kg * esz, cfg.type, kg, 1};
+  Im2colCtx ictx{&cfg, xg};
+  if (cfg.pointwise) {
+    pr.b = {xg, cfg.type, p, 1};
+  } else {
+    pr.pack_b = im2col_for(cfg.type);
+    pr.pack_b_ctx = &ictx;
+  }
+  ConvTile tile{&cfg, bias, g * mg, nullptr};
+  if (cfg.type == DType::F32) {
+    pr.c = static_cast<float*>(og);
+  } else {
+    if (tl_conv_out.size() < size_t(mg * p)) tl_conv_out.resize(size_t(mg * p));
+    pr.c = tl_conv_out.data();
+    tile.out = og;
+  }
+  pr.ldc = p;
+  if (bias || tile.out) {
+    pr.epilogue = conv_epilogue;
+    pr.epilogue_ctx = &tile;
+  }
+  sgemm(pr, pool, *cfg.kernels);
+}
+
+// ---------------------------------------------------------------- direct kernel
+
+// One output plane (img, co), row by row: each output row accumulates kh*kw shifted input
+// rows per input channel of the group; with stride 1 the inner loop is contiguous.
+template <class T>
+void conv_direct_plane(const ConvCfg& cfg, const T* x, const T* w, const T* bias, T* out, int64_t img, int64_t co,
+                       AccOf<T>* rowbuf) {
+  using Acc = AccOf<T>;
+  const int64_t cg = cfg.c / cfg.group, mg = cfg.cout / cfg.group, g = co / mg;
+  T* o = out + (img * cfg.cout + co) * cfg.oh * cfg.ow;
+  const Acc bv = bias ? Acc(load(bias + co)) : Acc(0);
+  for (int64_t oy = 0; oy < cfg.oh; ++oy) {
+    std::fill(rowbuf, rowbuf + cfg.ow, Acc(0));
+    for (int64_t cl = 0; cl < cg; ++cl) {
+      const T* plane = x + (img * cfg.c + g * cg + cl) * cfg.h * cfg.w;
+      const T* wk = w + (co * cg + cl) * cfg.kh * cfg.kw;
+      for (int64_t ky = 0; ky < cfg.kh; ++ky) {
+        const int64_t iy = oy * cfg.sh - cfg.pt + ky * cfg.dh;
+        if (iy < 0 || iy >= cfg.h) continue;
+        const T* row = plane + iy * cfg.w;
+        for (int64_t kx = 0; kx < cfg.kw; ++kx) {
+          const Acc wv = Acc(load(wk + ky * cfg.kw + kx));
+          const int64_t off = kx * cfg.dw - cfg.pl;
+          const int64_t lo = std::min(cfg.ow, std::max<int64_t>(0, (-off + cfg.sw - 1) / cfg.sw));
+          const int64_t hi = std::max(lo, std::min(cfg.ow, (cfg.w - off + cfg.sw - 1) / cfg.sw));
+          if (cfg.sw == 1) {
+            const T* r = row + off;
+            for (int64_t ox = lo; ox < hi; ++ox) rowbuf[ox] += wv * Acc(load(r + ox));
+          } else {
+            for (int64_t ox = lo; ox < hi; ++ox) rowbuf[ox] += wv * Acc(load(row + ox * cfg.sw + off));
+          }
+        }
+      }
+    }
+    for (int64_t ox = 0; ox < cfg.ow; ++ox) store(o + oy * cfg.ow + ox, rowbuf[ox] + bv);
+  }
+}
+
+template <class T>
+void conv_direct(const ConvCfg& cfg, ThreadPool* pool, const void* x, const void* w, const void* bias, void* out,
+                 int64_t images) {
+  for_each_index(pool, images * cfg.cout, [&](int64_t idx) {
+    thread_local std::vector<AccOf<T>> rowbuf;
+    if (rowbuf.size() < size_t(cfg.ow)) rowbuf.resize(size_t(cfg.ow));
+    conv_direct_plane<T>(cfg, static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(bias),
+                         static_cast<T*>(out), idx / cfg.cout, idx % cfg.cout, rowbuf.data());
+  });
+}
+
+void run_conv(const RunCtx& ctx, const void* vcfg, void* const* bufs) {
+  const ConvCfg& cfg = *static_cast<const ConvCfg*>(vcfg);
+  const void *x = bufs[0], *w = bufs[1], *bias = cfg.has_bias ? bufs[2] : nullptr;
+  void* out = bufs[cfg.n_in];
+  const int64_t images = cfg.n;
+  if (images == 0 || cfg.cout == 0 || cfg.oh * cfg.ow == 0) return;
+  if (cfg.type == DType::F64) return conv_direct<double>(cfg, ctx.pool, x, w, bias, out, images);
+  if (cfg.single_input_channel) {
+    switch (cfg.type) {
+      case DType::F16: return conv_direct<F16>(cfg, ctx.pool, x, w, bias, out, images);
+      case DType::BF16: return conv_direct<BF16>(cfg, ctx.pool, x, w, bias, out, images);
+      default: return conv_direct<float>(cfg, ctx.pool, x, w, bias, out, images);
+    }
+  }
+  const int64_t gemms = images * cfg.group;
+  const int64_t threads = ctx.pool ? ctx.pool->size() : 1;
+  const double flops = double(cfg.cout / cfg.group) * double(cfg.oh * cfg.ow) *
+                       double(cfg.c / cfg.group * cfg.kh * cfg.kw);
+  // Many small GEMMs (grouped convs, batches of small images): one per task; otherwise
+  // one parallel GEMM at a time. The arithmetic per element is the same either way.
+  if (gemms > 1 && threads > 1 && (gemms >= 2 * threads || flops < 96.0 * 96.0 * 96.0)) {
+    for_each_index(ctx.pool, gemms, [&](int64_t i) {
+      conv_gemm_one(cfg, nullptr, x, w, bias, out, i / cfg.group, i % cfg.group);
+    });
+    return;
+  }
+  for (int64_t i = 0; i < gemms; ++i) conv_gemm_one(cfg, ctx.pool, x, w, bias, out, i / cfg.group, i % cfg.group);
+}
+
+bool conv_float_type(DType t) {
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::F64;
+}
+
+bool supports_conv(const Node& node, const std::vector<const Shape*>& in) {
+  if (!in[0] || !in[1] || !conv_float_type(in[0]->dtype()) || in[1]->dtype() != in[0]->dtype()) return false;
+  return in.size() < 3 || !in[2] || in[2]->dtype() == in[0]->dtype();
+}
+
+KernelCall build_conv(const Node& node, const std::vector<const Shape*>& in, const std::vector<Shape>& out) {
+  const auto& a = node.attr<ConvAttrs>();
+  const std::vector<int64_t> xd = in[0]->static_dims(), wd = in[1]->static_dims(), od = out[0].static_dims();
+  if (xd.size() != 4 || wd.size() != 4 || od.size() != 4 || a.strides.size() != 2 || a.pads.size() != 4 ||
+      a.dilations.size() != 2 || a.group < 1)
+    fail(ErrorCategory::Shape, "node '", node.name, "' (conv2d): malformed shapes or attributes");
+  ConvCfg c;
+  c.type = in[0]->dtype();
+  c.n = xd[0], c.c = xd[1], c.h = xd[2], c.w = xd[3];
+  c.cout = wd[0], c.kh = wd[2], c.kw = wd[3], c.group = a.group;
+  c.oh = od[2], c.ow = od[3];
+  c.sh = a.strides[0], c.sw = a.strides[1];
+  c.pt = a.pads[0], c.pl = a.pads[1];
+  c.dh = a.dilations[0], c.dw = a.dilations[1];
+  if (c.c % c.group != 0 || c.cout % c.group != 0 || wd[1] != c.c / c.group)
+    fail(ErrorCategory::Shape, "node '", node.name, "' (conv2d): channels do not match group ", c.group);
+  c.pointwise = c.kh == 1 && c.kw == 1 && c.sh == 1 && c.sw == 1 && a.pads == std::vector<int64_t>{0, 0, 0, 0} &&
+                c.oh == c.h && c.ow == c.w;
+  c.single_input_channel = c.c / c.group == 1;
+  c.n_in = int(in.size());
+  c.has_bias = in.size() > 2 && in[2];
+  c.kernels = &isa_kernels(detect_isa());
+  return make_call(run_conv, std::move(c));
+}
+
+// ---------------------------------------------------------------- pooling
+
+struct PoolCfg {
+  DType type = DType::F32;
+  bool is_max = true, count_include_pad = false;
+  int64_t planes = 0, h = 0, w = 0, oh = 0, ow = 0;
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, pt = 0, pl = 0, pb = 0, pr = 0, dh = 1, dw = 1;
+};
+
+template <class T> using PoolAcc = std::conditional_t<std::is_integral_v<T>, T, AccOf<T>>;
+template <class T> inline PoolAcc<T> pload(const T* p) {
+  if constexpr (std::is_integral_v<T>) return *p;
+  else return load(p);
+}
+template <class T> inline void pstore(T* p, PoolAcc<T> v) {
+  if constexpr (std::is_integral_v<T>) *p = v;
+  else store(p, v);
+}
+
+// Taps of one window along an axis (tap t sits at start + t*d): [lo, hi) fall inside the
+// input; `padded` counts those inside input + padding (ceil mode can put taps past the
+// trailing padding, which never count).
+struct Taps {
+  int64_t lo, hi, padded;
+};
+inline Taps window_taps(int64_t start, int64_t k, int64_t d, int64_t n, int64_t pad_begin, int64_t pad_end) {
+  auto first_at_least = [&](int64_t bound) { return bound <= start ? int64_t(0) : (bound - start + d - 1) / d; };
+  const int64_t lo = std::min(k, first_at_least(0)), hi = std::max(lo, std::min(k, first_at_least(n)));
+  const int64_t plo = std::min(k, first_at_least(-pad_begin));
+  const int64_t phi = std::max(plo, std::min(k, first_at_least(n + pad_end)));
+  return {lo, hi, phi - plo};
+}
+
+template <class T>
+void pool_plane(const PoolCfg& c, const T* x, T* o) {
+  using Acc = PoolAcc<T>;
+  for (int64_t oy = 0; oy < c.oh; ++oy) {
+    const int64_t y0 = oy * c.sh - c.pt;
+    const Taps ty = window_taps(y0, c.kh, c.dh, c.h, c.pt, c.pb);
+    for (int64_t ox = 0; ox < c.ow; ++ox) {
+      const int64_t x0 = ox * c.sw - c.pl;
+      const Taps tx = window_taps(x0, c.kw, c.dw, c.w, c.pl, c.pr);
+      if (c.is_max) {
+        Acc m = std::numeric_limits<Acc>::has_infinity ? -std::numeric_limits<Acc>::infinity()
+                                                       : std::numeric_limits<Acc>::lowest();
+        for (int64_t ky = ty.lo; ky < ty.hi; ++ky) {
+          const T* row = x + (y0 + ky * c.dh) * c.w + x0;
+          for (int64_t kx = tx.lo; kx < tx.hi; ++kx) {
+            const Acc v = pload(row + kx * c.dw);
+            if (v > m || v != v) m = v;  // NaN propagates
+          }
+        }
+        pstore(o + oy * c.ow + ox, m);
+      } else {
+        Acc s = 0;
+        for (int64_t ky = ty.lo; ky < ty.hi; ++ky) {
+          const T* row = x + (y0 + ky * c.dh) * c.w + x0;
+          for (int64_t kx = tx.lo; kx < tx.hi; ++kx) s += pload(row + kx * c.dw);
+        }
+        const int64_t count = c.count_include_pad ? ty.padded * tx.padded : (ty.hi - ty.lo) * (tx.hi - tx.lo);
+        pstore(o + oy * c.ow + ox, count > 0 ? Acc(s / Acc(count)) : Acc(0));
+      }
+    }
+  }
+}
+
+template <class T>
+void run_pool_typed(const RunCtx& ctx, const PoolCfg& c, const void* x, void* out) {
+  for_each_index(ctx.pool, c.planes, [&](int64_t p) {
+    pool_plane<T>(c, static_cast<const T*>(x) + p * c.h * c.w, static_cast<T*>(out) + p * c.oh * c.ow);
+  });
+}
+
+void run_pool(const RunCtx& ctx, const void* vcfg, void* const* bufs) {
+  const PoolCfg& c = *static_cast<const PoolCfg*>(vcfg);
+  const void* x = bufs[0];
+  void* out = bufs[1];
+  switch (c.type) {
+    case DType::F32: return run_pool_typed<float>(ctx, c, x, out);
+    case DType::F64: return run_pool_typed<double>(ctx, c, x, out);
+    case DType::F16: return run_pool_typed<F16>(ctx, c, x, out);
+    case DType::BF16: return run_pool_typed<BF16>(ctx, c, x, out);
+    case DType::I8: return run_pool_typed<int8_t>(ctx, c, x, out);
+    case DType::I16: return run_pool_typed<int16_t>(ctx, c, x, out);
+    case DType::I32: return run_pool_typed<int32_t>(ctx, c, x, out);
+    case DType::I64: return run_pool_typed<int64_t>(ctx, c, x, out);
+    case DType::U8: return run_pool_typed<uint8_t>(ctx, c, x, out);
+    case DType::U32: return run_pool_typed<uint32_t>(ctx, c, x, out);
+    default: fail(ErrorCategory::Internal, "pool kernel called with unsupported dtype ", dtype_name(c.type));
+  }
+}
+
+bool supports_max_pool(const Node& node, const std::vector<const Shape*>& in) {
+  return conv_float_type(in[0]->dtype()) || is_integer(in[0]->dtype());
+}
+
+bool supports_avg_pool(const Node& node, const std::vector<const Shape*>& in) {
+  return conv_float_type(in[0]->dtype());
+}
+
+KernelCall build_pool(const Node& node, const std::vector<const Shape*>& in, const std::vector<Shape>& out) {
+  const auto& a = node.attr<PoolAttrs>();
+  const std::vector<int64_t> xd = in[0]->static_dims(), od = out[0].static_dims();
+  if (xd.size() != 4 || od.size() != 4 || a.kernel.size() != 2 || a.strides.size() != 2 || a.pads.size() != 4 ||
+      a.dilations.size() != 2)
+    fail(ErrorCategory::Shape, "node '", node.name, "' (", op_name(node.kind), "): malformed shapes or attributes");
+  PoolCfg c;
+  c.type = in[0]->dtype();
+  c.is_max = node.kind == OpKind::MaxPool2d;
+  c.count_include_pad = a.count_include_pad;
+  c.planes = xd[0] * xd[1];
+  c.h = xd[2], c.w = xd[3], c.oh = od[2], c.ow = od[3];
+  c.kh = a.kernel[0], c.kw = a.kernel[1], c.sh = a.strides[0], c.sw = a.strides[1];
+  c.pt = a.pads[0], c.pl = a.pads[1], c.pb = a.pads[2], c.pr = a.pads[3];
+  c.dh = a.dilations[0], c.dw = a.dilations[1];
+  return make_call(run_pool, std::move(c));
+}
+
+}  // namespace
+
+void register_conv_kernels(KernelRegistry& r) {
+  r.add(OpKind::Conv2d, build_conv, supports_conv);
+  r.add(OpKind::MaxPool2d, build_pool, supports_max_pool);
+  r.add(OpKind::AvgPool2d, build_pool, supports_avg_pool);
+}
+
+}  // namespace rlx::cpu

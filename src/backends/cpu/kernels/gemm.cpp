@@ -1,0 +1,515 @@
+// SGEMM driver (packing, cache blocking, threading), the scalar kernel table, and the
+// blocked double-precision GEMM. Loop order follows the usual five-loop scheme:
+// N blocks (nc) -> K blocks (kc, B block packed once, shared by all threads) -> M blocks
+// (mc, A block packed per task) -> nr panels -> mr panels -> microkernel.
+#include "backends/cpu/kernels/gemm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+
+#include "backends/cpu/thread_pool.h"
+
+namespace rlx::cpu {
+
+// ---------------------------------------------------------------- scalar kernels
+
+float activate_scalar(float x, Activation act, float alpha) {
+  switch (act) {
+    case Activation::None: return x;
+    case Activation::Relu: return x < 0.0f ? 0.0f : x;
+    case Activation::LeakyRelu: return x < 0.0f ? x * alpha : x;
+    case Activation::Sigmoid: return 1.0f / (1.0f + std::exp(-x));
+    case Activation::Silu: return x / (1.0f + std::exp(-x));
+    case Activation::Tanh: return std::tanh(x);
+    case Activation::Gelu: return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f));
+    case Activation::GeluTanh: {
+      const float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+      return 0.5f * x * (1.0f + std::tanh(u));
+    }
+  }
+  return x;
+}
+
+namespace {
+
+constexpr int kScalarMr = 4, kScalarNr = 16;
+
+template <int M>
+void ukr_scalar(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc,
+                bool accumulate) {
+  float acc[M][kScalarNr] = {};
+  for (int64_t k = 0; k < kc; ++k) {
+    for (int i = 0; i < M; ++i) {
+      const float ai = a[i];
+      for (int j = 0; j < kScalarNr; ++j) acc[i][j] += ai * b[j];
+    }
+    a += kScalarMr;
+    b += ldb;
+  }
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < kScalarNr; ++j) c[i * ldc + j] = accumulate ? c[i * ldc + j] + acc[i][j] : acc[i][j];
+}
+
+void dot_scalar(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+                int64_t ldb, float* c, int64_t rsc, int64_t csc, bool accumulate) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      float s = 0;
+      for (int64_t kk = 0; kk < k; ++kk) s += a[i * lda + kk] * b[j * ldb + kk];
+      float& cij = c[i * rsc + j * csc];
+      cij = accumulate ? cij + s : s;
+    }
+}
+
+void gemv_scalar(int64_t m, int64_t w, int64_t k, const float* a, int64_t rsa, int64_t csa,
+                 const float* b, int64_t ldb, float* acc) {
+  std::fill(acc, acc + m * w, 0.0f);
+  for (int64_t kk = 0; kk < k; ++kk)
+    for (int64_t i = 0; i < m; ++i) {
+      const float ai = a[i * rsa + kk * csa];
+      for (int64_t j = 0; j < w; ++j) acc[i * w + j] += ai * b[kk * ldb + j];
+    }
+}
+
+void activate_scalar_n(float* x, int64_t n, Activation act, float alpha) {
+  if (act == Activation::None) return;
+  for (int64_t i = 0; i < n; ++i) x[i] = activate_scalar(x[i], act, alpha);
+}
+
+float exp_sum_scalar(float* x, int64_t n, float shift) {
+  float s = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - shift);
+    s += x[i];
+  }
+  return s;
+}
+
+float max_scalar(const float* x, int64_t n) {
+  float m = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
+  return m;
+}
+
+void scale_scalar(float* y, int64_t n, float s) {
+  for (int64_t i = 0; i < n; ++i) y[i] *= s;
+}
+
+IsaKernels make_scalar_table() {
+  IsaKernels t;
+  t.isa = Isa::Scalar;
+  t.mr = kScalarMr;
+  t.nr = kScalarNr;
+  t.mc = 64;
+  t.kc = 256;
+  t.nc = 1024;
+  t.ukr[1] = ukr_scalar<1>;
+  t.ukr[2] = ukr_scalar<2>;
+  t.ukr[3] = ukr_scalar<3>;
+  t.ukr[4] = ukr_scalar<4>;
+  t.dot = dot_scalar;
+  t.gemv = gemv_scalar;
+  t.activate = activate_scalar_n;
+  t.exp_sum = exp_sum_scalar;
+  t.max = max_scalar;
+  t.scale = scale_scalar;
+  return t;
+}
+
+// ---------------------------------------------------------------- scratch
+
+// Grow-only, 64-byte aligned, one per thread and role; never shrinks so steady-state
+// runs allocate nothing.
+class ScratchBuffer {
+ public:
+  float* get(int64_t count) {
+    if (count > cap_) {
+      const int64_t bytes = (count * int64_t(sizeof(float)) + 63) / 64 * 64;
+      data_.reset(static_cast<float*>(std::aligned_alloc(64, size_t(bytes))));
+      if (!data_) throw std::bad_alloc();
+      cap_ = bytes / int64_t(sizeof(float));
+    }
+    return data_.get();
+  }
+
+ private:
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
+  std::unique_ptr<float, Free> data_;
+  int64_t cap_ = 0;
+};
+
+thread_local ScratchBuffer tl_pack_a, tl_pack_b;
+
+// Runs f over [0, n) on the pool, or inline when there is no pool to use.
+void run_range(ThreadPool* pool, int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& f) {
+  if (n <= 0) return;
+  if (!pool || pool->size() <= 1 || n <= grain) {
+    f(0, n);
+    return;
+  }
+  pool->parallel_for(n, grain, f);
+}
+
+// ---------------------------------------------------------------- packing
+
+template <class T>
+inline float load_elem(const T* p, int64_t i);
+template <>
+inline float load_elem<float>(const float* p, int64_t i) { return p[i]; }
+template <>
+inline float load_elem<uint16_t>(const uint16_t* p, int64_t i) { return f16_to_f32(p[i]); }
+struct Bf16 {
+  uint16_t bits;
+};
+template <>
+inline float load_elem<Bf16>(const Bf16* p, int64_t i) { return bf16_to_f32(p[i].bits); }
+
+// Packs rows [i0, i0+m) x columns [k0, k0+kc) of A into mr-row panels, k-major:
+// panel p holds a[k*mr + r] = A(i0 + p*mr + r, k0 + k). Rows past m are not written
+// (the microkernel for a short panel never reads them).
+template <class T>
+void pack_a_typed(const GemmOperand& op, int64_t i0, int64_t m, int64_t k0, int64_t kc, int mr, float* dst) {
+  const T* base = static_cast<const T*>(op.data);
+  for (int64_t p = 0; p * mr < m; ++p) {
+    const int64_t rows = std::min<int64_t>(mr, m - p * mr);
+    float* d = dst + p * mr * kc;
+    if (op.cs == 1) {
+      for (int64_t r = 0; r < rows; ++r) {
+        const T* src = base + (i0 + p * mr + r) * op.rs + k0;
+        for (int64_t k = 0; k < kc; ++k) d[k * mr + r] = load_elem(src, k);
+      }
+    } else {
+      for (int64_t k = 0; k < kc; ++k) {
+        const T* src = base + (i0 + p * mr) * op.rs + (k0 + k) * op.cs;
+        for (int64_t r = 0; r < rows; ++r) d[k * mr + r] = load_elem(src, r * op.rs);
+      }
+    }
+  }
+}
+
+void pack_a(const GemmOperand& op, int64_t i0, int64_t m, int64_t k0, int64_t kc, int mr, float* dst) {
+  switch (op.dtype) {
+    case DType::F16: return pack_a_typed<uint16_t>(op, i0, m, k0, kc, mr, dst);
+    case DType::BF16: return pack_a_typed<Bf16>(op, i0, m, k0, kc, mr, dst);
+    default: return pack_a_typed<float>(op, i0, m, k0, kc, mr, dst);
+  }
+}
+
+// Packs rows [k0, k0+kc) x columns [j0, j0+n) of B as kc rows of `width` floats,
+// zero-filling columns n..width-1.
+template <class T>
+void pack_b_typed(const GemmOperand& op, int64_t k0, int64_t kc, int64_t j0, int64_t n, int64_t width, float* dst) {
+  const T* base = static_cast<const T*>(op.data);
+  if (n < width)
+    for (int64_t k = 0; k < kc; ++k) std::fill(dst + k * width + n, dst + (k + 1) * width, 0.0f);
+  if (op.cs == 1) {
+    for (int64_t k = 0; k < kc; ++k) {
+      const T* src = base + (k0 + k) * op.rs + j0;
+      float* d = dst + k * width;
+      if constexpr (std::is_same_v<T, float>) {
+        std::memcpy(d, src, size_t(n) * sizeof(float));
+      } else {
+        for (int64_t j = 0; j < n; ++j) d[j] = load_elem(src, j);
+      }
+    }
+  } else if (op.rs == 1) {
+    for (int64_t j = 0; j < n; ++j) {
+      const T* src = base + (j0 + j) * op.cs + k0;
+      for (int64_t k = 0; k < kc; ++k) dst[k * width + j] = load_elem(src, k);
+    }
+  } else {
+    for (int64_t k = 0; k < kc; ++k)
+      for (int64_t j = 0; j < n; ++j) dst[k * width + j] = load_elem(base, (k0 + k) * op.rs + (j0 + j) * op.cs);
+  }
+}
+
+void pack_b(const SgemmProblem& p, int64_t k0, int64_t kc, int64_t j0, int64_t n, int64_t width, float* dst) {
+  if (p.pack_b) return p.pack_b(p.pack_b_ctx, k0, kc, j0, n, width, dst);
+  switch (p.b.dtype) {
+    case DType::F16: return pack_b_typed<uint16_t>(p.b, k0, kc, j0, n, width, dst);
+    case DType::BF16: return pack_b_typed<Bf16>(p.b, k0, kc, j0, n, width, dst);
+    default: return pack_b_typed<float>(p.b, k0, kc, j0, n, width, dst);
+  }
+}
+
+template <int W>
+inline void copy_fixed(const float* __restrict src, float* __restrict dst) {
+  for (int j = 0; j < W; ++j) dst[j] = src[j];
+}
+
+// Packs panels of nr columns covering columns [j0, j0+n) (panel q at dst + q*nr*kc).
+// For a row-major f32 B it walks each row once across all panels, so B is read as long
+// contiguous runs rather than nr-wide strips at a large stride.
+void pack_b_panels(const SgemmProblem& p, int64_t k0, int64_t kc, int64_t j0, int64_t n, int nr, float* dst) {
+  const int64_t panels = (n + nr - 1) / nr;
+  if (p.pack_b || p.b.dtype != DType::F32 || p.b.cs != 1) {
+    for (int64_t q = 0; q < panels; ++q)
+      pack_b(p, k0, kc, j0 + q * nr, std::min<int64_t>(nr, n - q * nr), nr, dst + q * nr * kc);
+    return;
+  }
+  const float* base = static_cast<const float*>(p.b.data);
+  const int64_t full = n / nr, rest = n - full * nr;
+  for (int64_t k = 0; k < kc; ++k) {
+    const float* src = base + (k0 + k) * p.b.rs + j0;
+    // Fixed-width copies (inlined, vectorized) instead of many short memcpy calls.
+    if (nr == 32) {
+      for (int64_t q = 0; q < full; ++q) copy_fixed<32>(src + q * nr, dst + (q * kc + k) * nr);
+    } else if (nr == 16) {
+      for (int64_t q = 0; q < full; ++q) copy_fixed<16>(src + q * nr, dst + (q * kc + k) * nr);
+    } else {
+      for (int64_t q = 0; q < full; ++q) std::memcpy(dst + (q * kc + k) * nr, src + q * nr, size_t(nr) * sizeof(float));
+    }
+    if (rest) {
+      float* d = dst + (full * kc + k) * nr;
+      std::memcpy(d, src + full * nr, size_t(rest) * sizeof(float));
+      std::fill(d + rest, d + nr, 0.0f);
+    }
+  }
+}
+
+// ---------------------------------------------------------------- tile helpers
+
+// Runs ukr on an m x ncols tile; short tiles go through a temporary so the microkernel
+// always writes full nr columns, with the same arithmetic as a full tile.
+inline void compute_tile(const IsaKernels& K, int64_t rows, int64_t ncols, int64_t kc, const float* a,
+                         const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+  if (ncols == K.nr) {
+    K.ukr[rows](kc, a, b, ldb, c, ldc, accumulate);
+    return;
+  }
+  alignas(64) float tmp[16 * 64];
+  K.ukr[rows](kc, a, b, ldb, tmp, K.nr, false);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < ncols; ++j)
+      c[i * ldc + j] = accumulate ? c[i * ldc + j] + tmp[i * K.nr + j] : tmp[i * K.nr + j];
+}
+
+void zero_and_finish(const SgemmProblem& p) {
+  for (int64_t i = 0; i < p.m; ++i)
+    if (!p.accumulate) std::fill(p.c + i * p.ldc, p.c + i * p.ldc + p.n, 0.0f);
+  if (p.epilogue) p.epilogue(p.epilogue_ctx, p.c, p.ldc, 0, 0, p.m, p.n);
+}
+
+// ---------------------------------------------------------------- paths
+
+// Small M (or small N), K-contiguous f32 operands (e.g. x @ W^T while decoding, or a
+// matrix-vector product): dot products along K, no packing. Parallel over groups of
+// four columns (rows when N is the small side).
+void sgemm_dot(const SgemmProblem& p, ThreadPool* pool, const IsaKernels& K) {
+  const float* a = static_cast<const float*>(p.a.data);
+  const float* b = static_cast<const float*>(p.b.data);
+  if (p.m <= 4) {
+    const int64_t groups = (p.n + 3) / 4;
+    run_range(pool, groups, 16, [&](int64_t g0, int64_t g1) {
+      for (int64_t g = g0; g < g1; ++g) {
+        const int64_t j = g * 4, cols = std::min<int64_t>(4, p.n - j);
+        K.dot(p.m, cols, p.k, a, p.a.rs, b + j * p.b.cs, p.b.cs, p.c + j, p.ldc, 1, p.accumulate);
+      }
+      if (p.epilogue) {
+        const int64_t j0 = g0 * 4, j1 = std::min(p.n, g1 * 4);
+        p.epilogue(p.epilogue_ctx, p.c + j0, p.ldc, 0, j0, p.m, j1 - j0);
+      }
+    });
+    return;
+  }
+  // N <= 4: the roles swap (B columns are the short side), C is written transposed.
+  const int64_t groups = (p.m + 3) / 4;
+  run_range(pool, groups, 16, [&](int64_t g0, int64_t g1) {
+    for (int64_t g = g0; g < g1; ++g) {
+      const int64_t i = g * 4, rows = std::min<int64_t>(4, p.m - i);
+      K.dot(p.n, rows, p.k, b, p.b.cs, a + i * p.a.rs, p.a.rs, p.c + i * p.ldc, 1, p.ldc, p.accumulate);
+    }
+    if (p.epilogue) {
+      const int64_t i0 = g0 * 4, i1 = std::min(p.m, g1 * 4);
+      p.epilogue(p.epilogue_ctx, p.c + i0 * p.ldc, p.ldc, i0, 0, i1 - i0, p.n);
+    }
+  });
+}
+
+// M <= 4 with a row-major f32 B: stream B rows through the gemv kernel, parallel over
+// column chunks. Per kc block the kernel sums into an L1-resident buffer that is then
+// stored or added to C: the same arithmetic as the packed path.
+void sgemm_gemv(const SgemmProblem& p, ThreadPool* pool, const IsaKernels& K) {
+  const float* a = static_cast<const float*>(p.a.data);
+  const float* b = static_cast<const float*>(p.b.data);
+  const int64_t threads = pool ? pool->size() : 1;
+  const int64_t chunk = std::clamp<int64_t>((p.n / (2 * threads) + 15) / 16 * 16, 64, 1024);
+  const int64_t chunks = (p.n + chunk - 1) / chunk;
+  run_range(pool, chunks, 1, [&](int64_t c0, int64_t c1) {
+    float* acc = tl_pack_b.get(4 * chunk);
+    for (int64_t ch = c0; ch < c1; ++ch) {
+      const int64_t j0 = ch * chunk, w = std::min(chunk, p.n - j0);
+      for (int64_t pc = 0; pc < p.k; pc += K.kc) {
+        const int64_t kc = std::min(K.kc, p.k - pc);
+        K.gemv(p.m, w, kc, a + pc * p.a.cs, p.a.rs, p.a.cs, b + pc * p.b.rs + j0, p.b.rs, acc);
+        for (int64_t i = 0; i < p.m; ++i) {
+          float* ci = p.c + i * p.ldc + j0;
+          const float* ai = acc + i * w;
+          if (p.accumulate || pc > 0)
+            for (int64_t j = 0; j < w; ++j) ci[j] = ci[j] + ai[j];
+          else
+            std::memcpy(ci, ai, size_t(w) * sizeof(float));
+        }
+      }
+      if (p.epilogue) p.epilogue(p.epilogue_ctx, p.c + j0, p.ldc, 0, j0, p.m, w);
+    }
+  });
+}
+
+// One M block (m <= mc): A is packed once (all of K) and shared; each task packs its own
+// strip of B panels and computes the whole column strip, so no thread waits for a
+// shared B block and small-M products read B only once.
+void sgemm_strips(const SgemmProblem& p, ThreadPool* pool, const IsaKernels& K) {
+  const int mr = K.mr, nr = K.nr;
+  const int64_t kc_max = K.kc;
+  const int64_t mpad = (p.m + mr - 1) / mr * mr;
+  float* ap = tl_pack_a.get(mpad * p.k);
+  for (int64_t pc = 0; pc < p.k; pc += kc_max)
+    pack_a(p.a, 0, p.m, pc, std::min(kc_max, p.k - pc), mr, ap + pc * mpad);
+  const int64_t panels = (p.n + nr - 1) / nr;
+  const int64_t threads = pool ? pool->size() : 1;
+  const int64_t strip = std::clamp<int64_t>(panels / (4 * threads), 1, 16);
+  const int64_t strips = (panels + strip - 1) / strip;
+  run_range(pool, strips, 1, [&](int64_t s0, int64_t s1) {
+    for (int64_t st = s0; st < s1; ++st) {
+      const int64_t j0 = st * strip * nr, w = std::min(strip * nr, p.n - j0);
+      const int64_t np = (w + nr - 1) / nr;
+      float* bp = tl_pack_b.get(np * nr * std::min(kc_max, p.k));
+      for (int64_t pc = 0; pc < p.k; pc += kc_max) {
+        const int64_t kc = std::min(kc_max, p.k - pc);
+        const bool acc = p.accumulate || pc > 0;
+        const bool last = pc + kc == p.k;
+        pack_b_panels(p, pc, kc, j0, w, nr, bp);
+        for (int64_t q = 0; q < np; ++q) {
+          const int64_t j = j0 + q * nr, ncols = std::min<int64_t>(nr, p.n - j);
+          for (int64_t ir = 0; ir < p.m; ir += mr) {
+            const int64_t rows = std::min<int64_t>(mr, p.m - ir);
+            float* cp = p.c + ir * p.ldc + j;
+            compute_tile(K, rows, ncols, kc, ap + pc * mpad + ir * kc, bp + q * nr * kc, nr, cp, p.ldc, acc);
+            if (last && p.epilogue) p.epilogue(p.epilogue_ctx, cp, p.ldc, ir, j, rows, ncols);
+          }
+        }
+      }
+    }
+  });
+}
+
+void sgemm_packed(const SgemmProblem& p, ThreadPool* pool, const IsaKernels& K) {
+  const int mr = K.mr, nr = K.nr;
+  const int64_t threads = pool ? pool->size() : 1;
+  const int64_t mc_max = K.mc, kc_max = K.kc, nc_max = K.nc;
+  const int64_t mblocks = (p.m + mc_max - 1) / mc_max;
+  for (int64_t jc = 0; jc < p.n; jc += nc_max) {
+    const int64_t nc = std::min(nc_max, p.n - jc);
+    const int64_t panels = (nc + nr - 1) / nr;
+    // Split the panels of this block so that there are a few tasks per thread.
+    const int64_t want = threads > 1 ? 4 * threads : 1;
+    const int64_t ngroups = std::clamp<int64_t>((want + mblocks - 1) / mblocks, 1, panels);
+    for (int64_t pc = 0; pc < p.k; pc += kc_max) {
+      const int64_t kc = std::min(kc_max, p.k - pc);
+      const bool acc = p.accumulate || pc > 0;
+      const bool last = pc + kc == p.k;
+      float* bp = tl_pack_b.get(panels * nr * kc);
+      run_range(pool, panels, 8, [&](int64_t q0, int64_t q1) {
+        pack_b_panels(p, pc, kc, jc + q0 * nr, std::min(nc, q1 * nr) - q0 * nr, nr, bp + q0 * nr * kc);
+      });
+      run_range(pool, mblocks * ngroups, 1, [&](int64_t t0, int64_t t1) {
+        float* ap = tl_pack_a.get(((mc_max + mr - 1) / mr) * mr * kc);
+        int64_t packed = -1;
+        for (int64_t t = t0; t < t1; ++t) {
+          const int64_t ib = t / ngroups, g = t % ngroups;
+          const int64_t ic = ib * mc_max, mc = std::min(mc_max, p.m - ic);
+          if (ib != packed) {
+            pack_a(p.a, ic, mc, pc, kc, mr, ap);
+            packed = ib;
+          }
+          const int64_t q0 = g * panels / ngroups, q1 = (g + 1) * panels / ngroups;
+          for (int64_t q = q0; q < q1; ++q) {
+            const int64_t j = jc + q * nr, ncols = std::min<int64_t>(nr, nc - q * nr);
+            const float* bq = bp + q * nr * kc;
+            for (int64_t ir = 0; ir < mc; ir += mr) {
+              const int64_t rows = std::min<int64_t>(mr, mc - ir);
+              float* cp = p.c + (ic + ir) * p.ldc + j;
+              compute_tile(K, rows, ncols, kc, ap + ir * kc, bq, nr, cp, p.ldc, acc);
+              if (last && p.epilogue) p.epilogue(p.epilogue_ctx, cp, p.ldc, ic + ir, j, rows, ncols);
+            }
+          }
+        }
+      });
+    }
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- public entry points
+
+const IsaKernels& isa_kernels(Isa isa) {
+  static const IsaKernels scalar = make_scalar_table();
+  if (isa == Isa::Avx512)
+    if (const IsaKernels* t = avx512_kernels()) return *t;
+  if (isa == Isa::Avx512 || isa == Isa::Avx2)
+    if (const IsaKernels* t = avx2_kernels()) return *t;
+  return scalar;
+}
+
+void sgemm(const SgemmProblem& p, ThreadPool* pool, const IsaKernels& K) {
+  if (p.m <= 0 || p.n <= 0) return;
+  if (p.k <= 0) return zero_and_finish(p);
+  // Tiny problems are not worth waking the pool (results do not depend on it).
+  if (double(p.m) * double(p.n) * double(p.k) < 64.0 * 64.0 * 64.0) pool = nullptr;
+  const bool f32_ops = p.a.dtype == DType::F32 && p.b.dtype == DType::F32 && !p.pack_b;
+  if (f32_ops && (p.m <= 4 || p.n <= 4) && p.a.cs == 1 && p.b.rs == 1) return sgemm_dot(p, pool, K);
+  if (f32_ops && p.m <= 4 && p.b.cs == 1) return sgemm_gemv(p, pool, K);
+  if (p.m <= K.mc) return sgemm_strips(p, pool, K);
+  sgemm_packed(p, pool, K);
+}
+
+void dgemm(const DgemmProblem& p, ThreadPool* pool) {
+  if (p.m <= 0 || p.n <= 0) return;
+  constexpr int64_t kRowBlock = 8, kKBlock = 128;
+  const int64_t blocks = (p.m + kRowBlock - 1) / kRowBlock;
+  if (double(p.m) * double(p.n) * double(p.k) < 32.0 * 32.0 * 32.0) pool = nullptr;
+  run_range(pool, blocks, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t blk = b0; blk < b1; ++blk) {
+      const int64_t i0 = blk * kRowBlock, i1 = std::min(p.m, i0 + kRowBlock);
+      if (p.rsb == 1 && p.csa == 1) {
+        // K-contiguous B columns: one dot product per element.
+        for (int64_t i = i0; i < i1; ++i)
+          for (int64_t j = 0; j < p.n; ++j) {
+            const double* ai = p.a + i * p.rsa;
+            const double* bj = p.b + j * p.csb;
+            double s = 0;
+            for (int64_t k = 0; k < p.k; ++k) s += ai[k] * bj[k];
+            double& cij = p.c[i * p.ldc + j];
+            cij = p.accumulate ? cij + s : s;
+          }
+        continue;
+      }
+      if (!p.accumulate)
+        for (int64_t i = i0; i < i1; ++i) std::fill(p.c + i * p.ldc, p.c + i * p.ldc + p.n, 0.0);
+      // Each element still sums over k in order; the k blocks only keep B rows hot
+      // across the rows of this block.
+      for (int64_t k0 = 0; k0 < p.k; k0 += kKBlock)
+        for (int64_t i = i0; i < i1; ++i) {
+          double* ci = p.c + i * p.ldc;
+          for (int64_t k = k0; k < std::min(p.k, k0 + kKBlock); ++k) {
+            const double aik = p.a[i * p.rsa + k * p.csa];
+            const double* bk = p.b + k * p.rsb;
+            if (p.csb == 1)
+              for (int64_t j = 0; j < p.n; ++j) ci[j] += aik * bk[j];
+            else
+              for (int64_t j = 0; j < p.n; ++j) ci[j] += aik * bk[j * p.csb];
+          }
+        }
+    }
+  });
+}
+
+}  // namespace rlx::cpu

@@ -1,0 +1,136 @@
+// Packed, cache-blocked single-precision GEMM and the small vector-math helpers the
+// compute kernels share (activations, exp, row max), with one implementation per ISA
+// chosen when a kernel call is built.
+//
+// Contract:
+// - sgemm computes C = A*B (or C += A*B) for any element strides of A and B, so
+//   transposed operands need no copy. A and B may be F32, F16 or BF16 (converted to F32
+//   while packing); C is F32 with a row stride (ldc) and unit column stride.
+// - Work is split over M/N blocks on the pool; K is never split across threads, and an
+//   element's arithmetic does not depend on the tile it falls in, so results are
+//   bit-identical for any thread count (and for pool == nullptr, which runs serially).
+// - The optional epilogue runs once per finished tile of C, on the thread that computed
+//   it, right after the tile's last K block, while the tile is still in cache.
+// - Scratch (packing buffers) is thread-local and grows once; sgemm never throws on
+//   valid sizes. Calls from inside a pool task run serially on that thread.
+#pragma once
+#include <cstdint>
+
+#include "backends/cpu/isa.h"
+#include "rlx/attrs.h"
+#include "rlx/dtype.h"
+
+namespace rlx::cpu {
+
+class ThreadPool;
+
+// Element (i, j) of a matrix operand lives at data[i*rs + j*cs] (element units).
+struct GemmOperand {
+  const void* data = nullptr;
+  DType dtype = DType::F32;  // F32, F16 or BF16
+  int64_t rs = 0, cs = 1;
+};
+
+// Writes rows [k0, k0+kc) x columns [j0, j0+n) of a virtual B operand into dst as kc
+// rows of `width` floats (row r at dst + r*width); columns n..width-1 must be zero.
+// Called concurrently from several threads: must be pure.
+using GemmPackB = void (*)(const void* ctx, int64_t k0, int64_t kc, int64_t j0, int64_t n,
+                           int64_t width, float* dst);
+
+// Called on a finished tile: rows [i0, i0+m) x columns [j0, j0+n) of C at c (already
+// offset to element (i0, j0)), row stride ldc.
+using GemmTileFn = void (*)(const void* ctx, float* c, int64_t ldc, int64_t i0, int64_t j0,
+                            int64_t m, int64_t n);
+
+struct SgemmProblem {
+  int64_t m = 0, n = 0, k = 0;
+  GemmOperand a, b;
+  GemmPackB pack_b = nullptr;  // when set, B is produced by pack_b(pack_b_ctx, ...)
+  const void* pack_b_ctx = nullptr;
+  float* c = nullptr;
+  int64_t ldc = 0;
+  bool accumulate = false;  // true: C += A*B; false: C = A*B
+  GemmTileFn epilogue = nullptr;
+  const void* epilogue_ctx = nullptr;
+};
+
+// Per-ISA kernels. Microkernel ukr[m] (1 <= m <= mr) computes an m x nr tile:
+// acc = sum over kc of a[k*mr + i] * b[k*ldb + j] (A packed k-major with stride mr,
+// B rows of nr floats at stride ldb), then c = acc, or c += acc when accumulate.
+using GemmMicroKernel = void (*)(int64_t kc, const float* a, const float* b, int64_t ldb, float* c,
+                                 int64_t ldc, bool accumulate);
+// Dot-product kernel for small M with K-contiguous operands: for i < m (m <= 4) and
+// j < n (n <= 4): c[i*rsc + j*csc] (=|+=) sum_k a[i*lda + k] * b[j*ldb + k].
+using GemmDotKernel = void (*)(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                               const float* b, int64_t ldb, float* c, int64_t rsc, int64_t csc,
+                               bool accumulate);
+
+// Row-streaming kernel for small M with a row-major B: acc[i*w + j] = sum over k (in
+// order) of a[i*rsa + k*csa] * b[k*ldb + j], for i < m (m <= 4), j < w. B rows are read
+// as contiguous runs, which is what a memory-bound matrix-vector product needs.
+using GemvKernel = void (*)(int64_t m, int64_t w, int64_t k, const float* a, int64_t rsa, int64_t csa,
+                            const float* b, int64_t ldb, float* acc);
+
+struct IsaKernels {
+  Isa isa = Isa::Scalar;
+  int mr = 0, nr = 0;                   // microkernel tile
+  int64_t mc = 0, kc = 0, nc = 0;       // cache blocking
+  GemmMicroKernel ukr[17] = {};         // indexed by rows, 1..mr
+  GemmDotKernel dot = nullptr;
+  GemvKernel gemv = nullptr;
+  // x[i] = act(x[i]) for i < n (alpha: leaky_relu slope).
+  void (*activate)(float* x, int64_t n, Activation act, float alpha) = nullptr;
+  // x[i] = exp(x[i] - shift); returns the sum. exp(-inf) is 0.
+  float (*exp_sum)(float* x, int64_t n, float shift) = nullptr;
+  float (*max)(const float* x, int64_t n) = nullptr;  // -inf for n == 0
+  // y[i] = y[i] * s (used to rescale running attention outputs).
+  void (*scale)(float* y, int64_t n, float s) = nullptr;
+};
+
+// Kernels for `isa` (a level this build lacks falls back to the next lower one).
+const IsaKernels& isa_kernels(Isa isa);
+
+// C = A*B (+ C) as described above. Sizes may be zero; k == 0 yields C = 0 (or C
+// unchanged when accumulating), then the epilogue.
+void sgemm(const SgemmProblem& p, ThreadPool* pool, const IsaKernels& kernels);
+
+// Double-precision GEMM, blocked loops (no packing); same stride and determinism rules.
+struct DgemmProblem {
+  int64_t m = 0, n = 0, k = 0;
+  const double* a = nullptr;
+  int64_t rsa = 0, csa = 1;
+  const double* b = nullptr;
+  int64_t rsb = 0, csb = 1;
+  double* c = nullptr;
+  int64_t ldc = 0;
+  bool accumulate = false;
+};
+void dgemm(const DgemmProblem& p, ThreadPool* pool);
+
+// Scalar reference of one activation (used by the scalar ISA and for tails).
+float activate_scalar(float x, Activation act, float alpha);
+
+// Element access for the float types the compute kernels accept (F32, F16, BF16, F64).
+inline float load_as_f32(const void* p, DType t, int64_t i) {
+  switch (t) {
+    case DType::F16: return f16_to_f32(static_cast<const uint16_t*>(p)[i]);
+    case DType::BF16: return bf16_to_f32(static_cast<const uint16_t*>(p)[i]);
+    case DType::F64: return float(static_cast<const double*>(p)[i]);
+    default: return static_cast<const float*>(p)[i];
+  }
+}
+inline void store_from_f32(void* p, DType t, int64_t i, float v) {
+  switch (t) {
+    case DType::F16: static_cast<uint16_t*>(p)[i] = f32_to_f16(v); return;
+    case DType::BF16: static_cast<uint16_t*>(p)[i] = f32_to_bf16(v); return;
+    case DType::F64: static_cast<double*>(p)[i] = v; return;
+    default: static_cast<float*>(p)[i] = v; return;
+  }
+}
+
+// Per-ISA tables, defined in gemm_avx2.cpp / gemm_avx512.cpp (nullptr when the compiler
+// cannot target that ISA).
+const IsaKernels* avx2_kernels();
+const IsaKernels* avx512_kernels();
+
+}  // namespace rlx::cpu

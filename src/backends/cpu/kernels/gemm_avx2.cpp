@@ -1,0 +1,320 @@
+// AVX2+FMA kernels: the 6x16 SGEMM microkernel family, the small-M dot kernel and the
+// vector math (exp, activations) used by GEMM epilogues and attention. Every function
+// carries its own target attribute; the file is compiled for the baseline ISA, and all
+// symbols except the table getter have internal linkage, so nothing here can be picked
+// by the linker for code that runs on machines without AVX2.
+#include <immintrin.h>
+
+#include <cmath>
+
+#include "backends/cpu/kernels/gemm.h"
+
+#define RLX_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define RLX_AVX2_INLINE RLX_AVX2 inline __attribute__((always_inline))
+
+namespace rlx::cpu {
+namespace {
+
+constexpr int kMr = 6, kNr = 16;
+
+// acc starts at zero and is added to C at the end (never FMA'd into C) so that every
+// path (full tile, edge tile through a temporary) performs the same arithmetic.
+template <int M>
+RLX_AVX2 void ukr(int64_t kc, const float* a, const float* b, int64_t ldb, float* c,
+                  int64_t ldc, bool accumulate) {
+  __m256 c0[M], c1[M];
+#pragma GCC unroll 8
+  for (int i = 0; i < M; ++i) c0[i] = c1[i] = _mm256_setzero_ps();
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+#pragma GCC unroll 8
+    for (int i = 0; i < M; ++i) {
+      const __m256 ai = _mm256_broadcast_ss(a + i);
+      c0[i] = _mm256_fmadd_ps(ai, b0, c0[i]);
+      c1[i] = _mm256_fmadd_ps(ai, b1, c1[i]);
+    }
+    a += kMr;
+    b += ldb;
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < M; ++i) {
+    float* ci = c + i * ldc;
+    if (accumulate) {
+      c0[i] = _mm256_add_ps(_mm256_loadu_ps(ci), c0[i]);
+      c1[i] = _mm256_add_ps(_mm256_loadu_ps(ci + 8), c1[i]);
+    }
+    _mm256_storeu_ps(ci, c0[i]);
+    _mm256_storeu_ps(ci + 8, c1[i]);
+  }
+}
+
+// Horizontal sum in a fixed order.
+RLX_AVX2_INLINE float hsum(__m256 v) {
+  __m128 q = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+  q = _mm_add_ss(q, _mm_movehdup_ps(q));
+  return _mm_cvtss_f32(q);
+}
+
+// Lane mask with the first r (0..8) lanes set.
+RLX_AVX2_INLINE __m256i tail_mask(int64_t r) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(r)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+template <int M, int N>
+RLX_AVX2 void dot_mn(int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+                     float* c, int64_t rsc, int64_t csc, bool accumulate) {
+  __m256 acc[M][N];
+#pragma GCC unroll 4
+  for (int i = 0; i < M; ++i)
+#pragma GCC unroll 4
+    for (int j = 0; j < N; ++j) acc[i][j] = _mm256_setzero_ps();
+  int64_t kk = 0;
+  for (; kk + 8 <= k; kk += 8) {
+    __m256 bv[N];
+#pragma GCC unroll 4
+    for (int j = 0; j < N; ++j) bv[j] = _mm256_loadu_ps(b + j * ldb + kk);
+#pragma GCC unroll 4
+    for (int i = 0; i < M; ++i) {
+      const __m256 av = _mm256_loadu_ps(a + i * lda + kk);
+#pragma GCC unroll 4
+      for (int j = 0; j < N; ++j) acc[i][j] = _mm256_fmadd_ps(av, bv[j], acc[i][j]);
+    }
+  }
+  if (kk < k) {
+    const __m256i mask = tail_mask(k - kk);
+    __m256 bv[N];
+#pragma GCC unroll 4
+    for (int j = 0; j < N; ++j) bv[j] = _mm256_maskload_ps(b + j * ldb + kk, mask);
+#pragma GCC unroll 4
+    for (int i = 0; i < M; ++i) {
+      const __m256 av = _mm256_maskload_ps(a + i * lda + kk, mask);
+#pragma GCC unroll 4
+      for (int j = 0; j < N; ++j) acc[i][j] = _mm256_fmadd_ps(av, bv[j], acc[i][j]);
+    }
+  }
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j) {
+      const float s = hsum(acc[i][j]);
+      float& cij = c[i * rsc + j * csc];
+      cij = accumulate ? cij + s : s;
+    }
+}
+
+using DotFn = void (*)(int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t, int64_t, bool);
+template <int M>
+constexpr DotFn kDotRow[4] = {dot_mn<M, 1>, dot_mn<M, 2>, dot_mn<M, 3>, dot_mn<M, 4>};
+constexpr const DotFn* kDot[4] = {kDotRow<1>, kDotRow<2>, kDotRow<3>, kDotRow<4>};
+
+void dot(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+         float* c, int64_t rsc, int64_t csc, bool accumulate) {
+  kDot[m - 1][n - 1](k, a, lda, b, ldb, c, rsc, csc, accumulate);
+}
+
+// acc rows live in L1 (w <= 1024 floats each); every B row segment is one contiguous
+// run. Each element sums over k in order.
+template <int M>
+RLX_AVX2 void gemv_m(int64_t w, int64_t k, const float* a, int64_t rsa, int64_t csa, const float* b,
+                int64_t ldb, float* acc) {
+  const int64_t wv = w / 8 * 8;
+  for (int i = 0; i < M; ++i)
+    for (int64_t j = 0; j < w; ++j) acc[i * w + j] = 0.0f;
+  for (int64_t kk = 0; kk < k; ++kk) {
+    const float* bk = b + kk * ldb;
+    __m256 av[M];
+    float as[M];
+#pragma GCC unroll 4
+    for (int i = 0; i < M; ++i) {
+      as[i] = a[i * rsa + kk * csa];
+      av[i] = _mm256_set1_ps(as[i]);
+    }
+    int64_t j = 0;
+    for (; j + 2 * 8 <= wv; j += 2 * 8) {
+      const __m256 b0 = _mm256_loadu_ps(bk + j), b1 = _mm256_loadu_ps(bk + j + 8);
+#pragma GCC unroll 4
+      for (int i = 0; i < M; ++i) {
+        float* ci = acc + i * w + j;
+        _mm256_storeu_ps(ci, _mm256_fmadd_ps(av[i], b0, _mm256_loadu_ps(ci)));
+        _mm256_storeu_ps(ci + 8, _mm256_fmadd_ps(av[i], b1, _mm256_loadu_ps(ci + 8)));
+      }
+    }
+    for (; j < wv; j += 8) {
+      const __m256 b0 = _mm256_loadu_ps(bk + j);
+#pragma GCC unroll 4
+      for (int i = 0; i < M; ++i) _mm256_storeu_ps(acc + i * w + j, _mm256_fmadd_ps(av[i], b0, _mm256_loadu_ps(acc + i * w + j)));
+    }
+    for (; j < w; ++j)
+      for (int i = 0; i < M; ++i) acc[i * w + j] = std::fma(as[i], bk[j], acc[i * w + j]);
+  }
+}
+
+void gemv(int64_t m, int64_t w, int64_t k, const float* a, int64_t rsa, int64_t csa, const float* b,
+          int64_t ldb, float* acc) {
+  switch (m) {
+    case 1: return gemv_m<1>(w, k, a, rsa, csa, b, ldb, acc);
+    case 2: return gemv_m<2>(w, k, a, rsa, csa, b, ldb, acc);
+    case 3: return gemv_m<3>(w, k, a, rsa, csa, b, ldb, acc);
+    default: return gemv_m<4>(w, k, a, rsa, csa, b, ldb, acc);
+  }
+}
+
+// ---- vector math
+
+// exp with a degree-6 polynomial on [-ln2/2, ln2/2] (about 2 ulp); inputs below -87.3
+// (including -inf) give 0, NaN stays NaN, inputs above 88 saturate near FLT_MAX/2.
+RLX_AVX2_INLINE __m256 exp_ps(__m256 x) {
+  const __m256 lo = _mm256_set1_ps(-87.3365447f);
+  __m256 t = _mm256_min_ps(_mm256_set1_ps(88.0f), _mm256_max_ps(lo, x));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(t, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), t);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  // 2^n through the exponent field; n is in [-126, 127] after the clamp.
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  p = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+  const __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+  return _mm256_andnot_ps(under, p);
+}
+
+RLX_AVX2_INLINE __m256 sigmoid_ps(__m256 x) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  return _mm256_div_ps(one, _mm256_add_ps(one, exp_ps(_mm256_sub_ps(_mm256_setzero_ps(), x))));
+}
+
+// 1 + erf(x / sqrt(2)), via erfc(|z|) (Abramowitz-Stegun 7.1.26, |error| < 1.5e-7) so
+// the negative side keeps its relative accuracy.
+RLX_AVX2_INLINE __m256 one_plus_erf_ps(__m256 x) {
+  const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256 z = _mm256_mul_ps(_mm256_and_ps(x, absmask), _mm256_set1_ps(0.70710678118654752f));
+  const __m256 t = _mm256_div_ps(_mm256_set1_ps(1.0f),
+                                 _mm256_fmadd_ps(z, _mm256_set1_ps(0.3275911f), _mm256_set1_ps(1.0f)));
+  __m256 p = _mm256_set1_ps(1.061405429f);
+  p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-1.453152027f));
+  p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(1.421413741f));
+  p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-0.284496736f));
+  p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(0.254829592f));
+  const __m256 q = _mm256_mul_ps(_mm256_mul_ps(p, t), exp_ps(_mm256_mul_ps(_mm256_sub_ps(_mm256_setzero_ps(), z), z)));
+  const __m256 neg = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ);
+  return _mm256_blendv_ps(_mm256_sub_ps(_mm256_set1_ps(2.0f), q), q, neg);
+}
+
+RLX_AVX2_INLINE __m256 activate_ps(__m256 x, Activation act, __m256 alpha) {
+  const __m256 zero = _mm256_setzero_ps();
+  switch (act) {
+    case Activation::None: return x;
+    case Activation::Relu: return _mm256_max_ps(zero, x);
+    case Activation::LeakyRelu:
+      return _mm256_blendv_ps(x, _mm256_mul_ps(x, alpha), _mm256_cmp_ps(x, zero, _CMP_LT_OQ));
+    case Activation::Sigmoid: return sigmoid_ps(x);
+    case Activation::Silu: return _mm256_mul_ps(x, sigmoid_ps(x));
+    case Activation::Tanh: {
+      const __m256 two = _mm256_set1_ps(2.0f);
+      return _mm256_fmsub_ps(two, sigmoid_ps(_mm256_mul_ps(two, x)), _mm256_set1_ps(1.0f));
+    }
+    case Activation::Gelu: return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), x), one_plus_erf_ps(x));
+    case Activation::GeluTanh: {
+      const __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
+      const __m256 u = _mm256_fmadd_ps(x3, _mm256_set1_ps(0.044715f), x);
+      return _mm256_mul_ps(x, sigmoid_ps(_mm256_mul_ps(u, _mm256_set1_ps(1.5957691216057308f))));
+    }
+  }
+  return x;
+}
+
+// One loop per activation so the switch is resolved outside the loop.
+template <Activation A>
+RLX_AVX2 void activate_loop(float* x, int64_t n, float alpha) {
+  const __m256 va = _mm256_set1_ps(alpha);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, activate_ps(_mm256_loadu_ps(x + i), A, va));
+  if (i < n) {
+    const __m256i m = tail_mask(n - i);
+    _mm256_maskstore_ps(x + i, m, activate_ps(_mm256_maskload_ps(x + i, m), A, va));
+  }
+}
+
+void activate(float* x, int64_t n, Activation act, float alpha) {
+  switch (act) {
+    case Activation::None: return;
+    case Activation::Relu: return activate_loop<Activation::Relu>(x, n, alpha);
+    case Activation::Gelu: return activate_loop<Activation::Gelu>(x, n, alpha);
+    case Activation::GeluTanh: return activate_loop<Activation::GeluTanh>(x, n, alpha);
+    case Activation::Silu: return activate_loop<Activation::Silu>(x, n, alpha);
+    case Activation::Sigmoid: return activate_loop<Activation::Sigmoid>(x, n, alpha);
+    case Activation::Tanh: return activate_loop<Activation::Tanh>(x, n, alpha);
+    case Activation::LeakyRelu: return activate_loop<Activation::LeakyRelu>(x, n, alpha);
+  }
+}
+
+RLX_AVX2 float exp_sum(float* x, int64_t n, float shift) {
+  const __m256 s = _mm256_set1_ps(shift);
+  __m256 acc = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), s));
+    _mm256_storeu_ps(x + i, e);
+    acc = _mm256_add_ps(acc, e);
+  }
+  if (i < n) {
+    const __m256i m = tail_mask(n - i);
+    const __m256 e = _mm256_and_ps(_mm256_castsi256_ps(m),
+                                   exp_ps(_mm256_sub_ps(_mm256_maskload_ps(x + i, m), s)));
+    _mm256_maskstore_ps(x + i, m, e);
+    acc = _mm256_add_ps(acc, e);
+  }
+  return hsum(acc);
+}
+
+RLX_AVX2 float max(const float* x, int64_t n) {
+  __m256 acc = _mm256_set1_ps(-INFINITY);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) acc = _mm256_max_ps(acc, _mm256_loadu_ps(x + i));
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, acc);
+  float m = lanes[0];
+  for (int l = 1; l < 8; ++l) m = lanes[l] > m ? lanes[l] : m;
+  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+  return m;
+}
+
+RLX_AVX2 void scale(float* y, int64_t n, float s) {
+  const __m256 vs = _mm256_set1_ps(s);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), vs));
+  for (; i < n; ++i) y[i] *= s;
+}
+
+IsaKernels make_table() {
+  IsaKernels t;
+  t.isa = Isa::Avx2;
+  t.mr = kMr;
+  t.nr = kNr;
+  t.mc = 120;
+  t.kc = 256;
+  t.nc = 2048;
+  t.ukr[1] = ukr<1>; t.ukr[2] = ukr<2>; t.ukr[3] = ukr<3>;
+  t.ukr[4] = ukr<4>; t.ukr[5] = ukr<5>; t.ukr[6] = ukr<6>;
+  t.dot = dot;
+  t.gemv = gemv;
+  t.activate = activate;
+  t.exp_sum = exp_sum;
+  t.max = max;
+  t.scale = scale;
+  return t;
+}
+
+}  // namespace
+
+const IsaKernels* avx2_kernels() {
+  static const IsaKernels table = make_table();
+  return &table;
+}
+
+}  // namespace rlx::cpu

@@ -1,0 +1,316 @@
+// AVX-512 kernels: the 12x32 SGEMM microkernel family, the small-M dot kernel and the
+// vector math (exp, activations) used by GEMM epilogues and attention. Every function
+// carries its own target attribute; the file is compiled for the baseline ISA, and all
+// symbols except the table getter have internal linkage, so nothing here can be picked
+// by the linker for code that runs on machines without AVX-512.
+// GCC 12's AVX-512 headers trip -W(maybe-)uninitialized on _mm512_undefined_ps().
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <cmath>
+
+#include "backends/cpu/kernels/gemm.h"
+
+#define RLX_AVX512 __attribute__((target("avx512f,avx512dq,avx512vl,avx2,fma,f16c")))
+#define RLX_AVX512_INLINE RLX_AVX512 inline __attribute__((always_inline))
+
+namespace rlx::cpu {
+namespace {
+
+constexpr int kMr = 12, kNr = 32;
+
+// acc starts at zero and is added to C at the end (never FMA'd into C) so that every
+// path (full tile, edge tile through a temporary) performs the same arithmetic.
+template <int M>
+RLX_AVX512 void ukr(int64_t kc, const float* a, const float* b, int64_t ldb, float* c,
+                    int64_t ldc, bool accumulate) {
+  __m512 c0[M], c1[M];
+#pragma GCC unroll 16
+  for (int i = 0; i < M; ++i) c0[i] = c1[i] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
+#pragma GCC unroll 16
+    for (int i = 0; i < M; ++i) {
+      const __m512 ai = _mm512_set1_ps(a[i]);
+      c0[i] = _mm512_fmadd_ps(ai, b0, c0[i]);
+      c1[i] = _mm512_fmadd_ps(ai, b1, c1[i]);
+    }
+    a += kMr;
+    b += ldb;
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < M; ++i) {
+    float* ci = c + i * ldc;
+    if (accumulate) {
+      c0[i] = _mm512_add_ps(_mm512_loadu_ps(ci), c0[i]);
+      c1[i] = _mm512_add_ps(_mm512_loadu_ps(ci + 16), c1[i]);
+    }
+    _mm512_storeu_ps(ci, c0[i]);
+    _mm512_storeu_ps(ci + 16, c1[i]);
+  }
+}
+
+// Horizontal sum in a fixed order (determinism does not depend on the compiler's choice).
+RLX_AVX512_INLINE float hsum(__m512 v) {
+  __m256 s = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+  __m128 q = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+  q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+  q = _mm_add_ss(q, _mm_movehdup_ps(q));
+  return _mm_cvtss_f32(q);
+}
+
+template <int M, int N>
+RLX_AVX512 void dot_mn(int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+                       float* c, int64_t rsc, int64_t csc, bool accumulate) {
+  __m512 acc[M][N];
+#pragma GCC unroll 4
+  for (int i = 0; i < M; ++i)
+#pragma GCC unroll 4
+    for (int j = 0; j < N; ++j) acc[i][j] = _mm512_setzero_ps();
+  int64_t kk = 0;
+  for (; kk + 16 <= k; kk += 16) {
+    __m512 bv[N];
+#pragma GCC unroll 4
+    for (int j = 0; j < N; ++j) bv[j] = _mm512_loadu_ps(b + j * ldb + kk);
+#pragma GCC unroll 4
+    for (int i = 0; i < M; ++i) {
+      const __m512 av = _mm512_loadu_ps(a + i * lda + kk);
+#pragma GCC unroll 4
+      for (int j = 0; j < N; ++j) acc[i][j] = _mm512_fmadd_ps(av, bv[j], acc[i][j]);
+    }
+  }
+  if (kk < k) {
+    const __mmask16 mask = __mmask16((1u << (k - kk)) - 1);
+    __m512 bv[N];
+#pragma GCC unroll 4
+    for (int j = 0; j < N; ++j) bv[j] = _mm512_maskz_loadu_ps(mask, b + j * ldb + kk);
+#pragma GCC unroll 4
+    for (int i = 0; i < M; ++i) {
+      const __m512 av = _mm512_maskz_loadu_ps(mask, a + i * lda + kk);
+#pragma GCC unroll 4
+      for (int j = 0; j < N; ++j) acc[i][j] = _mm512_fmadd_ps(av, bv[j], acc[i][j]);
+    }
+  }
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j) {
+      const float s = hsum(acc[i][j]);
+      float& cij = c[i * rsc + j * csc];
+      cij = accumulate ? cij + s : s;
+    }
+}
+
+using DotFn = void (*)(int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t, int64_t, bool);
+template <int M>
+constexpr DotFn kDotRow[4] = {dot_mn<M, 1>, dot_mn<M, 2>, dot_mn<M, 3>, dot_mn<M, 4>};
+constexpr const DotFn* kDot[4] = {kDotRow<1>, kDotRow<2>, kDotRow<3>, kDotRow<4>};
+
+void dot(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+         float* c, int64_t rsc, int64_t csc, bool accumulate) {
+  kDot[m - 1][n - 1](k, a, lda, b, ldb, c, rsc, csc, accumulate);
+}
+
+// acc rows live in L1 (w <= 1024 floats each); every B row segment is one contiguous
+// run. Each element sums over k in order.
+template <int M>
+RLX_AVX512 void gemv_m(int64_t w, int64_t k, const float* a, int64_t rsa, int64_t csa, const float* b,
+                int64_t ldb, float* acc) {
+  const int64_t wv = w / 16 * 16;
+  for (int i = 0; i < M; ++i)
+    for (int64_t j = 0; j < w; ++j) acc[i * w + j] = 0.0f;
+  for (int64_t kk = 0; kk < k; ++kk) {
+    const float* bk = b + kk * ldb;
+    __m512 av[M];
+    float as[M];
+#pragma GCC unroll 4
+    for (int i = 0; i < M; ++i) {
+      as[i] = a[i * rsa + kk * csa];
+      av[i] = _mm512_set1_ps(as[i]);
+    }
+    int64_t j = 0;
+    for (; j + 2 * 16 <= wv; j += 2 * 16) {
+      const __m512 b0 = _mm512_loadu_ps(bk + j), b1 = _mm512_loadu_ps(bk + j + 16);
+#pragma GCC unroll 4
+      for (int i = 0; i < M; ++i) {
+        float* ci = acc + i * w + j;
+        _mm512_storeu_ps(ci, _mm512_fmadd_ps(av[i], b0, _mm512_loadu_ps(ci)));
+        _mm512_storeu_ps(ci + 16, _mm512_fmadd_ps(av[i], b1, _mm512_loadu_ps(ci + 16)));
+      }
+    }
+    for (; j < wv; j += 16) {
+      const __m512 b0 = _mm512_loadu_ps(bk + j);
+#pragma GCC unroll 4
+      for (int i = 0; i < M; ++i) _mm512_storeu_ps(acc + i * w + j, _mm512_fmadd_ps(av[i], b0, _mm512_loadu_ps(acc + i * w + j)));
+    }
+    for (; j < w; ++j)
+      for (int i = 0; i < M; ++i) acc[i * w + j] = std::fma(as[i], bk[j], acc[i * w + j]);
+  }
+}
+
+void gemv(int64_t m, int64_t w, int64_t k, const float* a, int64_t rsa, int64_t csa, const float* b,
+          int64_t ldb, float* acc) {
+  switch (m) {
+    case 1: return gemv_m<1>(w, k, a, rsa, csa, b, ldb, acc);
+    case 2: return gemv_m<2>(w, k, a, rsa, csa, b, ldb, acc);
+    case 3: return gemv_m<3>(w, k, a, rsa, csa, b, ldb, acc);
+    default: return gemv_m<4>(w, k, a, rsa, csa, b, ldb, acc);
+  }
+}
+
+// ---- vector math
+
+// exp with a degree-6 polynomial on [-ln2/2, ln2/2] (about 2 ulp); inputs below -87.3
+// (including -inf) give 0, NaN stays NaN, inputs above 88 saturate near FLT_MAX/2.
+RLX_AVX512_INLINE __m512 exp_ps(__m512 x) {
+  const __m512 lo = _mm512_set1_ps(-87.3365447f);
+  __m512 t = _mm512_min_ps(_mm512_set1_ps(88.0f), _mm512_max_ps(lo, x));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(t, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), t);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  p = _mm512_scalef_ps(p, n);
+  const __mmask16 under = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
+  return _mm512_mask_blend_ps(under, p, _mm512_setzero_ps());
+}
+
+RLX_AVX512_INLINE __m512 sigmoid_ps(__m512 x) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  return _mm512_div_ps(one, _mm512_add_ps(one, exp_ps(_mm512_sub_ps(_mm512_setzero_ps(), x))));
+}
+
+// 1 + erf(x / sqrt(2)), via erfc(|z|) (Abramowitz-Stegun 7.1.26, |error| < 1.5e-7) so
+// the negative side keeps its relative accuracy.
+RLX_AVX512_INLINE __m512 one_plus_erf_ps(__m512 x) {
+  const __m512 z = _mm512_mul_ps(_mm512_abs_ps(x), _mm512_set1_ps(0.70710678118654752f));
+  const __m512 t = _mm512_div_ps(_mm512_set1_ps(1.0f),
+                                 _mm512_fmadd_ps(z, _mm512_set1_ps(0.3275911f), _mm512_set1_ps(1.0f)));
+  __m512 p = _mm512_set1_ps(1.061405429f);
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-1.453152027f));
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.421413741f));
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-0.284496736f));
+  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.254829592f));
+  const __m512 q = _mm512_mul_ps(_mm512_mul_ps(p, t), exp_ps(_mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), z), z)));
+  const __mmask16 neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
+  return _mm512_mask_blend_ps(neg, _mm512_sub_ps(_mm512_set1_ps(2.0f), q), q);
+}
+
+RLX_AVX512_INLINE __m512 activate_ps(__m512 x, Activation act, __m512 alpha) {
+  const __m512 zero = _mm512_setzero_ps();
+  switch (act) {
+    case Activation::None: return x;
+    case Activation::Relu: return _mm512_max_ps(zero, x);
+    case Activation::LeakyRelu:
+      return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, zero, _CMP_LT_OQ), x, _mm512_mul_ps(x, alpha));
+    case Activation::Sigmoid: return sigmoid_ps(x);
+    case Activation::Silu: return _mm512_mul_ps(x, sigmoid_ps(x));
+    case Activation::Tanh: {
+      const __m512 two = _mm512_set1_ps(2.0f);
+      return _mm512_fmsub_ps(two, sigmoid_ps(_mm512_mul_ps(two, x)), _mm512_set1_ps(1.0f));
+    }
+    case Activation::Gelu: return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), x), one_plus_erf_ps(x));
+    case Activation::GeluTanh: {
+      const __m512 x3 = _mm512_mul_ps(_mm512_mul_ps(x, x), x);
+      const __m512 u = _mm512_fmadd_ps(x3, _mm512_set1_ps(0.044715f), x);
+      return _mm512_mul_ps(x, sigmoid_ps(_mm512_mul_ps(u, _mm512_set1_ps(1.5957691216057308f))));
+    }
+  }
+  return x;
+}
+
+// One loop per activation so the switch is resolved outside the loop.
+template <Activation A>
+RLX_AVX512 void activate_loop(float* x, int64_t n, float alpha) {
+  const __m512 va = _mm512_set1_ps(alpha);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, activate_ps(_mm512_loadu_ps(x + i), A, va));
+  if (i < n) {
+    const __mmask16 m = __mmask16((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(x + i, m, activate_ps(_mm512_maskz_loadu_ps(m, x + i), A, va));
+  }
+}
+
+void activate(float* x, int64_t n, Activation act, float alpha) {
+  switch (act) {
+    case Activation::None: return;
+    case Activation::Relu: return activate_loop<Activation::Relu>(x, n, alpha);
+    case Activation::Gelu: return activate_loop<Activation::Gelu>(x, n, alpha);
+    case Activation::GeluTanh: return activate_loop<Activation::GeluTanh>(x, n, alpha);
+    case Activation::Silu: return activate_loop<Activation::Silu>(x, n, alpha);
+    case Activation::Sigmoid: return activate_loop<Activation::Sigmoid>(x, n, alpha);
+    case Activation::Tanh: return activate_loop<Activation::Tanh>(x, n, alpha);
+    case Activation::LeakyRelu: return activate_loop<Activation::LeakyRelu>(x, n, alpha);
+  }
+}
+
+RLX_AVX512 float exp_sum(float* x, int64_t n, float shift) {
+  const __m512 s = _mm512_set1_ps(shift);
+  __m512 acc = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 e = exp_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i), s));
+    _mm512_storeu_ps(x + i, e);
+    acc = _mm512_add_ps(acc, e);
+  }
+  if (i < n) {
+    const __mmask16 m = __mmask16((1u << (n - i)) - 1);
+    const __m512 e = _mm512_maskz_mov_ps(m, exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), s)));
+    _mm512_mask_storeu_ps(x + i, m, e);
+    acc = _mm512_add_ps(acc, e);
+  }
+  return hsum(acc);
+}
+
+RLX_AVX512 float max(const float* x, int64_t n) {
+  __m512 acc = _mm512_set1_ps(-INFINITY);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) acc = _mm512_max_ps(acc, _mm512_loadu_ps(x + i));
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, acc);
+  float m = lanes[0];
+  for (int l = 1; l < 16; ++l) m = lanes[l] > m ? lanes[l] : m;
+  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+  return m;
+}
+
+RLX_AVX512 void scale(float* y, int64_t n, float s) {
+  const __m512 vs = _mm512_set1_ps(s);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_mul_ps(_mm512_loadu_ps(y + i), vs));
+  for (; i < n; ++i) y[i] *= s;
+}
+
+IsaKernels make_table() {
+  IsaKernels t;
+  t.isa = Isa::Avx512;
+  t.mr = kMr;
+  t.nr = kNr;
+  t.mc = 144;
+  t.kc = 256;
+  t.nc = 2048;
+  t.ukr[1] = ukr<1>; t.ukr[2] = ukr<2>; t.ukr[3] = ukr<3>; t.ukr[4] = ukr<4>;
+  t.ukr[5] = ukr<5>; t.ukr[6] = ukr<6>; t.ukr[7] = ukr<7>; t.ukr[8] = ukr<8>;
+  t.ukr[9] = ukr<9>; t.ukr[10] = ukr<10>; t.ukr[11] = ukr<11>; t.ukr[12] = ukr<12>;
+  t.dot = dot;
+  t.gemv = gemv;
+  t.activate = activate;
+  t.exp_sum = exp_sum;
+  t.max = max;
+  t.scale = scale;
+  return t;
+}
+
+}  // namespace
+
+const IsaKernels* avx512_kernels() {
+  static const IsaKernels table = make_table();
+  return &table;
+}
+
+}  // namespace rlx::cpu
