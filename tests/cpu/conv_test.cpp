@@ -1,0 +1,250 @@
+// conv2d / max_pool2d / avg_pool2d kernels through the registry, against direct double
+// loops: strides, asymmetric pads, dilation, groups, depthwise (with multiplier),
+// pointwise, bias, every float dtype, ceil mode, count_include_pad, 1 vs 2 threads
+// bit-identical, RLX_ISA=scalar vs native.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "gemm_test_util.h"
+
+namespace rlx::test {
+namespace {
+
+struct ConvCase {
+  int64_t n, c, h, w, cout, kh, kw;
+  std::vector<int64_t> strides{1, 1}, pads{0, 0, 0, 0}, dil{1, 1};
+  int64_t group = 1;
+  bool bias = true;
+  DType t = DType::F32;
+};
+
+std::vector<double> ref_conv(const ConvCase& k, const std::vector<double>& x, const std::vector<double>& w,
+                             const std::vector<double>* b, int64_t oh, int64_t ow, std::vector<double>& scale) {
+  const int64_t cg = k.c / k.group, mg = k.cout / k.group;
+  std::vector<double> out(size_t(k.n * k.cout * oh * ow));
+  scale.assign(out.size(), 0);
+  for (int64_t n = 0; n < k.n; ++n)
+    for (int64_t co = 0; co < k.cout; ++co)
+      for (int64_t oy = 0; oy < oh; ++oy)
+        for (int64_t ox = 0; ox < ow; ++ox) {
+          double s = b ? (*b)[size_t(co)] : 0.0, abs = std::fabs(s);
+          for (int64_t cl = 0; cl < cg; ++cl)
+            for (int64_t ky = 0; ky < k.kh; ++ky)
+              for (int64_t kx = 0; kx < k.kw; ++kx) {
+                const int64_t iy = oy * k.strides[0] - k.pads[0] + ky * k.dil[0];
+                const int64_t ix = ox * k.strides[1] - k.pads[1] + kx * k.dil[1];
+                if (iy < 0 || iy >= k.h || ix < 0 || ix >= k.w) continue;
+                const int64_t ci = (co / mg) * cg + cl;
+                const double t = w[size_t(((co * cg + cl) * k.kh + ky) * k.kw + kx)] *
+                                 x[size_t(((n * k.c + ci) * k.h + iy) * k.w + ix)];
+                s += t;
+                abs += std::fabs(t);
+              }
+          const size_t o = size_t(((n * k.cout + co) * oh + oy) * ow + ox);
+          out[o] = s;
+          scale[o] = abs;
+        }
+  return out;
+}
+
+std::vector<uint8_t> run_conv(const ConvCase& k, const std::vector<std::vector<uint8_t>>& in, int threads,
+                              std::vector<int64_t>* out_dims = nullptr) {
+  Graph g;
+  auto x = g.input("x", Shape({k.n, k.c, k.h, k.w}, k.t));
+  auto w = g.input("w", Shape({k.cout, k.c / k.group, k.kh, k.kw}, k.t));
+  Value b;
+  if (k.bias) b = g.input("b", Shape({k.cout}, k.t));
+  auto y = g.conv2d(x, w, b, k.strides, k.pads, k.dil, k.group);
+  if (out_dims) *out_dims = g.type(y).static_dims();
+  return run_kernel(g, y.node, in, threads)[0];
+}
+
+void check_conv(const ConvCase& k) {
+  SCOPED_TRACE(::testing::Message() << "x=[" << k.n << "," << k.c << "," << k.h << "," << k.w << "] cout=" << k.cout
+                                    << " k=" << k.kh << "x" << k.kw << " s=" << k.strides[0] << "," << k.strides[1]
+                                    << " pads=" << k.pads[0] << "," << k.pads[1] << "," << k.pads[2] << "," << k.pads[3]
+                                    << " dil=" << k.dil[0] << "," << k.dil[1] << " g=" << k.group
+                                    << " bias=" << k.bias << " " << dtype_name(k.t));
+  const auto fx = random_floats(size_t(k.n * k.c * k.h * k.w), 1);
+  const auto fw = random_floats(size_t(k.cout * (k.c / k.group) * k.kh * k.kw), 2);
+  const auto fb = random_floats(size_t(k.cout), 3);
+  std::vector<std::vector<uint8_t>> in{float_bytes(fx, k.t), float_bytes(fw, k.t)};
+  if (k.bias) in.push_back(float_bytes(fb, k.t));
+  std::vector<int64_t> od;
+  const auto out1 = run_conv(k, in, 1, &od);
+  const auto rb = rounded(fb, k.t);
+  std::vector<double> scale;
+  const auto want = ref_conv(k, rounded(fx, k.t), rounded(fw, k.t), k.bias ? &rb : nullptr, od[2], od[3], scale);
+  const double out_eps = k.t == DType::F16 ? 1e-3 : k.t == DType::BF16 ? 8e-3 : 0;
+  const double acc_eps = k.t == DType::F64 ? 1e-13 : 4e-6;
+  for (size_t i = 0; i < scale.size(); ++i) scale[i] = scale[i] * acc_eps / (out_eps + acc_eps) + std::fabs(want[i]);
+  EXPECT_TRUE(all_close(bytes_to_doubles(out1, k.t), want, 1e-6, out_eps + acc_eps, &scale));
+  EXPECT_EQ(out1, run_conv(k, in, 2)) << "1 and 2 threads differ";
+}
+
+TEST(Conv2d, BasicShapes) {
+  check_conv({1, 3, 9, 9, 8, 3, 3, {1, 1}, {1, 1, 1, 1}});
+  check_conv({2, 5, 7, 11, 6, 3, 3, {2, 2}, {0, 0, 0, 0}, {1, 1}, 1, false});
+  check_conv({1, 1, 13, 7, 4, 5, 5, {1, 1}, {2, 2, 2, 2}});
+}
+
+TEST(Conv2d, PointwiseAndStridedOneByOne) {
+  check_conv({2, 16, 5, 6, 7, 1, 1});
+  check_conv({1, 16, 9, 7, 33, 1, 1, {2, 2}});
+  check_conv({1, 8, 5, 5, 4, 1, 1, {1, 1}, {1, 0, 0, 1}});
+}
+
+TEST(Conv2d, AsymmetricPadsStridesDilation) {
+  check_conv({1, 4, 12, 10, 5, 5, 3, {2, 1}, {1, 2, 0, 1}, {2, 1}});
+  check_conv({2, 3, 11, 13, 4, 3, 3, {3, 2}, {3, 0, 2, 4}, {2, 3}});
+  check_conv({1, 2, 6, 6, 3, 2, 2, {1, 1}, {0, 0, 0, 0}, {4, 4}});
+}
+
+TEST(Conv2d, GroupsAndDepthwise) {
+  check_conv({1, 6, 8, 8, 4, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 2});
+  check_conv({2, 12, 7, 9, 6, 3, 3, {2, 1}, {1, 1, 0, 0}, {1, 2}, 3, false});
+  check_conv({1, 8, 10, 10, 8, 3, 3, {2, 2}, {1, 1, 1, 1}, {1, 1}, 8});   // depthwise
+  check_conv({2, 4, 9, 9, 8, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 4});    // depthwise, multiplier 2
+  check_conv({1, 5, 8, 9, 5, 5, 5, {1, 2}, {2, 2, 2, 2}, {2, 1}, 5, false});
+  check_conv({1, 1, 9, 9, 6, 3, 3, {1, 1}, {1, 1, 1, 1}});               // one input channel
+}
+
+TEST(Conv2d, LargerChannelsCrossBlocks) {
+  check_conv({1, 64, 14, 14, 64, 3, 3, {1, 1}, {1, 1, 1, 1}});   // k = 576 > kc
+  check_conv({1, 24, 9, 9, 160, 3, 3, {1, 1}, {1, 1, 1, 1}});    // m = 160 > mc: shared packed B
+}
+
+TEST(Conv2d, OtherFloatTypes) {
+  for (DType t : {DType::F16, DType::BF16, DType::F64}) {
+    check_conv({1, 6, 7, 7, 5, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true, t});
+    check_conv({1, 4, 7, 7, 4, 3, 3, {2, 2}, {1, 1, 1, 1}, {1, 1}, 4, true, t});
+    check_conv({1, 8, 4, 5, 3, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1, false, t});
+  }
+}
+
+TEST(Conv2d, ScalarIsaMatchesNative) {
+  const ConvCase k{1, 16, 10, 10, 20, 3, 3, {1, 1}, {1, 1, 1, 1}};
+  const auto fx = random_floats(size_t(16 * 100), 4), fw = random_floats(size_t(20 * 16 * 9), 5),
+             fb = random_floats(20, 6);
+  const std::vector<std::vector<uint8_t>> in{float_bytes(fx, DType::F32), float_bytes(fw, DType::F32),
+                                             float_bytes(fb, DType::F32)};
+  const auto native = bytes_to_doubles(run_conv(k, in, 2), DType::F32);
+  IsaOverride isa("scalar");
+  const auto scalar = bytes_to_doubles(run_conv(k, in, 2), DType::F32);
+  EXPECT_TRUE(all_close(scalar, native, 1e-5, 1e-5));
+}
+
+// ---------------------------------------------------------------- pooling
+
+struct PoolCase {
+  int64_t n, c, h, w;
+  PoolAttrs a;
+  DType t = DType::F32;
+};
+
+std::vector<double> ref_pool(const PoolCase& p, bool is_max, const std::vector<double>& x, int64_t oh, int64_t ow) {
+  const auto& a = p.a;
+  std::vector<double> out(size_t(p.n * p.c * oh * ow));
+  for (int64_t pl = 0; pl < p.n * p.c; ++pl)
+    for (int64_t oy = 0; oy < oh; ++oy)
+      for (int64_t ox = 0; ox < ow; ++ox) {
+        double mx = -std::numeric_limits<double>::infinity(), sum = 0;
+        int64_t valid = 0, padded = 0;
+        for (int64_t ky = 0; ky < a.kernel[0]; ++ky)
+          for (int64_t kx = 0; kx < a.kernel[1]; ++kx) {
+            const int64_t iy = oy * a.strides[0] - a.pads[0] + ky * a.dilations[0];
+            const int64_t ix = ox * a.strides[1] - a.pads[1] + kx * a.dilations[1];
+            const bool in_pad = iy >= -a.pads[0] && iy < p.h + a.pads[2] && ix >= -a.pads[1] && ix < p.w + a.pads[3];
+            padded += in_pad;
+            if (iy < 0 || iy >= p.h || ix < 0 || ix >= p.w) continue;
+            const double v = x[size_t((pl * p.h + iy) * p.w + ix)];
+            mx = std::max(mx, v);
+            sum += v;
+            ++valid;
+          }
+        const int64_t cnt = a.count_include_pad ? padded : valid;
+        out[size_t((pl * oh + oy) * ow + ox)] = is_max ? mx : (cnt ? sum / double(cnt) : 0.0);
+      }
+  return out;
+}
+
+void check_pool(const PoolCase& p) {
+  SCOPED_TRACE(::testing::Message() << "x=[" << p.n << "," << p.c << "," << p.h << "," << p.w << "] k="
+                                    << p.a.kernel[0] << "x" << p.a.kernel[1] << " s=" << p.a.strides[0] << ","
+                                    << p.a.strides[1] << " pads=" << p.a.pads[0] << "," << p.a.pads[1] << ","
+                                    << p.a.pads[2] << "," << p.a.pads[3] << " dil=" << p.a.dilations[0] << ","
+                                    << p.a.dilations[1] << " ceil=" << p.a.ceil_mode
+                                    << " incl=" << p.a.count_include_pad << " " << dtype_name(p.t));
+  const auto fx = random_floats(size_t(p.n * p.c * p.h * p.w), 7, -3, 3);
+  for (OpKind kind : {OpKind::MaxPool2d, OpKind::AvgPool2d}) {
+    Graph g;
+    auto x = g.input("x", Shape({p.n, p.c, p.h, p.w}, p.t));
+    auto y = g.add1(kind, {x}, p.a);
+    const auto od = g.type(y).static_dims();
+    const auto in = float_bytes(fx, p.t);
+    const auto out = run_kernel(g, y.node, {in}, 1)[0];
+    const auto want = ref_pool(p, kind == OpKind::MaxPool2d, rounded(fx, p.t), od[2], od[3]);
+    const double eps = p.t == DType::F16 ? 1e-3 : p.t == DType::BF16 ? 8e-3 : 1e-6;
+    EXPECT_TRUE(all_close(bytes_to_doubles(out, p.t), want, 1e-6, eps)) << op_name(kind);
+    EXPECT_EQ(out, run_kernel(g, y.node, {in}, 2)[0]) << "1 and 2 threads differ";
+  }
+}
+
+PoolAttrs pool_attrs(std::vector<int64_t> k, std::vector<int64_t> s, std::vector<int64_t> pads,
+                     std::vector<int64_t> dil = {1, 1}, bool ceil = false, bool incl = false) {
+  PoolAttrs a;
+  a.kernel = std::move(k);
+  a.strides = std::move(s);
+  a.pads = std::move(pads);
+  a.dilations = std::move(dil);
+  a.ceil_mode = ceil;
+  a.count_include_pad = incl;
+  return a;
+}
+
+TEST(Pool2d, CommonWindows) {
+  check_pool({2, 3, 12, 12, pool_attrs({3, 3}, {2, 2}, {1, 1, 1, 1})});
+  check_pool({1, 4, 8, 8, pool_attrs({2, 2}, {2, 2}, {0, 0, 0, 0})});
+  check_pool({1, 2, 7, 9, pool_attrs({3, 2}, {1, 2}, {1, 0, 1, 1}, {1, 1}, false, true)});
+}
+
+TEST(Pool2d, CeilModeAndCountIncludePad) {
+  for (bool incl : {false, true}) {
+    check_pool({1, 2, 7, 7, pool_attrs({3, 3}, {2, 2}, {0, 0, 0, 0}, {1, 1}, true, incl)});
+    check_pool({1, 3, 10, 11, pool_attrs({3, 3}, {2, 3}, {1, 1, 1, 1}, {1, 1}, true, incl)});
+    check_pool({2, 1, 6, 8, pool_attrs({2, 4}, {3, 3}, {1, 2, 0, 1}, {1, 1}, true, incl)});
+  }
+}
+
+TEST(Pool2d, Dilation) {
+  check_pool({1, 2, 11, 12, pool_attrs({3, 3}, {1, 2}, {2, 1, 2, 1}, {2, 3})});
+  check_pool({1, 2, 9, 9, pool_attrs({2, 2}, {2, 2}, {1, 1, 1, 1}, {3, 2}, true, true)});
+}
+
+TEST(Pool2d, OtherTypes) {
+  for (DType t : {DType::F16, DType::BF16, DType::F64})
+    check_pool({1, 3, 9, 9, pool_attrs({3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, true, false), t});
+  // Integer max pool.
+  Graph g;
+  auto x = g.input("x", Shape({1, 1, 3, 4}, DType::I8));
+  auto y = g.max_pool2d(x, {2, 2}, {2, 2});
+  const std::vector<int8_t> in{-5, 3, -128, -2, 7, -1, -3, -9, 0, 0, 0, 0};
+  const auto out = from_bytes<int8_t>(run_kernel(g, y.node, {to_bytes(in)})[0]);
+  EXPECT_EQ(out, (std::vector<int8_t>{7, -2}));
+}
+
+TEST(Pool2d, MaxPropagatesNaN) {
+  Graph g;
+  auto x = g.input("x", Shape({1, 1, 2, 2}, DType::F32));
+  auto y = g.max_pool2d(x, {2, 2}, {1, 1});
+  const std::vector<float> in{1.0f, std::nanf(""), 3.0f, 2.0f};
+  const auto out = from_bytes<float>(run_kernel(g, y.node, {to_bytes(in)})[0]);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_TRUE(std::isnan(out[0]));
+}
+
+}  // namespace
+}  // namespace rlx::test
