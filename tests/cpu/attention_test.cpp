@@ -1,0 +1,191 @@
+// attention / rotary kernels through the registry, against a plain double softmax:
+// causal with Sk > Sq, GQA, broadcast masks (including fully masked rows), explicit
+// scale, Dv != D, several key/query blocks, every float dtype, 1 vs 2 threads
+// bit-identical, RLX_ISA=scalar vs native.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "gemm_test_util.h"
+
+namespace rlx::test {
+namespace {
+
+struct AttnCase {
+  int64_t b, hq, hkv, sq, sk, d, dv;
+  bool causal = false;
+  double scale = 0;
+  std::vector<int64_t> mask_dims;  // empty: no mask
+  DType t = DType::F32;
+  float masked_fraction = 0;       // share of mask entries set to -inf
+};
+
+int64_t numel(const std::vector<int64_t>& d) {
+  int64_t n = 1;
+  for (int64_t x : d) n *= x;
+  return n;
+}
+
+std::vector<double> ref_attention(const AttnCase& c, const std::vector<double>& q, const std::vector<double>& k,
+                                  const std::vector<double>& v, const std::vector<double>& mask) {
+  const double scale = c.scale != 0 ? c.scale : 1.0 / std::sqrt(double(c.d));
+  std::vector<int64_t> md = c.mask_dims;
+  md.insert(md.begin(), 4 - md.size(), 1);
+  std::vector<double> out(size_t(c.b * c.hq * c.sq * c.dv), 0.0);
+  for (int64_t b = 0; b < c.b; ++b)
+    for (int64_t h = 0; h < c.hq; ++h) {
+      const int64_t hk = h / (c.hq / c.hkv);
+      for (int64_t i = 0; i < c.sq; ++i) {
+        std::vector<double> s(size_t(c.sk), -std::numeric_limits<double>::infinity());
+        double mx = -std::numeric_limits<double>::infinity();
+        for (int64_t j = 0; j < c.sk; ++j) {
+          if (c.causal && j > i + (c.sk - c.sq)) continue;
+          double dot = 0;
+          for (int64_t t = 0; t < c.d; ++t)
+            dot += q[size_t(((b * c.hq + h) * c.sq + i) * c.d + t)] * k[size_t(((b * c.hkv + hk) * c.sk + j) * c.d + t)];
+          dot *= scale;
+          if (!c.mask_dims.empty()) {
+            const int64_t idx[4] = {b, h, i, j};
+            int64_t off = 0;
+            for (int d = 0; d < 4; ++d) off = off * md[size_t(d)] + (md[size_t(d)] == 1 ? 0 : idx[d]);
+            dot += mask[size_t(off)];
+          }
+          s[size_t(j)] = dot;
+          mx = std::max(mx, dot);
+        }
+        if (mx == -std::numeric_limits<double>::infinity()) continue;  // no visible key: zeros
+        double sum = 0;
+        for (double& x : s) sum += (x = std::exp(x - mx));
+        for (int64_t j = 0; j < c.sk; ++j)
+          for (int64_t t = 0; t < c.dv; ++t)
+            out[size_t(((b * c.hq + h) * c.sq + i) * c.dv + t)] +=
+                s[size_t(j)] / sum * v[size_t(((b * c.hkv + hk) * c.sk + j) * c.dv + t)];
+      }
+    }
+  return out;
+}
+
+std::vector<uint8_t> run_attention(const AttnCase& c, const std::vector<std::vector<uint8_t>>& in, int threads) {
+  Graph g;
+  auto q = g.input("q", Shape({c.b, c.hq, c.sq, c.d}, c.t));
+  auto k = g.input("k", Shape({c.b, c.hkv, c.sk, c.d}, c.t));
+  auto v = g.input("v", Shape({c.b, c.hkv, c.sk, c.dv}, c.t));
+  Value m;
+  if (!c.mask_dims.empty()) m = g.input("m", Shape(c.mask_dims, c.t));
+  auto y = g.attention(q, k, v, m, c.causal, c.scale);
+  return run_kernel(g, y.node, in, threads)[0];
+}
+
+void check_attention(const AttnCase& c) {
+  SCOPED_TRACE(::testing::Message() << "B" << c.b << " Hq" << c.hq << " Hkv" << c.hkv << " Sq" << c.sq << " Sk" << c.sk
+                                    << " D" << c.d << " Dv" << c.dv << " causal=" << c.causal << " scale=" << c.scale
+                                    << " mask=" << c.mask_dims.size() << "d " << dtype_name(c.t));
+  const auto fq = random_floats(size_t(c.b * c.hq * c.sq * c.d), 1, -2, 2);
+  const auto fk = random_floats(size_t(c.b * c.hkv * c.sk * c.d), 2, -2, 2);
+  const auto fv = random_floats(size_t(c.b * c.hkv * c.sk * c.dv), 3);
+  std::vector<float> fm = random_floats(size_t(numel(c.mask_dims)), 4, -3, 1);
+  const auto sel = random_floats(fm.size(), 5, 0, 1);
+  for (size_t i = 0; i < fm.size(); ++i)
+    if (sel[i] < c.masked_fraction) fm[i] = -std::numeric_limits<float>::infinity();
+  std::vector<std::vector<uint8_t>> in{float_bytes(fq, c.t), float_bytes(fk, c.t), float_bytes(fv, c.t)};
+  if (!c.mask_dims.empty()) in.push_back(float_bytes(fm, c.t));
+  const auto want = ref_attention(c, rounded(fq, c.t), rounded(fk, c.t), rounded(fv, c.t), rounded(fm, c.t));
+  const auto out = run_attention(c, in, 1);
+  const double eps = c.t == DType::F16 ? 3e-3 : c.t == DType::BF16 ? 2e-2 : c.t == DType::F64 ? 1e-12 : 2e-5;
+  EXPECT_TRUE(all_close(bytes_to_doubles(out, c.t), want, eps, eps));
+  EXPECT_EQ(out, run_attention(c, in, 2)) << "1 and 2 threads differ";
+}
+
+TEST(Attention, Plain) {
+  check_attention({1, 2, 2, 5, 5, 8, 8});
+  check_attention({2, 3, 3, 9, 13, 33, 12, false, 0.3});
+}
+
+TEST(Attention, CausalAlignedToTheEnd) {
+  check_attention({1, 2, 2, 37, 37, 16, 16, true});
+  check_attention({1, 2, 2, 7, 300, 33, 20, true});   // Sk > Sq, two key blocks
+  check_attention({2, 1, 1, 1, 100, 64, 64, true});   // decoding step
+  check_attention({1, 1, 1, 130, 130, 8, 8, true});   // three query blocks
+}
+
+TEST(Attention, GroupedQueryHeads) {
+  check_attention({1, 8, 2, 70, 70, 16, 16});
+  check_attention({2, 6, 3, 4, 40, 24, 10, true});
+  check_attention({1, 4, 1, 1, 513, 64, 64});
+}
+
+TEST(Attention, BroadcastMasks) {
+  check_attention({2, 2, 2, 6, 9, 8, 8, false, 0, {6, 9}});
+  check_attention({2, 3, 3, 5, 300, 8, 8, false, 0, {2, 1, 1, 300}, DType::F32, 0.3f});  // padding mask
+  check_attention({1, 4, 2, 7, 7, 8, 8, true, 0, {1, 4, 7, 7}});
+  check_attention({2, 2, 2, 3, 4, 8, 8, false, 0, {1}});
+}
+
+TEST(Attention, FullyMaskedRowsGiveZeros) {
+  // Every key of some rows is -inf: those rows are zeros, the rest are normal.
+  check_attention({1, 2, 2, 8, 5, 8, 8, false, 0, {1, 1, 8, 5}, DType::F32, 0.8f});
+}
+
+TEST(Attention, OtherFloatTypes) {
+  for (DType t : {DType::F16, DType::BF16, DType::F64}) {
+    check_attention({1, 4, 2, 9, 20, 16, 8, true, 0, {}, t});
+    check_attention({1, 2, 2, 3, 6, 8, 8, false, 0.5, {3, 6}, t, 0.2f});
+  }
+}
+
+TEST(Attention, ScalarIsaMatchesNative) {
+  const AttnCase c{1, 4, 2, 33, 300, 32, 32, true};
+  const auto fq = random_floats(size_t(4 * 33 * 32), 6), fk = random_floats(size_t(2 * 300 * 32), 7),
+             fv = random_floats(size_t(2 * 300 * 32), 8);
+  const std::vector<std::vector<uint8_t>> in{float_bytes(fq, DType::F32), float_bytes(fk, DType::F32),
+                                             float_bytes(fv, DType::F32)};
+  const auto native = bytes_to_doubles(run_attention(c, in, 2), DType::F32);
+  IsaOverride isa("scalar");
+  const auto scalar = bytes_to_doubles(run_attention(c, in, 2), DType::F32);
+  EXPECT_TRUE(all_close(scalar, native, 2e-5, 2e-5));
+}
+
+// ---------------------------------------------------------------- rotary
+
+void check_rotary(int64_t b, int64_t h, int64_t s, int64_t d, int64_t half, bool interleaved, DType t) {
+  SCOPED_TRACE(::testing::Message() << "x=[" << b << "," << h << "," << s << "," << d << "] R=" << 2 * half
+                                    << " interleaved=" << interleaved << " " << dtype_name(t));
+  Graph g;
+  auto x = g.input("x", Shape({b, h, s, d}, t));
+  auto c = g.input("cos", Shape({s, half}, t));
+  auto sn = g.input("sin", Shape({s, half}, t));
+  auto y = g.rotary(x, c, sn, interleaved);
+  const auto fx = random_floats(size_t(b * h * s * d), 1), fc = random_floats(size_t(s * half), 2),
+             fs = random_floats(size_t(s * half), 3);
+  const auto rx = rounded(fx, t), rc = rounded(fc, t), rs = rounded(fs, t);
+  std::vector<double> want = rx;
+  for (int64_t r = 0; r < b * h * s; ++r) {
+    const int64_t pos = r % s;
+    for (int64_t i = 0; i < half; ++i) {
+      const int64_t i0 = interleaved ? 2 * i : i, i1 = interleaved ? 2 * i + 1 : i + half;
+      const double x0 = rx[size_t(r * d + i0)], x1 = rx[size_t(r * d + i1)];
+      const double co = rc[size_t(pos * half + i)], si = rs[size_t(pos * half + i)];
+      want[size_t(r * d + i0)] = x0 * co - x1 * si;
+      want[size_t(r * d + i1)] = x1 * co + x0 * si;
+    }
+  }
+  const std::vector<std::vector<uint8_t>> in{float_bytes(fx, t), float_bytes(fc, t), float_bytes(fs, t)};
+  const auto out = run_kernel(g, y.node, in, 1)[0];
+  const double eps = t == DType::F16 ? 2e-3 : t == DType::BF16 ? 1.6e-2 : t == DType::F64 ? 1e-14 : 1e-6;
+  EXPECT_TRUE(all_close(bytes_to_doubles(out, t), want, eps, eps));
+  EXPECT_EQ(out, run_kernel(g, y.node, in, 2)[0]);
+}
+
+TEST(Rotary, BothFormsPartialWidth) {
+  for (bool inter : {false, true}) {
+    check_rotary(2, 3, 5, 10, 3, inter, DType::F32);   // R = 6 < D = 10
+    check_rotary(1, 4, 33, 64, 32, inter, DType::F32);  // full width
+    check_rotary(1, 64, 40, 16, 8, inter, DType::F32);  // enough rows to go parallel
+    for (DType t : {DType::F16, DType::BF16, DType::F64}) check_rotary(1, 2, 7, 8, 2, inter, t);
+  }
+}
+
+}  // namespace
+}  // namespace rlx::test
