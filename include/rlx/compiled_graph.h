@@ -51,6 +51,7 @@ struct CompileReport {
   std::string dispatch;   // per op kind: native / decomposed / unsupported
   std::string fusion;     // what the fusion passes did
   std::string memory;     // arena bytes vs lower bound, top buffers
+  std::string passes;     // pass log: one line per pass, nodes before -> after
   int64_t arena_bytes = 0, lower_bound_bytes = 0, weight_bytes = 0;
   int num_thunks = 0;
 };
@@ -71,7 +72,19 @@ class CompiledGraph {
   void share_params_from(const CompiledGraph& other);  // both read one weights segment
 
   // ---- running. Inputs by name; outputs in graph output order.
+  // run(): f32 values in and out, converted to and from each input's / output's dtype
+  // (integers: truncation toward zero, saturating, NaN -> 0; bool: != 0; complex: two
+  // floats (re, im) per element).
   std::vector<std::vector<float>> run(const std::map<std::string, std::vector<float>>& inputs);
+  // run_typed(): each input's bytes in any dtype that converts to the input's dtype;
+  // outputs come back in the graph's declared output dtypes. Conversions: same dtype;
+  // f32/f16/bf16/f64 among each other (round to nearest even); c64 <-> c128; complex
+  // data for an f32 input as interleaved (re, im) f32 lanes and f32 pairs for a complex
+  // input; and c128 data for an f32 input as FOUR f32 lanes per element (re_hi, re_lo,
+  // im_hi, im_lo; hi = float(x), lo = float(x - hi)), so f32 kernels doing double-float
+  // arithmetic see ~48 significant bits; runtime::convert_tensor(out, DType::C128)
+  // recombines such f32 outputs (hi + lo in double). Other pairs are refused.
+  // `dims` may be empty (only the element count is checked); otherwise they must match.
   std::vector<TypedTensor> run_typed(const std::map<std::string, TypedTensor>& inputs);
   // Inputs by position (bytes in the input's own dtype); outputs as arena views.
   std::vector<TensorView> run_slots(const std::vector<std::span<const uint8_t>>& inputs);

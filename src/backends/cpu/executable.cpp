@@ -1,0 +1,302 @@
+#include "backends/cpu/executable.h"
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+#include <utility>
+
+#include "ir/op_table.h"
+#include "opt/memory_plan.h"
+
+namespace rlx::cpu {
+
+namespace {
+
+std::string node_label(const Node& n) { return detail::concat("node '", n.name, "' (", op_name(n.kind), ")"); }
+
+// Turns the plan's Loc of one value into a BufRef, checking it lies inside its segment.
+BufRef ref_of(const Program& p, int32_t node, int32_t out) {
+  const Graph& g = p.plan.graph;
+  const opt::Loc& loc = p.plan.memory.loc[size_t(node)][size_t(out)];
+  const int64_t bytes = int64_t(g.node(node).outputs[size_t(out)].bytes());
+  if (loc.offset < 0) {
+    if (bytes != 0)
+      fail(ErrorCategory::Internal, "memory plan gives ", node_label(g.node(node)), " output ", out, " (",
+           bytes, " bytes) no location");
+    return BufRef{};
+  }
+  if (loc.segment == opt::Segment::Arena) {
+    if (loc.offset + bytes > p.plan.memory.arena_bytes)
+      fail(ErrorCategory::Internal, "memory plan puts ", node_label(g.node(node)), " output ", out,
+           " past the arena end");
+    return BufRef{opt::Segment::Arena, -1, loc.offset};
+  }
+  // Weights: find the param whose bytes contain this value (params and views of them).
+  for (size_t k = 0; k < p.params.size(); ++k) {
+    const ParamSlot& ps = p.params[k];
+    if (ps.offset < 0) continue;
+    const int64_t pb = int64_t(ps.type.bytes());
+    if (loc.offset >= ps.offset && loc.offset + bytes <= ps.offset + pb)
+      return BufRef{opt::Segment::Weights, int32_t(k), loc.offset - ps.offset};
+  }
+  fail(ErrorCategory::Internal, "memory plan puts ", node_label(g.node(node)), " output ", out,
+       " in the weights segment outside every param");
+}
+
+// True when every non-empty output of `id` is an alias the planner placed inside an
+// input (no buffer of its own): such a node needs no kernel call.
+bool is_planned_view(const Program& p, int32_t id, const std::set<std::pair<int32_t, int32_t>>& roots) {
+  const Graph& g = p.plan.graph;
+  const Node& n = g.node(id);
+  int nonempty = 0, aliased = 0;
+  for (size_t o = 0; o < n.outputs.size(); ++o) {
+    if (n.outputs[o].bytes() == 0) continue;
+    ++nonempty;
+    if (!roots.count({id, int32_t(o)})) ++aliased;
+  }
+  if (aliased == 0) return false;
+  if (aliased != nonempty)
+    fail(ErrorCategory::Internal, "memory plan aliases only some outputs of ", node_label(n));
+  // The alias must be one the view analysis recognises, at the offset it computes.
+  for (size_t o = 0; o < n.outputs.size(); ++o) {
+    if (n.outputs[o].bytes() == 0) continue;
+    auto v = opt::view_of(g, id, int32_t(o));
+    if (!v) fail(ErrorCategory::Internal, "memory plan aliases ", node_label(n), " output ", o, ", which is not a view");
+    const opt::Loc& in = p.plan.memory.loc[size_t(n.inputs[size_t(v->input)].node)][size_t(n.inputs[size_t(v->input)].out)];
+    const opt::Loc& me = p.plan.memory.loc[size_t(id)][o];
+    if (in.segment != me.segment || in.offset + v->byte_offset != me.offset)
+      fail(ErrorCategory::Internal, "memory plan places view ", node_label(n), " output ", o,
+           " away from its input");
+  }
+  return true;
+}
+
+}  // namespace
+
+std::shared_ptr<const Program> compile(opt::Plan plan) {
+  auto prog = std::make_shared<Program>();
+  prog->plan = std::move(plan);
+  const Graph& g = prog->plan.graph;
+  const opt::MemoryPlan& mem = prog->plan.memory;
+  if (mem.loc.size() != g.nodes().size())
+    fail(ErrorCategory::Internal, "memory plan covers ", mem.loc.size(), " nodes, graph has ", g.nodes().size());
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    const Node& n = g.nodes()[i];
+    if (mem.loc[i].size() != n.outputs.size())
+      fail(ErrorCategory::Internal, "memory plan gives ", node_label(n), " ", mem.loc[i].size(), " locations for ",
+           n.outputs.size(), " outputs");
+    for (const Shape& s : n.outputs)
+      if (!s.is_static()) fail(ErrorCategory::Shape, node_label(n), " has unbound dims: ", s.str());
+  }
+
+  for (int32_t id : g.param_nodes()) {
+    const Node& n = g.node(id);
+    const opt::Loc& loc = mem.loc[size_t(id)][0];
+    ParamSlot ps{n.attr<LeafAttrs>().name, id, n.outputs[0], -1};
+    if (n.outputs[0].bytes() > 0) {
+      if (loc.segment != opt::Segment::Weights || loc.offset < 0 ||
+          loc.offset + int64_t(n.outputs[0].bytes()) > mem.weights_bytes)
+        fail(ErrorCategory::Internal, "memory plan does not place param '", ps.name, "' in the weights segment");
+      ps.offset = loc.offset;
+    }
+    prog->params.push_back(std::move(ps));
+  }
+
+  prog->values.resize(g.nodes().size());
+  for (size_t i = 0; i < g.nodes().size(); ++i)
+    for (size_t o = 0; o < g.nodes()[i].outputs.size(); ++o)
+      prog->values[i].push_back(ref_of(*prog, int32_t(i), int32_t(o)));
+
+  std::set<std::pair<int32_t, int32_t>> roots;
+  for (const opt::Buffer& b : mem.buffers) roots.insert({b.node, b.out});
+
+  const KernelRegistry& reg = kernel_registry();
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    const Node& n = g.nodes()[i];
+    if (n.kind == OpKind::Constant) {
+      const Blob& value = n.attr<ConstantAttrs>().value;
+      if (value.size() != n.outputs[0].bytes())
+        fail(ErrorCategory::Internal, "constant '", n.name, "' holds ", value.size(), " bytes, type ",
+             n.outputs[0].str(), " needs ", n.outputs[0].bytes());
+      const BufRef& where = prog->values[i][0];
+      if (where.absent()) continue;
+      if (where.segment != opt::Segment::Arena)
+        fail(ErrorCategory::Internal, "memory plan puts constant '", n.name, "' outside the arena");
+      prog->constants.push_back({where, value});
+      continue;
+    }
+    if (ir::has_trait(n.kind, ir::kLeaf)) continue;
+    bool any_bytes = false;
+    for (const Shape& s : n.outputs) any_bytes = any_bytes || s.bytes() > 0;
+    if (!any_bytes) continue;  // nothing to write
+    if (is_planned_view(*prog, int32_t(i), roots)) {
+      ++prog->num_views;
+      continue;
+    }
+
+    std::vector<const Shape*> in_types;
+    for (const Value& v : n.inputs) in_types.push_back(v.valid() ? &g.type(v) : nullptr);
+    const KernelEntry* entry = reg.find(n.kind);
+    if (!entry || !entry->build) fail(ErrorCategory::Unsupported, "no CPU kernel for ", node_label(n));
+    if (!reg.supports(n, in_types)) {
+      std::string types;
+      for (const Shape* s : in_types) types += (types.empty() ? "" : ", ") + (s ? s->str() : std::string("-"));
+      fail(ErrorCategory::Unsupported, "the CPU kernel for ", node_label(n), " does not support inputs (", types, ")");
+    }
+    KernelCall call;
+    try {
+      call = entry->build(n, in_types, n.outputs);
+    } catch (const Error& e) {
+      fail(e.category(), "building the kernel for ", node_label(n), ": ", e.what());
+    }
+    if (!call.fn) fail(ErrorCategory::Internal, "the CPU kernel builder for ", node_label(n), " gave no function");
+
+    Thunk t;
+    t.fn = call.fn;
+    t.cfg = std::move(call.cfg);
+    t.extent_ok = call.extent_ok;
+    t.node = int32_t(i);
+    t.first_buf = uint32_t(prog->bufs.size());
+    for (const Value& v : n.inputs)
+      prog->bufs.push_back(v.valid() ? prog->values[size_t(v.node)][size_t(v.out)] : BufRef{});
+    for (const BufRef& r : prog->values[i]) prog->bufs.push_back(r);
+    t.num_bufs = uint32_t(prog->bufs.size()) - t.first_buf;
+    prog->thunks.push_back(std::move(t));
+  }
+  return prog;
+}
+
+// ---------------------------------------------------------------- Weights
+
+Weights::Weights(const Program& program) {
+  const opt::MemoryPlan& mem = program.plan.memory;
+  alignment_ = std::max<int64_t>(mem.alignment, 64);
+  mem_ = Arena(mem.weights_bytes, alignment_);
+  for (const ParamSlot& ps : program.params) {
+    Entry e{ps.name, ps.type, ps.offset, false};
+    const Blob& init = program.plan.graph.node(ps.node).attr<LeafAttrs>().init;
+    if (!init.empty()) {
+      if (init.size() != ps.type.bytes())
+        fail(ErrorCategory::InvalidArgument, "param '", ps.name, "': initial data has ", init.size(),
+             " bytes, type ", ps.type.str(), " needs ", ps.type.bytes());
+      std::memcpy(data(e), init.data(), init.size());
+      e.set = true;
+    }
+    if (ps.type.bytes() == 0) e.set = true;  // nothing to give
+    index_.emplace(e.name, entries_.size());
+    entries_.push_back(std::move(e));
+  }
+}
+
+std::shared_ptr<Weights> Weights::copy() const {
+  auto w = std::shared_ptr<Weights>(new Weights());
+  w->alignment_ = alignment_;
+  w->mem_ = Arena(mem_.size(), alignment_);
+  if (mem_.size()) std::memcpy(w->mem_.data(), mem_.data(), size_t(mem_.size()));
+  w->entries_ = entries_;
+  w->index_ = index_;
+  return w;
+}
+
+const Weights::Entry* Weights::find(const std::string& name) const {
+  auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &entries_[it->second];
+}
+
+void Weights::mark_set(const Entry& e) { entries_[size_t(&e - entries_.data())].set = true; }
+
+// ---------------------------------------------------------------- Executable
+
+Executable::Executable(std::shared_ptr<const Program> program, int threads)
+    : Executable(program, threads, std::make_shared<Weights>(*program)) {}
+
+Executable::Executable(std::shared_ptr<const Program> program, int threads, std::shared_ptr<Weights> w)
+    : program_(std::move(program)),
+      pool_(std::make_unique<ThreadPool>(std::max(threads, 1))),
+      ctx_(std::make_unique<std::array<RunCtx, 2>>()) {
+  const opt::MemoryPlan& mem = program_->plan.memory;
+  arena_ = Arena(mem.arena_bytes, std::max<int64_t>(mem.alignment, 64));
+  for (const auto& c : program_->constants)
+    std::memcpy(arena_.data() + c.where.offset, c.bytes.data(), c.bytes.size());
+  (*ctx_)[0].pool = pool_.get();
+  (*ctx_)[1].pool = pool_.get();
+  ptrs_.resize(program_->bufs.size());
+  thunks_.resize(program_->thunks.size());
+  use_weights(std::move(w));
+}
+
+Executable::~Executable() = default;
+
+int Executable::threads() const { return pool_->size(); }
+
+std::unique_ptr<Executable> Executable::clone() const {
+  std::unique_ptr<Executable> c(new Executable(program_, threads(), weights_->copy()));
+  // Inputs (and handle state kept in input slots) carry over; constants are already
+  // written; scratch is recomputed by the next run.
+  for (const auto& [b, e] : program_->plan.memory.persistent)
+    std::memcpy(c->arena_.data() + b, arena_.data() + b, size_t(e - b));
+  *c->ctx_ = *ctx_;
+  (*c->ctx_)[0].pool = (*c->ctx_)[1].pool = c->pool_.get();
+  c->poison_ = poison_;
+  return c;
+}
+
+void Executable::use_weights(std::shared_ptr<Weights> w) {
+  std::vector<uint8_t*> base(program_->params.size(), nullptr);
+  for (size_t k = 0; k < program_->params.size(); ++k) {
+    const ParamSlot& ps = program_->params[k];
+    const Weights::Entry* e = w->find(ps.name);
+    if (!e) fail(ErrorCategory::InvalidArgument, "the weights to use have no param '", ps.name, "'");
+    if (!(e->type == ps.type))
+      fail(ErrorCategory::InvalidArgument, "param '", ps.name, "' is ", ps.type.str(), " here but ", e->type.str(),
+           " in the weights to use");
+    base[k] = w->data(*e);
+  }
+  weights_ = std::move(w);
+  param_base_ = std::move(base);
+  resolve();
+}
+
+void Executable::resolve() {
+  for (size_t i = 0; i < ptrs_.size(); ++i) ptrs_[i] = locate(program_->bufs[i]);
+  for (size_t i = 0; i < thunks_.size(); ++i) {
+    const Thunk& t = program_->thunks[i];
+    thunks_[i] = Resolved{t.fn, t.cfg.get(), ptrs_.data() + t.first_buf, &(*ctx_)[t.extent_ok ? 1 : 0]};
+  }
+}
+
+void Executable::run() {
+  if (poison_)
+    for (const auto& [b, e] : program_->plan.memory.scratch) std::memset(arena_.data() + b, 0xFF, size_t(e - b));
+  size_t i = 0;
+  try {
+    for (; i < thunks_.size(); ++i) {
+      const Resolved& t = thunks_[i];
+      t.fn(*t.ctx, t.cfg, t.bufs);
+    }
+  } catch (const Error& e) {
+    const Node& n = program_->plan.graph.node(program_->thunks[i].node);
+    fail(e.category(), "running ", node_label(n), ": ", e.what());
+  } catch (const std::exception& e) {
+    const Node& n = program_->plan.graph.node(program_->thunks[i].node);
+    fail(ErrorCategory::Internal, "running ", node_label(n), ": ", e.what());
+  }
+}
+
+void Executable::set_extent(int64_t actual, int64_t upper) {
+  RunCtx& c = (*ctx_)[1];
+  if (actual == upper) {
+    c.extent_actual = c.extent_upper = 0;  // full runs everywhere
+  } else {
+    c.extent_actual = actual;
+    c.extent_upper = upper;
+  }
+}
+
+int64_t Executable::release_scratch() {
+  int64_t released = 0;
+  for (const auto& [b, e] : program_->plan.memory.scratch) released += arena_.release(b, e);
+  return released;
+}
+
+}  // namespace rlx::cpu

@@ -1,0 +1,102 @@
+// CompiledGraph: the public face of runtime::Instance. Every method checks that the
+// object holds a compiled graph (a default-constructed or moved-from one does not).
+#include "rlx/compiled_graph.h"
+
+#include "backends/cpu/isa.h"
+#include "runtime/instance.h"
+
+namespace rlx {
+
+namespace {
+runtime::Instance& need(const std::unique_ptr<runtime::Instance>& impl) {
+  if (!impl) fail(ErrorCategory::InvalidArgument, "CompiledGraph is empty (default-constructed or moved from)");
+  return *impl;
+}
+}  // namespace
+
+CompiledGraph::CompiledGraph() = default;
+CompiledGraph::~CompiledGraph() = default;
+CompiledGraph::CompiledGraph(CompiledGraph&&) noexcept = default;
+CompiledGraph& CompiledGraph::operator=(CompiledGraph&&) noexcept = default;
+CompiledGraph::CompiledGraph(std::unique_ptr<runtime::Instance> impl) : impl_(std::move(impl)) {}
+
+void CompiledGraph::set_param(const std::string& name, const std::vector<float>& values) {
+  need(impl_).set_param(name, values);
+}
+void CompiledGraph::set_param_typed(const std::string& name, const void* bytes, size_t nbytes, DType dtype) {
+  need(impl_).set_param_typed(name, bytes, nbytes, dtype);
+}
+void CompiledGraph::set_param_range(const std::string& name, size_t byte_offset, const void* bytes, size_t nbytes) {
+  need(impl_).set_param_range(name, byte_offset, bytes, nbytes);
+}
+void CompiledGraph::finalize_params() { need(impl_).finalize_params(); }
+void CompiledGraph::copy_params_from(const CompiledGraph& other) { need(impl_).copy_params_from(need(other.impl_)); }
+void CompiledGraph::share_params_from(const CompiledGraph& other) { need(impl_).share_params_from(need(other.impl_)); }
+
+std::vector<std::vector<float>> CompiledGraph::run(const std::map<std::string, std::vector<float>>& inputs) {
+  return need(impl_).run(inputs);
+}
+std::vector<TypedTensor> CompiledGraph::run_typed(const std::map<std::string, TypedTensor>& inputs) {
+  return need(impl_).run_typed(inputs, nullptr);
+}
+std::vector<TensorView> CompiledGraph::run_slots(const std::vector<std::span<const uint8_t>>& inputs) {
+  return need(impl_).run_slots(inputs);
+}
+std::vector<TypedTensor> CompiledGraph::run_read_outputs(const std::map<std::string, TypedTensor>& inputs,
+                                                         const std::vector<int>& output_indices) {
+  return need(impl_).run_typed(inputs, &output_indices);
+}
+
+void CompiledGraph::bind_handle(const std::string& name, const TypedTensor& initial) {
+  need(impl_).bind_handle(name, initial);
+}
+TypedTensor CompiledGraph::read_handle(const std::string& name) const { return need(impl_).read_handle(name); }
+void CompiledGraph::set_active_extent(int64_t actual, int64_t upper) { need(impl_).set_active_extent(actual, upper); }
+void CompiledGraph::release_scratch() { need(impl_).release_scratch(); }
+CompiledGraph CompiledGraph::clone() const { return CompiledGraph(need(impl_).clone()); }
+
+Capabilities CompiledGraph::capabilities() const {
+  runtime::Instance& in = need(impl_);
+  Capabilities c;
+  c.device = "cpu";
+  c.threads = in.executable().threads();
+  c.isa = std::string(cpu::isa_name(cpu::detect_isa()));
+#ifdef RLX_HAVE_BLAS
+  c.blas = true;
+#endif
+  c.precisions = {"f32", "f16", "bf16"};
+  return c;
+}
+
+const CompileReport& CompiledGraph::report() const { return need(impl_).iface().report; }
+const Graph& CompiledGraph::graph() const { return need(impl_).program().plan.graph; }
+
+std::vector<std::string> CompiledGraph::input_names() const {
+  std::vector<std::string> v;
+  for (const auto& p : need(impl_).iface().inputs) v.push_back(p.name);
+  return v;
+}
+std::vector<std::string> CompiledGraph::output_names() const {
+  std::vector<std::string> v;
+  for (const auto& p : need(impl_).iface().outputs) v.push_back(p.name);
+  return v;
+}
+std::vector<std::string> CompiledGraph::param_names() const {
+  std::vector<std::string> v;
+  for (const auto& p : need(impl_).iface().params) v.push_back(p.name);
+  return v;
+}
+Shape CompiledGraph::input_type(const std::string& name) const {
+  const runtime::Interface& f = need(impl_).iface();
+  auto it = f.input_index.find(name);
+  if (it == f.input_index.end()) fail(ErrorCategory::InvalidArgument, "unknown input '", name, "'");
+  return f.inputs[size_t(it->second)].type;
+}
+Shape CompiledGraph::output_type(int index) const {
+  const runtime::Interface& f = need(impl_).iface();
+  if (index < 0 || size_t(index) >= f.outputs.size())
+    fail(ErrorCategory::InvalidArgument, "output index ", index, " out of range (", f.outputs.size(), " outputs)");
+  return f.outputs[size_t(index)].type;
+}
+
+}  // namespace rlx

@@ -1,0 +1,72 @@
+// The one registry of RLX_* environment variables and how they override CompileOptions.
+// Values are validated: a malformed value is an Error(InvalidArgument) naming the
+// variable, never silently ignored. An unset or empty variable changes nothing.
+#include <cstdlib>
+#include <string>
+
+#include "rlx/error.h"
+#include "rlx/options.h"
+
+namespace rlx {
+
+const std::vector<EnvVar>& env_registry() {
+  static const std::vector<EnvVar> vars = {
+      {"RLX_THREADS", "worker threads for CPU kernels (a positive integer; overrides CompileOptions::threads)"},
+      {"RLX_PRECISION", "compute precision policy: f32, f16 or bf16 (overrides CompileOptions::precision)"},
+      {"RLX_FUSE", "0 turns off the fusion passes fuse-elementwise and fuse-matmul-epilogue (1 turns them on)"},
+      {"RLX_DISPATCH_REPORT", "1 prints the dispatch report (per op kind: native, decomposed, unsupported) to stderr at compile"},
+      {"RLX_ARENA_REPORT", "1 prints the memory plan (arena bytes vs lower bound, top buffers) to stderr at compile"},
+      {"RLX_VERIFY", "1 verifies the graph after every pass and the memory plan, and poisons scratch memory before each run"},
+      {"RLX_ISA", "scalar, avx2 or avx512: the highest instruction set CPU kernels may use (never above what the CPU has)"},
+  };
+  return vars;
+}
+
+namespace {
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return (v && *v) ? v : nullptr;
+}
+
+bool parse_flag(const char* name, const std::string& v) {
+  if (v == "1" || v == "true" || v == "on" || v == "yes") return true;
+  if (v == "0" || v == "false" || v == "off" || v == "no") return false;
+  fail(ErrorCategory::InvalidArgument, name, "='", v, "': expected 1 or 0");
+}
+
+}  // namespace
+
+CompileOptions apply_env(CompileOptions opts) {
+  if (const char* v = env("RLX_THREADS")) {
+    char* end = nullptr;
+    long n = std::strtol(v, &end, 10);
+    if (*end != '\0' || n < 1 || n > 4096)
+      fail(ErrorCategory::InvalidArgument, "RLX_THREADS='", v, "': expected a thread count from 1 to 4096");
+    opts.threads = int(n);
+  }
+  if (const char* v = env("RLX_PRECISION")) {
+    std::string s = v;
+    if (s == "f32") opts.precision = Precision::F32;
+    else if (s == "f16") opts.precision = Precision::F16;
+    else if (s == "bf16") opts.precision = Precision::BF16;
+    else fail(ErrorCategory::InvalidArgument, "RLX_PRECISION='", s, "': expected f32, f16 or bf16");
+  }
+  if (const char* v = env("RLX_FUSE")) {
+    bool on = parse_flag("RLX_FUSE", v);
+    opts.fuse_elementwise = on;
+    opts.fuse_matmul_epilogue = on;
+  }
+  if (const char* v = env("RLX_DISPATCH_REPORT")) opts.dispatch_report = parse_flag("RLX_DISPATCH_REPORT", v);
+  if (const char* v = env("RLX_ARENA_REPORT")) opts.arena_report = parse_flag("RLX_ARENA_REPORT", v);
+  if (const char* v = env("RLX_VERIFY")) opts.verify_each_pass = parse_flag("RLX_VERIFY", v);
+  if (const char* v = env("RLX_ISA")) {
+    // Read by the kernels' ISA detection; checked here so a typo is an error at compile.
+    std::string s = v;
+    if (s != "scalar" && s != "avx2" && s != "avx512")
+      fail(ErrorCategory::InvalidArgument, "RLX_ISA='", s, "': expected scalar, avx2 or avx512");
+  }
+  return opts;
+}
+
+}  // namespace rlx

@@ -1,0 +1,456 @@
+#include "runtime/instance.h"
+
+#include <cstring>
+
+#include "opt/pipeline.h"
+
+namespace rlx::runtime {
+
+namespace {
+
+std::string dims_str(const std::vector<int64_t>& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+std::string names_of(const std::vector<Port>& ports) {
+  std::string s;
+  for (const Port& p : ports) s += (s.empty() ? "" : ", ") + p.name;
+  return s.empty() ? "(none)" : s;
+}
+
+bool needs_binding(const Graph& g) {
+  for (const Node& n : g.nodes())
+    for (const Shape& s : n.outputs)
+      if (!s.is_static()) return true;
+  return false;
+}
+
+Port make_port(const std::string& kind, const std::string& name, const Shape& type, const Shape* slot,
+               cpu::BufRef ref) {
+  Port p;
+  p.kind = kind;
+  p.name = name;
+  p.type = type;
+  p.present = slot != nullptr;
+  p.slot = slot ? *slot : type;
+  p.ref = slot ? ref : cpu::BufRef{};
+  if (p.slot.static_dims() != p.type.static_dims())
+    fail(ErrorCategory::Internal, kind, " '", name, "' is ", type.str(), " but compiled as ", p.slot.str());
+  const std::string what = kind + " '" + name + "'";
+  p.lenient = boundary_or_throw(DType::F32, p.slot.dtype(), true, what);
+  p.typed = boundary_or_throw(p.type.dtype(), p.slot.dtype(), false, what);
+  return p;
+}
+
+}  // namespace
+
+std::shared_ptr<Interface> make_interface(const Graph& original, const cpu::Program& program,
+                                          const CompileOptions& opts) {
+  auto iface = std::make_shared<Interface>();
+  const Graph& cg = program.plan.graph;
+  Graph bound;
+  const Graph* src = &original;
+  if (needs_binding(original)) {
+    bound = opt::bind_dims(original, opts.dim_bindings);
+    src = &bound;
+  }
+  for (int32_t id : src->input_nodes()) {
+    const Node& n = src->node(id);
+    const std::string& name = n.attr<LeafAttrs>().name;
+    int32_t c = cg.find_input(name);
+    iface->input_index[name] = int(iface->inputs.size());
+    iface->inputs.push_back(make_port("input", name, n.outputs[0], c >= 0 ? &cg.node(c).outputs[0] : nullptr,
+                                      c >= 0 ? program.values[size_t(c)][0] : cpu::BufRef{}));
+  }
+  for (int32_t id : src->param_nodes()) {
+    const Node& n = src->node(id);
+    const std::string& name = n.attr<LeafAttrs>().name;
+    int32_t c = cg.find_param(name);
+    iface->param_index[name] = int(iface->params.size());
+    iface->params.push_back(make_port("param", name, n.outputs[0], c >= 0 ? &cg.node(c).outputs[0] : nullptr, {}));
+  }
+  if (src->outputs().size() != cg.outputs().size())
+    fail(ErrorCategory::Internal, "compiled graph has ", cg.outputs().size(), " outputs, the graph ",
+         src->outputs().size());
+  for (size_t i = 0; i < cg.outputs().size(); ++i) {
+    const GraphOutput& o = src->outputs()[i];
+    const Value cv = cg.outputs()[i].value;
+    iface->output_index.emplace(o.name, int(i));
+    iface->outputs.push_back(make_port("output", o.name, src->type(o.value), &cg.type(cv),
+                                       program.values[size_t(cv.node)][size_t(cv.out)]));
+  }
+
+  const opt::Plan& plan = program.plan;
+  CompileReport& r = iface->report;
+  r.dispatch = plan.dispatch_report;
+  r.fusion = plan.fusion_report;
+  r.memory = plan.memory.report(cg);
+  r.passes = plan.pass_log;
+  r.arena_bytes = plan.memory.arena_bytes;
+  r.lower_bound_bytes = plan.memory.lower_bound_bytes;
+  r.weight_bytes = plan.memory.weights_bytes;
+  r.num_thunks = int(program.thunks.size());
+  iface->poison_scratch = opts.verify_each_pass;
+  return iface;
+}
+
+// ---------------------------------------------------------------- lifecycle
+
+Instance::Instance(std::shared_ptr<const cpu::Program> program, std::shared_ptr<const Interface> iface)
+    : iface_(std::move(iface)), exe_(std::make_unique<cpu::Executable>(std::move(program), iface_->threads)) {
+  exe_->set_poison_scratch(iface_->poison_scratch);
+  feeds_.resize(iface_->inputs.size());
+  input_handle_.assign(iface_->inputs.size(), -1);
+}
+
+std::unique_ptr<Instance> Instance::clone() const {
+  std::unique_ptr<Instance> c(new Instance());
+  c->iface_ = iface_;
+  c->exe_ = exe_->clone();
+  c->feeds_.resize(feeds_.size());
+  c->input_handle_ = input_handle_;
+  c->handles_ = handles_;
+  c->params_ready_ = params_ready_;
+  return c;
+}
+
+size_t Instance::input_at(const std::string& name) const {
+  auto it = iface_->input_index.find(name);
+  if (it == iface_->input_index.end())
+    fail(ErrorCategory::InvalidArgument, "unknown input '", name, "'; inputs are: ", names_of(iface_->inputs));
+  return size_t(it->second);
+}
+
+const Port& Instance::param_port(const std::string& name) const {
+  auto it = iface_->param_index.find(name);
+  if (it == iface_->param_index.end())
+    fail(ErrorCategory::InvalidArgument, "unknown param '", name, "'; params are: ", names_of(iface_->params));
+  return iface_->params[size_t(it->second)];
+}
+
+const cpu::Weights::Entry* Instance::param_entry(const Port& p) const {
+  if (!p.present) return nullptr;
+  const cpu::Weights::Entry* e = exe_->weights()->find(p.name);
+  RLX_CHECK(e != nullptr, "param '", p.name, "' missing from the weights segment");
+  return e;
+}
+
+// ---------------------------------------------------------------- params
+
+void Instance::set_param(const std::string& name, const std::vector<float>& values) {
+  const Port& p = param_port(name);
+  const size_t slot_n = size_t(p.slot.numel());
+  auto want = p.lenient.user_elems(slot_n);
+  if (!want || *want != values.size())
+    fail(ErrorCategory::InvalidArgument, "param '", name, "' (", p.slot.str(), ") needs ", want ? *want : slot_n,
+         " f32 values, got ", values.size());
+  if (const cpu::Weights::Entry* e = param_entry(p)) {
+    to_slot(p.lenient, values.data(), exe_->weights()->data(*e), values.size());
+    exe_->weights()->mark_set(*e);
+  }
+}
+
+void Instance::set_param_typed(const std::string& name, const void* bytes, size_t nbytes, DType dtype) {
+  const Port& p = param_port(name);
+  Feed f = check_feed(p, dtype, bytes, nbytes, false, nullptr);
+  if (const cpu::Weights::Entry* e = param_entry(p)) {
+    to_slot(f.boundary, bytes, exe_->weights()->data(*e), f.user_elems);
+    exe_->weights()->mark_set(*e);
+  }
+}
+
+void Instance::set_param_range(const std::string& name, size_t byte_offset, const void* bytes, size_t nbytes) {
+  const Port& p = param_port(name);
+  const size_t total = p.slot.bytes();
+  if (byte_offset > total || nbytes > total - byte_offset)
+    fail(ErrorCategory::InvalidArgument, "set_param_range: bytes [", byte_offset, ", ", byte_offset + nbytes,
+         ") do not fit param '", name, "' (", p.slot.str(), ", ", total, " bytes)");
+  if (nbytes && !bytes) fail(ErrorCategory::InvalidArgument, "set_param_range: null data for param '", name, "'");
+  if (const cpu::Weights::Entry* e = param_entry(p)) {
+    if (nbytes) std::memcpy(exe_->weights()->data(*e) + byte_offset, bytes, nbytes);
+    // A range write counts as giving the param a value: loaders stream params in pieces.
+    exe_->weights()->mark_set(*e);
+  }
+}
+
+void Instance::finalize_params() {
+  std::string missing;
+  for (const Port& p : iface_->params)
+    if (const cpu::Weights::Entry* e = param_entry(p); e && !e->set) missing += (missing.empty() ? "" : ", ") + p.name;
+  if (!missing.empty()) fail(ErrorCategory::InvalidArgument, "finalize_params: params without a value: ", missing);
+  params_ready_ = true;
+}
+
+void Instance::copy_params_from(const Instance& other) {
+  if (&other == this || other.exe_->weights() == exe_->weights()) return;
+  std::vector<std::pair<const cpu::Weights::Entry*, const cpu::Weights::Entry*>> pairs;
+  for (const Port& p : iface_->params) {
+    auto it = other.iface_->param_index.find(p.name);
+    if (it == other.iface_->param_index.end())
+      fail(ErrorCategory::InvalidArgument, "copy_params_from: the source has no param '", p.name, "'");
+    const Port& q = other.iface_->params[size_t(it->second)];
+    if (!(q.type == p.type))
+      fail(ErrorCategory::InvalidArgument, "copy_params_from: param '", p.name, "' is ", p.type.str(),
+           " here but ", q.type.str(), " in the source");
+    const cpu::Weights::Entry* mine = param_entry(p);
+    if (!mine) continue;
+    const cpu::Weights::Entry* theirs = other.exe_->weights()->find(p.name);
+    if (!theirs || !(theirs->type == mine->type))
+      fail(ErrorCategory::InvalidArgument, "copy_params_from: the source does not store param '", p.name, "' as ",
+           mine->type.str());
+    pairs.emplace_back(mine, theirs);
+  }
+  for (const auto& [mine, theirs] : pairs) {
+    const size_t n = mine->type.bytes();
+    if (n) std::memcpy(exe_->weights()->data(*mine), other.exe_->weights()->data(*theirs), n);
+    if (theirs->set) exe_->weights()->mark_set(*mine);
+  }
+  params_ready_ = false;
+}
+
+void Instance::share_params_from(const Instance& other) {
+  for (const Port& p : iface_->params) {
+    auto it = other.iface_->param_index.find(p.name);
+    if (it == other.iface_->param_index.end())
+      fail(ErrorCategory::InvalidArgument, "share_params_from: the source has no param '", p.name, "'");
+    const Port& q = other.iface_->params[size_t(it->second)];
+    if (!(q.type == p.type))
+      fail(ErrorCategory::InvalidArgument, "share_params_from: param '", p.name, "' is ", p.type.str(),
+           " here but ", q.type.str(), " in the source");
+  }
+  try {
+    exe_->use_weights(other.exe_->weights());
+  } catch (const Error& e) {
+    fail(e.category(), "share_params_from: ", e.what());
+  }
+  params_ready_ = false;
+}
+
+// ---------------------------------------------------------------- running
+
+Instance::Feed Instance::check_feed(const Port& p, DType dtype, const void* data, size_t nbytes, bool lenient,
+                                    const std::vector<int64_t>* dims) const {
+  Feed f;
+  if (lenient) {
+    f.boundary = p.lenient;
+  } else if (auto b = find_boundary(dtype, p.slot.dtype(), false)) {
+    f.boundary = *b;
+  } else {
+    fail(ErrorCategory::InvalidArgument, p.kind, " '", p.name, "' is ", p.slot.str(), ", got ", dtype_name(dtype),
+         " data (no conversion between them)");
+  }
+  const size_t es = dtype_size(dtype);
+  if (nbytes % es != 0)
+    fail(ErrorCategory::InvalidArgument, p.kind, " '", p.name, "': ", nbytes, " bytes are not a whole number of ",
+         dtype_name(dtype), " elements");
+  if (nbytes && !data) fail(ErrorCategory::InvalidArgument, p.kind, " '", p.name, "': null data");
+  const size_t slot_n = size_t(p.slot.numel());
+  auto want = f.boundary.user_elems(slot_n);
+  if (!want)
+    fail(ErrorCategory::InvalidArgument, p.kind, " '", p.name, "' (", p.slot.str(), ") cannot hold ", dtype_name(dtype),
+         " data: ", slot_n, " elements are not a whole number of ", f.boundary.slot_group, "-lane groups");
+  f.user_elems = nbytes / es;
+  if (f.user_elems != *want)
+    fail(ErrorCategory::InvalidArgument, p.kind, " '", p.name, "' (", p.slot.str(), ") needs ", *want, " ",
+         dtype_name(dtype), " elements, got ", f.user_elems);
+  if (dims && !dims->empty()) {
+    if (size_t(numel_of(*dims)) != f.user_elems ||
+        (f.boundary.user_group == f.boundary.slot_group && *dims != p.type.static_dims()))
+      fail(ErrorCategory::InvalidArgument, p.kind, " '", p.name, "' has dims ", dims_str(p.type.static_dims()), ", got ",
+           dims_str(*dims));
+  }
+  f.data = data;
+  f.given = true;
+  return f;
+}
+
+void Instance::check_complete() const {
+  for (size_t i = 0; i < feeds_.size(); ++i)
+    if (!feeds_[i].given && input_handle_[i] < 0)
+      fail(ErrorCategory::InvalidArgument, "missing input '", iface_->inputs[i].name, "' (",
+           iface_->inputs[i].type.str(), ")");
+  if (params_ready_) return;
+  for (const Port& p : iface_->params)
+    if (const cpu::Weights::Entry* e = param_entry(p); e && !e->set)
+      fail(ErrorCategory::InvalidArgument, "param '", p.name, "' (", p.type.str(),
+           ") has no value: give it one with set_param before running");
+  params_ready_ = true;
+}
+
+void Instance::execute() {
+  for (size_t i = 0; i < feeds_.size(); ++i) {
+    const Feed& f = feeds_[i];
+    const Port& p = iface_->inputs[i];
+    if (f.given && !p.ref.absent()) to_slot(f.boundary, f.data, exe_->locate(p.ref), f.user_elems);
+  }
+  exe_->run();
+  for (Handle& h : handles_) {
+    if (h.output < 0) continue;
+    const Port& out = iface_->outputs[size_t(h.output)];
+    const uint8_t* src = exe_->locate(out.ref);
+    if (!src) continue;
+    const size_t n = out.slot.bytes();
+    if (h.input >= 0 && !iface_->inputs[size_t(h.input)].ref.absent())
+      std::memmove(exe_->locate(iface_->inputs[size_t(h.input)].ref), src, n);  // may alias
+    else
+      std::memcpy(h.store.data(), src, n);
+  }
+}
+
+void Instance::read_output(const Port& p, const Boundary& b, void* dst, size_t user_elems) const {
+  if (const uint8_t* src = exe_->locate(p.ref)) to_user(b, src, dst, user_elems);
+}
+
+std::vector<std::vector<float>> Instance::run(const std::map<std::string, std::vector<float>>& inputs) {
+  for (Feed& f : feeds_) f.given = false;
+  for (const auto& [name, values] : inputs) {
+    const size_t i = input_at(name);
+    const Port& p = iface_->inputs[i];
+    if (input_handle_[i] >= 0)
+      fail(ErrorCategory::InvalidArgument, "input '", name, "' is fed by a handle; do not pass it to run");
+    feeds_[i] = check_feed(p, DType::F32, values.data(), values.size() * sizeof(float), true, nullptr);
+  }
+  check_complete();
+  execute();
+  std::vector<std::vector<float>> out;
+  out.reserve(iface_->outputs.size());
+  for (const Port& p : iface_->outputs) {
+    size_t n = *p.lenient.user_elems(size_t(p.slot.numel()));
+    out.emplace_back(n);
+    read_output(p, p.lenient, out.back().data(), n);
+  }
+  return out;
+}
+
+std::vector<TypedTensor> Instance::run_typed(const std::map<std::string, TypedTensor>& inputs,
+                                             const std::vector<int>* only) {
+  if (only)
+    for (int k : *only)
+      if (k < 0 || size_t(k) >= iface_->outputs.size())
+        fail(ErrorCategory::InvalidArgument, "output index ", k, " out of range (", iface_->outputs.size(),
+             " outputs)");
+  for (Feed& f : feeds_) f.given = false;
+  for (const auto& [name, t] : inputs) {
+    const size_t i = input_at(name);
+    const Port& p = iface_->inputs[i];
+    if (input_handle_[i] >= 0)
+      fail(ErrorCategory::InvalidArgument, "input '", name, "' is fed by a handle; do not pass it to run");
+    feeds_[i] = check_feed(p, t.dtype, t.bytes.data(), t.bytes.size(), false, &t.dims);
+  }
+  check_complete();
+  execute();
+  std::vector<TypedTensor> out;
+  auto emit = [&](const Port& p) {
+    TypedTensor t;
+    t.dtype = p.type.dtype();
+    t.dims = p.type.static_dims();
+    const size_t n = size_t(p.type.numel());
+    t.bytes.resize(n * dtype_size(t.dtype));
+    read_output(p, p.typed, t.bytes.data(), n);
+    out.push_back(std::move(t));
+  };
+  if (only) {
+    for (int k : *only) emit(iface_->outputs[size_t(k)]);
+  } else {
+    for (const Port& p : iface_->outputs) emit(p);
+  }
+  return out;
+}
+
+std::vector<TensorView> Instance::run_slots(const std::vector<std::span<const uint8_t>>& inputs) {
+  if (inputs.size() != iface_->inputs.size())
+    fail(ErrorCategory::InvalidArgument, "run_slots: ", inputs.size(), " inputs given, the graph has ",
+         iface_->inputs.size(), " (", names_of(iface_->inputs), ")");
+  for (Feed& f : feeds_) f.given = false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Port& p = iface_->inputs[i];
+    if (input_handle_[i] >= 0) {
+      if (!inputs[i].empty())
+        fail(ErrorCategory::InvalidArgument, "run_slots: input '", p.name, "' is fed by a handle; pass an empty span");
+      continue;
+    }
+    if (inputs[i].size() != p.slot.bytes())
+      fail(ErrorCategory::InvalidArgument, "run_slots: input '", p.name, "' (", p.slot.str(), ") needs ",
+           p.slot.bytes(), " bytes, got ", inputs[i].size());
+    Feed& f = feeds_[i];
+    f.boundary = Boundary{p.slot.dtype(), p.slot.dtype()};
+    f.data = inputs[i].data();
+    f.user_elems = size_t(p.slot.numel());
+    f.given = true;
+  }
+  check_complete();
+  execute();
+  std::vector<TensorView> out;
+  out.reserve(iface_->outputs.size());
+  for (const Port& p : iface_->outputs)
+    out.push_back(TensorView{p.slot.dtype(), p.slot.static_dims(), exe_->locate(p.ref), p.slot.bytes()});
+  return out;
+}
+
+// ---------------------------------------------------------------- handles, extent, scratch
+
+int Instance::find_handle(const std::string& name) const {
+  for (size_t i = 0; i < handles_.size(); ++i)
+    if (handles_[i].name == name) return int(i);
+  return -1;
+}
+
+void Instance::bind_handle(const std::string& name, const TypedTensor& initial) {
+  auto ii = iface_->input_index.find(name);
+  auto oi = iface_->output_index.find(name);
+  const int in = ii == iface_->input_index.end() ? -1 : ii->second;
+  const int out = oi == iface_->output_index.end() ? -1 : oi->second;
+  if (in < 0 && out < 0)
+    fail(ErrorCategory::InvalidArgument, "bind_handle: no input or output named '", name, "'");
+  if (in >= 0 && out >= 0 && !(iface_->inputs[size_t(in)].slot == iface_->outputs[size_t(out)].slot))
+    fail(ErrorCategory::InvalidArgument, "bind_handle: input '", name, "' is ", iface_->inputs[size_t(in)].slot.str(),
+         " but output '", name, "' is ", iface_->outputs[size_t(out)].slot.str(), "; a handle needs one type");
+  const Port& p = in >= 0 ? iface_->inputs[size_t(in)] : iface_->outputs[size_t(out)];
+  Feed f = check_feed(p, initial.dtype, initial.bytes.data(), initial.bytes.size(), false, &initial.dims);
+
+  Handle h{name, in, out, {}};
+  uint8_t* dst = nullptr;
+  if (in >= 0 && !p.ref.absent()) {
+    dst = exe_->locate(p.ref);
+  } else {
+    h.store.resize(p.slot.bytes());
+    dst = h.store.data();
+  }
+  if (f.user_elems) to_slot(f.boundary, f.data, dst, f.user_elems);
+  int k = find_handle(name);
+  if (k < 0) {
+    k = int(handles_.size());
+    handles_.push_back(std::move(h));
+  } else {
+    handles_[size_t(k)] = std::move(h);
+  }
+  if (in >= 0) input_handle_[size_t(in)] = k;
+}
+
+TypedTensor Instance::read_handle(const std::string& name) const {
+  int k = find_handle(name);
+  if (k < 0) fail(ErrorCategory::InvalidArgument, "read_handle: no handle named '", name, "'");
+  const Handle& h = handles_[size_t(k)];
+  const Port& p = h.input >= 0 ? iface_->inputs[size_t(h.input)] : iface_->outputs[size_t(h.output)];
+  const uint8_t* src = (h.input >= 0 && !p.ref.absent()) ? exe_->locate(p.ref) : h.store.data();
+  TypedTensor t;
+  t.dtype = p.type.dtype();
+  t.dims = p.type.static_dims();
+  const size_t n = size_t(p.type.numel());
+  t.bytes.resize(n * dtype_size(t.dtype));
+  if (n) to_user(p.typed, src, t.bytes.data(), n);
+  return t;
+}
+
+void Instance::set_active_extent(int64_t actual, int64_t upper) {
+  if (upper < 1 || actual < 1 || actual > upper)
+    fail(ErrorCategory::InvalidArgument, "set_active_extent(", actual, ", ", upper,
+         "): needs 1 <= actual <= upper");
+  exe_->set_extent(actual, upper);
+}
+
+void Instance::release_scratch() { exe_->release_scratch(); }
+
+}  // namespace rlx::runtime

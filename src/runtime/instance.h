@@ -1,0 +1,109 @@
+// runtime::Instance: what a CompiledGraph holds. It pairs a CPU Executable with the
+// graph's public interface (named inputs, outputs and params with their public types),
+// converts data at the boundary (typed_io.h), and keeps handle state.
+//
+// Public vs slot types: a port's public type is what the caller's graph declared (dims
+// bound); its slot type is what the compiled graph stores. They differ only when a
+// precision policy changed the dtype at the boundary; conversions follow typed_io.h.
+// A leaf the optimizer dropped (unused) keeps its public port: data given to it is
+// validated and ignored.
+//
+// Errors: every method validates everything before changing state, so a throw leaves
+// the instance as it was (a failed kernel leaves scratch and outputs undefined until
+// the next successful run, nothing else).
+#pragma once
+#include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "backends/cpu/executable.h"
+#include "rlx/compiled_graph.h"
+#include "runtime/typed_io.h"
+
+namespace rlx::runtime {
+
+struct Port {
+  std::string kind;       // "input", "output" or "param" (for messages)
+  std::string name;
+  Shape type;             // public type (static dims)
+  Shape slot;             // compiled type (same dims)
+  cpu::BufRef ref;        // inputs/outputs: where the value lives; absent if dropped or empty
+  bool present = false;   // the compiled graph has this leaf / value
+  Boundary lenient;       // f32 <-> slot, for run() and set_param()
+  Boundary typed;         // public dtype <-> slot (run_typed, handles)
+};
+
+struct Interface {
+  std::vector<Port> inputs, outputs, params;
+  std::unordered_map<std::string, int> input_index, output_index, param_index;
+  CompileReport report;
+  int threads = 1;
+  bool poison_scratch = false;
+};
+
+// Builds the interface of `original` compiled into `program` (names, public types).
+std::shared_ptr<Interface> make_interface(const Graph& original, const cpu::Program& program,
+                                          const CompileOptions& opts);
+
+class Instance {
+ public:
+  Instance(std::shared_ptr<const cpu::Program> program, std::shared_ptr<const Interface> iface);
+  std::unique_ptr<Instance> clone() const;
+
+  const Interface& iface() const { return *iface_; }
+  const cpu::Program& program() const { return exe_->program(); }
+  cpu::Executable& executable() { return *exe_; }
+
+  void set_param(const std::string& name, const std::vector<float>& values);
+  void set_param_typed(const std::string& name, const void* bytes, size_t nbytes, DType dtype);
+  void set_param_range(const std::string& name, size_t byte_offset, const void* bytes, size_t nbytes);
+  void finalize_params();
+  void copy_params_from(const Instance& other);
+  void share_params_from(const Instance& other);
+
+  std::vector<std::vector<float>> run(const std::map<std::string, std::vector<float>>& inputs);
+  std::vector<TypedTensor> run_typed(const std::map<std::string, TypedTensor>& inputs,
+                                     const std::vector<int>* only);
+  std::vector<TensorView> run_slots(const std::vector<std::span<const uint8_t>>& inputs);
+
+  void bind_handle(const std::string& name, const TypedTensor& initial);
+  TypedTensor read_handle(const std::string& name) const;
+  void set_active_extent(int64_t actual, int64_t upper);
+  void release_scratch();
+
+ private:
+  Instance() = default;
+  // One validated input for this run: the caller's data and how it converts.
+  struct Feed {
+    const void* data = nullptr;
+    Boundary boundary;
+    size_t user_elems = 0;
+    bool given = false;
+  };
+  struct Handle {
+    std::string name;
+    int input = -1, output = -1;
+    std::vector<uint8_t> store;  // output-only handles: the latest output bytes (slot dtype)
+  };
+
+  size_t input_at(const std::string& name) const;  // index; throws naming the inputs
+  const Port& param_port(const std::string& name) const;
+  const cpu::Weights::Entry* param_entry(const Port& p) const;
+  Feed check_feed(const Port& p, DType dtype, const void* data, size_t nbytes, bool lenient,
+                  const std::vector<int64_t>* dims) const;
+  void check_complete() const;   // every input fed or handle-bound; every param set
+  void execute();                // writes feeds_, runs, refreshes handles
+  void read_output(const Port& p, const Boundary& b, void* dst, size_t user_elems) const;
+  int find_handle(const std::string& name) const;
+
+  std::shared_ptr<const Interface> iface_;
+  std::unique_ptr<cpu::Executable> exe_;
+  std::vector<Feed> feeds_;           // per input, reused across runs (no allocation)
+  std::vector<int> input_handle_;     // per input: handle index or -1
+  std::vector<Handle> handles_;
+  mutable bool params_ready_ = false;  // all params of this graph known to be set
+};
+
+}  // namespace rlx::runtime
