@@ -1,0 +1,202 @@
+// Drives the built `rlx` binary (RLX_BINARY_DIR/rlx) on small .rlx files: check, run
+// with .npy in and out, help/version, and errors (one "rlx: error:" line, non-zero).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "rlx/rlx.h"
+#include "runtime/npy.h"
+
+namespace rlx::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int status = -1;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+class Cli : public testing::Test {
+ protected:
+  void SetUp() override {
+    bin_ = fs::path(RLX_BINARY_DIR) / "rlx";
+    ASSERT_TRUE(fs::exists(bin_)) << bin_ << " is missing: build the rlx_cli target first";
+    dir_ = fs::path(testing::TempDir()) / ("rlx_cli_" + std::string(testing::UnitTest::GetInstance()->current_test_info()->name()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Runs rlx with `args` (a shell-quoted string); stdout and stderr captured apart.
+  Result rlx(const std::string& args, const std::string& env = "") {
+    const fs::path out = dir_ / "stdout.txt", err = dir_ / "stderr.txt";
+    std::string cmd = env + " '" + bin_.string() + "' " + args + " >'" + out.string() + "' 2>'" + err.string() + "'";
+    int raw = std::system(cmd.c_str());
+    Result r;
+    r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+    r.out = slurp(out);
+    r.err = slurp(err);
+    return r;
+  }
+
+  std::string write_file(const std::string& name, const std::string& text) {
+    fs::path p = dir_ / name;
+    std::ofstream(p) << text;
+    return p.string();
+  }
+
+  std::string write_graph(const std::string& name, const Graph& g) { return write_file(name, print_graph(g)); }
+
+  std::string write_npy(const std::string& name, const TypedTensor& t) {
+    fs::path p = dir_ / name;
+    runtime::write_npy(p.string(), t);
+    return p.string();
+  }
+
+  static void expect_one_error_line(const Result& r, const std::string& needle) {
+    EXPECT_NE(r.status, 0);
+    EXPECT_EQ(r.err.rfind("rlx: error: ", 0), 0u) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+  }
+
+  fs::path bin_, dir_;
+};
+
+std::vector<uint8_t> f32_bytes(const std::vector<float>& v) {
+  std::vector<uint8_t> b(v.size() * 4);
+  std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
+// y = x @ w with w's values stored in the file; s = reduce_sum(x) named "x:sum" (a
+// name that is not a safe file name).
+Graph hello_with_weights() {
+  Graph g("hello");
+  auto x = g.input("x", Shape({1, 4}, DType::F32));
+  auto w = g.param("w", Shape({4, 2}, DType::F32), Blob(f32_bytes({1, 0, 0, 1, 1, 0, 0, 1})));
+  g.set_outputs({g.matmul(x, w), g.reduce_sum(x, {1})}, {"y", "x:sum"});
+  return g;
+}
+
+TEST_F(Cli, VersionAndHelp) {
+  Result v = rlx("--version");
+  EXPECT_EQ(v.status, 0);
+  EXPECT_EQ(v.out, std::string("rlx ") + kVersion + "\n");
+  Result h = rlx("--help");
+  EXPECT_EQ(h.status, 0);
+  EXPECT_NE(h.out.find("check"), std::string::npos);
+  EXPECT_NE(h.out.find("run"), std::string::npos);
+  Result e = rlx("--help-env");
+  EXPECT_EQ(e.status, 0);
+  for (const EnvVar& var : env_registry()) EXPECT_NE(e.out.find(var.name), std::string::npos) << var.name;
+  Result rh = rlx("run --help");
+  EXPECT_EQ(rh.status, 0);
+  EXPECT_NE(rh.out.find("--output-dir"), std::string::npos);
+  EXPECT_NE(rh.out.find(".rlx"), std::string::npos);
+}
+
+TEST_F(Cli, CheckPrintsReports) {
+  std::string file = write_graph("hello.rlx", hello_with_weights());
+  Result r = rlx("check '" + file + "'");
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const char* s : {"graph 'hello'", "verified", "inputs: x f32[1,4]", "== passes ==", "== dispatch ==",
+                        "== memory ==", "matmul", "kernel calls", "arena"})
+    EXPECT_NE(r.out.find(s), std::string::npos) << "missing '" << s << "' in:\n" << r.out;
+}
+
+TEST_F(Cli, RunWritesOneNpyPerOutput) {
+  std::string file = write_graph("hello.rlx", hello_with_weights());
+  std::string x = write_npy("x.npy", TypedTensor{DType::F32, {1, 4}, f32_bytes({1, 2, 3, 4})});
+  fs::path out = dir_ / "out" / "nested";
+  Result r = rlx("run '" + file + "' --input x='" + x + "' --output-dir '" + out.string() + "' --threads 2");
+  ASSERT_EQ(r.status, 0) << r.err;
+  TypedTensor y = runtime::read_npy((out / "y.npy").string());
+  EXPECT_EQ(y.dtype, DType::F32);
+  EXPECT_EQ(y.dims, (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(y.bytes, f32_bytes({4, 6}));
+  TypedTensor s = runtime::read_npy((out / "x_sum.npy").string());
+  EXPECT_EQ(s.bytes, f32_bytes({10}));
+  EXPECT_NE(r.out.find("y.npy"), std::string::npos);
+}
+
+TEST_F(Cli, RunTakesParamsAndTypedInputs) {
+  Graph g("typed");
+  auto x = g.input("x", Shape({3}, DType::I32));
+  auto b = g.param("b", Shape({3}, DType::I32));
+  g.set_outputs({g.add(x, b)}, {"sum"});
+  std::string file = write_graph("typed.rlx", g);
+  std::vector<int32_t> xv{1, -2, 3}, bv{10, 20, 30};
+  std::vector<uint8_t> xb(12), bb(12);
+  std::memcpy(xb.data(), xv.data(), 12);
+  std::memcpy(bb.data(), bv.data(), 12);
+  std::string xf = write_npy("x.npy", TypedTensor{DType::I32, {3}, xb});
+  std::string bf = write_npy("b.npy", TypedTensor{DType::I32, {3}, bb});
+  Result r = rlx("run '" + file + "' --input 'x=" + xf + "' --param 'b=" + bf + "' --output-dir '" + dir_.string() + "'");
+  ASSERT_EQ(r.status, 0) << r.err;
+  TypedTensor s = runtime::read_npy((dir_ / "sum.npy").string());
+  EXPECT_EQ(s.dtype, DType::I32);
+  std::vector<int32_t> sv(3);
+  std::memcpy(sv.data(), s.bytes.data(), 12);
+  EXPECT_EQ(sv, (std::vector<int32_t>{11, 18, 33}));
+  // Without the param the run fails naming it.
+  Result missing = rlx("run '" + file + "' --input 'x=" + xf + "' --output-dir '" + dir_.string() + "'");
+  expect_one_error_line(missing, "param 'b'");
+}
+
+TEST_F(Cli, UsageErrors) {
+  std::string file = write_graph("hello.rlx", hello_with_weights());
+  Result a = rlx("frobnicate");
+  EXPECT_EQ(a.status, 2);
+  expect_one_error_line(a, "unknown command 'frobnicate'");
+  Result b = rlx("check '" + file + "' --bogus");
+  EXPECT_EQ(b.status, 2);
+  expect_one_error_line(b, "unknown option '--bogus'");
+  Result c = rlx("run '" + file + "' --input x=a.npy");
+  EXPECT_EQ(c.status, 2);
+  expect_one_error_line(c, "--output-dir");
+  Result d = rlx("check");
+  EXPECT_EQ(d.status, 2);
+  expect_one_error_line(d, "needs a model FILE");
+  Result e = rlx("run '" + file + "' --input novalue --output-dir '" + dir_.string() + "'");
+  EXPECT_EQ(e.status, 2);
+  expect_one_error_line(e, "NAME=VALUE");
+  Result f = rlx("check '" + file + "' --threads lots");
+  EXPECT_EQ(f.status, 2);
+  expect_one_error_line(f, "--threads");
+}
+
+TEST_F(Cli, FileAndDataErrors) {
+  std::string file = write_graph("hello.rlx", hello_with_weights());
+  expect_one_error_line(rlx("check '" + (dir_ / "absent.rlx").string() + "'"), "absent.rlx");
+  expect_one_error_line(rlx("check '" + write_file("m.xyz", "") + "'"), "unknown model file type '.xyz'");
+  expect_one_error_line(rlx("check '" + write_file("bad.rlx", "graph g {\n  %0 = nosuchop() : f32[1]\n}\n") + "'"),
+                        "bad.rlx");
+  std::string junk = write_file("junk.npy", "this is not numpy");
+  expect_one_error_line(rlx("run '" + file + "' --input x='" + junk + "' --output-dir '" + dir_.string() + "'"),
+                        "junk.npy: not an npy file");
+  std::string wrong = write_npy("w.npy", TypedTensor{DType::F32, {3}, f32_bytes({1, 2, 3})});
+  expect_one_error_line(rlx("run '" + file + "' --input x='" + wrong + "' --output-dir '" + dir_.string() + "'"),
+                        "input 'x'");
+  std::string x = write_npy("x.npy", TypedTensor{DType::F32, {1, 4}, f32_bytes({1, 2, 3, 4})});
+  expect_one_error_line(rlx("run '" + file + "' --input z='" + x + "' --output-dir '" + dir_.string() + "'"),
+                        "unknown input 'z'");
+  expect_one_error_line(rlx("check '" + file + "'", "RLX_THREADS=zero"), "RLX_THREADS");
+}
+
+}  // namespace
+}  // namespace rlx::test

@@ -1,0 +1,170 @@
+// The command table, argument parsing, model formats and shared compile options.
+#include "cli.h"
+
+#include <cstdlib>
+#include <filesystem>
+
+namespace rlx::cli {
+
+const std::vector<Command>& commands() {
+  static const std::vector<Command> table = [] {
+    std::vector<Command> t;
+    {
+      Command c{"check", "parse, verify and compile a model; print the dispatch report, pass log and memory plan",
+                "FILE [options]", 1, 1, compile_option_specs(), &cmd_check};
+      t.push_back(std::move(c));
+    }
+    {
+      Command c{"run", "run a model on .npy inputs and write one .npy per output",
+                "FILE --input NAME=FILE.npy ... --output-dir DIR [options]", 1, 1,
+                compile_option_specs(), &cmd_run};
+      c.options.insert(c.options.begin(),
+                       {{"--input", "NAME=FILE.npy", "feed input NAME from FILE.npy", true},
+                        {"--param", "NAME=FILE.npy", "set param NAME from FILE.npy", true},
+                        {"--output-dir", "DIR", "directory for the outputs (created if missing)", false}});
+      t.push_back(std::move(c));
+    }
+    return t;
+  }();
+  return table;
+}
+
+const Command* find_command(const std::string& name) {
+  for (const Command& c : commands())
+    if (c.name == name) return &c;
+  return nullptr;
+}
+
+std::string Args::get(const std::string& opt, const std::string& fallback) const {
+  auto it = values.find(opt);
+  return it == values.end() || it->second.empty() ? fallback : it->second.back();
+}
+
+const std::vector<std::string>& Args::all(const std::string& opt) const {
+  static const std::vector<std::string> none;
+  auto it = values.find(opt);
+  return it == values.end() ? none : it->second;
+}
+
+Args parse_args(const Command& cmd, int argc, char** argv, int first) {
+  Args a;
+  for (int i = first; i < argc; ++i) {
+    std::string s = argv[i];
+    if (s.size() > 1 && s[0] == '-') {
+      std::string name = s, value;
+      bool inline_value = false;
+      if (auto eq = s.find('='); eq != std::string::npos && s.rfind("--", 0) == 0) {
+        name = s.substr(0, eq);
+        value = s.substr(eq + 1);
+        inline_value = true;
+      }
+      const OptionSpec* spec = nullptr;
+      for (const OptionSpec& o : cmd.options)
+        if (o.name == name) spec = &o;
+      if (!spec) throw UsageError("unknown option '" + name + "' for 'rlx " + cmd.name + "' (see rlx " + cmd.name + " --help)");
+      if (spec->value.empty()) {
+        if (inline_value) throw UsageError("option '" + name + "' takes no value");
+        a.values[name].push_back("1");
+        continue;
+      }
+      if (!inline_value) {
+        if (i + 1 >= argc) throw UsageError("option '" + name + "' needs a value (" + spec->value + ")");
+        value = argv[++i];
+      }
+      if (!spec->repeatable && a.has(name)) throw UsageError("option '" + name + "' given twice");
+      a.values[name].push_back(value);
+      continue;
+    }
+    a.positional.push_back(s);
+  }
+  if (int(a.positional.size()) < cmd.min_positional)
+    throw UsageError("'rlx " + cmd.name + "' needs a model FILE (see rlx " + cmd.name + " --help)");
+  if (int(a.positional.size()) > cmd.max_positional)
+    throw UsageError("unexpected argument '" + a.positional[size_t(cmd.max_positional)] + "' for 'rlx " + cmd.name + "'");
+  return a;
+}
+
+std::string command_help(const Command& cmd) {
+  std::string s = "usage: rlx " + cmd.name + " " + cmd.usage + "\n\n" + cmd.summary + "\n";
+  if (cmd.name == "check" || cmd.name == "run") {
+    s += "\nModel formats:";
+    for (const ModelFormat& f : model_formats()) s += " " + f.extension + " (" + f.description + ")";
+    s += "\n";
+  }
+  if (!cmd.options.empty()) s += "\nOptions:\n";
+  for (const OptionSpec& o : cmd.options) {
+    std::string left = "  " + o.name + (o.value.empty() ? "" : " " + o.value);
+    if (left.size() < 28) left.append(28 - left.size(), ' ');
+    else left += "  ";
+    s += left + o.help + (o.repeatable ? " (repeatable)" : "") + "\n";
+  }
+  return s;
+}
+
+// ---------------------------------------------------------------- model formats
+
+const std::vector<ModelFormat>& model_formats() {
+  static const std::vector<ModelFormat> table = {
+      {".rlx", "rlx text IR", [](const std::string& path) { return load_graph_file(path); }},
+  };
+  return table;
+}
+
+Graph load_model(const std::string& path) {
+  const std::string ext = std::filesystem::path(path).extension().string();
+  std::string known;
+  for (const ModelFormat& f : model_formats()) {
+    if (f.extension == ext) return f.load(path);
+    known += (known.empty() ? "" : ", ") + f.extension;
+  }
+  fail(ErrorCategory::Unsupported, "'", path, "': unknown model file type '", ext, "' (known: ", known, ")");
+}
+
+// ---------------------------------------------------------------- compile options
+
+std::vector<OptionSpec> compile_option_specs() {
+  return {
+      {"--threads", "N", "worker threads (default: all cores; RLX_THREADS overrides)", false},
+      {"--precision", "P", "compute precision policy: f32 (default), f16 or bf16", false},
+      {"--bind", "SYM=N", "bind the dynamic dim SYM to size N", true},
+      {"--no-fuse", "", "turn off the fusion passes", false},
+  };
+}
+
+std::pair<std::string, std::string> split_assignment(const std::string& s, const std::string& opt) {
+  auto eq = s.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == s.size())
+    throw UsageError(opt + " '" + s + "': expected NAME=VALUE");
+  return {s.substr(0, eq), s.substr(eq + 1)};
+}
+
+namespace {
+int64_t parse_int(const std::string& s, const std::string& what, int64_t lo, int64_t hi) {
+  char* end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0' || errno != 0 || v < lo || v > hi)
+    throw UsageError(what + " '" + s + "': expected an integer from " + std::to_string(lo) + " to " + std::to_string(hi));
+  return v;
+}
+}  // namespace
+
+CompileOptions compile_options_from(const Args& args) {
+  CompileOptions o;
+  if (args.has("--threads")) o.threads = int(parse_int(args.get("--threads"), "--threads", 1, 4096));
+  if (args.has("--precision")) {
+    const std::string p = args.get("--precision");
+    if (p == "f32") o.precision = Precision::F32;
+    else if (p == "f16") o.precision = Precision::F16;
+    else if (p == "bf16") o.precision = Precision::BF16;
+    else throw UsageError("--precision '" + p + "': expected f32, f16 or bf16");
+  }
+  for (const std::string& b : args.all("--bind")) {
+    auto [sym, n] = split_assignment(b, "--bind");
+    o.dim_bindings[sym] = parse_int(n, "--bind " + sym, 0, int64_t(1) << 40);
+  }
+  if (args.has("--no-fuse")) o.fuse_elementwise = o.fuse_matmul_epilogue = false;
+  return o;
+}
+
+}  // namespace rlx::cli

@@ -1,0 +1,73 @@
+// The `rlx` command line: a table of commands, a small argument parser, and a table of
+// model formats chosen by file extension. A new command (test-onnx, bench, ...) is one
+// entry in commands() plus its handler file; a new model format (.onnx, .gguf) is one
+// entry in model_formats(). The CLI stays thin: it parses flags and calls the library.
+#pragma once
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "rlx/rlx.h"
+
+namespace rlx::cli {
+
+// Bad command-line use: printed as one "rlx: error: ..." line, exit status 2.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct OptionSpec {
+  std::string name;        // "--input"
+  std::string value;       // placeholder for the value ("NAME=FILE.npy"); empty: a flag
+  std::string help;
+  bool repeatable = false;
+};
+
+struct Args {
+  std::vector<std::string> positional;
+  std::map<std::string, std::vector<std::string>> values;  // option -> values given, in order
+  bool has(const std::string& opt) const { return values.count(opt) > 0; }
+  // The single value of `opt`, or `fallback` when absent.
+  std::string get(const std::string& opt, const std::string& fallback = "") const;
+  const std::vector<std::string>& all(const std::string& opt) const;
+};
+
+struct Command {
+  std::string name;
+  std::string summary;                 // one line for `rlx --help`
+  std::string usage;                   // e.g. "FILE.rlx [options]"
+  int min_positional = 0, max_positional = 0;
+  std::vector<OptionSpec> options;
+  int (*run)(const Args& args) = nullptr;
+};
+
+const std::vector<Command>& commands();
+const Command* find_command(const std::string& name);
+// Parses argv[first..argc) against `cmd`; throws UsageError naming the bad argument.
+Args parse_args(const Command& cmd, int argc, char** argv, int first);
+std::string command_help(const Command& cmd);
+
+// Model files by extension.
+struct ModelFormat {
+  std::string extension;    // ".rlx"
+  std::string description;
+  Graph (*load)(const std::string& path) = nullptr;
+};
+const std::vector<ModelFormat>& model_formats();
+// Loads by extension; throws Error(Unsupported) naming the known extensions.
+Graph load_model(const std::string& path);
+
+// Options shared by compiling commands: --threads, --precision, --bind, --no-fuse.
+std::vector<OptionSpec> compile_option_specs();
+CompileOptions compile_options_from(const Args& args);
+
+// "name=value" -> {name, value}; throws UsageError naming `opt`.
+std::pair<std::string, std::string> split_assignment(const std::string& s, const std::string& opt);
+
+// Command handlers (one file each).
+int cmd_check(const Args& args);
+int cmd_run(const Args& args);
+
+}  // namespace rlx::cli

@@ -1,0 +1,62 @@
+// rlx run FILE --input NAME=FILE.npy ... --output-dir DIR: one .npy per output.
+#include <filesystem>
+#include <iostream>
+#include <set>
+
+#include "cli.h"
+#include "runtime/npy.h"
+
+namespace rlx::cli {
+
+namespace {
+// Output names may hold characters a file name should not ("/", ":"): keep
+// [A-Za-z0-9._-], replace the rest by '_', and never produce "." or "..".
+std::string file_stem(const std::string& name) {
+  std::string s;
+  for (char c : name) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+              c == '_' || c == '-';
+    s += ok ? c : '_';
+  }
+  if (s.empty() || s == "." || s == "..") s = "output";
+  return s;
+}
+}  // namespace
+
+int cmd_run(const Args& args) {
+  if (!args.has("--output-dir")) throw UsageError("'rlx run' needs --output-dir DIR");
+  const std::string& path = args.positional[0];
+  Graph g = load_model(path);
+  CompiledGraph net = Session(Device::Cpu, compile_options_from(args)).compile(g);
+
+  for (const std::string& a : args.all("--param")) {
+    auto [name, file] = split_assignment(a, "--param");
+    TypedTensor t = runtime::read_npy(file);
+    net.set_param_typed(name, t.bytes.data(), t.bytes.size(), t.dtype);
+  }
+  std::map<std::string, TypedTensor> inputs;
+  for (const std::string& a : args.all("--input")) {
+    auto [name, file] = split_assignment(a, "--input");
+    if (inputs.count(name)) throw UsageError("--input '" + name + "' given twice");
+    inputs[name] = runtime::read_npy(file);
+  }
+  std::vector<TypedTensor> outs = net.run_typed(inputs);
+
+  const std::filesystem::path dir = args.get("--output-dir");
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) fail(ErrorCategory::Io, "cannot create output directory '", dir.string(), "': ", ec.message());
+  std::set<std::string> used;
+  const std::vector<std::string> names = net.output_names();
+  for (size_t i = 0; i < outs.size(); ++i) {
+    std::string stem = file_stem(names[i]);
+    for (int k = 1; used.count(stem); ++k) stem = file_stem(names[i]) + "_" + std::to_string(k);
+    used.insert(stem);
+    const std::filesystem::path file = dir / (stem + ".npy");
+    runtime::write_npy(file.string(), outs[i]);
+    std::cout << "wrote " << file.string() << " (" << names[i] << ": " << net.output_type(int(i)).str() << ")\n";
+  }
+  return 0;
+}
+
+}  // namespace rlx::cli
