@@ -251,6 +251,48 @@ TEST(ElementwiseCast, FloatToIntEdgeCases) {
   EXPECT_EQ(r.bytes, (std::vector<uint8_t>{1, 1, 1, 1, 1, 1}));
 }
 
+// Every f16 / bf16 bit pattern widens exactly, and f32 values narrow with round to
+// nearest even, identically on the vector and scalar paths (checked against dtype.h).
+TEST(ElementwiseCast, HalfConversionsExhaustive) {
+  for (DType h : {DType::F16, DType::BF16}) {
+    Tensor all{Shape({65536}, h), std::vector<uint8_t>(65536 * 2)};
+    for (uint32_t i = 0; i < 65536; ++i) std::memcpy(all.bytes.data() + 2 * i, &i, 2);
+    Attrs to32 = default_attrs(OpKind::Cast), to16 = default_attrs(OpKind::Cast);
+    std::get<CastAttrs>(to32).to = DType::F32;
+    std::get<CastAttrs>(to16).to = h;
+    // Random f32 bit patterns plus exact halfway cases between neighbouring halves.
+    std::vector<float> f(200000);
+    std::mt19937 rng(5);
+    for (size_t i = 0; i < f.size(); ++i) {
+      uint32_t bits = rng();
+      if (i % 2) bits = (bits & 0xffffe000u) | 0x1000u;  // f16 halfway
+      if (i % 3 == 0) bits = (bits & 0xffff0000u) | 0x8000u;  // bf16 halfway
+      std::memcpy(&f[i], &bits, 4);
+    }
+    Tensor narrow{Shape({int64_t(f.size())}, DType::F32), to_bytes(f)};
+    for (const char* isa : {"native", "scalar"}) {
+      auto wide = with_isa(isa, [&] { return run_op(OpKind::Cast, {all}, to32, 2); });
+      auto wf = from_bytes<float>(wide.bytes);
+      for (uint32_t i = 0; i < 65536; ++i) {
+        const float want = h == DType::F16 ? f16_to_f32(uint16_t(i)) : bf16_to_f32(uint16_t(i));
+        if (std::isnan(want)) ASSERT_TRUE(std::isnan(wf[i])) << isa << " " << i;
+        else ASSERT_EQ(std::memcmp(&wf[i], &want, 4), 0) << isa << " " << dtype_name(h) << " bits " << i;
+      }
+      auto nb = with_isa(isa, [&] { return run_op(OpKind::Cast, {narrow}, to16, 2); });
+      auto nh = from_bytes<uint16_t>(nb.bytes);
+      for (size_t i = 0; i < f.size(); ++i) {
+        const uint16_t want = h == DType::F16 ? f32_to_f16(f[i]) : f32_to_bf16(f[i]);
+        if (std::isnan(f[i])) {
+          const float back = h == DType::F16 ? f16_to_f32(nh[i]) : bf16_to_f32(nh[i]);
+          ASSERT_TRUE(std::isnan(back)) << isa << " " << i;
+        } else {
+          ASSERT_EQ(nh[i], want) << isa << " " << dtype_name(h) << " of " << f[i];
+        }
+      }
+    }
+  }
+}
+
 TEST(ElementwiseKernels, SupportsReportsUnsupportedCombinations) {
   const auto& reg = cpu::kernel_registry();
   Node n;

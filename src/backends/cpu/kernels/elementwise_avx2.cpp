@@ -56,6 +56,64 @@ struct V {
 }  // namespace
 }  // namespace rlx::cpu::ew::avx2_impl
 
+namespace rlx::cpu::ew::avx2_impl {
+namespace {
+// Half-precision block converters (F16C for f16; integer rounding for bf16). Tails use
+// the scalar conversions, which round identically.
+void f16_to_f32(const void* src, void* dst, int64_t n) {
+  auto s = static_cast<const uint16_t*>(src);
+  auto d = static_cast<float*>(dst);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i))));
+  for (; i < n; ++i) d[i] = half_to_float(s[i]);
+}
+void f32_to_f16(const void* src, void* dst, int64_t n) {
+  auto s = static_cast<const float*>(src);
+  auto d = static_cast<uint16_t*>(dst);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  for (; i < n; ++i) d[i] = float_to_half(s[i]);
+}
+void bf16_to_f32(const void* src, void* dst, int64_t n) {
+  auto s = static_cast<const uint16_t*>(src);
+  auto d = static_cast<float*>(dst);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i), _mm256_slli_epi32(w, 16));
+  }
+  for (; i < n; ++i) d[i] = bhalf_to_float(s[i]);
+}
+void f32_to_bf16(const void* src, void* dst, int64_t n) {
+  auto s = static_cast<const float*>(src);
+  auto d = static_cast<uint16_t*>(dst);
+  int64_t i = 0;
+  const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7fff), quiet = _mm256_set1_epi32(0x40);
+  for (; i + 8 <= n; i += 8) {
+    const __m256 x = _mm256_loadu_ps(s + i);
+    const __m256i b = _mm256_castps_si256(x);
+    const __m256i hi = _mm256_srli_epi32(b, 16);
+    const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(b, bias), _mm256_and_si256(hi, one)), 16);
+    const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+    const __m256i r = _mm256_blendv_epi8(rounded, _mm256_or_si256(hi, quiet), nan);
+    // packus works per 128-bit lane: fix the order with a cross-lane permute.
+    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), _mm256_castsi256_si128(packed));
+  }
+  for (; i < n; ++i) d[i] = float_to_bhalf(s[i]);
+}
+void fill_converters(F32VecTable& t) {
+  t.to_f32[size_t(DType::F16)] = &f16_to_f32;
+  t.to_f32[size_t(DType::BF16)] = &bf16_to_f32;
+  t.from_f32[size_t(DType::F16)] = &f32_to_f16;
+  t.from_f32[size_t(DType::BF16)] = &f32_to_bf16;
+}
+}  // namespace
+}  // namespace rlx::cpu::ew::avx2_impl
+
 #define RLX_VEC_NS avx2_impl
 #include "backends/cpu/kernels/elementwise_vec_impl.h"
 #undef RLX_VEC_NS
@@ -71,6 +129,7 @@ const F32VecTable& f32_vec_table_avx2() {
   static const F32VecTable table = [] {
     F32VecTable t;
     avx2_impl::fill_table(t);
+    avx2_impl::fill_converters(t);
     return t;
   }();
   return table;

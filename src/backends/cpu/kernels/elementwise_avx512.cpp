@@ -67,6 +67,12 @@ const F32VecTable& f32_vec_table_avx512() {
   static const F32VecTable table = [] {
     F32VecTable t;
     avx512_impl::fill_table(t);
+    // AVX-512 CPUs have AVX2: reuse its half-precision converters.
+    const F32VecTable& v2 = f32_vec_table_avx2();
+    for (int i = 0; i < kNumDTypes; ++i) {
+      t.to_f32[i] = v2.to_f32[i];
+      t.from_f32[i] = v2.from_f32[i];
+    }
     return t;
   }();
   return table;

@@ -115,8 +115,8 @@ bool resolve_op(OpKind k, const std::vector<DType>& in, DType out, double alpha,
     return false;
   }
   op.arity = n;
-  auto stage = [&](int i, DType c) { op.stage[i] = in[i] == c ? nullptr : convert_fn(in[i], c); };
-  auto finish = [&](DType res) { op.finish = res == out ? nullptr : convert_fn(res, out); };
+  auto stage = [&](int i, DType c) { op.stage[i] = in[i] == c ? nullptr : convert_fn(in[i], c, isa); };
+  auto finish = [&](DType res) { op.finish = res == out ? nullptr : convert_fn(res, out, isa); };
   auto unsupported = [&] {
     why = std::string(op_name(k)) + " on ";
     for (size_t i = 0; i < in.size(); ++i) {
@@ -131,7 +131,7 @@ bool resolve_op(OpKind k, const std::vector<DType>& in, DType out, double alpha,
     case OpKind::Identity:
     case OpKind::Cast:
       op.form = Form::Convert;
-      op.convert = convert_fn(in[0], out);
+      op.convert = convert_fn(in[0], out, isa);
       return true;
     case OpKind::IsNaN:
     case OpKind::IsInf: {

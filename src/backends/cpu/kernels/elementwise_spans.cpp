@@ -312,6 +312,15 @@ Span2Set compare_span(OpKind k, DType c) {
   }
 }
 
+ConvertFn convert_fn(DType from, DType to, Isa isa) {
+  if (isa != Isa::Scalar) {
+    const F32VecTable& t = isa == Isa::Avx512 ? f32_vec_table_avx512() : f32_vec_table_avx2();
+    if (to == DType::F32 && t.to_f32[size_t(from)]) return t.to_f32[size_t(from)];
+    if (from == DType::F32 && t.from_f32[size_t(to)]) return t.from_f32[size_t(to)];
+  }
+  return convert_fn(from, to);
+}
+
 Span3 where_span(size_t elem_bytes) {
   switch (elem_bytes) {
     case 1: return &where_impl<uint8_t>;

@@ -121,7 +121,12 @@ Span3 where_span(size_t elem_bytes);
 struct F32VecTable {
   Span1 unary[kNumOpKinds] = {};
   Span2Set binary[kNumOpKinds] = {};
+  ConvertFn to_f32[kNumDTypes] = {};    // F16 / BF16 -> F32
+  ConvertFn from_f32[kNumDTypes] = {};  // F32 -> F16 / BF16 (round to nearest even)
 };
+// convert_fn, using the ISA's vector converters where the table has one (same values
+// as the scalar conversion; NaN payloads may differ).
+ConvertFn convert_fn(DType from, DType to, Isa isa);
 const F32VecTable& f32_vec_table_avx2();
 const F32VecTable& f32_vec_table_avx512();
 
