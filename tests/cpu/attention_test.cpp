@@ -20,6 +20,7 @@ struct AttnCase {
   std::vector<int64_t> mask_dims;  // empty: no mask
   DType t = DType::F32;
   float masked_fraction = 0;       // share of mask entries set to -inf
+  float ramp = 0;                  // adds ramp * key index to the mask (later blocks win)
 };
 
 int64_t numel(const std::vector<int64_t>& d) {
@@ -89,6 +90,7 @@ void check_attention(const AttnCase& c) {
   const auto sel = random_floats(fm.size(), 5, 0, 1);
   for (size_t i = 0; i < fm.size(); ++i)
     if (sel[i] < c.masked_fraction) fm[i] = -std::numeric_limits<float>::infinity();
+    else if (c.ramp != 0) fm[i] += c.ramp * float(int64_t(i) % c.mask_dims.back());
   std::vector<std::vector<uint8_t>> in{float_bytes(fq, c.t), float_bytes(fk, c.t), float_bytes(fv, c.t)};
   if (!c.mask_dims.empty()) in.push_back(float_bytes(fm, c.t));
   const auto want = ref_attention(c, rounded(fq, c.t), rounded(fk, c.t), rounded(fv, c.t), rounded(fm, c.t));
@@ -121,6 +123,9 @@ TEST(Attention, BroadcastMasks) {
   check_attention({2, 3, 3, 5, 300, 8, 8, false, 0, {2, 1, 1, 300}, DType::F32, 0.3f});  // padding mask
   check_attention({1, 4, 2, 7, 7, 8, 8, true, 0, {1, 4, 7, 7}});
   check_attention({2, 2, 2, 3, 4, 8, 8, false, 0, {1}});
+  // Scores grow with the key index, so every row's running max moves in each key block
+  // and the partial output must be rescaled.
+  check_attention({1, 2, 2, 9, 700, 8, 8, false, 0, {1, 700}, DType::F32, 0.0f, 0.02f});
 }
 
 TEST(Attention, FullyMaskedRowsGiveZeros) {
