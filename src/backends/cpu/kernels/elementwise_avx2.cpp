@@ -41,6 +41,12 @@ struct V {
     const __m256i n1 = _mm256_srai_epi32(ni, 1);
     return mul(mul(p, pow2(n1)), pow2(_mm256_sub_epi32(ni, n1)));
   }
+  static void split_exp(F x, F& m, F& e) {  // x = m * 2^e, m in [1, 2); x normal, > 0
+    const __m256i b = _mm256_castps_si256(x);
+    e = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(b, 23), _mm256_set1_epi32(127)));
+    m = _mm256_castsi256_ps(_mm256_or_si256(_mm256_and_si256(b, _mm256_set1_epi32(0x007fffff)),
+                                            _mm256_set1_epi32(0x3f800000)));
+  }
   static F neg(F x) { return _mm256_xor_ps(x, set1(-0.0f)); }
   static F abs(F x) { return _mm256_andnot_ps(set1(-0.0f), x); }
   static F copysign(F mag, F s) {

@@ -37,6 +37,10 @@ struct V {
   static F round(F x) { return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
   // scalef computes p * 2^n with one rounding, including subnormal results and overflow.
   static F scale_pow2(F p, F n) { return _mm512_scalef_ps(p, n); }
+  static void split_exp(F x, F& m, F& e) {  // x = m * 2^e, m in [1, 2); x normal, > 0
+    e = _mm512_getexp_ps(x);
+    m = _mm512_getmant_ps(x, _MM_MANT_NORM_1_2, _MM_MANT_SIGN_zero);
+  }
   static F neg(F x) { return _mm512_xor_ps(x, set1(-0.0f)); }
   static F abs(F x) { return _mm512_abs_ps(x); }
   static F copysign(F mag, F s) {

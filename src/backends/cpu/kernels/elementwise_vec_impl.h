@@ -3,7 +3,7 @@
 // compiled for that ISA. Requires, before inclusion: namespace RLX_VEC_NS containing
 // struct V (see either .cpp for the members). Defines RLX_VEC_NS::fill_table().
 //
-// Accuracy (vs correctly rounded): exp, sigmoid, silu ~2 ulp; tanh, erf, gelu ~1e-6
+// Accuracy (vs correctly rounded): exp, log, sigmoid, silu ~2 ulp; tanh, erf, gelu ~1e-6
 // relative. Tails shorter than one vector go through the same code on a padded copy,
 // so every element is computed identically whatever the chunking.
 
@@ -33,9 +33,12 @@ inline F vexp(F x) {
   return V::scale_pow2(p, n);
 }
 
+// sigmoid via e = e^{-|x|} (never overflows): 1/(1+e) for x >= 0, e/(1+e) below, so
+// results for x << 0 reach the subnormal range instead of flushing to 0.
 inline F vsigmoid(F x) {
-  const F one = splat(1.0f);
-  return V::div(one, V::add(one, vexp(V::neg(x))));
+  const F e = vexp(V::neg(V::abs(x)));
+  const F r = V::div(splat(1.0f), V::add(splat(1.0f), e));
+  return V::select(V::lt(x, splat(0.0f)), V::mul(e, r), r);
 }
 
 // tanh: odd polynomial (minimax fit of tanh(x)/x in x^2) below 0.6, else
@@ -111,7 +114,37 @@ inline F vgelu_erf(F x) {
 inline F vgelu_tanh(F x) {  // x * sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3)
   const F x3 = V::mul(V::mul(x, x), x);
   const F u = V::mul(splat(0.79788456080286536f), V::fmadd(x3, splat(0.044715f), x));
-  return V::div(x, V::add(splat(1.0f), vexp(V::mul(u, splat(-2.0f)))));
+  return V::mul(x, vsigmoid(V::add(u, u)));
+}
+
+// log(x) = e ln2 + log(m), m in [sqrt(1/2), sqrt(2)); log(m) = 2 atanh(s) with
+// s = (m-1)/(m+1), |s| <= 0.172, as an odd series to s^11. Subnormals are pre-scaled.
+inline F vlog(F x) {
+  const F tiny = splat(1.17549435e-38f);
+  const auto sub = V::lt(x, tiny);
+  const F xs = V::select(sub, V::mul(x, splat(8388608.0f)), x);  // * 2^23
+  F m, e;
+  V::split_exp(xs, m, e);  // xs = m * 2^e, m in [1, 2)
+  const auto big = V::lt(splat(1.41421356f), m);
+  m = V::select(big, V::mul(m, splat(0.5f)), m);
+  e = V::add(V::select(big, V::add(e, splat(1.0f)), e), V::select(sub, splat(-23.0f), splat(0.0f)));
+  const F f = V::sub(m, splat(1.0f));
+  const F sv = V::div(f, V::add(m, splat(1.0f)));
+  const F s2 = V::mul(sv, sv);
+  F p = splat(2.0f / 11.0f);
+  p = V::fmadd(p, s2, splat(2.0f / 9.0f));
+  p = V::fmadd(p, s2, splat(2.0f / 7.0f));
+  p = V::fmadd(p, s2, splat(2.0f / 5.0f));
+  p = V::fmadd(p, s2, splat(2.0f / 3.0f));
+  // log(m) = 2s + s*s2*p; add e*ln2 in two parts so e*ln2_hi is exact.
+  const F lm = V::fmadd(V::mul(sv, s2), p, V::add(sv, sv));
+  F r = V::fmadd(e, splat(-2.12194440054690583e-4f), lm);
+  r = V::fmadd(e, splat(0.693359375f), r);
+  // Specials: log(0) = -inf, log(<0) = NaN, log(inf) = inf, NaN stays NaN.
+  r = V::select(V::le(x, splat(0.0f)), splat(-__builtin_inff()), r);
+  r = V::select(V::lt(x, splat(0.0f)), splat(__builtin_nanf("")), r);
+  r = V::select(V::lt(splat(3.40282347e38f), x), x, r);  // +inf
+  return V::select(V::isnan(x), x, r);
 }
 
 // ---- span drivers
@@ -155,11 +188,12 @@ template <class Op> Span2Set set2() { return Span2Set{&map2<Op, 0>, &map2<Op, 1>
 #define RLX_V1(Name, expr) \
   struct Name { static F f(F x, const OpParams& p) { (void)p; return (expr); } };
 RLX_V1(VExp, vexp(x))
+RLX_V1(VLog, vlog(x))
 RLX_V1(VSigmoid, vsigmoid(x))
 RLX_V1(VTanh, vtanh(x))
 RLX_V1(VErf, verf(x))
 RLX_V1(VGelu, p.flag ? vgelu_tanh(x) : vgelu_erf(x))
-RLX_V1(VSilu, V::div(x, V::add(splat(1.0f), vexp(V::neg(x)))))
+RLX_V1(VSilu, V::mul(x, vsigmoid(x)))
 RLX_V1(VRelu, V::max(splat(0.0f), x))  // max(0, NaN) = NaN, max(0, -0) = -0
 RLX_V1(VNeg, V::neg(x))
 RLX_V1(VAbs, V::abs(x))
@@ -182,6 +216,7 @@ RLX_V2(VMin, V::select(V::isnan(a), a, V::min(a, b)))
 void fill_table(F32VecTable& t) {
   auto u = [&](OpKind k, Span1 s) { t.unary[size_t(k)] = s; };
   u(OpKind::Exp, &map1<VExp>);
+  u(OpKind::Log, &map1<VLog>);
   u(OpKind::Sigmoid, &map1<VSigmoid>);
   u(OpKind::Tanh, &map1<VTanh>);
   u(OpKind::Erf, &map1<VErf>);
