@@ -492,6 +492,8 @@ class Parser {
   }
 
   Graph graph() {
+    // Bodies nest by recursion; a bound keeps hostile input from exhausting the stack.
+    if (++depth_ > kMaxDepth) error("graphs are nested more than " + std::to_string(kMaxDepth) + " deep");
     expect_word("graph");
     std::string name;
     if (tok_.kind == Tok::Ident || tok_.kind == Tok::String) name = advance().text;
@@ -526,11 +528,14 @@ class Parser {
       }
     }
     expect('}');
+    --depth_;
     return g;
   }
 
+  static constexpr int kMaxDepth = 64;
   Lexer lex_;
   Token tok_;
+  int depth_ = 0;
 };
 
 }  // namespace

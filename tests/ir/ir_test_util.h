@@ -15,6 +15,11 @@ inline void PrintTo(const Shape& s, std::ostream* os) { *os << s.str(); }
 
 namespace rlx::test {
 
+// A verified graph holding every op kind of the table at least once, with symbols,
+// explicit names, absent optional inputs, multi-output nodes and a nested body
+// (defined in text_roundtrip_test.cpp).
+Graph every_op_graph();
+
 // Runs f, expects an rlx::Error of category `cat` whose message contains every part.
 template <class F>
 void expect_rlx_error(F&& f, ErrorCategory cat, std::initializer_list<std::string_view> parts, const char* file,

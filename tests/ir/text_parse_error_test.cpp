@@ -1,6 +1,7 @@
 // Text parser errors: category Parse, "source:line:col: message".
 #include <cstdio>
 #include <fstream>
+#include <random>
 
 #include "ir_test_util.h"
 
@@ -73,6 +74,20 @@ TEST(TextParseError, StructureAndNames) {
   EXPECT_RLX_ERROR(parse_graph("graph g {\n  %0 = input \"a\" : f32[4] 1e\n}"), Parse, "malformed exponent");
 }
 
+TEST(TextParseError, NestingIsBounded) {
+  auto nested = [](int depth) {
+    std::string s;
+    for (int i = 0; i < depth; ++i) s += "graph g { %0 = input \"x\" : f32[1]\n";
+    s += "graph leaf { }";
+    for (int i = 0; i < depth; ++i) s += "}";
+    return s;
+  };
+  Graph ok = parse_graph(nested(10));
+  EXPECT_EQ(ok.node(0).subgraphs.size(), 1u);
+  EXPECT_TRUE(graphs_equal(parse_graph(print_graph(ok)), ok));
+  EXPECT_RLX_ERROR(parse_graph(nested(100)), Parse, "nested more than 64");
+}
+
 TEST(TextParseError, FileLoading) {
   EXPECT_RLX_ERROR(load_graph_file("/nonexistent/dir/g.rlx"), Io, "/nonexistent/dir/g.rlx");
   std::string path = std::string(RLX_BINARY_DIR) + "/ir_parse_error_test.rlx";
@@ -88,6 +103,42 @@ TEST(TextParseError, FileLoading) {
   Graph g = load_graph_file(path);
   EXPECT_EQ(g.outputs().at(0).name, "y");
   std::remove(path.c_str());
+}
+
+// Random edits of a valid text: the parser either accepts (and then the result
+// round-trips exactly) or throws rlx::Error; nothing else, never a crash.
+TEST(TextParseError, MutatedTextNeverCrashes) {
+  const std::string base = print_graph(test::every_op_graph());
+  const std::string pieces[] = {"%",   "%1",  ".",  ",",    "(",  ")",  "{",     "}",   "[",  "]",   "\"",  "_",
+                                "=",   ":",   "-",  "0x",   "0x1", "1e",  "inf",  "nan", "9223372036854775807",
+                                "-1", "#",    "\n", "graph g {", "f32[", "axis=", "\\", "outputs(", "name="};
+  std::mt19937 rng(11);
+  int accepted = 0;
+  for (int iter = 0; iter < 1500; ++iter) {
+    std::string text = base;
+    int edits = 1 + int(rng() % 3);
+    for (int e = 0; e < edits; ++e) {
+      size_t pos = rng() % (text.size() + 1);
+      switch (rng() % 4) {
+        case 0: text.erase(pos, 1 + rng() % 8); break;
+        case 1: text.insert(pos, pieces[rng() % std::size(pieces)]); break;
+        case 2: if (pos < text.size()) text[pos] = char(rng() % 128); break;
+        default: text.resize(pos); break;
+      }
+    }
+    try {
+      Graph g = parse_graph(text, "fuzz");
+      ++accepted;
+      std::string again = print_graph(g);
+      Graph back = parse_graph(again, "fuzz-reprint");
+      ASSERT_TRUE(graphs_equal(g, back)) << "mutated text:\n" << text;
+      ASSERT_EQ(print_graph(back), again);
+    } catch (const Error& e) {
+      ASSERT_EQ(e.category(), ErrorCategory::Parse) << e.what();
+      ASSERT_EQ(std::string(e.what()).rfind("fuzz:", 0), 0u) << e.what();
+    }
+  }
+  EXPECT_GT(accepted, 0);  // some edits (e.g. inside names or comments) stay valid
 }
 
 }  // namespace

@@ -30,6 +30,9 @@ Blob bytes_of(const std::vector<float>& v) {
   return Blob(std::move(b));
 }
 
+}  // namespace
+
+namespace test {
 Graph every_op_graph() {
   const double inf = std::numeric_limits<double>::infinity();
   Graph g("every op");
@@ -146,6 +149,10 @@ Graph every_op_graph() {
   g.set_outputs(outs, names);
   return g;
 }
+}  // namespace test
+
+namespace {
+using test::every_op_graph;
 
 TEST(TextRoundTrip, EveryOpKind) {
   Graph g = every_op_graph();

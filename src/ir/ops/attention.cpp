@@ -70,7 +70,7 @@ std::vector<Shape> infer_rotary(const InferCtx& ctx) {
   require_same_dim(ctx, c.dims()[0], "cos rows", x.dims()[2], "the sequence length of x");
   int64_t half = static_dim(ctx, c.dims()[1], "the rotary half width (cos dim 1)");
   int64_t d = static_dim(ctx, x.dims()[3], "the head dim of x");
-  if (half < 1 || 2 * half > d)
+  if (half < 1 || half > d / 2)
     ctx.error("rotary width 2*", half, " must be in [2, head dim ", d, "]");
   return {x};
 }

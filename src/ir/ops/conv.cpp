@@ -34,7 +34,9 @@ Dim window_out(const InferCtx& ctx, Dim in, int i, int64_t k, const std::vector<
     static_dim(ctx, in, i == 0 ? "input height" : "input width");
   }
   int64_t n = in.raw();
-  int64_t ek = d * (k - 1) + 1;  // effective (dilated) window
+  if (n >= (int64_t(1) << 40) || k >= (int64_t(1) << 31))
+    ctx.error("spatial size ", n, " or window ", k, " is too large");
+  int64_t ek = d * (k - 1) + 1;  // effective (dilated) window; all terms < 2^31 so no overflow
   int64_t span = n + pb + pe;
   if (span < ek)
     ctx.error(i == 0 ? "height " : "width ", n, " (padded ", span, ") is smaller than the window ", ek);

@@ -145,7 +145,7 @@ std::vector<Shape> infer_concat(const InferCtx& ctx) {
     }
     Dim d = s.dims()[size_t(ax)];
     if (d.is_symbolic()) symbolic.push_back(d);
-    else total += d.raw();
+    else if (__builtin_add_overflow(total, d.raw(), &total)) ctx.error("concatenated size overflows int64");
   }
   std::vector<Dim> out = first.dims();
   if (symbolic.empty()) out[size_t(ax)] = Dim(total);
@@ -212,7 +212,9 @@ std::vector<Shape> infer_pad(const InferCtx& ctx) {
     if (a.mode == PadMode::Reflect && (b >= n || e >= n))
       ctx.error("reflect padding ", b, ",", e, " must be smaller than dim ", n, " of axis ", i);
     if (a.mode == PadMode::Edge && n == 0 && (b > 0 || e > 0)) ctx.error("edge padding of empty axis ", i);
-    int64_t m = n + b + e;
+    int64_t m = 0;
+    if (__builtin_add_overflow(n, b, &m) || __builtin_add_overflow(m, e, &m))
+      ctx.error("pads ", ints_str(a.pads), " overflow int64");
     if (m < 0) ctx.error("pads ", ints_str(a.pads), " crop axis ", i, " of ", x.str(), " below zero");
     out[size_t(i)] = Dim(m);
   }
