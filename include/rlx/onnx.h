@@ -1,0 +1,79 @@
+// ONNX import. load_onnx parses a model (protobuf; external data resolved next to the
+// model, bounds-checked) and imports it into an rlx::Graph. Shape arithmetic (Shape ->
+// Gather -> Concat -> Reshape, ...) is folded while importing, so a model imported with
+// concrete input shapes is a static graph. OnnxRunner hides dynamic shapes: it imports
+// and compiles once per distinct set of input shapes (compile cache) and runs typed I/O.
+//
+// ONNX element types without an rlx dtype are carried widened at the I/O boundary:
+// uint16 -> i32, uint64 -> i64, float8/float4 -> f32, int4/int2 -> i8, uint4/uint2 -> u8.
+// Errors: Error(Parse) naming the file for malformed or truncated models,
+// Error(Unsupported) naming op, node and opset for ops outside the op table,
+// Error(Shape) for input shapes that do not fit the model.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rlx/compiled_graph.h"
+
+namespace rlx::onnx {
+
+struct ModelSource;  // the parsed protobuf (opaque)
+
+struct OnnxValueInfo {
+  std::string name;
+  int onnx_type = 0;             // TensorProto.DataType code (0: not a tensor / unknown)
+  DType dtype = DType::F32;      // the rlx dtype it is carried as
+  std::vector<int64_t> dims;     // -1: symbolic or unknown
+  std::vector<std::string> dim_params;  // symbol name per dim ("" when static)
+  bool is_tensor = true;         // false: sequence / optional / map
+};
+
+struct ImportOptions {
+  bool weights_as_params = false;    // float initializers >= param_min_elements become params
+  int64_t param_min_elements = 1024;
+  int64_t fold_max_elements = int64_t(1) << 22;  // eager folding limit per output
+};
+
+struct OnnxModel {
+  std::string path;
+  int64_t ir_version = 0, opset = 0;  // opset of the default domain
+  std::vector<OnnxValueInfo> inputs;  // graph inputs that are not initializers
+  std::vector<OnnxValueInfo> outputs;
+  // Imported with the declared input shapes (symbolic dims become graph symbols).
+  // Empty, with `dynamic_reason` set, when the model needs concrete shapes to import.
+  Graph graph;
+  bool has_graph = false;
+  std::string dynamic_reason;
+  std::shared_ptr<const ModelSource> source;
+};
+
+OnnxModel load_onnx(const std::string& path, const ImportOptions& opts = {});
+// `name` is used in messages; external data is looked up under `base_dir`.
+OnnxModel load_onnx_bytes(const void* data, size_t size, const std::string& name = "<bytes>",
+                          const std::string& base_dir = "", const ImportOptions& opts = {});
+// Imports with the given concrete input dims (inputs not listed keep their declared dims).
+Graph import_graph(const OnnxModel& model, const std::map<std::string, std::vector<int64_t>>& shapes,
+                   const ImportOptions& opts = {});
+
+// Compiles per concrete input shapes (cache key: the bound input dims) and runs.
+class OnnxRunner {
+ public:
+  explicit OnnxRunner(OnnxModel model, Session session = Session(Device::Cpu), ImportOptions opts = {});
+  ~OnnxRunner();
+  OnnxRunner(OnnxRunner&&) noexcept;
+  // Inputs by name, in the dtype each input is carried as (OnnxValueInfo::dtype; other
+  // real dtypes are converted). Outputs in model output order.
+  std::vector<TypedTensor> run(const std::map<std::string, TypedTensor>& inputs);
+  CompiledGraph& compiled(const std::map<std::string, std::vector<int64_t>>& shapes);
+  size_t cache_size() const;
+  const OnnxModel& model() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace rlx::onnx

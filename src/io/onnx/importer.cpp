@@ -1,0 +1,238 @@
+// The importer: graph inputs, initializers, nodes (through the op table), outputs,
+// and emit() with eager constant folding.
+#include "io/onnx/importer.h"
+
+#include "io/onnx/const_eval.h"
+#include "io/onnx/ops_table.h"
+#include "ir/op_table.h"
+
+namespace rlx::onnx {
+
+Importer::Importer(const ModelSource& src, const ImportOptions& opts, Graph& g) : src_(src), opts_(opts), g_(g) {
+  scopes_.emplace_back();
+}
+
+Value Importer::lookup(const std::string& name) const {
+  for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
+    auto f = it->find(name);
+    if (f != it->end()) return f->second;
+  }
+  fail(ErrorCategory::Parse, src_.path, ": node '", cur_node_, "' uses value '", name, "' that is not defined before it");
+}
+
+void Importer::define(const std::string& name, Value v) {
+  if (name.empty()) return;
+  scopes_.back()[name] = v;
+}
+
+int Importer::onnx_type_of_name(const std::string& name) const {
+  auto it = onnx_types_.find(name);
+  return it == onnx_types_.end() ? 0 : it->second;
+}
+
+bool Importer::is_const(Value v) const { return v.valid() && g_.node(v.node).kind == OpKind::Constant; }
+
+std::optional<HostTensor> Importer::const_tensor(Value v) const {
+  if (!is_const(v)) return std::nullopt;
+  const Node& n = g_.node(v.node);
+  HostTensor t;
+  t.dtype = n.outputs[0].dtype();
+  t.onnx_type = onnx_type_of(t.dtype);
+  t.dims = n.outputs[0].static_dims();
+  const Blob& b = n.attr<ConstantAttrs>().value;
+  t.bytes.assign(b.data(), b.data() + b.size());
+  return t;
+}
+
+Value Importer::constant(const HostTensor& t) {
+  return g_.constant(Shape(t.dims, t.dtype), Blob(t.bytes), cur_node_);
+}
+
+std::vector<Value> Importer::emit(OpKind k, std::vector<Value> in, Attrs a) {
+  Node n;
+  n.kind = k;
+  n.name = cur_node_;
+  n.attrs = std::move(a);
+  n.inputs = std::move(in);
+  std::vector<const Shape*> types;
+  bool all_const = true, any = false;
+  for (const Value& v : n.inputs) {
+    types.push_back(v.valid() ? &g_.type(v) : nullptr);
+    if (v.valid()) {
+      any = true;
+      all_const = all_const && is_const(v);
+    }
+  }
+  if (all_const && any && !ir::has_trait(k, ir::kNondeterministic)) {
+    n.outputs = ir::infer_outputs(n, types);
+    bool small = true;
+    for (const Shape& s : n.outputs) small = small && s.is_static() && s.numel() <= opts_.fold_max_elements;
+    if (small) {
+      // Views of a constant share its bytes; everything else runs its CPU kernel.
+      if (k == OpKind::Identity || k == OpKind::Reshape) {
+        const Blob& b = g_.node(n.inputs[0].node).attr<ConstantAttrs>().value;
+        return {g_.constant(n.outputs[0], b, cur_node_)};
+      }
+      std::vector<const Blob*> vals;
+      for (const Value& v : n.inputs) vals.push_back(v.valid() ? &g_.node(v.node).attr<ConstantAttrs>().value : nullptr);
+      if (auto out = eval_const_node(n, types, vals)) {
+        std::vector<Value> res;
+        for (size_t o = 0; o < out->size(); ++o) res.push_back(g_.constant(n.outputs[o], (*out)[o], cur_node_));
+        return res;
+      }
+    }
+  }
+  return g_.add(k, std::move(n.inputs), std::move(n.attrs), cur_node_);
+}
+
+Value Importer::emit1(OpKind k, std::vector<Value> in, Attrs a) {
+  auto outs = emit(k, std::move(in), std::move(a));
+  if (outs.size() != 1) fail(ErrorCategory::Internal, op_name(k), " has ", outs.size(), " outputs");
+  return outs[0];
+}
+
+void Importer::import_initializers(const pb::GraphProto& gp) {
+  for (const auto& t : gp.initializer()) {
+    cur_node_ = t.name();
+    if (t.name().empty()) fail(ErrorCategory::Parse, src_.path, ": an initializer has no name");
+    HostTensor h = decode_tensor(t, src_.base_dir, src_.path + ": initializer '" + t.name() + "'");
+    Value v;
+    if (opts_.weights_as_params && is_float(h.dtype) && h.numel() >= opts_.param_min_elements &&
+        g_.find_param(t.name()) < 0) {
+      v = g_.param(t.name(), h.shape(), Blob(std::move(h.bytes)));
+    } else {
+      v = constant(h);
+    }
+    define(t.name(), v);
+    set_onnx_type(t.name(), t.data_type());
+  }
+  for (const auto& st : gp.sparse_initializer()) {
+    (void)st;
+    fail(ErrorCategory::Unsupported, src_.path, ": sparse initializers are not supported");
+  }
+}
+
+void Importer::lower_node(const pb::NodeProto& n) {
+  cur_node_ = n.name().empty() ? (n.output_size() ? n.output(0) : n.op_type()) : n.name();
+  if (!is_default_domain(n.domain()))
+    fail(ErrorCategory::Unsupported, "ONNX node '", cur_node_, "' (", n.op_type(), ") uses domain '", n.domain(),
+         "'; only the default ONNX domain is supported");
+  bool known = false;
+  const OpEntry* e = find_op(n.op_type(), src_.opset, &known);
+  if (!e) {
+    if (known)
+      fail(ErrorCategory::Unsupported, "ONNX op '", n.op_type(), "' (node '", cur_node_, "') is not supported at opset ",
+           src_.opset);
+    fail(ErrorCategory::Unsupported, "ONNX op '", n.op_type(), "' (node '", cur_node_, "', opset ", src_.opset,
+         ") is not supported");
+  }
+  NodeCtx ctx(*this, n);
+  std::vector<Value> outs = e->lower(ctx);
+  for (int i = 0; i < n.output_size(); ++i) {
+    if (n.output(i).empty()) continue;
+    if (size_t(i) >= outs.size() || !outs[size_t(i)].valid())
+      ctx.unsupported("output ", i, " ('", n.output(i), "') is not supported");
+    define(n.output(i), outs[size_t(i)]);
+  }
+}
+
+void Importer::import_nodes(const pb::GraphProto& gp) {
+  for (const auto& n : gp.node()) lower_node(n);
+}
+
+namespace {
+
+// Declared dims of a graph input; -1 with a symbol name for symbolic / unknown dims.
+void declared_dims(const pb::ValueInfoProto& vi, std::vector<int64_t>& dims, std::vector<std::string>& params,
+                   bool& has_shape) {
+  const auto& tt = vi.type().tensor_type();
+  has_shape = tt.has_shape();
+  for (int i = 0; i < tt.shape().dim_size(); ++i) {
+    const auto& d = tt.shape().dim(i);
+    if (d.has_dim_value() && d.dim_value() >= 0) {
+      dims.push_back(d.dim_value());
+      params.emplace_back();
+    } else {
+      dims.push_back(-1);
+      params.push_back(d.has_dim_param() && !d.dim_param().empty() ? d.dim_param()
+                                                                  : vi.name() + "_dim" + std::to_string(i));
+    }
+  }
+}
+
+}  // namespace
+
+void Importer::import_main(const std::map<std::string, std::vector<int64_t>>& shapes) {
+  const pb::GraphProto& gp = src_.model.graph();
+  std::unordered_map<std::string, bool> is_init;
+  for (const auto& t : gp.initializer()) is_init[t.name()] = true;
+  for (const auto& vi : gp.input()) {
+    if (is_init.count(vi.name())) continue;
+    cur_node_ = vi.name();
+    if (!vi.type().has_tensor_type())
+      fail(ErrorCategory::Unsupported, src_.path, ": input '", vi.name(), "' is not a tensor (sequence, optional and map inputs are not supported)");
+    int et = vi.type().tensor_type().elem_type();
+    auto dt = carried_dtype(et);
+    if (!dt) fail(ErrorCategory::Unsupported, src_.path, ": input '", vi.name(), "' has element type ", onnx_type_name(et));
+    std::vector<int64_t> dims;
+    std::vector<std::string> params;
+    bool has_shape = false;
+    declared_dims(vi, dims, params, has_shape);
+    auto given = shapes.find(vi.name());
+    std::vector<Dim> rd;
+    if (given != shapes.end()) {
+      if (has_shape && given->second.size() != dims.size())
+        fail(ErrorCategory::Shape, src_.path, ": input '", vi.name(), "' has rank ", dims.size(), ", got dims of rank ",
+             given->second.size());
+      for (size_t i = 0; i < given->second.size(); ++i) {
+        int64_t d = given->second[i];
+        if (d < 0) fail(ErrorCategory::Shape, src_.path, ": input '", vi.name(), "' dim ", i, " is negative");
+        if (has_shape && dims[i] >= 0 && dims[i] != d)
+          fail(ErrorCategory::Shape, src_.path, ": input '", vi.name(), "' dim ", i, " is ", dims[i], ", got ", d);
+        rd.emplace_back(d);
+      }
+    } else {
+      if (!has_shape)
+        throw DynamicShapeError(src_.path + ": input '" + vi.name() + "' has no declared shape");
+      for (size_t i = 0; i < dims.size(); ++i) rd.push_back(dims[i] >= 0 ? Dim(dims[i]) : g_.sym(params[i]));
+    }
+    define(vi.name(), g_.input(vi.name(), Shape(std::move(rd), *dt)));
+    set_onnx_type(vi.name(), et);
+  }
+  for (const auto& vi : gp.value_info())
+    if (vi.type().has_tensor_type() && vi.type().tensor_type().elem_type() != 0)
+      set_onnx_type(vi.name(), vi.type().tensor_type().elem_type());
+  import_initializers(gp);
+  import_nodes(gp);
+  std::vector<Value> outs;
+  std::vector<std::string> names;
+  for (const auto& vo : gp.output()) {
+    cur_node_ = vo.name();
+    Value v = lookup(vo.name());
+    if (vo.type().has_tensor_type() && vo.type().tensor_type().elem_type() != 0) {
+      int et = vo.type().tensor_type().elem_type();
+      auto dt = carried_dtype(et);
+      if (dt && *dt != g_.type(v).dtype())
+        fail(ErrorCategory::Internal, src_.path, ": output '", vo.name(), "' is ", dtype_name(g_.type(v).dtype()),
+             " but the model declares ", onnx_type_name(et));
+    }
+    outs.push_back(v);
+    names.push_back(vo.name());
+  }
+  g_.set_outputs(outs, names);
+}
+
+std::vector<Value> Importer::import_body(const pb::GraphProto& body, const std::vector<Value>& inputs) {
+  std::string saved = cur_node_;
+  scopes_.emplace_back();
+  for (int i = 0; i < body.input_size() && size_t(i) < inputs.size(); ++i) define(body.input(i).name(), inputs[size_t(i)]);
+  import_initializers(body);
+  import_nodes(body);
+  std::vector<Value> outs;
+  for (const auto& vo : body.output()) outs.push_back(lookup(vo.name()));
+  scopes_.pop_back();
+  cur_node_ = saved;
+  return outs;
+}
+
+}  // namespace rlx::onnx

@@ -1,0 +1,163 @@
+// Internal: the ONNX -> rlx::Graph importer and the context a lowering function sees.
+//
+// The importer walks the ONNX graph in order, maps each node through the op table
+// (ops_table.h) and records the rlx Value of every ONNX value name (scoped, so If /
+// Loop / Scan bodies see outer names). emit() folds a node eagerly when all its inputs
+// are constants (through the CPU kernels), so shape arithmetic becomes constants and
+// ops that take attributes as inputs (Reshape shape, Slice starts, Pad pads, ...) can
+// read them. A value that is needed as a constant but depends on a symbolic input dim
+// raises DynamicShapeError: the model then has to be imported per concrete shapes.
+#pragma once
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "io/onnx/proto.h"
+#include "io/onnx/tensor.h"
+#include "rlx/onnx.h"
+
+namespace rlx::onnx {
+
+// Error(Shape) whose cause is a symbolic input dim (importing with concrete shapes fixes it).
+class DynamicShapeError : public Error {
+ public:
+  explicit DynamicShapeError(const std::string& msg) : Error(ErrorCategory::Shape, msg) {}
+};
+
+class Importer {
+ public:
+  Importer(const ModelSource& src, const ImportOptions& opts, Graph& g);
+
+  // Imports the main graph; `shapes` overrides declared input dims.
+  void import_main(const std::map<std::string, std::vector<int64_t>>& shapes);
+  // Imports a subgraph body inline (If branch, unrolled Loop/Scan iteration): body
+  // inputs are bound to `inputs` (fewer allowed: the rest must not be used), outer
+  // names stay visible. Returns the body outputs.
+  std::vector<Value> import_body(const pb::GraphProto& body, const std::vector<Value>& inputs);
+
+  Graph& graph() { return g_; }
+  const ModelSource& source() const { return src_; }
+  const ImportOptions& options() const { return opts_; }
+  int64_t opset() const { return src_.opset; }
+
+  Value lookup(const std::string& name) const;  // throws Parse naming the current node
+  void define(const std::string& name, Value v);
+
+  // Adds a node (or folds it into constants). `name` names the node in the graph.
+  std::vector<Value> emit(OpKind k, std::vector<Value> in, Attrs a);
+  Value emit1(OpKind k, std::vector<Value> in, Attrs a);
+  Value constant(const HostTensor& t);
+  bool is_const(Value v) const;
+  std::optional<HostTensor> const_tensor(Value v) const;
+
+  const std::string& current_node() const { return cur_node_; }
+
+  // ONNX element type of a value name when it differs from the natural type of its
+  // carried dtype (float8, uint16, ...); 0 when not recorded.
+  int onnx_type_of_name(const std::string& name) const;
+  void set_onnx_type(const std::string& name, int t) { onnx_types_[name] = t; }
+
+ private:
+  void import_initializers(const pb::GraphProto& g);
+  void import_nodes(const pb::GraphProto& g);
+  void lower_node(const pb::NodeProto& n);
+
+  const ModelSource& src_;
+  ImportOptions opts_;
+  Graph& g_;
+  std::vector<std::unordered_map<std::string, Value>> scopes_;
+  std::string cur_node_;
+  std::unordered_map<std::string, int> onnx_types_;
+};
+
+// What a lowering function sees: one ONNX node, its inputs as rlx Values, attribute
+// accessors, and builders. Errors name the node, its op type and the opset.
+class NodeCtx {
+ public:
+  NodeCtx(Importer& im, const pb::NodeProto& n) : im(im), g(im.graph()), node(n), opset(im.opset()) {}
+
+  Importer& im;
+  Graph& g;
+  const pb::NodeProto& node;
+  int64_t opset;
+
+  // ---- inputs
+  int num_inputs() const { return node.input_size(); }
+  bool has(int i) const { return i < node.input_size() && !node.input(i).empty(); }
+  Value in(int i) const;            // throws if absent
+  Value in_or(int i) const { return has(i) ? in(i) : Value{}; }
+  const Shape& type(int i) const { return g.type(in(i)); }
+  DType dtype(int i) const { return type(i).dtype(); }
+  int rank(int i) const { return type(i).rank(); }
+  std::vector<int64_t> dims(int i) const;  // static dims (DynamicShapeError if symbolic)
+  bool is_const(int i) const { return has(i) && im.is_const(in(i)); }
+  HostTensor const_input(int i, const char* what) const;  // Unsupported unless constant
+  std::vector<int64_t> const_ints(int i, const char* what) const;
+  std::vector<double> const_reals(int i, const char* what) const;
+
+  // ---- attributes
+  const pb::AttributeProto* attr(const char* name) const;
+  bool has_attr(const char* name) const { return attr(name) != nullptr; }
+  int64_t attr_int(const char* name, int64_t def) const;
+  double attr_float(const char* name, double def) const;
+  std::string attr_str(const char* name, const std::string& def) const;
+  std::vector<int64_t> attr_ints(const char* name, std::vector<int64_t> def = {}) const;
+  std::vector<float> attr_floats(const char* name, std::vector<float> def = {}) const;
+  std::optional<HostTensor> attr_tensor(const char* name) const;
+  const pb::GraphProto* attr_graph(const char* name) const;
+
+  // ---- outputs
+  int num_outputs() const { return node.output_size(); }
+  bool wants(int i) const { return i < node.output_size() && !node.output(i).empty(); }
+  // The ONNX element type of input i (recorded type, else the carried dtype's own).
+  int onnx_type(int i) const;
+  // Records the ONNX element type of output i (for types carried widened).
+  void set_out_type(int i, int t) const {
+    if (wants(i)) im.set_onnx_type(node.output(i), t);
+  }
+
+  // ---- builders (fold through the importer)
+  Value op(OpKind k, std::vector<Value> in, Attrs a) const { return im.emit1(k, std::move(in), std::move(a)); }
+  Value op(OpKind k, std::vector<Value> in) const { return op(k, std::move(in), default_attrs(k)); }
+  Value scalar(double v, DType t) const;                        // rank-0 constant
+  Value full(std::vector<int64_t> dims, double v, DType t) const;
+  Value ints(const std::vector<int64_t>& v) const;              // 1-D i64 constant
+  Value cast(Value x, DType t) const;
+  Value reshape(Value x, std::vector<int64_t> shape) const;
+  Value transpose(Value x, std::vector<int64_t> perm) const;
+  Value expand(Value x, std::vector<int64_t> shape) const;
+  Value slice(Value x, std::vector<int64_t> starts, std::vector<int64_t> ends, std::vector<int64_t> axes,
+              std::vector<int64_t> steps = {}) const;
+  Value concat(std::vector<Value> xs, int64_t axis) const;
+  Value reduce(OpKind k, Value x, std::vector<int64_t> axes, bool keepdims) const;
+  Value unsqueeze(Value x, std::vector<int64_t> axes) const;
+  std::vector<int64_t> vdims(Value v) const;  // static dims of any value
+
+  // Normalizes an axis against a rank (InvalidArgument naming the node).
+  int64_t axis(int64_t a, int64_t rank, const char* what = "axis") const;
+
+  std::string where() const;  // "node 'n' (Op, opset N)"
+  template <class... Args>
+  [[noreturn]] void unsupported(const Args&... args) const {
+    fail(ErrorCategory::Unsupported, "ONNX ", where(), ": ", args...);
+  }
+  template <class... Args>
+  [[noreturn]] void invalid(const Args&... args) const {
+    fail(ErrorCategory::InvalidArgument, "ONNX ", where(), ": ", args...);
+  }
+};
+
+}  // namespace rlx::onnx
+
+namespace rlx::onnx {
+
+// Parses and checks a model (Error(Parse) naming `name`), without importing it.
+std::shared_ptr<ModelSource> parse_model(const void* data, size_t size, const std::string& name,
+                                         const std::string& base_dir);
+std::shared_ptr<ModelSource> parse_model_file(const std::string& path);
+// Fills value infos and imports with the declared shapes.
+OnnxModel make_model(std::shared_ptr<ModelSource> src, const ImportOptions& opts);
+
+}  // namespace rlx::onnx

@@ -1,0 +1,130 @@
+// Loading: protobuf parse with raised limits, structural checks, value infos, and the
+// import with declared shapes.
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include <google/protobuf/io/coded_stream.h>
+
+#include "io/onnx/importer.h"
+#include "io/onnx/ops_table.h"
+
+namespace rlx::onnx {
+
+namespace {
+
+OnnxValueInfo value_info(const pb::ValueInfoProto& vi) {
+  OnnxValueInfo info;
+  info.name = vi.name();
+  if (!vi.type().has_tensor_type()) {
+    info.is_tensor = false;
+    return info;
+  }
+  const auto& tt = vi.type().tensor_type();
+  info.onnx_type = tt.elem_type();
+  if (auto d = carried_dtype(info.onnx_type)) info.dtype = *d;
+  for (int i = 0; i < tt.shape().dim_size(); ++i) {
+    const auto& d = tt.shape().dim(i);
+    bool fixed = d.has_dim_value() && d.dim_value() >= 0;
+    info.dims.push_back(fixed ? d.dim_value() : -1);
+    info.dim_params.push_back(fixed ? "" : d.dim_param());
+  }
+  return info;
+}
+
+void check_graph(const pb::GraphProto& g, const std::string& path, int depth) {
+  if (depth > 64) fail(ErrorCategory::Parse, path, ": subgraphs nested deeper than 64 levels");
+  for (const auto& vi : g.input())
+    if (vi.name().empty()) fail(ErrorCategory::Parse, path, ": graph '", g.name(), "' has an input without a name");
+  for (const auto& vo : g.output())
+    if (vo.name().empty()) fail(ErrorCategory::Parse, path, ": graph '", g.name(), "' has an output without a name");
+  for (const auto& n : g.node()) {
+    if (n.op_type().empty()) fail(ErrorCategory::Parse, path, ": a node of graph '", g.name(), "' has no op_type");
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) check_graph(a.g(), path, depth + 1);
+      for (const auto& sg : a.graphs()) check_graph(sg, path, depth + 1);
+    }
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<ModelSource> parse_model(const void* data, size_t size, const std::string& name,
+                                         const std::string& base_dir) {
+  auto src = std::make_shared<ModelSource>();
+  src->path = name;
+  src->base_dir = base_dir;
+  if (size > size_t(std::numeric_limits<int>::max()))
+    fail(ErrorCategory::Parse, name, ": model of ", size, " bytes exceeds the 2 GiB protobuf limit (use external data)");
+  google::protobuf::io::CodedInputStream in(static_cast<const uint8_t*>(data), int(size));
+  in.SetTotalBytesLimit(std::numeric_limits<int>::max());
+  in.SetRecursionLimit(1000);
+  if (!src->model.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
+    fail(ErrorCategory::Parse, name, ": not a valid ONNX model (protobuf parse failed; truncated or corrupt file)");
+  const auto& m = src->model;
+  if (!m.has_graph()) fail(ErrorCategory::Parse, name, ": the model has no graph (truncated or not an ONNX model)");
+  if (m.ir_version() <= 0) fail(ErrorCategory::Parse, name, ": missing or invalid ir_version");
+  for (const auto& os : m.opset_import()) {
+    src->opsets[os.domain()] = os.version();
+    if (is_default_domain(os.domain())) src->opset = os.version();
+  }
+  if (m.opset_import_size() == 0) {
+    if (m.ir_version() >= 3) fail(ErrorCategory::Parse, name, ": the model imports no opset");
+    src->opset = 1;
+  }
+  check_graph(m.graph(), name, 0);
+  return src;
+}
+
+std::shared_ptr<ModelSource> parse_model_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) fail(ErrorCategory::Io, "cannot open ONNX model '", path, "'");
+  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (f.bad()) fail(ErrorCategory::Io, "cannot read ONNX model '", path, "'");
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  return parse_model(bytes.data(), bytes.size(), path, dir);
+}
+
+OnnxModel make_model(std::shared_ptr<ModelSource> src, const ImportOptions& opts) {
+  OnnxModel model;
+  model.path = src->path;
+  model.ir_version = src->model.ir_version();
+  model.opset = src->opset;
+  const auto& g = src->model.graph();
+  std::map<std::string, bool> init;
+  for (const auto& t : g.initializer()) init[t.name()] = true;
+  for (const auto& vi : g.input())
+    if (!init.count(vi.name())) model.inputs.push_back(value_info(vi));
+  for (const auto& vo : g.output()) model.outputs.push_back(value_info(vo));
+  model.source = src;
+  if (src->opset > kMaxOpset)
+    fail(ErrorCategory::Unsupported, src->path, ": opset ", src->opset, " of the default domain is newer than ",
+         kMaxOpset);
+  try {
+    model.graph = import_graph(model, {}, opts);
+    model.has_graph = true;
+  } catch (const DynamicShapeError& e) {
+    model.dynamic_reason = e.what();
+  }
+  return model;
+}
+
+OnnxModel load_onnx_bytes(const void* data, size_t size, const std::string& name, const std::string& base_dir,
+                          const ImportOptions& opts) {
+  return make_model(parse_model(data, size, name, base_dir), opts);
+}
+
+OnnxModel load_onnx(const std::string& path, const ImportOptions& opts) {
+  return make_model(parse_model_file(path), opts);
+}
+
+Graph import_graph(const OnnxModel& model, const std::map<std::string, std::vector<int64_t>>& shapes,
+                   const ImportOptions& opts) {
+  if (!model.source) fail(ErrorCategory::InvalidArgument, "import_graph: the model was not loaded");
+  Graph g(model.source->model.graph().name().empty() ? "onnx" : model.source->model.graph().name());
+  Importer im(*model.source, opts, g);
+  im.import_main(shapes);
+  return g;
+}
+
+}  // namespace rlx::onnx

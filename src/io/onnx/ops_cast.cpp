@@ -1,0 +1,217 @@
+// Casts and quantization: Cast, CastLike, QuantizeLinear, DequantizeLinear,
+// DynamicQuantizeLinear. Types without an rlx dtype are carried widened (see
+// include/rlx/onnx.h), so casting to them is a composition on the carrier:
+// float8/float4 round to the type's grid (exact compare/where chains), int4/int2 wrap.
+#include <cmath>
+#include <limits>
+
+#include "io/onnx/ops_table.h"
+
+namespace rlx::onnx {
+
+namespace {
+
+struct Mini {
+  int exp_bits, man_bits, bias;
+  bool has_inf;
+};
+
+Mini mini_of(int t) {
+  switch (t) {
+    case kF8E4M3FN: return {4, 3, 7, false};
+    case kF8E4M3FNUZ: return {4, 3, 8, false};
+    case kF8E5M2: return {5, 2, 15, true};
+    case kF8E5M2FNUZ: return {5, 2, 16, false};
+    case kF4E2M1: return {2, 1, 1, false};
+    default: fail(ErrorCategory::Internal, "not a minifloat: ", t);
+  }
+}
+
+}  // namespace
+
+// Rounds f32 values to the minifloat grid (ties to even), with the type's overflow rule.
+Value round_to_minifloat_graph(NodeCtx& c, Value x, int type, bool saturate) {
+  Mini m = mini_of(type);
+  const DType f = DType::F32;
+  x = c.cast(x, f);
+  Value a = c.op(OpKind::Abs, {x});
+  int emin = 1 - m.bias;
+  int top = (1 << m.exp_bits) - 1;
+  int emax = (m.has_inf ? top - 1 : top) - m.bias;
+  double maxv = static_cast<double>(round_to_minifloat(std::numeric_limits<float>::max(), type, true));
+  Value quantum = c.scalar(std::ldexp(1.0, emin - m.man_bits), f);
+  for (int e = emin + 1; e <= emax; ++e) {
+    Value ge = c.op(OpKind::GreaterEqual, {a, c.scalar(std::ldexp(1.0, e), f)});
+    quantum = c.op(OpKind::Where, {ge, c.scalar(std::ldexp(1.0, e - m.man_bits), f), quantum});
+  }
+  Value q = c.op(OpKind::Mul, {c.op(OpKind::Round, {c.op(OpKind::Div, {a, quantum})}), quantum});
+  double over = std::numeric_limits<double>::quiet_NaN();
+  if (saturate || type == kF4E2M1) over = maxv;
+  else if (m.has_inf) over = std::numeric_limits<double>::infinity();
+  q = c.op(OpKind::Where, {c.op(OpKind::Greater, {q, c.scalar(maxv, f)}), c.scalar(over, f), q});
+  Value y = c.op(OpKind::Where, {c.op(OpKind::Less, {x, c.scalar(0, f)}), c.op(OpKind::Neg, {q}), q});
+  // float4 has no NaN: NaN maps to the pattern 0x8 (negative zero) like the reference.
+  double nan_out = type == kF4E2M1 ? -0.0 : std::numeric_limits<double>::quiet_NaN();
+  return c.op(OpKind::Where, {c.op(OpKind::IsNaN, {x}), c.scalar(nan_out, f), y});
+}
+
+namespace {
+
+// Wraps integers into a `bits`-wide two's complement (signed) or unsigned range.
+Value wrap_bits(NodeCtx& c, Value v64, int bits, bool is_signed_type) {
+  Value mask = c.scalar(double((1 << bits) - 1), DType::I64);
+  if (!is_signed_type) return c.op(OpKind::BitwiseAnd, {v64, mask});
+  Value half = c.scalar(double(1 << (bits - 1)), DType::I64);
+  return c.op(OpKind::Sub, {c.op(OpKind::BitwiseAnd, {c.op(OpKind::Add, {v64, half}), mask}), half});
+}
+
+Value cast_to(NodeCtx& c, Value x, int to, bool saturate) {
+  if (to == kString) c.unsupported("casting to STRING is not supported");
+  auto dt = carried_dtype(to);
+  if (!dt) c.unsupported("cast to ", onnx_type_name(to));
+  DType from = c.g.type(x).dtype();
+  switch (to) {
+    case kF8E4M3FN: case kF8E4M3FNUZ: case kF8E5M2: case kF8E5M2FNUZ: case kF4E2M1:
+      return round_to_minifloat_graph(c, x, to, saturate);
+    case kF8E8M0: c.unsupported("cast to FLOAT8E8M0 is not supported");
+    case kInt4: case kUint4: case kInt2: case kUint2: {
+      int bits = (to == kInt4 || to == kUint4) ? 4 : 2;
+      Value v = is_float(from) ? c.cast(c.op(OpKind::Round, {x}), DType::I64) : c.cast(x, DType::I64);
+      if (from == DType::Bool) v = c.cast(x, DType::I64);
+      return c.cast(wrap_bits(c, v, bits, to == kInt4 || to == kInt2), *dt);
+    }
+    case kUint16: {
+      Value v = c.cast(x, DType::I64);
+      return c.cast(c.op(OpKind::BitwiseAnd, {v, c.scalar(65535, DType::I64)}), DType::I32);
+    }
+    default: return c.cast(x, *dt);
+  }
+}
+
+}  // namespace
+
+std::vector<Value> lower_cast(NodeCtx& c) {
+  int to = int(c.attr_int("to", 0));
+  if (c.onnx_type(0) == kString) c.unsupported("casting from STRING is not supported");
+  bool sat = c.attr_int("saturate", 1) != 0;
+  Value y = cast_to(c, c.in(0), to, sat);
+  c.set_out_type(0, to);
+  if (y == c.in(0)) return {c.op(OpKind::Identity, {y})};
+  return {y};
+}
+
+std::vector<Value> lower_cast_like(NodeCtx& c) {
+  int to = c.onnx_type(1);
+  bool sat = c.attr_int("saturate", 1) != 0;
+  Value y = cast_to(c, c.in(0), to, sat);
+  c.set_out_type(0, to);
+  if (y == c.in(0)) return {c.op(OpKind::Identity, {y})};
+  return {y};
+}
+
+namespace {
+
+// Broadcasts a quantization parameter (scalar, per-axis 1-D, or blocked) against x.
+Value qparam(NodeCtx& c, Value p, const std::vector<int64_t>& xd, int64_t axis, int64_t block) {
+  auto pd = c.vdims(p);
+  int64_t n = 1;
+  for (int64_t v : pd) n *= v;
+  if (pd.empty() || (n == 1 && block == 0)) return c.reshape(p, {});
+  if (block > 0) {
+    if (pd.size() != xd.size()) c.invalid("blocked quantization parameters must have the input's rank");
+    std::vector<int64_t> un = pd;
+    un.insert(un.begin() + axis + 1, 1);
+    Value v = c.reshape(p, un);
+    std::vector<int64_t> ex = un;
+    ex[size_t(axis + 1)] = block;
+    v = c.expand(v, ex);
+    std::vector<int64_t> merged = pd;
+    merged[size_t(axis)] = pd[size_t(axis)] * block;
+    v = c.reshape(v, merged);
+    return c.slice(v, {0}, {xd[size_t(axis)]}, {axis});
+  }
+  if (pd.size() != 1 || pd[0] != xd[size_t(axis)])
+    c.invalid("per-axis parameter of shape [", pd.size() ? pd[0] : 0, "] does not match axis ", axis);
+  std::vector<int64_t> shape(xd.size(), 1);
+  shape[size_t(axis)] = pd[0];
+  return c.reshape(p, shape);
+}
+
+void quant_range(int t, double& lo, double& hi) {
+  switch (t) {
+    case kUint8: lo = 0; hi = 255; return;
+    case kInt8: lo = -128; hi = 127; return;
+    case kUint16: lo = 0; hi = 65535; return;
+    case kInt16: lo = -32768; hi = 32767; return;
+    case kInt32: lo = -2147483648.0; hi = 2147483647.0; return;
+    case kUint4: lo = 0; hi = 15; return;
+    case kInt4: lo = -8; hi = 7; return;
+    case kUint2: lo = 0; hi = 3; return;
+    case kInt2: lo = -2; hi = 1; return;
+    default: fail(ErrorCategory::Unsupported, "quantization to ", onnx_type_name(t), " is not supported");
+  }
+}
+
+}  // namespace
+
+std::vector<Value> lower_quantize_linear(NodeCtx& c) {
+  auto xd = c.dims(0);
+  int64_t r = int64_t(xd.size());
+  int64_t axis = r ? c.axis(c.attr_int("axis", 1), r) : 0;
+  int64_t block = c.attr_int("block_size", 0);
+  int to = kUint8;
+  if (c.has(2)) to = c.onnx_type(2);
+  else if (c.has_attr("output_dtype") && c.attr_int("output_dtype", 0) != 0) to = int(c.attr_int("output_dtype", 0));
+  bool sat = c.attr_int("saturate", 1) != 0;
+  const DType f = DType::F32;
+  Value x = c.cast(c.in(0), f);
+  Value scale = qparam(c, c.cast(c.in(1), f), xd, axis, block);
+  Value y = c.op(OpKind::Div, {x, scale});
+  if (is_minifloat(to)) {
+    if (c.has(2)) y = c.op(OpKind::Add, {y, qparam(c, c.cast(c.in(2), f), xd, axis, block)});
+    c.set_out_type(0, to);
+    return {round_to_minifloat_graph(c, y, to, sat)};
+  }
+  double lo, hi;
+  quant_range(to, lo, hi);
+  y = c.op(OpKind::Round, {y});
+  if (c.has(2)) y = c.op(OpKind::Add, {y, qparam(c, c.cast(c.in(2), f), xd, axis, block)});
+  y = c.op(OpKind::Clip, {y}, ScalarAttrs{lo, hi});
+  c.set_out_type(0, to);
+  return {c.cast(y, *carried_dtype(to))};
+}
+
+std::vector<Value> lower_dequantize_linear(NodeCtx& c) {
+  auto xd = c.dims(0);
+  int64_t r = int64_t(xd.size());
+  int64_t axis = r ? c.axis(c.attr_int("axis", 1), r) : 0;
+  int64_t block = c.attr_int("block_size", 0);
+  DType out = c.dtype(1);
+  if (c.has_attr("output_dtype") && c.attr_int("output_dtype", 0) != 0) {
+    auto d = carried_dtype(int(c.attr_int("output_dtype", 0)));
+    if (!d) c.unsupported("output_dtype");
+    out = *d;
+  }
+  const DType f = DType::F32;
+  Value x = c.cast(c.in(0), f);
+  if (c.has(2)) x = c.op(OpKind::Sub, {x, qparam(c, c.cast(c.in(2), f), xd, axis, block)});
+  Value scale = qparam(c, c.cast(c.in(1), f), xd, axis, block);
+  return {c.cast(c.op(OpKind::Mul, {x, scale}), out)};
+}
+
+// y_scale = (max(0, max(x)) - min(0, min(x))) / 255; zp = saturate(round(-min / scale)).
+std::vector<Value> lower_dynamic_quantize_linear(NodeCtx& c) {
+  const DType f = DType::F32;
+  Value x = c.cast(c.in(0), f);
+  Value zero = c.scalar(0, f);
+  Value mx = c.op(OpKind::Max, {c.reduce(OpKind::ReduceMax, x, {}, false), zero});
+  Value mn = c.op(OpKind::Min, {c.reduce(OpKind::ReduceMin, x, {}, false), zero});
+  Value scale = c.op(OpKind::Div, {c.op(OpKind::Sub, {mx, mn}), c.scalar(255, f)});
+  Value zp = c.op(OpKind::Clip, {c.op(OpKind::Round, {c.op(OpKind::Div, {c.op(OpKind::Neg, {mn}), scale})})},
+                  ScalarAttrs{0, 255});
+  Value y = c.op(OpKind::Round, {c.op(OpKind::Div, {x, scale})});
+  y = c.op(OpKind::Clip, {c.op(OpKind::Add, {y, zp})}, ScalarAttrs{0, 255});
+  return {c.cast(y, DType::U8), scale, c.cast(zp, DType::U8)};
+}
+
+}  // namespace rlx::onnx

@@ -1,0 +1,131 @@
+// Control flow: If (a constant condition inlines its branch; otherwise both branches
+// are computed and selected with where), Loop and Scan (unrolled while importing: the
+// trip count and the loop condition must fold to constants).
+#include "io/onnx/ops_table.h"
+
+namespace rlx::onnx {
+
+namespace {
+constexpr int64_t kMaxUnroll = 4096;
+}
+
+std::vector<Value> lower_if(NodeCtx& c) {
+  const pb::GraphProto* then_g = c.attr_graph("then_branch");
+  const pb::GraphProto* else_g = c.attr_graph("else_branch");
+  if (!then_g || !else_g) c.invalid("needs then_branch and else_branch graphs");
+  if (c.is_const(0)) {
+    bool cond = c.const_reals(0, "cond").at(0) != 0;
+    return c.im.import_body(cond ? *then_g : *else_g, {});
+  }
+  std::vector<Value> a = c.im.import_body(*then_g, {});
+  std::vector<Value> b = c.im.import_body(*else_g, {});
+  if (a.size() != b.size()) c.invalid("branches have different output counts");
+  Value cond = c.reshape(c.in(0), {});
+  std::vector<Value> out;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const Shape& ta = c.g.type(a[i]);
+    const Shape& tb = c.g.type(b[i]);
+    if (!(ta == tb))
+      c.unsupported("If with a non-constant condition whose branches differ in type (", ta.str(), " vs ", tb.str(), ")");
+    out.push_back(c.op(OpKind::Where, {cond, a[i], b[i]}));
+  }
+  return out;
+}
+
+std::vector<Value> lower_loop(NodeCtx& c) {
+  const pb::GraphProto* body = c.attr_graph("body");
+  if (!body) c.invalid("needs a body graph");
+  int64_t max_trip = kMaxUnroll + 1;
+  bool has_max = c.has(0);
+  if (has_max) max_trip = c.const_ints(0, "M").at(0);
+  bool cond = true;
+  if (c.has(1)) cond = c.const_reals(1, "cond").at(0) != 0;
+  if (!has_max && !c.has(1)) c.unsupported("an infinite loop (neither M nor cond)");
+  int n_state = c.num_inputs() - 2;
+  std::vector<Value> state;
+  for (int i = 0; i < n_state; ++i) state.push_back(c.in(i + 2));
+  int n_scan = body->output_size() - 1 - n_state;
+  if (n_scan < 0) c.invalid("body has too few outputs");
+  std::vector<std::vector<Value>> scans(static_cast<size_t>(n_scan));
+  int64_t it = 0;
+  for (; it < max_trip && cond; ++it) {
+    if (it >= kMaxUnroll) c.unsupported("more than ", kMaxUnroll, " iterations to unroll");
+    std::vector<Value> in{c.im.constant(make_i64({}, {it})), c.im.constant(make_tensor(DType::Bool, {}, {1.0}))};
+    in.insert(in.end(), state.begin(), state.end());
+    std::vector<Value> out = c.im.import_body(*body, in);
+    auto ct = c.im.const_tensor(out[0]);
+    if (!ct) c.unsupported("the loop condition does not fold to a constant (data-dependent trip count)");
+    cond = tensor_to_f64(*ct).at(0) != 0;
+    for (int i = 0; i < n_state; ++i) state[size_t(i)] = out[size_t(1 + i)];
+    for (int i = 0; i < n_scan; ++i) scans[size_t(i)].push_back(out[size_t(1 + n_state + i)]);
+  }
+  std::vector<Value> result = state;
+  for (int i = 0; i < n_scan; ++i) {
+    if (scans[size_t(i)].empty()) c.unsupported("a loop with zero iterations and scan outputs");
+    std::vector<Value> parts;
+    for (Value v : scans[size_t(i)]) parts.push_back(c.unsqueeze(v, {0}));
+    result.push_back(c.concat(parts, 0));
+  }
+  for (auto& v : result) v = c.op(OpKind::Identity, {v});
+  return result;
+}
+
+std::vector<Value> lower_scan(NodeCtx& c) {
+  const pb::GraphProto* body = c.attr_graph("body");
+  if (!body) c.invalid("needs a body graph");
+  if (c.opset < 9) c.unsupported("Scan before opset 9 (batched form)");
+  int64_t m = c.attr_int("num_scan_inputs", 0);
+  int n_in = c.num_inputs();
+  int64_t n_state = n_in - m;
+  if (m <= 0 || n_state < 0) c.invalid("bad num_scan_inputs");
+  std::vector<int64_t> in_axes = c.attr_ints("scan_input_axes", std::vector<int64_t>(size_t(m), 0));
+  std::vector<int64_t> in_dirs = c.attr_ints("scan_input_directions", std::vector<int64_t>(size_t(m), 0));
+  int64_t k = body->output_size() - n_state;
+  std::vector<int64_t> out_axes = c.attr_ints("scan_output_axes", std::vector<int64_t>(size_t(k), 0));
+  std::vector<int64_t> out_dirs = c.attr_ints("scan_output_directions", std::vector<int64_t>(size_t(k), 0));
+  std::vector<Value> state;
+  for (int64_t i = 0; i < n_state; ++i) state.push_back(c.in(int(i)));
+  int64_t steps = -1;
+  std::vector<Value> xs;
+  std::vector<int64_t> axes;
+  for (int64_t j = 0; j < m; ++j) {
+    Value x = c.in(int(n_state + j));
+    int64_t r = int64_t(c.vdims(x).size());
+    int64_t a = c.axis(in_axes[size_t(j)], r);
+    int64_t len = c.vdims(x)[size_t(a)];
+    if (steps >= 0 && len != steps) c.invalid("scan inputs differ in sequence length");
+    steps = len;
+    xs.push_back(x);
+    axes.push_back(a);
+  }
+  if (steps > kMaxUnroll) c.unsupported("more than ", kMaxUnroll, " steps to unroll");
+  std::vector<std::vector<Value>> outs(static_cast<size_t>(k));
+  for (int64_t t = 0; t < steps; ++t) {
+    std::vector<Value> in = state;
+    for (int64_t j = 0; j < m; ++j) {
+      int64_t pos = in_dirs[size_t(j)] ? steps - 1 - t : t;
+      Value s = c.slice(xs[size_t(j)], {pos}, {pos + 1}, {axes[size_t(j)]});
+      auto d = c.vdims(s);
+      d.erase(d.begin() + axes[size_t(j)]);
+      in.push_back(c.reshape(s, d));
+    }
+    std::vector<Value> o = c.im.import_body(*body, in);
+    for (int64_t i = 0; i < n_state; ++i) state[size_t(i)] = o[size_t(i)];
+    for (int64_t i = 0; i < k; ++i) outs[size_t(i)].push_back(o[size_t(n_state + i)]);
+  }
+  std::vector<Value> result;
+  for (Value v : state) result.push_back(c.op(OpKind::Identity, {v}));
+  for (int64_t i = 0; i < k; ++i) {
+    if (outs[size_t(i)].empty()) c.unsupported("a scan of length 0");
+    auto& parts = outs[size_t(i)];
+    if (out_dirs[size_t(i)]) std::reverse(parts.begin(), parts.end());
+    int64_t r = int64_t(c.vdims(parts[0]).size()) + 1;
+    int64_t a = c.axis(out_axes[size_t(i)], r);
+    std::vector<Value> un;
+    for (Value v : parts) un.push_back(c.unsqueeze(v, {a}));
+    result.push_back(c.op(OpKind::Identity, {c.concat(un, a)}));
+  }
+  return result;
+}
+
+}  // namespace rlx::onnx

@@ -1,0 +1,289 @@
+// Convolution and pooling ONNX ops over the IR's 2-D NCHW ops: 1-D as H=1, 3-D conv
+// as a sum of 2-D convs over the kernel depth, N-D pooling axis by axis (max, average
+// and Lp pooling are separable over a box window), ConvTranspose as a conv over the
+// zero-upsampled input with the flipped kernel.
+#include <limits>
+
+#include "io/onnx/ops_table.h"
+
+namespace rlx::onnx {
+
+namespace {
+
+struct Window {
+  std::vector<int64_t> kernel, strides, dilations, pads;  // pads: begins then ends
+};
+
+// Reads kernel/strides/dilations/pads with auto_pad resolved, for `sp` spatial dims.
+Window read_window(NodeCtx& c, const std::vector<int64_t>& in_sp, std::vector<int64_t> kernel, bool ceil_mode = false) {
+  size_t sp = in_sp.size();
+  Window w;
+  w.kernel = kernel;
+  w.strides = c.attr_ints("strides", std::vector<int64_t>(sp, 1));
+  w.dilations = c.attr_ints("dilations", std::vector<int64_t>(sp, 1));
+  w.pads = c.attr_ints("pads", std::vector<int64_t>(2 * sp, 0));
+  if (w.kernel.size() != sp || w.strides.size() != sp || w.dilations.size() != sp || w.pads.size() != 2 * sp)
+    c.invalid("kernel/strides/dilations/pads do not match ", sp, " spatial dims");
+  std::string ap = c.attr_str("auto_pad", "NOTSET");
+  if (ap == "VALID") {
+    std::fill(w.pads.begin(), w.pads.end(), 0);
+  } else if (ap == "SAME_UPPER" || ap == "SAME_LOWER") {
+    for (size_t i = 0; i < sp; ++i) {
+      int64_t out = (in_sp[i] + w.strides[i] - 1) / w.strides[i];
+      int64_t ek = (w.kernel[i] - 1) * w.dilations[i] + 1;
+      int64_t total = std::max<int64_t>(0, (out - 1) * w.strides[i] + ek - in_sp[i]);
+      int64_t small = total / 2, big = total - small;
+      w.pads[i] = ap == "SAME_UPPER" ? small : big;
+      w.pads[i + sp] = ap == "SAME_UPPER" ? big : small;
+    }
+  } else if (ap != "NOTSET" && !ap.empty()) {
+    c.invalid("unknown auto_pad '", ap, "'");
+  }
+  (void)ceil_mode;
+  return w;
+}
+
+std::vector<int64_t> spatial(const std::vector<int64_t>& d) { return std::vector<int64_t>(d.begin() + 2, d.end()); }
+
+int64_t prod(const std::vector<int64_t>& v, size_t from = 0, size_t to = SIZE_MAX) {
+  int64_t p = 1;
+  for (size_t i = from; i < std::min(to, v.size()); ++i) p *= v[i];
+  return p;
+}
+
+Value conv2d(NodeCtx& c, Value x, Value w, Value b, const std::vector<int64_t>& strides,
+             const std::vector<int64_t>& pads4, const std::vector<int64_t>& dil, int64_t group) {
+  ConvAttrs a;
+  a.strides = strides;
+  a.pads = pads4;
+  a.dilations = dil;
+  a.group = group;
+  std::vector<Value> in{x, w};
+  if (b.valid()) in.push_back(b);
+  return c.op(OpKind::Conv2d, in, a);
+}
+
+// Pads that the IR conv refuses (negative) become an explicit pad/crop first.
+Value pre_pad(NodeCtx& c, Value x, std::vector<int64_t>& pads4) {
+  bool neg = false;
+  for (int64_t p : pads4) neg = neg || p < 0;
+  if (!neg) return x;
+  std::vector<int64_t> full{0, 0, pads4[0], pads4[1], 0, 0, pads4[2], pads4[3]};
+  std::fill(pads4.begin(), pads4.end(), 0);
+  return c.op(OpKind::Pad, {x}, PadAttrs{full, PadMode::Constant, 0});
+}
+
+}  // namespace
+
+std::vector<Value> lower_conv(NodeCtx& c) {
+  auto xd = c.dims(0), wd = c.dims(1);
+  if (xd.size() < 3 || wd.size() != xd.size()) c.invalid("input and weight must have the same rank >= 3");
+  auto in_sp = spatial(xd);
+  Window win = read_window(c, in_sp, c.attr_ints("kernel_shape", spatial(wd)));
+  int64_t group = c.attr_int("group", 1);
+  Value x = c.in(0), w = c.in(1), b = c.in_or(2);
+  size_t sp = in_sp.size();
+  if (sp == 1) {
+    x = c.reshape(x, {xd[0], xd[1], 1, xd[2]});
+    w = c.reshape(w, {wd[0], wd[1], 1, wd[2]});
+    std::vector<int64_t> pads{0, win.pads[0], 0, win.pads[1]};
+    x = pre_pad(c, x, pads);
+    Value y = conv2d(c, x, w, b, {1, win.strides[0]}, pads, {1, win.dilations[0]}, group);
+    auto yd = c.vdims(y);
+    return {c.reshape(y, {yd[0], yd[1], yd[3]})};
+  }
+  if (sp == 2) {
+    std::vector<int64_t> pads{win.pads[0], win.pads[1], win.pads[2], win.pads[3]};
+    x = pre_pad(c, x, pads);
+    return {conv2d(c, x, w, b, win.strides, pads, win.dilations, group)};
+  }
+  if (sp != 3) c.unsupported(sp, "-D convolution");
+  // 3-D: y[:, :, od] = sum_kd conv2d(x[:, :, od*s + kd*dil], w[:, :, kd]); depth folds into batch.
+  int64_t n = xd[0], ch = xd[1];
+  std::vector<int64_t> pads6{0, 0, win.pads[0], 0, 0, 0, 0, win.pads[3], 0, 0};
+  pads6 = {0, 0, win.pads[0], 0, 0, 0, 0, win.pads[3], 0, 0};
+  x = c.op(OpKind::Pad, {x}, PadAttrs{pads6, PadMode::Constant, 0});
+  int64_t depth = c.vdims(x)[2];
+  int64_t sd = win.strides[0], dd = win.dilations[0], kd = wd[2];
+  int64_t od = (depth - ((kd - 1) * dd + 1)) / sd + 1;
+  if (od <= 0) c.invalid("depth is smaller than the kernel");
+  std::vector<int64_t> pads4{win.pads[1], win.pads[2], win.pads[4], win.pads[5]};
+  Value acc;
+  for (int64_t k = 0; k < kd; ++k) {
+    Value xs = c.slice(x, {k * dd}, {k * dd + (od - 1) * sd + 1}, {2}, {sd});  // [N, C, od, H, W]
+    xs = c.transpose(xs, {0, 2, 1, 3, 4});
+    xs = c.reshape(xs, {n * od, ch, xd[3], xd[4]});
+    Value wk = c.reshape(c.slice(w, {k}, {k + 1}, {2}), {wd[0], wd[1], wd[3], wd[4]});
+    std::vector<int64_t> p = pads4;
+    xs = pre_pad(c, xs, p);
+    Value y = conv2d(c, xs, wk, Value{}, {win.strides[1], win.strides[2]}, p, {win.dilations[1], win.dilations[2]}, group);
+    acc = acc.valid() ? c.op(OpKind::Add, {acc, y}) : y;
+  }
+  auto yd = c.vdims(acc);  // [N*od, M, Ho, Wo]
+  Value y = c.transpose(c.reshape(acc, {n, od, yd[1], yd[2], yd[3]}), {0, 2, 1, 3, 4});
+  if (b.valid()) y = c.op(OpKind::Add, {y, c.reshape(b, {yd[1], 1, 1, 1})});
+  return {y};
+}
+
+std::vector<Value> lower_conv_transpose(NodeCtx& c) {
+  auto xd = c.dims(0), wd = c.dims(1);
+  if (xd.size() < 3 || wd.size() != xd.size()) c.invalid("input and weight must have the same rank >= 3");
+  size_t sp = xd.size() - 2;
+  if (sp > 2) c.unsupported(sp, "-D transposed convolution");
+  auto in_sp = spatial(xd);
+  std::vector<int64_t> kernel = c.attr_ints("kernel_shape", spatial(wd));
+  std::vector<int64_t> strides = c.attr_ints("strides", std::vector<int64_t>(sp, 1));
+  std::vector<int64_t> dil = c.attr_ints("dilations", std::vector<int64_t>(sp, 1));
+  std::vector<int64_t> pads = c.attr_ints("pads", std::vector<int64_t>(2 * sp, 0));
+  std::vector<int64_t> outpad = c.attr_ints("output_padding", std::vector<int64_t>(sp, 0));
+  std::vector<int64_t> out_shape = c.attr_ints("output_shape");
+  std::string ap = c.attr_str("auto_pad", "NOTSET");
+  int64_t group = c.attr_int("group", 1);
+  if (kernel.size() != sp || strides.size() != sp || dil.size() != sp || pads.size() != 2 * sp || outpad.size() != sp)
+    c.invalid("attributes do not match ", sp, " spatial dims");
+  if (out_shape.size() > sp) out_shape.erase(out_shape.begin(), out_shape.end() - long(sp));
+  if (ap == "SAME_UPPER" || ap == "SAME_LOWER") {
+    out_shape.clear();
+    for (size_t i = 0; i < sp; ++i) out_shape.push_back(in_sp[i] * strides[i]);
+  }
+  if (!out_shape.empty()) {
+    for (size_t i = 0; i < sp; ++i) {
+      int64_t total = strides[i] * (in_sp[i] - 1) + outpad[i] + ((kernel[i] - 1) * dil[i] + 1) - out_shape[i];
+      int64_t half = total / 2;
+      pads[i] = ap == "SAME_UPPER" ? half : total - half;
+      pads[i + sp] = ap == "SAME_UPPER" ? total - half : half;
+    }
+  } else if (ap == "VALID") {
+    std::fill(pads.begin(), pads.end(), 0);
+  }
+  Value x = c.in(0), w = c.in(1);
+  // Work in 2-D: a 1-D problem gets H = 1.
+  std::vector<int64_t> k2 = sp == 1 ? std::vector<int64_t>{1, kernel[0]} : kernel;
+  std::vector<int64_t> s2 = sp == 1 ? std::vector<int64_t>{1, strides[0]} : strides;
+  std::vector<int64_t> d2 = sp == 1 ? std::vector<int64_t>{1, dil[0]} : dil;
+  std::vector<int64_t> op2 = sp == 1 ? std::vector<int64_t>{0, outpad[0]} : outpad;
+  std::vector<int64_t> pb = sp == 1 ? std::vector<int64_t>{0, pads[0]} : std::vector<int64_t>{pads[0], pads[1]};
+  std::vector<int64_t> pe = sp == 1 ? std::vector<int64_t>{0, pads[1]} : std::vector<int64_t>{pads[2], pads[3]};
+  int64_t n = xd[0], ci = xd[1];
+  int64_t h = sp == 1 ? 1 : xd[2], wdt = xd.back();
+  if (sp == 1) {
+    x = c.reshape(x, {n, ci, 1, wdt});
+    w = c.reshape(w, {wd[0], wd[1], 1, wd[2]});
+  }
+  int64_t mg = wd[1];  // output channels per group
+  if (ci % group) c.invalid("input channels ", ci, " are not divisible by group ", group);
+  // Zero-upsample by the strides.
+  if (s2[0] > 1 || s2[1] > 1) {
+    x = c.reshape(x, {n, ci, h, 1, wdt, 1});
+    x = c.op(OpKind::Pad, {x}, PadAttrs{{0, 0, 0, 0, 0, 0, 0, 0, 0, s2[0] - 1, 0, s2[1] - 1}, PadMode::Constant, 0});
+    x = c.reshape(x, {n, ci, h * s2[0], wdt * s2[1]});
+    x = c.slice(x, {0, 0}, {(h - 1) * s2[0] + 1, (wdt - 1) * s2[1] + 1}, {2, 3});
+  }
+  std::vector<int64_t> full(8, 0);
+  for (int i = 0; i < 2; ++i) {
+    int64_t ek = (k2[size_t(i)] - 1) * d2[size_t(i)] + 1;
+    full[size_t(2 + i)] = ek - 1 - pb[size_t(i)];
+    full[size_t(6 + i)] = ek - 1 - pe[size_t(i)] + op2[size_t(i)];
+  }
+  x = c.op(OpKind::Pad, {x}, PadAttrs{full, PadMode::Constant, 0});
+  // Weight [C, M/g, kh, kw] -> [M, C/g, kh, kw], spatially flipped.
+  int64_t cg = ci / group;
+  Value wt = c.reshape(w, {group, cg, mg, k2[0], k2[1]});
+  wt = c.transpose(wt, {0, 2, 1, 3, 4});
+  wt = c.reshape(wt, {group * mg, cg, k2[0], k2[1]});
+  const int64_t lo = std::numeric_limits<int64_t>::min();
+  wt = c.slice(wt, {-1, -1}, {lo, lo}, {2, 3}, {-1, -1});
+  Value y = conv2d(c, x, wt, c.in_or(2), {1, 1}, {0, 0, 0, 0}, d2, group);
+  if (sp == 1) {
+    auto yd = c.vdims(y);
+    y = c.reshape(y, {yd[0], yd[1], yd[3]});
+  }
+  return {y};
+}
+
+namespace {
+
+// Pools one spatial axis of x ([N, C, s...]) with a [k, 1] window: the axis becomes H
+// and everything after it W.
+Value pool_axis(NodeCtx& c, Value x, size_t axis, OpKind k, int64_t kern, int64_t stride, int64_t dil,
+                int64_t pb, int64_t pe, bool ceil_mode, bool include_pad) {
+  auto d = c.vdims(x);
+  int64_t before = prod(d, 0, axis), after = prod(d, axis + 1);
+  Value r = c.reshape(x, {1, before, d[axis], after});
+  PoolAttrs a;
+  a.kernel = {kern, 1};
+  a.strides = {stride, 1};
+  a.dilations = {dil, 1};
+  a.pads = {pb, 0, pe, 0};
+  a.ceil_mode = ceil_mode;
+  a.count_include_pad = include_pad;
+  Value y = c.op(k, {r}, a);
+  auto yd = c.vdims(y);
+  std::vector<int64_t> out = d;
+  out[axis] = yd[2];
+  return c.reshape(y, out);
+}
+
+Value pool_nd(NodeCtx& c, Value x, OpKind k, const Window& w, bool ceil_mode, bool include_pad) {
+  auto d = c.vdims(x);
+  size_t sp = d.size() - 2;
+  if (sp == 2) {
+    PoolAttrs a;
+    a.kernel = w.kernel;
+    a.strides = w.strides;
+    a.dilations = w.dilations;
+    a.pads = w.pads;
+    a.ceil_mode = ceil_mode;
+    a.count_include_pad = include_pad;
+    return c.op(k, {x}, a);
+  }
+  for (size_t i = 0; i < sp; ++i)
+    x = pool_axis(c, x, i + 2, k, w.kernel[i], w.strides[i], w.dilations[i], w.pads[i], w.pads[i + sp], ceil_mode,
+                  include_pad);
+  return x;
+}
+
+}  // namespace
+
+std::vector<Value> lower_pool(NodeCtx& c) {
+  auto xd = c.dims(0);
+  if (xd.size() < 3) c.invalid("input must have rank >= 3");
+  const std::string& t = c.node.op_type();
+  std::vector<int64_t> kernel = c.attr_ints("kernel_shape");
+  Window w = read_window(c, spatial(xd), kernel);
+  bool ceil_mode = c.attr_int("ceil_mode", 0) != 0;
+  if (t == "MaxPool") {
+    if (c.wants(1)) c.unsupported("the Indices output is not supported");
+    if (c.attr_int("storage_order", 0) != 0) c.unsupported("storage_order 1");
+    return {pool_nd(c, c.in(0), OpKind::MaxPool2d, w, ceil_mode, false)};
+  }
+  if (t == "AveragePool") {
+    bool include = c.attr_int("count_include_pad", 0) != 0;
+    return {pool_nd(c, c.in(0), OpKind::AvgPool2d, w, ceil_mode, include)};
+  }
+  // LpPool: (sum |x|^p)^(1/p) = (avg_including_pad(|x|^p) * window)^(1/p)
+  double p = double(c.attr_int("p", 2));
+  Value x = c.in(0);
+  DType dt = c.dtype(0);
+  Value xp = p == 2 ? c.op(OpKind::Mul, {x, x}) : c.op(OpKind::Pow, {c.op(OpKind::Abs, {x}), c.scalar(p, dt)});
+  Value avg = pool_nd(c, xp, OpKind::AvgPool2d, w, ceil_mode, true);
+  Value sum = c.op(OpKind::Mul, {avg, c.scalar(double(prod(kernel)), dt)});
+  if (p == 2) return {c.op(OpKind::Sqrt, {sum})};
+  return {c.op(OpKind::Pow, {sum, c.scalar(1.0 / p, dt)})};
+}
+
+std::vector<Value> lower_global_pool(NodeCtx& c) {
+  auto xd = c.dims(0);
+  std::vector<int64_t> axes;
+  for (size_t i = 2; i < xd.size(); ++i) axes.push_back(int64_t(i));
+  const std::string& t = c.node.op_type();
+  Value x = c.in(0);
+  if (t == "GlobalAveragePool") return {c.reduce(OpKind::ReduceMean, x, axes, true)};
+  if (t == "GlobalMaxPool") return {c.reduce(OpKind::ReduceMax, x, axes, true)};
+  double p = double(c.attr_int("p", 2));
+  DType dt = c.dtype(0);
+  Value xp = c.op(OpKind::Pow, {c.op(OpKind::Abs, {x}), c.scalar(p, dt)});
+  return {c.op(OpKind::Pow, {c.reduce(OpKind::ReduceSum, xp, axes, true), c.scalar(1.0 / p, dt)})};
+}
+
+}  // namespace rlx::onnx

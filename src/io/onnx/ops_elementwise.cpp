@@ -1,0 +1,232 @@
+// Elementwise ONNX ops: unary math, parameterized activations, binary arithmetic and
+// comparison, variadic Sum/Mean/Max/Min, Where, Clip, BitShift, Identity, Dropout.
+#include <cmath>
+#include <limits>
+#include <map>
+
+#include "io/onnx/ops_table.h"
+
+namespace rlx::onnx {
+
+namespace {
+
+const std::map<std::string, OpKind, std::less<>>& unary_kinds() {
+  static const std::map<std::string, OpKind, std::less<>> m = {
+      {"Abs", OpKind::Abs},         {"Neg", OpKind::Neg},       {"Exp", OpKind::Exp},
+      {"Log", OpKind::Log},         {"Sqrt", OpKind::Sqrt},     {"Reciprocal", OpKind::Reciprocal},
+      {"Sin", OpKind::Sin},         {"Cos", OpKind::Cos},       {"Tan", OpKind::Tan},
+      {"Asin", OpKind::Asin},       {"Acos", OpKind::Acos},     {"Atan", OpKind::Atan},
+      {"Sinh", OpKind::Sinh},       {"Cosh", OpKind::Cosh},     {"Asinh", OpKind::Asinh},
+      {"Acosh", OpKind::Acosh},     {"Atanh", OpKind::Atanh},   {"Tanh", OpKind::Tanh},
+      {"Sigmoid", OpKind::Sigmoid}, {"Relu", OpKind::Relu},     {"Softplus", OpKind::Softplus},
+      {"Softsign", OpKind::Softsign}, {"Erf", OpKind::Erf},     {"Floor", OpKind::Floor},
+      {"Ceil", OpKind::Ceil},       {"Round", OpKind::Round},   {"Sign", OpKind::Sign},
+      {"IsNaN", OpKind::IsNaN},     {"Not", OpKind::Not},       {"BitwiseNot", OpKind::BitwiseNot},
+      {"Mish", OpKind::Mish},       {"HardSwish", OpKind::HardSwish},
+  };
+  return m;
+}
+
+const std::map<std::string, OpKind, std::less<>>& binary_kinds() {
+  static const std::map<std::string, OpKind, std::less<>> m = {
+      {"Add", OpKind::Add},           {"Sub", OpKind::Sub},
+      {"Mul", OpKind::Mul},           {"Div", OpKind::Div},
+      {"Pow", OpKind::Pow},           {"Equal", OpKind::Equal},
+      {"Less", OpKind::Less},         {"Greater", OpKind::Greater},
+      {"LessOrEqual", OpKind::LessEqual}, {"GreaterOrEqual", OpKind::GreaterEqual},
+      {"And", OpKind::And},           {"Or", OpKind::Or},
+      {"Xor", OpKind::Xor},           {"BitwiseAnd", OpKind::BitwiseAnd},
+      {"BitwiseOr", OpKind::BitwiseOr}, {"BitwiseXor", OpKind::BitwiseXor},
+  };
+  return m;
+}
+
+}  // namespace
+
+std::vector<Value> lower_unary(NodeCtx& c) {
+  auto it = unary_kinds().find(c.node.op_type());
+  if (it == unary_kinds().end()) c.unsupported("no unary mapping");
+  return {c.op(it->second, {c.in(0)})};
+}
+
+std::vector<Value> lower_binary(NodeCtx& c) {
+  auto it = binary_kinds().find(c.node.op_type());
+  if (it == binary_kinds().end()) c.unsupported("no binary mapping");
+  Value a = c.in(0), b = c.in(1);
+  if (c.opset < 7 && c.attr_int("broadcast", 0) && c.has_attr("axis")) c.unsupported("legacy axis broadcasting");
+  return {c.op(it->second, {a, b})};
+}
+
+// Parameterized activations whose ScalarAttrs carry the ONNX attributes.
+std::vector<Value> lower_activation(NodeCtx& c) {
+  const std::string& t = c.node.op_type();
+  ScalarAttrs s;
+  OpKind k;
+  if (t == "LeakyRelu") { k = OpKind::LeakyRelu; s.alpha = c.attr_float("alpha", 0.01); }
+  else if (t == "Elu") { k = OpKind::Elu; s.alpha = c.attr_float("alpha", 1.0); }
+  else if (t == "Celu") { k = OpKind::Celu; s.alpha = c.attr_float("alpha", 1.0); }
+  else if (t == "ThresholdedRelu") { k = OpKind::ThresholdedRelu; s.alpha = c.attr_float("alpha", 1.0); }
+  else if (t == "Selu") {
+    k = OpKind::Selu;
+    s.alpha = c.attr_float("alpha", 1.67326319217681884765625);
+    s.beta = c.attr_float("gamma", 1.05070102214813232421875);
+  } else if (t == "HardSigmoid") {
+    k = OpKind::HardSigmoid;
+    s.alpha = c.attr_float("alpha", 0.2);
+    s.beta = c.attr_float("beta", 0.5);
+  } else {
+    c.unsupported("no activation mapping");
+  }
+  // ONNX stores these attributes as float32; use that exact value.
+  s.alpha = double(float(s.alpha));
+  s.beta = double(float(s.beta));
+  return {c.op(k, {c.in(0)}, s)};
+}
+
+std::vector<Value> lower_gelu(NodeCtx& c) {
+  std::string approx = c.attr_str("approximate", "none");
+  if (approx != "none" && approx != "tanh") c.invalid("approximate must be 'none' or 'tanh', got '", approx, "'");
+  return {c.op(OpKind::Gelu, {c.in(0)}, ScalarAttrs{approx == "tanh" ? 1.0 : 0.0, 0})};
+}
+
+// x * sigmoid(alpha * x)
+std::vector<Value> lower_swish(NodeCtx& c) {
+  Value x = c.in(0);
+  double alpha = double(float(c.attr_float("alpha", 1.0)));
+  if (alpha == 1.0) return {c.op(OpKind::Silu, {x})};
+  Value ax = c.op(OpKind::Mul, {x, c.scalar(alpha, c.dtype(0))});
+  return {c.op(OpKind::Mul, {x, c.op(OpKind::Sigmoid, {ax})})};
+}
+
+// where(x < 0, slope * x, x), slope broadcast unidirectionally to x.
+std::vector<Value> lower_prelu(NodeCtx& c) {
+  Value x = c.in(0), slope = c.in(1);
+  Value zero = c.scalar(0, c.dtype(0));
+  Value neg = c.op(OpKind::Less, {x, zero});
+  return {c.op(OpKind::Where, {neg, c.op(OpKind::Mul, {x, slope}), x})};
+}
+
+// y = x < -lambd ? x + bias : (x > lambd ? x - bias : 0)
+std::vector<Value> lower_shrink(NodeCtx& c) {
+  Value x = c.in(0);
+  DType t = c.dtype(0);
+  double lambd = double(float(c.attr_float("lambd", 0.5))), bias = double(float(c.attr_float("bias", 0.0)));
+  Value lo = c.op(OpKind::Less, {x, c.scalar(-lambd, t)});
+  Value hi = c.op(OpKind::Greater, {x, c.scalar(lambd, t)});
+  Value zero = c.scalar(0, t);
+  Value upper = c.op(OpKind::Where, {hi, c.op(OpKind::Sub, {x, c.scalar(bias, t)}), zero});
+  return {c.op(OpKind::Where, {lo, c.op(OpKind::Add, {x, c.scalar(bias, t)}), upper})};
+}
+
+std::vector<Value> lower_is_inf(NodeCtx& c) {
+  Value x = c.in(0);
+  DType t = c.dtype(0);
+  bool pos = c.attr_int("detect_positive", 1) != 0, neg = c.attr_int("detect_negative", 1) != 0;
+  const double inf = std::numeric_limits<double>::infinity();
+  Value p = c.op(OpKind::Equal, {x, c.scalar(inf, t)});
+  Value n = c.op(OpKind::Equal, {x, c.scalar(-inf, t)});
+  if (pos && neg) return {c.op(OpKind::Or, {p, n})};
+  if (pos) return {p};
+  if (neg) return {n};
+  return {c.op(OpKind::And, {p, n})};  // always false, shaped like x
+}
+
+std::vector<Value> lower_mod(NodeCtx& c) {
+  bool fmod = c.attr_int("fmod", 0) != 0;
+  if (!fmod && is_float(c.dtype(0))) c.invalid("fmod must be 1 for floating inputs");
+  return {c.op(OpKind::Mod, {c.in(0), c.in(1)}, ScalarAttrs{fmod ? 1.0 : 0.0, 0})};
+}
+
+std::vector<Value> lower_variadic(NodeCtx& c) {
+  const std::string& t = c.node.op_type();
+  OpKind k = t == "Max" ? OpKind::Max : t == "Min" ? OpKind::Min : OpKind::Add;
+  if (c.num_inputs() < 1) c.invalid("needs at least one input");
+  Value acc = c.in(0);
+  for (int i = 1; i < c.num_inputs(); ++i) acc = c.op(k, {acc, c.in(i)});
+  if (t == "Mean") {
+    if (c.num_inputs() == 1) return {acc};
+    acc = c.op(OpKind::Div, {acc, c.scalar(double(c.num_inputs()), c.g.type(acc).dtype())});
+  }
+  return {acc};
+}
+
+std::vector<Value> lower_where(NodeCtx& c) { return {c.op(OpKind::Where, {c.in(0), c.in(1), c.in(2)})}; }
+
+std::vector<Value> lower_clip(NodeCtx& c) {
+  Value x = c.in(0);
+  DType t = c.dtype(0);
+  double inf = std::numeric_limits<double>::infinity();
+  double lo = -inf, hi = inf;
+  if (c.opset < 11) {
+    lo = double(float(c.attr_float("min", -3.4028234663852886e38)));
+    hi = double(float(c.attr_float("max", 3.4028234663852886e38)));
+    return {c.op(OpKind::Clip, {x}, ScalarAttrs{lo, hi})};
+  }
+  bool lo_const = !c.has(1) || c.is_const(1), hi_const = !c.has(2) || c.is_const(2);
+  if (lo_const && hi_const) {
+    if (c.has(1)) lo = c.const_reals(1, "min").at(0);
+    if (c.has(2)) hi = c.const_reals(2, "max").at(0);
+    if (is_integer(t)) {
+      // Integer clip bounds are exact only inside the type's range.
+      if (std::isinf(lo)) lo = -9.2233720368547758e18;
+      if (std::isinf(hi)) hi = 9.2233720368547758e18;
+    }
+    if (!c.has(1) && !c.has(2)) return {c.op(OpKind::Identity, {x})};
+    if (is_integer(t) && (std::fabs(lo) > 9.0e15 || std::fabs(hi) > 9.0e15)) {
+      // Bounds beyond double's exact integers: use max/min with typed constants.
+      if (c.has(1)) x = c.op(OpKind::Max, {x, c.cast(c.in(1), t)});
+      if (c.has(2)) x = c.op(OpKind::Min, {x, c.cast(c.in(2), t)});
+      return {x};
+    }
+    return {c.op(OpKind::Clip, {x}, ScalarAttrs{lo, hi})};
+  }
+  if (c.has(1)) x = c.op(OpKind::Max, {x, c.in(1)});
+  if (c.has(2)) x = c.op(OpKind::Min, {x, c.in(2)});
+  return {x};
+}
+
+// Shifts by gathering powers of two: x << y == x * 2^y, x >> y == x / 2^y (unsigned).
+std::vector<Value> lower_bitshift(NodeCtx& c) {
+  std::string dir = c.attr_str("direction", "");
+  if (dir != "LEFT" && dir != "RIGHT") c.invalid("direction must be LEFT or RIGHT, got '", dir, "'");
+  Value x = c.in(0), y = c.in(1);
+  DType t = c.dtype(0);
+  if (!is_integer(t)) c.invalid("needs integer inputs");
+  int bits = int(dtype_size(t)) * 8;
+  std::vector<uint8_t> table(size_t(bits + 1) * dtype_size(t), 0);
+  for (int i = 0; i < bits; ++i) {
+    uint64_t p = uint64_t(1) << i;
+    std::memcpy(table.data() + size_t(i) * dtype_size(t), &p, dtype_size(t));
+  }
+  // Shifting by the full width or more gives 0 (table entry `bits` is 0).
+  HostTensor tab;
+  tab.dtype = t;
+  tab.dims = {bits + 1};
+  tab.bytes = table;
+  Value idx = c.op(OpKind::Min, {c.cast(y, DType::I64), c.scalar(bits, DType::I64)});
+  Value pw = c.op(OpKind::Gather, {c.im.constant(tab), idx}, AxisAttrs{0});
+  if (dir == "LEFT") return {c.op(OpKind::Mul, {x, pw})};
+  Value zero = c.scalar(0, t);
+  Value is_zero = c.op(OpKind::Equal, {pw, zero});
+  Value safe = c.op(OpKind::Where, {is_zero, c.scalar(1, t), pw});
+  return {c.op(OpKind::Where, {is_zero, zero, c.op(OpKind::Div, {x, safe})})};
+}
+
+std::vector<Value> lower_identity(NodeCtx& c) { return {c.in(0)}; }
+
+// Inference-mode dropout: identity, and an all-true mask when asked for.
+std::vector<Value> lower_dropout(NodeCtx& c) {
+  if (c.opset >= 12 && c.has(2)) {
+    if (!c.is_const(2)) c.unsupported("training_mode must be a constant");
+    if (c.const_ints(2, "training_mode").at(0) != 0) {
+      double ratio = c.has(1) ? c.const_reals(1, "ratio").at(0) : 0.5;
+      if (ratio != 0) c.unsupported("training-mode dropout (random) is not supported");
+    }
+  }
+  Value x = c.in(0);
+  std::vector<Value> out{x};
+  if (c.wants(1)) out.push_back(c.full(c.dims(0), 1, DType::Bool));
+  return out;
+}
+
+}  // namespace rlx::onnx

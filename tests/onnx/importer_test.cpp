@@ -1,0 +1,275 @@
+// ONNX importer: malformed / truncated files, unknown ops, external data, folding of
+// shape arithmetic, symbolic inputs and the per-shape compile cache.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <fstream>
+
+#include "io/onnx/tensor.h"
+#include "onnx_test_util.h"
+#include "rlx/onnx.h"
+
+namespace rlx::onnx::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+template <class F>
+Error expect_error(F&& f, ErrorCategory cat) {
+  try {
+    f();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.category(), cat) << e.what();
+    return e;
+  }
+  ADD_FAILURE() << "expected an rlx::Error";
+  return Error(ErrorCategory::Internal, "none");
+}
+
+fs::path temp_dir(const std::string& name) {
+  fs::path p = fs::temp_directory_path() / ("rlx_onnx_test_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
+void write_file(const fs::path& p, const std::string& bytes) {
+  std::ofstream f(p, std::ios::binary);
+  f.write(bytes.data(), std::streamsize(bytes.size()));
+}
+
+// y = x + w with w a [4] f32 initializer.
+::onnx::ModelProto add_model() {
+  auto m = make_model();
+  add_input(m, "x", 1, {4});
+  add_f32_initializer(m, "w", {4}, {1, 2, 3, 4});
+  add_node(m, "Add", {"x", "w"}, {"y"});
+  add_output(m, "y", 1);
+  return m;
+}
+
+TEST(OnnxLoad, GarbageBytesAreAParseErrorNamingTheFile) {
+  std::string junk = "this is not a protobuf \x01\x02\xff\xff\xff";
+  Error e = expect_error([&] { load_onnx_bytes(junk.data(), junk.size(), "junk.onnx"); }, ErrorCategory::Parse);
+  EXPECT_NE(std::string(e.what()).find("junk.onnx"), std::string::npos) << e.what();
+}
+
+TEST(OnnxLoad, MissingFileIsAnIoError) {
+  expect_error([] { load_onnx("/nonexistent/dir/model.onnx"); }, ErrorCategory::Io);
+}
+
+TEST(OnnxLoad, EveryTruncationIsAParseError) {
+  std::string full = bytes_of(add_model());
+  fs::path dir = temp_dir("trunc");
+  for (size_t len = 0; len < full.size(); ++len) {
+    fs::path p = dir / "model.onnx";
+    write_file(p, full.substr(0, len));
+    Error e = expect_error([&] { load_onnx(p.string()); }, ErrorCategory::Parse);
+    EXPECT_NE(std::string(e.what()).find(p.string()), std::string::npos) << "len " << len << ": " << e.what();
+  }
+  fs::remove_all(dir);
+}
+
+TEST(OnnxLoad, UnknownOpNamesOpNodeAndOpset) {
+  auto m = make_model(17);
+  add_input(m, "x", 1, {2});
+  add_node(m, "FrobnicateTensor", {"x"}, {"y"}, "my_node");
+  add_output(m, "y", 1);
+  std::string b = bytes_of(m);
+  Error e = expect_error([&] { load_onnx_bytes(b.data(), b.size(), "m.onnx"); }, ErrorCategory::Unsupported);
+  std::string msg = e.what();
+  EXPECT_NE(msg.find("FrobnicateTensor"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("my_node"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("17"), std::string::npos) << msg;
+}
+
+TEST(OnnxLoad, OpOutsideItsOpsetRangeIsUnsupported) {
+  auto m = make_model(13);  // Gelu exists from opset 20
+  add_input(m, "x", 1, {2});
+  add_node(m, "Gelu", {"x"}, {"y"}, "g");
+  add_output(m, "y", 1);
+  std::string b = bytes_of(m);
+  Error e = expect_error([&] { load_onnx_bytes(b.data(), b.size(), "m.onnx"); }, ErrorCategory::Unsupported);
+  EXPECT_NE(std::string(e.what()).find("opset 13"), std::string::npos) << e.what();
+}
+
+TEST(OnnxLoad, NonDefaultDomainIsUnsupported) {
+  auto m = make_model();
+  auto* os = m.add_opset_import();
+  os->set_domain("com.example");
+  os->set_version(1);
+  add_input(m, "x", 1, {2});
+  add_node(m, "Custom", {"x"}, {"y"}, "c")->set_domain("com.example");
+  add_output(m, "y", 1);
+  std::string b = bytes_of(m);
+  Error e = expect_error([&] { load_onnx_bytes(b.data(), b.size(), "m.onnx"); }, ErrorCategory::Unsupported);
+  EXPECT_NE(std::string(e.what()).find("com.example"), std::string::npos) << e.what();
+}
+
+TEST(OnnxLoad, UndefinedValueIsAParseError) {
+  auto m = make_model();
+  add_input(m, "x", 1, {2});
+  add_node(m, "Add", {"x", "nowhere"}, {"y"}, "a");
+  add_output(m, "y", 1);
+  std::string b = bytes_of(m);
+  Error e = expect_error([&] { load_onnx_bytes(b.data(), b.size(), "m.onnx"); }, ErrorCategory::Parse);
+  EXPECT_NE(std::string(e.what()).find("nowhere"), std::string::npos) << e.what();
+}
+
+TEST(OnnxLoad, ExternalDataIsReadAndBoundsChecked) {
+  fs::path dir = temp_dir("ext");
+  std::vector<float> w{10, 20, 30, 40};
+  std::string blob(8, 'z');  // 8 junk bytes, then the tensor at offset 8
+  blob.append(reinterpret_cast<const char*>(w.data()), 16);
+  write_file(dir / "weights.bin", blob);
+  auto make = [&](const std::string& location, int64_t offset, int64_t length) {
+    auto m = make_model();
+    add_input(m, "x", 1, {4});
+    auto* t = m.mutable_graph()->add_initializer();
+    t->set_name("w");
+    t->set_data_type(1);
+    t->add_dims(4);
+    t->set_data_location(::onnx::TensorProto::EXTERNAL);
+    auto add_kv = [&](const char* k, const std::string& v) {
+      auto* e = t->add_external_data();
+      e->set_key(k);
+      e->set_value(v);
+    };
+    add_kv("location", location);
+    add_kv("offset", std::to_string(offset));
+    add_kv("length", std::to_string(length));
+    add_node(m, "Add", {"x", "w"}, {"y"});
+    add_output(m, "y", 1);
+    fs::path p = dir / "model.onnx";
+    write_file(p, bytes_of(m));
+    return p.string();
+  };
+  OnnxModel ok = load_onnx(make("weights.bin", 8, 16));
+  ASSERT_TRUE(ok.has_graph);
+  OnnxRunner runner(ok);
+  auto out = runner.run({{"x", TypedTensor{DType::F32, {4}, f32_bytes({1, 2, 3, 4})}}});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(as_f32(out[0].bytes), (std::vector<float>{11, 22, 33, 44}));
+  expect_error([&] { load_onnx(make("weights.bin", 16, 16)); }, ErrorCategory::Parse);  // past the end
+  expect_error([&] { load_onnx(make("weights.bin", 0, 12)); }, ErrorCategory::Parse);   // wrong size
+  expect_error([&] { load_onnx(make("../weights.bin", 8, 16)); }, ErrorCategory::Parse);
+  expect_error([&] { load_onnx(make("/etc/passwd", 0, 16)); }, ErrorCategory::Parse);
+  expect_error([&] { load_onnx(make("missing.bin", 0, 16)); }, ErrorCategory::Io);
+  fs::remove_all(dir);
+}
+
+TEST(OnnxImport, ShapeArithmeticFoldsToAStaticReshape) {
+  // y = Reshape(x, Concat(Unsqueeze(Gather(Shape(x), 0)), [-1]))
+  auto m = make_model(13);
+  add_input(m, "x", 1, {2, 3, 4});
+  add_i64_initializer(m, "zero", {}, {0});
+  add_i64_initializer(m, "axes0", {1}, {0});
+  add_i64_initializer(m, "minus1", {1}, {-1});
+  add_node(m, "Shape", {"x"}, {"s"});
+  add_node(m, "Gather", {"s", "zero"}, {"n"});
+  add_node(m, "Unsqueeze", {"n", "axes0"}, {"n1"});
+  set_int_attr(add_node(m, "Concat", {"n1", "minus1"}, {"shape"}), "axis", 0);
+  add_node(m, "Reshape", {"x", "shape"}, {"y"});
+  add_output(m, "y", 1);
+  std::string b = bytes_of(m);
+  OnnxModel model = load_onnx_bytes(b.data(), b.size(), "fold.onnx");
+  ASSERT_TRUE(model.has_graph) << model.dynamic_reason;
+  const Graph& g = model.graph;
+  int reshapes = 0;
+  for (const Node& n : g.nodes()) {
+    EXPECT_TRUE(n.kind == OpKind::Input || n.kind == OpKind::Constant || n.kind == OpKind::Reshape)
+        << "unexpected node " << n.name << " (" << op_name(n.kind) << ")";
+    reshapes += n.kind == OpKind::Reshape;
+  }
+  EXPECT_EQ(reshapes, 1);
+  EXPECT_EQ(g.type(g.outputs()[0].value).static_dims(), (std::vector<int64_t>{2, 12}));
+}
+
+TEST(OnnxImport, SymbolicInputStaysSymbolicAndTheRunnerCompilesPerShape) {
+  auto m = make_model();
+  add_input(m, "x", 1, {-1, 2}, "batch");
+  add_node(m, "Relu", {"x"}, {"y"});
+  add_output(m, "y", 1);
+  std::string b = bytes_of(m);
+  OnnxModel model = load_onnx_bytes(b.data(), b.size(), "sym.onnx");
+  ASSERT_TRUE(model.has_graph);
+  ASSERT_EQ(model.inputs.size(), 1u);
+  EXPECT_EQ(model.inputs[0].dims, (std::vector<int64_t>{-1, 2}));
+  EXPECT_EQ(model.inputs[0].dim_params[0], "batch");
+  ASSERT_EQ(model.graph.symbols().size(), 1u);
+  EXPECT_EQ(model.graph.symbols()[0], "batch");
+  OnnxRunner runner(model);
+  auto a = runner.run({{"x", TypedTensor{DType::F32, {1, 2}, f32_bytes({-1, 2})}}});
+  auto c = runner.run({{"x", TypedTensor{DType::F32, {3, 2}, f32_bytes({-1, 2, -3, 4, 5, -6})}}});
+  runner.run({{"x", TypedTensor{DType::F32, {1, 2}, f32_bytes({7, -7})}}});
+  EXPECT_EQ(runner.cache_size(), 2u);
+  EXPECT_EQ(as_f32(a[0].bytes), (std::vector<float>{0, 2}));
+  EXPECT_EQ(as_f32(c[0].bytes), (std::vector<float>{0, 2, 0, 4, 5, 0}));
+  EXPECT_EQ(c[0].dims, (std::vector<int64_t>{3, 2}));
+}
+
+TEST(OnnxImport, ShapeOfASymbolicInputNeedsConcreteShapes) {
+  // y = Reshape(x, Shape(x)) -- only foldable once "batch" is known.
+  auto m = make_model();
+  add_input(m, "x", 1, {-1, 2}, "batch");
+  add_node(m, "Shape", {"x"}, {"s"});
+  add_node(m, "Reshape", {"x", "s"}, {"y"});
+  add_output(m, "y", 1);
+  std::string b = bytes_of(m);
+  OnnxModel model = load_onnx_bytes(b.data(), b.size(), "dyn.onnx");
+  EXPECT_FALSE(model.has_graph);
+  EXPECT_FALSE(model.dynamic_reason.empty());
+  OnnxRunner runner(model);
+  auto out = runner.run({{"x", TypedTensor{DType::F32, {2, 2}, f32_bytes({1, 2, 3, 4})}}});
+  EXPECT_EQ(as_f32(out[0].bytes), (std::vector<float>{1, 2, 3, 4}));
+}
+
+TEST(OnnxImport, WrongInputShapeIsAShapeError) {
+  std::string b = bytes_of(add_model());
+  OnnxRunner runner(load_onnx_bytes(b.data(), b.size(), "add.onnx"));
+  expect_error([&] { runner.run({{"x", TypedTensor{DType::F32, {5}, f32_bytes({1, 2, 3, 4, 5})}}}); },
+               ErrorCategory::Shape);
+  expect_error([&] { runner.run({{"x", TypedTensor{DType::F32, {2, 2}, f32_bytes({1, 2, 3, 4})}}}); },
+               ErrorCategory::Shape);
+  expect_error([&] { runner.run({}); }, ErrorCategory::InvalidArgument);
+}
+
+TEST(OnnxTensor, MinifloatDecodeAndRound) {
+  EXPECT_EQ(decode_minifloat(0x7E, kF8E4M3FN), 448.0f);
+  EXPECT_TRUE(std::isnan(decode_minifloat(0x7F, kF8E4M3FN)));
+  EXPECT_EQ(decode_minifloat(0x01, kF8E4M3FN), std::ldexp(1.0f, -9));  // smallest subnormal
+  EXPECT_TRUE(std::isnan(decode_minifloat(0x80, kF8E4M3FNUZ)));
+  EXPECT_EQ(decode_minifloat(0x7C, kF8E5M2), std::numeric_limits<float>::infinity());
+  EXPECT_EQ(decode_minifloat(0x7, kF4E2M1), 6.0f);
+  EXPECT_EQ(decode_minifloat(0xE, kF4E2M1), -4.0f);
+  EXPECT_EQ(round_to_minifloat(1e6f, kF8E4M3FN, true), 448.0f);
+  EXPECT_TRUE(std::isnan(round_to_minifloat(1e6f, kF8E4M3FN, false)));
+  EXPECT_EQ(round_to_minifloat(464.0f, kF8E4M3FN, false), 448.0f);  // tie rounds to even
+  EXPECT_EQ(round_to_minifloat(-3.5f, kF4E2M1, true), -4.0f);
+  EXPECT_EQ(round_to_minifloat(0.25f, kF4E2M1, true), 0.0f);
+  EXPECT_EQ(round_to_minifloat(1e9f, kF8E5M2, false), std::numeric_limits<float>::infinity());
+}
+
+TEST(OnnxTensor, TypedFieldsAndSubBytePacking) {
+  ::onnx::TensorProto t;
+  t.set_data_type(kInt4);
+  t.add_dims(3);
+  t.set_raw_data(std::string("\x87\x0f", 2));  // 7, -8, -1
+  HostTensor h = decode_tensor(t, "", "int4");
+  ASSERT_EQ(h.dtype, DType::I8);
+  EXPECT_EQ(std::vector<int8_t>(h.bytes.begin(), h.bytes.end()), (std::vector<int8_t>{7, -8, -1}));
+  ::onnx::TensorProto f;
+  f.set_data_type(kFloat16);
+  f.add_dims(2);
+  f.add_int32_data(0x3C00);  // 1.0
+  f.add_int32_data(0xC000);  // -2.0
+  HostTensor hf = decode_tensor(f, "", "f16");
+  EXPECT_EQ(tensor_to_f64(hf), (std::vector<double>{1.0, -2.0}));
+  f.add_int32_data(0);  // one value too many for the dims
+  expect_error([&] { decode_tensor(f, "", "f16"); }, ErrorCategory::Parse);
+}
+
+}  // namespace
+}  // namespace rlx::onnx::test

@@ -1,0 +1,63 @@
+// `rlx test-onnx PATH...`: runs ONNX backend test cases (see src/io/onnx/conformance.h).
+// With --expected-failures FILE the exit status is 1 only for cases that fail but are
+// not listed; listed cases that pass are reported so the list can shrink.
+#include <iostream>
+
+#include "cli.h"
+
+#ifdef RLX_HAVE_ONNX
+#include "io/onnx/conformance.h"
+#endif
+
+namespace rlx::cli {
+
+std::vector<OptionSpec> test_onnx_option_specs() {
+  return {
+      {"--device", "DEV", "backend to run on: cpu (default) or cuda", false},
+      {"--jobs", "N", "cases to run at once, each in its own process (default 1)", false},
+      {"--timeout", "S", "seconds before a case is failed as timed out (default 120)", false},
+      {"--threads", "N", "compute threads per case (default 1)", false},
+      {"--no-isolate", "", "run cases in this process (a crash ends the run)", false},
+      {"--expected-failures", "FILE", "exit 0 unless a case fails that FILE does not list", false},
+  };
+}
+
+int cmd_test_onnx(const Args& args) {
+#ifndef RLX_HAVE_ONNX
+  (void)args;
+  fail(ErrorCategory::Unsupported, "this rlx was built without the ONNX importer (protobuf/libonnx not found)");
+#else
+  onnx::ConformanceOptions opts;
+  std::string dev = args.get("--device", "cpu");
+  if (dev == "cpu") opts.device = Device::Cpu;
+  else if (dev == "cuda") opts.device = Device::Cuda;
+  else throw UsageError("--device must be cpu or cuda, got '" + dev + "'");
+  auto int_opt = [&](const std::string& name, int fallback, int lo) {
+    if (!args.has(name)) return fallback;
+    try {
+      int v = std::stoi(args.get(name));
+      if (v < lo) throw std::out_of_range("");
+      return v;
+    } catch (const std::exception&) {
+      throw UsageError(name + " needs an integer >= " + std::to_string(lo) + ", got '" + args.get(name) + "'");
+    }
+  };
+  opts.jobs = int_opt("--jobs", 1, 1);
+  opts.timeout_s = int_opt("--timeout", 120, 1);
+  opts.threads = int_opt("--threads", 1, 1);
+  opts.isolate = !args.has("--no-isolate");
+  std::map<std::string, std::string> expected;
+  if (args.has("--expected-failures")) expected = onnx::read_expected_failures(args.get("--expected-failures"));
+  onnx::ConformanceSummary s = onnx::run_conformance(args.positional, opts, std::cout);
+  if (!args.has("--expected-failures")) return s.failed ? 1 : 0;
+  onnx::ExpectationReport rep = onnx::check_expected(s, expected);
+  for (const auto& n : rep.unexpected_passes)
+    std::cout << "unexpectedly passing - remove from the expected-failures list: " << n << "\n";
+  for (const auto& r : rep.regressions) std::cout << "REGRESSION " << r << "\n";
+  std::cout << rep.regressions.size() << " regressions, " << rep.unexpected_passes.size()
+            << " unexpectedly passing\n";
+  return rep.regressions.empty() ? 0 : 1;
+#endif
+}
+
+}  // namespace rlx::cli
