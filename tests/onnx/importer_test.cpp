@@ -1,5 +1,6 @@
 // ONNX importer: malformed / truncated files, unknown ops, external data, folding of
 // shape arithmetic, symbolic inputs and the per-shape compile cache.
+#ifdef RLX_HAVE_ONNX  // built without the importer: no tests here
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -273,3 +274,5 @@ TEST(OnnxTensor, TypedFieldsAndSubBytePacking) {
 
 }  // namespace
 }  // namespace rlx::onnx::test
+
+#endif  // RLX_HAVE_ONNX
