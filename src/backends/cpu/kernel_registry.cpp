@@ -1,0 +1,43 @@
+// The CPU kernel registry: one entry per OpKind, filled by each kernel family.
+#include "backends/cpu/kernel.h"
+
+namespace rlx::cpu {
+
+void KernelRegistry::add(OpKind k, BuildFn build, SupportsFn supports) {
+  const size_t i = size_t(k);
+  RLX_CHECK(i < entries_.size(), "op kind out of range");
+  RLX_CHECK(entries_[i].build == nullptr, "kernel registered twice for ", op_name(k));
+  RLX_CHECK(build != nullptr, "null kernel builder for ", op_name(k));
+  entries_[i] = KernelEntry{build, supports};
+}
+
+const KernelEntry* KernelRegistry::find(OpKind k) const {
+  const size_t i = size_t(k);
+  if (i >= entries_.size() || entries_[i].build == nullptr) return nullptr;
+  return &entries_[i];
+}
+
+bool KernelRegistry::supports(const Node& node, const std::vector<const Shape*>& in) const {
+  const KernelEntry* e = find(node.kind);
+  if (!e) return false;
+  return e->supports == nullptr || e->supports(node, in);
+}
+
+const KernelRegistry& kernel_registry() {
+  // Function-local static: built once, thread-safe initialization.
+  static const KernelRegistry registry = [] {
+    KernelRegistry r;
+    register_elementwise_kernels(r);
+    register_fused_elementwise_kernels(r);
+    register_reduce_kernels(r);
+    register_norm_kernels(r);
+    register_matmul_kernels(r);
+    register_movement_kernels(r);
+    register_conv_kernels(r);
+    register_attention_kernels(r);
+    return r;
+  }();
+  return registry;
+}
+
+}  // namespace rlx::cpu
