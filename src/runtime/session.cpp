@@ -92,10 +92,12 @@ CompiledGraph Session::compile(const Graph& g) const {
   if (opts.dispatch_report) std::cerr << "[rlx] dispatch report for graph '" << g.name() << "':\n" << plan.dispatch_report;
   if (opts.arena_report) std::cerr << "[rlx] memory plan for graph '" << g.name() << "':\n" << plan.memory.report(plan.graph);
 
-  std::shared_ptr<const cpu::Program> program = cpu::compile(std::move(plan));
+  std::shared_ptr<cpu::Program> program = cpu::compile(std::move(plan));
   std::shared_ptr<runtime::Interface> iface = runtime::make_interface(g, *program, opts);
   iface->threads = opts.threads > 0 ? opts.threads : int(std::max(1u, std::thread::hardware_concurrency()));
-  return CompiledGraph(std::make_unique<runtime::Instance>(std::move(program), std::move(iface)));
+  auto instance = std::make_unique<runtime::Instance>(program, std::move(iface));
+  cpu::drop_param_init(*program);  // the weights segment now holds it
+  return CompiledGraph(std::move(instance));
 }
 
 }  // namespace rlx

@@ -93,6 +93,10 @@ TEST(CompiledGraph, ParamWithInitialDataNeedsNoSet) {
   CompiledGraph net = compile(g);
   net.finalize_params();
   expect_hello_works(net);
+  // The initial data lives only in the weights segment, not also in the compiled graph.
+  for (int32_t id : net.graph().param_nodes()) EXPECT_TRUE(net.graph().node(id).attr<LeafAttrs>().init.empty());
+  CompiledGraph c = net.clone();
+  expect_hello_works(c);
 }
 
 TEST(CompiledGraph, RunInputErrorsLeaveObjectUsable) {

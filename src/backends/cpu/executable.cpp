@@ -73,7 +73,7 @@ bool is_planned_view(const Program& p, int32_t id, const std::set<std::pair<int3
 
 }  // namespace
 
-std::shared_ptr<const Program> compile(opt::Plan plan) {
+std::shared_ptr<Program> compile(opt::Plan plan) {
   auto prog = std::make_shared<Program>();
   prog->plan = std::move(plan);
   const Graph& g = prog->plan.graph;
@@ -164,6 +164,10 @@ std::shared_ptr<const Program> compile(opt::Plan plan) {
     prog->thunks.push_back(std::move(t));
   }
   return prog;
+}
+
+void drop_param_init(Program& program) {
+  for (const ParamSlot& ps : program.params) program.plan.graph.mutable_node(ps.node).attr<LeafAttrs>().init = Blob();
 }
 
 // ---------------------------------------------------------------- Weights

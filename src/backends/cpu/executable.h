@@ -83,7 +83,12 @@ struct Program {
 
 // Builds the schedule. Throws Error(Unsupported) naming the node when no CPU kernel
 // runs it, Error(Internal) when the memory plan is inconsistent with the graph.
-std::shared_ptr<const Program> compile(opt::Plan plan);
+std::shared_ptr<Program> compile(opt::Plan plan);
+
+// Drops the params' initial data from the program's graph. Call it once the first
+// Executable has written that data into its weights segment, so params live in one
+// place only (clones copy weights segments, never the initial data).
+void drop_param_init(Program& program);
 
 // A weights segment: the bytes of named params plus a directory (name -> offset, type,
 // whether it has been given a value). Shared between executables by shared_ptr.
