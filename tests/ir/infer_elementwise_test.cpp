@@ -60,6 +60,8 @@ TEST(InferUnaryBool, ResultIsBool) {
   EXPECT_RLX_ERROR(g.add1(OpKind::Not, {x}, NoAttrs{}, "n"), Shape, "node 'n' (not)", "bool");
   auto b = g.input("b", t({5}, DType::Bool));
   EXPECT_EQ(g.type(g.logical_not(b)), t({5}, DType::Bool));
+  EXPECT_RLX_ERROR(g.add1(OpKind::IsInf, {x}, ScalarAttrs{1, 2}, "inf"), Shape, "node 'inf' (is_inf)", "beta",
+                   "0 or 1");
   auto i = g.input("i", t({5}, DType::I64));
   EXPECT_RLX_ERROR(g.add1(OpKind::IsNaN, {i}, NoAttrs{}, "nan"), Shape, "node 'nan' (is_nan)", "float");
 }

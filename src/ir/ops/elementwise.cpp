@@ -49,6 +49,11 @@ std::vector<Shape> infer_unary_bool(const InferCtx& ctx) {
   check_float_only(ctx);
   if (ctx.node.kind == OpKind::Not && x.dtype() != DType::Bool)
     ctx.error("input 0 must be bool, got ", x.str());
+  if (ctx.node.kind == OpKind::IsInf) {
+    const auto& a = ctx.node.attr<ScalarAttrs>();
+    check_flag(ctx, a.alpha, "alpha (detect -inf)");
+    check_flag(ctx, a.beta, "beta (detect +inf)");
+  }
   return {x.with_dtype(DType::Bool)};
 }
 
