@@ -213,6 +213,36 @@ TEST(Gemm, PackedAndStreamingPathsAgreeBitwise) {
   for (int64_t j = 0; j < 2 * n; ++j) ASSERT_EQ(small[size_t(j)], big[size_t(150 * n + j)]) << j;
 }
 
+TEST(Gemm, PrepackedOperandsMatchPackingInside) {
+  // Shapes through the strips path (m <= mc) and the shared-B path (m > mc), with k
+  // crossing kc; A row-major, B transposed, so both transposing packs are involved.
+  for (Isa isa : isa_levels()) {
+    const IsaKernels& ks = isa_kernels(isa);
+    for (auto [m, n, k] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{30, 70, 300}, {200, 45, 520}}) {
+      const std::vector<float> a = random_floats(size_t(m * k), 12), b = random_floats(size_t(n * k), 13);
+      SgemmProblem p;
+      p.m = m;
+      p.n = n;
+      p.k = k;
+      p.a = {a.data(), DType::F32, k, 1};
+      p.b = {b.data(), DType::F32, 1, k};
+      std::vector<float> c1(size_t(m * n)), c2(size_t(m * n));
+      p.c = c1.data();
+      p.ldc = n;
+      ThreadPool pool(2);
+      sgemm(p, &pool, ks);
+      std::vector<float> ap(size_t(packed_a_floats(ks, m, k))), bp(size_t(packed_b_floats(ks, k, n)));
+      pack_a_full(ks, p.a, m, k, ap.data());
+      pack_b_full(ks, p.b, k, n, bp.data());
+      p.a_packed = ap.data();
+      p.b_packed = bp.data();
+      p.c = c2.data();
+      sgemm(p, &pool, ks);
+      EXPECT_EQ(c1, c2) << "m=" << m << " isa " << isa_name(isa);
+    }
+  }
+}
+
 TEST(Dgemm, MatchesReferenceWithStrides) {
   for (bool tb : {false, true}) {
     const int64_t m = 37, n = 29, k = 300;

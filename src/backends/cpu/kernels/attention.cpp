@@ -42,13 +42,24 @@ inline int64_t key_end(const AttnCfg& c, int64_t i) {
 }
 
 struct Scratch {
-  std::vector<float> s, o, m, l;
+  std::vector<float> s, o, m, l, q;
 };
 thread_local Scratch tl_attn;
 
+// K and V of every (batch, kv head, key block) packed once as GEMM B operands (Kᵀ for
+// S = Q Kᵀ, V for O += P V), shared by all query heads and blocks that read them.
+struct PackedKv {
+  const float* data = nullptr;  // nullptr: operands are packed per product
+  int64_t kt_floats = 0, v_floats = 0, per_block = 0, blocks = 0;
+  const float* kt(const AttnCfg& c, int64_t bi, int64_t hk, int64_t kb) const {
+    return data + ((bi * c.hkv + hk) * blocks + kb) * per_block;
+  }
+  const float* v(const AttnCfg& c, int64_t bi, int64_t hk, int64_t kb) const { return kt(c, bi, hk, kb) + kt_floats; }
+};
+
 // One (batch, head, query block) task for F32/F16/BF16.
-void attend_block(const AttnCfg& c, const void* q, const void* k, const void* v, const void* mask, void* out,
-                  int64_t bi, int64_t h, int64_t i0) {
+void attend_block(const AttnCfg& c, const PackedKv& kv, const void* q, const void* k, const void* v, const void* mask,
+                  void* out, int64_t bi, int64_t h, int64_t i0) {
   const IsaKernels& K = *c.kernels;
   const size_t esz = dtype_size(c.type);
   const int64_t rows = std::min(c.bq, c.sq - i0);
@@ -63,6 +74,10 @@ void attend_block(const AttnCfg& c, const void* q, const void* k, const void* v,
   sc.l.assign(size_t(rows), 0.0f);
   float* S = sc.s.data();
   float* O = sc.o.data();
+  if (kv.data) {  // Q is reused by every key block: pack it once
+    sc.q.resize(size_t(packed_a_floats(K, rows, c.d)));
+    pack_a_full(K, {qb, c.type, c.d, 1}, rows, c.d, sc.q.data());
+  }
   const int64_t kend = key_end(c, i0 + rows - 1);  // the block's last row sees the most keys
   for (int64_t j0 = 0; j0 < kend; j0 += c.bk) {
     const int64_t cols = std::min(c.bk, kend - j0);
@@ -74,6 +89,10 @@ void attend_block(const AttnCfg& c, const void* q, const void* k, const void* v,
     qk.b = {kb + j0 * c.d * esz, c.type, 1, c.d};  // Kᵀ as a strided view
     qk.c = S;
     qk.ldc = c.bk;
+    if (kv.data) {
+      qk.a_packed = sc.q.data();
+      qk.b_packed = kv.kt(c, bi, hk, j0 / c.bk);
+    }
     sgemm(qk, nullptr, K);
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t i = i0 + r;
@@ -110,6 +129,7 @@ void attend_block(const AttnCfg& c, const void* q, const void* k, const void* v,
     pv.c = O;
     pv.ldc = c.dv;
     pv.accumulate = true;
+    if (kv.data) pv.b_packed = kv.v(c, bi, hk, j0 / c.bk);
     sgemm(pv, nullptr, K);
   }
   uint8_t* ob = static_cast<uint8_t*>(out) + ((bi * c.hq + h) * c.sq + i0) * c.dv * esz;
@@ -174,11 +194,36 @@ void run_attention(const RunCtx& ctx, const void* vcfg, void* const* bufs) {
     else f(0, c.b * c.hq);
     return;
   }
+  // Pack K and V once when each is read by enough query rows (Sq times the group size).
+  PackedKv kv;
+  thread_local std::vector<float> packed;
+  const IsaKernels& K = *c.kernels;
+  const size_t esz = dtype_size(c.type);
+  if (c.sq * (c.hq / c.hkv) >= 8) {
+    kv.blocks = (c.sk + c.bk - 1) / c.bk;
+    kv.kt_floats = packed_b_floats(K, c.d, std::min(c.bk, c.sk));
+    kv.v_floats = packed_b_floats(K, std::min(c.bk, c.sk), c.dv);
+    kv.per_block = kv.kt_floats + kv.v_floats;
+    packed.resize(size_t(c.b * c.hkv * kv.blocks * kv.per_block));
+    kv.data = packed.data();
+    auto pack = [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t kb = t % kv.blocks, bh = t / kv.blocks, j0 = kb * c.bk, cols = std::min(c.bk, c.sk - j0);
+        const uint8_t* kp = static_cast<const uint8_t*>(k) + (bh * c.sk + j0) * c.d * esz;
+        const uint8_t* vp = static_cast<const uint8_t*>(v) + (bh * c.sk + j0) * c.dv * esz;
+        float* dst = packed.data() + t * kv.per_block;
+        pack_b_full(K, {kp, c.type, 1, c.d}, c.d, cols, dst);
+        pack_b_full(K, {vp, c.type, c.dv, 1}, cols, c.dv, dst + kv.kt_floats);
+      }
+    };
+    if (pool) pool->parallel_for(c.b * c.hkv * kv.blocks, 1, pack);
+    else pack(0, c.b * c.hkv * kv.blocks);
+  }
   const int64_t qblocks = (c.sq + c.bq - 1) / c.bq;
   auto f = [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t qb = t % qblocks, bh = t / qblocks;
-      attend_block(c, q, k, v, mask, out, bh / c.hq, bh % c.hq, qb * c.bq);
+      attend_block(c, kv, q, k, v, mask, out, bh / c.hq, bh % c.hq, qb * c.bq);
     }
   };
   const int64_t tasks = c.b * c.hq * qblocks;
@@ -225,7 +270,7 @@ KernelCall build_attention(const Node& node, const std::vector<const Shape*>& in
     }
     c.has_mask = true;
   }
-  c.bq = std::clamp<int64_t>(c.sq, 1, 64);
+  c.bq = std::clamp<int64_t>(c.sq, 1, 48);  // a multiple of every microkernel's mr
   c.bk = 256;
   c.kernels = &isa_kernels(detect_isa());
   return make_call(run_attention, std::move(c));

@@ -13,6 +13,8 @@
 
 #include "backends/cpu/thread_pool.h"
 
+#include <xmmintrin.h>
+
 namespace rlx::cpu {
 
 // ---------------------------------------------------------------- scalar kernels
@@ -75,6 +77,11 @@ void gemv_scalar(int64_t m, int64_t w, int64_t k, const float* a, int64_t rsa, i
     }
 }
 
+void transpose_pack_scalar(const float* src, int64_t ld, int64_t rows, int64_t kc, int64_t width, float* dst) {
+  for (int64_t k = 0; k < kc; ++k)
+    for (int64_t r = 0; r < width; ++r) dst[k * width + r] = r < rows ? src[r * ld + k] : 0.0f;
+}
+
 void activate_scalar_n(float* x, int64_t n, Activation act, float alpha) {
   if (act == Activation::None) return;
   for (int64_t i = 0; i < n; ++i) x[i] = activate_scalar(x[i], act, alpha);
@@ -113,6 +120,7 @@ IsaKernels make_scalar_table() {
   t.ukr[4] = ukr_scalar<4>;
   t.dot = dot_scalar;
   t.gemv = gemv_scalar;
+  t.transpose_pack = transpose_pack_scalar;
   t.activate = activate_scalar_n;
   t.exp_sum = exp_sum_scalar;
   t.max = max_scalar;
@@ -193,7 +201,15 @@ void pack_a_typed(const GemmOperand& op, int64_t i0, int64_t m, int64_t k0, int6
   }
 }
 
-void pack_a(const GemmOperand& op, int64_t i0, int64_t m, int64_t k0, int64_t kc, int mr, float* dst) {
+void pack_a(const IsaKernels& K, const GemmOperand& op, int64_t i0, int64_t m, int64_t k0, int64_t kc, int mr,
+            float* dst) {
+  if (op.dtype == DType::F32 && op.cs == 1) {
+    const float* base = static_cast<const float*>(op.data);
+    for (int64_t p = 0; p * mr < m; ++p)
+      K.transpose_pack(base + (i0 + p * mr) * op.rs + k0, op.rs, std::min<int64_t>(mr, m - p * mr), kc, mr,
+                       dst + p * mr * kc);
+    return;
+  }
   switch (op.dtype) {
     case DType::F16: return pack_a_typed<uint16_t>(op, i0, m, k0, kc, mr, dst);
     case DType::BF16: return pack_a_typed<Bf16>(op, i0, m, k0, kc, mr, dst);
@@ -229,8 +245,11 @@ void pack_b_typed(const GemmOperand& op, int64_t k0, int64_t kc, int64_t j0, int
   }
 }
 
-void pack_b(const SgemmProblem& p, int64_t k0, int64_t kc, int64_t j0, int64_t n, int64_t width, float* dst) {
+void pack_b(const IsaKernels& K, const SgemmProblem& p, int64_t k0, int64_t kc, int64_t j0, int64_t n, int64_t width,
+            float* dst) {
   if (p.pack_b) return p.pack_b(p.pack_b_ctx, k0, kc, j0, n, width, dst);
+  if (p.b.dtype == DType::F32 && p.b.rs == 1 && p.b.cs != 1)
+    return K.transpose_pack(static_cast<const float*>(p.b.data) + j0 * p.b.cs + k0, p.b.cs, n, kc, width, dst);
   switch (p.b.dtype) {
     case DType::F16: return pack_b_typed<uint16_t>(p.b, k0, kc, j0, n, width, dst);
     case DType::BF16: return pack_b_typed<Bf16>(p.b, k0, kc, j0, n, width, dst);
@@ -238,19 +257,21 @@ void pack_b(const SgemmProblem& p, int64_t k0, int64_t kc, int64_t j0, int64_t n
   }
 }
 
+// Fixed-width copy with baseline SSE moves (a plain loop becomes a memmove call).
 template <int W>
 inline void copy_fixed(const float* __restrict src, float* __restrict dst) {
-  for (int j = 0; j < W; ++j) dst[j] = src[j];
+  for (int j = 0; j < W; j += 4) _mm_storeu_ps(dst + j, _mm_loadu_ps(src + j));
 }
 
 // Packs panels of nr columns covering columns [j0, j0+n) (panel q at dst + q*nr*kc).
 // For a row-major f32 B it walks each row once across all panels, so B is read as long
 // contiguous runs rather than nr-wide strips at a large stride.
-void pack_b_panels(const SgemmProblem& p, int64_t k0, int64_t kc, int64_t j0, int64_t n, int nr, float* dst) {
+void pack_b_panels(const IsaKernels& K, const SgemmProblem& p, int64_t k0, int64_t kc, int64_t j0, int64_t n, int nr,
+                   float* dst) {
   const int64_t panels = (n + nr - 1) / nr;
   if (p.pack_b || p.b.dtype != DType::F32 || p.b.cs != 1) {
     for (int64_t q = 0; q < panels; ++q)
-      pack_b(p, k0, kc, j0 + q * nr, std::min<int64_t>(nr, n - q * nr), nr, dst + q * nr * kc);
+      pack_b(K, p, k0, kc, j0 + q * nr, std::min<int64_t>(nr, n - q * nr), nr, dst + q * nr * kc);
     return;
   }
   const float* base = static_cast<const float*>(p.b.data);
@@ -369,9 +390,13 @@ void sgemm_strips(const SgemmProblem& p, ThreadPool* pool, const IsaKernels& K) 
   const int mr = K.mr, nr = K.nr;
   const int64_t kc_max = K.kc;
   const int64_t mpad = (p.m + mr - 1) / mr * mr;
-  float* ap = tl_pack_a.get(mpad * p.k);
-  for (int64_t pc = 0; pc < p.k; pc += kc_max)
-    pack_a(p.a, 0, p.m, pc, std::min(kc_max, p.k - pc), mr, ap + pc * mpad);
+  const float* ap = p.a_packed;
+  if (!ap) {
+    float* buf = tl_pack_a.get(mpad * p.k);
+    for (int64_t pc = 0; pc < p.k; pc += kc_max)
+      pack_a(K, p.a, 0, p.m, pc, std::min(kc_max, p.k - pc), mr, buf + pc * mpad);
+    ap = buf;
+  }
   const int64_t panels = (p.n + nr - 1) / nr;
   const int64_t threads = pool ? pool->size() : 1;
   const int64_t strip = std::clamp<int64_t>(panels / (4 * threads), 1, 16);
@@ -380,12 +405,14 @@ void sgemm_strips(const SgemmProblem& p, ThreadPool* pool, const IsaKernels& K) 
     for (int64_t st = s0; st < s1; ++st) {
       const int64_t j0 = st * strip * nr, w = std::min(strip * nr, p.n - j0);
       const int64_t np = (w + nr - 1) / nr;
-      float* bp = tl_pack_b.get(np * nr * std::min(kc_max, p.k));
+      float* buf = p.b_packed ? nullptr : tl_pack_b.get(np * nr * std::min(kc_max, p.k));
       for (int64_t pc = 0; pc < p.k; pc += kc_max) {
         const int64_t kc = std::min(kc_max, p.k - pc);
         const bool acc = p.accumulate || pc > 0;
         const bool last = pc + kc == p.k;
-        pack_b_panels(p, pc, kc, j0, w, nr, bp);
+        const float* bp = buf;
+        if (p.b_packed) bp = p.b_packed + pc * panels * nr + j0 * kc;
+        else pack_b_panels(K, p, pc, kc, j0, w, nr, buf);
         for (int64_t q = 0; q < np; ++q) {
           const int64_t j = j0 + q * nr, ncols = std::min<int64_t>(nr, p.n - j);
           for (int64_t ir = 0; ir < p.m; ir += mr) {
@@ -405,6 +432,7 @@ void sgemm_packed(const SgemmProblem& p, ThreadPool* pool, const IsaKernels& K) 
   const int64_t threads = pool ? pool->size() : 1;
   const int64_t mc_max = K.mc, kc_max = K.kc, nc_max = K.nc;
   const int64_t mblocks = (p.m + mc_max - 1) / mc_max;
+  const int64_t mpad = (p.m + mr - 1) / mr * mr, npad = (p.n + nr - 1) / nr * nr;
   for (int64_t jc = 0; jc < p.n; jc += nc_max) {
     const int64_t nc = std::min(nc_max, p.n - jc);
     const int64_t panels = (nc + nr - 1) / nr;
@@ -415,18 +443,27 @@ void sgemm_packed(const SgemmProblem& p, ThreadPool* pool, const IsaKernels& K) 
       const int64_t kc = std::min(kc_max, p.k - pc);
       const bool acc = p.accumulate || pc > 0;
       const bool last = pc + kc == p.k;
-      float* bp = tl_pack_b.get(panels * nr * kc);
-      run_range(pool, panels, 8, [&](int64_t q0, int64_t q1) {
-        pack_b_panels(p, pc, kc, jc + q0 * nr, std::min(nc, q1 * nr) - q0 * nr, nr, bp + q0 * nr * kc);
-      });
+      const float* bp = nullptr;
+      if (p.b_packed) {
+        bp = p.b_packed + pc * npad + jc * kc;
+      } else {
+        float* buf = tl_pack_b.get(panels * nr * kc);
+        run_range(pool, panels, 8, [&](int64_t q0, int64_t q1) {
+          pack_b_panels(K, p, pc, kc, jc + q0 * nr, std::min(nc, q1 * nr) - q0 * nr, nr, buf + q0 * nr * kc);
+        });
+        bp = buf;
+      }
       run_range(pool, mblocks * ngroups, 1, [&](int64_t t0, int64_t t1) {
-        float* ap = tl_pack_a.get(((mc_max + mr - 1) / mr) * mr * kc);
+        float* buf = p.a_packed ? nullptr : tl_pack_a.get(((mc_max + mr - 1) / mr) * mr * kc);
+        const float* ap = buf;
         int64_t packed = -1;
         for (int64_t t = t0; t < t1; ++t) {
           const int64_t ib = t / ngroups, g = t % ngroups;
           const int64_t ic = ib * mc_max, mc = std::min(mc_max, p.m - ic);
-          if (ib != packed) {
-            pack_a(p.a, ic, mc, pc, kc, mr, ap);
+          if (p.a_packed) {
+            ap = p.a_packed + pc * mpad + ic * kc;
+          } else if (ib != packed) {
+            pack_a(K, p.a, ic, mc, pc, kc, mr, buf);
             packed = ib;
           }
           const int64_t q0 = g * panels / ngroups, q1 = (g + 1) * panels / ngroups;
@@ -459,12 +496,27 @@ const IsaKernels& isa_kernels(Isa isa) {
   return scalar;
 }
 
+int64_t packed_a_floats(const IsaKernels& K, int64_t m, int64_t k) { return (m + K.mr - 1) / K.mr * K.mr * k; }
+int64_t packed_b_floats(const IsaKernels& K, int64_t k, int64_t n) { return (n + K.nr - 1) / K.nr * K.nr * k; }
+
+void pack_a_full(const IsaKernels& K, const GemmOperand& a, int64_t m, int64_t k, float* dst) {
+  const int64_t mpad = (m + K.mr - 1) / K.mr * K.mr;
+  for (int64_t pc = 0; pc < k; pc += K.kc) pack_a(K, a, 0, m, pc, std::min(K.kc, k - pc), K.mr, dst + pc * mpad);
+}
+
+void pack_b_full(const IsaKernels& K, const GemmOperand& b, int64_t k, int64_t n, float* dst) {
+  SgemmProblem p;
+  p.b = b;
+  const int64_t npad = (n + K.nr - 1) / K.nr * K.nr;
+  for (int64_t pc = 0; pc < k; pc += K.kc) pack_b_panels(K, p, pc, std::min(K.kc, k - pc), 0, n, K.nr, dst + pc * npad);
+}
+
 void sgemm(const SgemmProblem& p, ThreadPool* pool, const IsaKernels& K) {
   if (p.m <= 0 || p.n <= 0) return;
   if (p.k <= 0) return zero_and_finish(p);
   // Tiny problems are not worth waking the pool (results do not depend on it).
   if (double(p.m) * double(p.n) * double(p.k) < 64.0 * 64.0 * 64.0) pool = nullptr;
-  const bool f32_ops = p.a.dtype == DType::F32 && p.b.dtype == DType::F32 && !p.pack_b;
+  const bool f32_ops = p.a.dtype == DType::F32 && p.b.dtype == DType::F32 && !p.pack_b && !p.a_packed && !p.b_packed;
   if (f32_ops && (p.m <= 4 || p.n <= 4) && p.a.cs == 1 && p.b.rs == 1) return sgemm_dot(p, pool, K);
   if (f32_ops && p.m <= 4 && p.b.cs == 1) return sgemm_gemv(p, pool, K);
   if (p.m <= K.mc) return sgemm_strips(p, pool, K);

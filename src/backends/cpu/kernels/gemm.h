@@ -52,6 +52,10 @@ struct SgemmProblem {
   bool accumulate = false;  // true: C += A*B; false: C = A*B
   GemmTileFn epilogue = nullptr;
   const void* epilogue_ctx = nullptr;
+  // Operands already packed by pack_a_full / pack_b_full (same kernels, m/n/k); when
+  // set they replace a / b / pack_b, so an operand reused by many products is packed once.
+  const float* a_packed = nullptr;
+  const float* b_packed = nullptr;
 };
 
 // Per-ISA kernels. Microkernel ukr[m] (1 <= m <= mr) computes an m x nr tile:
@@ -71,6 +75,11 @@ using GemmDotKernel = void (*)(int64_t m, int64_t n, int64_t k, const float* a, 
 using GemvKernel = void (*)(int64_t m, int64_t w, int64_t k, const float* a, int64_t rsa, int64_t csa,
                             const float* b, int64_t ldb, float* acc);
 
+// Transposing pack: dst[k*width + r] = src[r*ld + k] for r < rows, k < kc; lanes
+// rows..width-1 are zero. Packs row-major A panels (width mr) and K-contiguous B
+// panels (width nr) without scalar scatter.
+using TransposePack = void (*)(const float* src, int64_t ld, int64_t rows, int64_t kc, int64_t width, float* dst);
+
 struct IsaKernels {
   Isa isa = Isa::Scalar;
   int mr = 0, nr = 0;                   // microkernel tile
@@ -78,6 +87,7 @@ struct IsaKernels {
   GemmMicroKernel ukr[17] = {};         // indexed by rows, 1..mr
   GemmDotKernel dot = nullptr;
   GemvKernel gemv = nullptr;
+  TransposePack transpose_pack = nullptr;
   // x[i] = act(x[i]) for i < n (alpha: leaky_relu slope).
   void (*activate)(float* x, int64_t n, Activation act, float alpha) = nullptr;
   // x[i] = exp(x[i] - shift); returns the sum. exp(-inf) is 0.
@@ -89,6 +99,14 @@ struct IsaKernels {
 
 // Kernels for `isa` (a level this build lacks falls back to the next lower one).
 const IsaKernels& isa_kernels(Isa isa);
+
+// Whole-operand packing in sgemm's layout. A: for each K block pc (sizes kc of
+// kernels.kc), mr-row panels at dst + pc*mpad + p*mr*kc (mpad = m rounded up to mr).
+// B: for each K block, nr-column panels at dst + pc*npad + q*nr*kc. Sizes in floats.
+int64_t packed_a_floats(const IsaKernels& kernels, int64_t m, int64_t k);
+int64_t packed_b_floats(const IsaKernels& kernels, int64_t k, int64_t n);
+void pack_a_full(const IsaKernels& kernels, const GemmOperand& a, int64_t m, int64_t k, float* dst);
+void pack_b_full(const IsaKernels& kernels, const GemmOperand& b, int64_t k, int64_t n, float* dst);
 
 // C = A*B (+ C) as described above. Sizes may be zero; k == 0 yields C = 0 (or C
 // unchanged when accumulating), then the epilogue.

@@ -1,0 +1,51 @@
+// rlx_bench_micro entry point: runs the registered benchmarks, then prints, for every
+// rlx benchmark that has a peer measured in the same run (same shape and threads), the
+// ratio of their GFLOP/s.
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <map>
+#include <string>
+
+namespace {
+
+// Remembers GFLOP/s per benchmark name ("<impl>/<shape>/t<threads>").
+class RatioReporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    ConsoleReporter::ReportRuns(runs);
+    for (const Run& r : runs) {
+      if (r.run_type != Run::RT_Iteration || r.error_occurred) continue;
+      auto it = r.counters.find("GFLOP/s");
+      if (it != r.counters.end()) gflops_[r.benchmark_name()] = it->second.value;
+    }
+  }
+  void Finalize() override {
+    ConsoleReporter::Finalize();
+    bool header = false;
+    for (const auto& [name, mine] : gflops_) {
+      const std::string prefix = "rlx_matmul/";
+      if (name.rfind(prefix, 0) != 0) continue;
+      const std::string rest = name.substr(prefix.size());
+      auto peer = gflops_.find("openblas_sgemm/" + rest);
+      if (peer == gflops_.end()) continue;
+      if (!header) std::printf("\n%-36s %12s %12s %8s\n", "matmul (MxKxN, threads)", "rlx GFLOP/s", "OpenBLAS", "ratio");
+      header = true;
+      std::printf("%-36s %12.1f %12.1f %8.2f\n", rest.c_str(), mine, peer->second, mine / peer->second);
+    }
+  }
+
+ private:
+  std::map<std::string, double> gflops_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  RatioReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::Shutdown();
+  return 0;
+}
