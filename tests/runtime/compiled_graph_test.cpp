@@ -261,6 +261,41 @@ TEST(Session, MalformedGraphFailsVerification) {
   }
 }
 
+TEST(Session, UnsupportedGraphListsTheNode) {
+  Graph g("int_conv");
+  auto x = g.input("x", Shape({1, 1, 3, 3}, DType::I8));
+  auto w = g.input("w", Shape({1, 1, 1, 1}, DType::I8));
+  g.set_outputs({g.conv2d(x, w, {})}, {"y"});
+  expect_error([&] { compile(g); }, ErrorCategory::Unsupported, "conv2d");
+}
+
+TEST(Session, ConstantsFoldThroughCpuKernels) {
+  Graph g("fold");
+  auto y = g.input("y", Shape({2}, DType::F32));
+  g.set_outputs({g.add(y, g.mul(g.constant_f32({2}, {1, 2}), g.constant_f32({2}, {3, 4})))});
+  CompiledGraph net = compile(g);
+  for (const Node& n : net.graph().nodes()) EXPECT_NE(n.kind, OpKind::Mul);
+  EXPECT_NE(net.report().passes.find("constant-fold"), std::string::npos);
+  EXPECT_EQ(net.run({{"y", {10, 20}}})[0], (std::vector<float>{13, 28}));
+}
+
+TEST(CompiledGraph, KernelErrorNamesTheNodeAndObjectStaysUsable) {
+  Graph g("gather");
+  auto x = g.input("x", Shape({4}, DType::F32));
+  auto i = g.input("i", Shape({2}, DType::I64));
+  g.set_outputs({g.add1(OpKind::Gather, {x, i}, AxisAttrs{0}, "pick")});
+  CompiledGraph net = compile(g);
+  auto xs = typed<float>(DType::F32, {4}, {1, 2, 3, 4});
+  try {
+    net.run_typed({{"x", xs}, {"i", typed<int64_t>(DType::I64, {2}, {1, 10})}});
+    ADD_FAILURE() << "an out-of-range gather index must fail";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'pick'"), std::string::npos) << e.what();
+  }
+  auto ok = net.run_typed({{"x", xs}, {"i", typed<int64_t>(DType::I64, {2}, {3, 0})}});
+  EXPECT_EQ(unpack<float>(ok[0].bytes), (std::vector<float>{4, 1}));
+}
+
 TEST(Session, SymbolicDimsAreBound) {
   Graph g("dyn");
   auto x = g.input("x", Shape(std::vector<Dim>{g.sym("batch"), 4}, DType::F32));

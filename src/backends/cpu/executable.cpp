@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <set>
+#include <string_view>
 #include <utility>
 
 #include "ir/op_table.h"
@@ -280,6 +281,8 @@ void Executable::run() {
     }
   } catch (const Error& e) {
     const Node& n = program_->plan.graph.node(program_->thunks[i].node);
+    // Kernels that already name their node are passed on as they are.
+    if (std::string_view(e.what()).find("'" + n.name + "'") != std::string_view::npos) throw;
     fail(e.category(), "running ", node_label(n), ": ", e.what());
   } catch (const std::exception& e) {
     const Node& n = program_->plan.graph.node(program_->thunks[i].node);
