@@ -62,7 +62,9 @@ template <class E> struct Max {
     else return -std::numeric_limits<A>::infinity();
   }
   static A comb(A a, A v) { return (v > a || v != v) ? v : a; }
+  static A pick(A a, A v) { return v > a ? v : a; }  // without NaN: vectorizes
   static A finish(A a, int64_t) { return a; }
+  static constexpr bool kMinMax = true;
 };
 template <class E> struct Min {
   using A = typename E::A;
@@ -71,7 +73,9 @@ template <class E> struct Min {
     else return std::numeric_limits<A>::infinity();
   }
   static A comb(A a, A v) { return (v < a || v != v) ? v : a; }
+  static A pick(A a, A v) { return v < a ? v : a; }
   static A finish(A a, int64_t) { return a; }
+  static constexpr bool kMinMax = true;
 };
 
 struct ReduceCfg {
@@ -86,16 +90,36 @@ struct ReduceCfg {
   }
 };
 
+template <class Op> constexpr bool kMinMaxOp = requires { Op::kMinMax; };
+
 // Reduces a contiguous run with 8 lanes; the lane structure fixes the order.
 template <class E, class Op>
 typename E::A reduce_contig(const typename E::S* x, int64_t n) {
   using A = typename E::A;
   A lane[kLanes];
   for (auto& l : lane) l = Op::init();
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int64_t j = 0; j < kLanes; ++j) lane[j] = Op::comb(lane[j], E::load(x[i + j]));
-  for (int64_t j = 0; i < n; ++i, ++j) lane[j] = Op::comb(lane[j], E::load(x[i]));
+  if constexpr (kMinMaxOp<Op> && std::is_floating_point_v<A>) {
+    // NaN tracked as a flag so the max/min lanes stay branch-free.
+    int nan = 0;
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes)
+      for (int64_t j = 0; j < kLanes; ++j) {
+        const A v = E::load(x[i + j]);
+        nan |= v != v;
+        lane[j] = Op::pick(lane[j], v);
+      }
+    for (int64_t j = 0; i < n; ++i, ++j) {
+      const A v = E::load(x[i]);
+      nan |= v != v;
+      lane[j] = Op::pick(lane[j], v);
+    }
+    if (nan) return std::numeric_limits<A>::quiet_NaN();
+  } else {
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes)
+      for (int64_t j = 0; j < kLanes; ++j) lane[j] = Op::comb(lane[j], E::load(x[i + j]));
+    for (int64_t j = 0; i < n; ++i, ++j) lane[j] = Op::comb(lane[j], E::load(x[i]));
+  }
   A a = Op::comb(Op::comb(lane[0], lane[1]), Op::comb(lane[2], lane[3]));
   A b = Op::comb(Op::comb(lane[4], lane[5]), Op::comb(lane[6], lane[7]));
   return Op::comb(a, b);
@@ -167,10 +191,28 @@ void run_cols(const RunCtx& ctx, const ReduceCfg& c, const typename E::S* x, typ
       ko.seek(p);
       const typename E::S* base = x + ko.offset + c0;
       for (int64_t j = 0; j < w; ++j) acc[j] = Op::init();
-      ro.seek(0);
-      for (int64_t r = 0; r < c.count; ++r, ro.next()) {
-        const typename E::S* row = base + ro.offset;
-        for (int64_t j = 0; j < w; ++j) acc[j] = Op::comb(acc[j], E::load(row[j]));
+      if (c.nr == 1) {
+        // Four rows per pass over acc (same order per column: r, r+1, r+2, r+3).
+        const int64_t rs = c.rstride[0];
+        int64_t r = 0;
+        for (; r + 4 <= c.count; r += 4) {
+          const typename E::S* r0 = base + r * rs;
+          const typename E::S *r1 = r0 + rs, *r2 = r1 + rs, *r3 = r2 + rs;
+          for (int64_t j = 0; j < w; ++j)
+            acc[j] = Op::comb(Op::comb(Op::comb(Op::comb(acc[j], E::load(r0[j])), E::load(r1[j])),
+                                       E::load(r2[j])),
+                              E::load(r3[j]));
+        }
+        for (; r < c.count; ++r) {
+          const typename E::S* row = base + r * rs;
+          for (int64_t j = 0; j < w; ++j) acc[j] = Op::comb(acc[j], E::load(row[j]));
+        }
+      } else {
+        ro.seek(0);
+        for (int64_t r = 0; r < c.count; ++r, ro.next()) {
+          const typename E::S* row = base + ro.offset;
+          for (int64_t j = 0; j < w; ++j) acc[j] = Op::comb(acc[j], E::load(row[j]));
+        }
       }
       typename E::S* out = y + p * cols + c0;
       for (int64_t j = 0; j < w; ++j) out[j] = E::store(Op::finish(acc[j], c.count));

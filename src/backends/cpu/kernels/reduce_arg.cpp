@@ -35,6 +35,38 @@ template <bool kMax, class A> bool better(A v, A b, bool last) {
   return last && v == b;
 }
 
+// Contiguous row: a branch-free pass finds the extreme value (and whether a NaN is
+// present), a second pass finds its first (or last) index.
+template <class E, bool kMax>
+int64_t arg_row(const typename E::S* row, int64_t n, bool last) {
+  using A = typename E::A;
+  A lane[8];
+  for (auto& l : lane) l = E::load(row[0]);
+  int nan = 0;
+  for (int64_t i = 0; i < n; i += 8) {
+    const int64_t w = std::min<int64_t>(8, n - i);
+    for (int64_t j = 0; j < w; ++j) {
+      const A v = E::load(row[i + j]);
+      nan |= is_nan(v);
+      lane[j] = (kMax ? v > lane[j] : v < lane[j]) ? v : lane[j];
+    }
+  }
+  A best = lane[0];
+  for (int j = 1; j < 8; ++j) best = (kMax ? lane[j] > best : lane[j] < best) ? lane[j] : best;
+  auto hit = [&](int64_t i) {
+    const A v = E::load(row[i]);
+    return nan ? is_nan(v) : v == best;
+  };
+  if (last) {
+    for (int64_t i = n - 1; i > 0; --i)
+      if (hit(i)) return i;
+    return 0;
+  }
+  for (int64_t i = 0; i < n; ++i)
+    if (hit(i)) return i;
+  return 0;
+}
+
 template <class E, bool kMax>
 void run_arg(const RunCtx& ctx, const void* cfg, void* const* bufs) {
   using A = typename E::A;
@@ -44,16 +76,7 @@ void run_arg(const RunCtx& ctx, const void* cfg, void* const* bufs) {
   const int64_t outer = c.active_outer(ctx);
   if (c.inner == 1) {
     auto body = [&](int64_t b, int64_t e) {
-      for (int64_t o = b; o < e; ++o) {
-        const typename E::S* row = x + o * c.n;
-        A best = E::load(row[0]);
-        int64_t bi = 0;
-        for (int64_t i = 1; i < c.n; ++i) {
-          const A v = E::load(row[i]);
-          if (better<kMax>(v, best, c.select_last)) { best = v; bi = i; }
-        }
-        y[o] = bi;
-      }
+      for (int64_t o = b; o < e; ++o) y[o] = arg_row<E, kMax>(x + o * c.n, c.n, c.select_last);
     };
     par_for(ctx, outer, grain_for(c.n), body);
     return;
