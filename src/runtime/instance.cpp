@@ -116,10 +116,12 @@ std::unique_ptr<Instance> Instance::clone() const {
   return c;
 }
 
-size_t Instance::input_at(const std::string& name) const {
+size_t Instance::fed_input(const std::string& name) const {
   auto it = iface_->input_index.find(name);
   if (it == iface_->input_index.end())
     fail(ErrorCategory::InvalidArgument, "unknown input '", name, "'; inputs are: ", names_of(iface_->inputs));
+  if (input_handle_[size_t(it->second)] >= 0)
+    fail(ErrorCategory::InvalidArgument, "input '", name, "' is fed by a handle; do not pass it to run");
   return size_t(it->second);
 }
 
@@ -183,17 +185,23 @@ void Instance::finalize_params() {
   params_ready_ = true;
 }
 
-void Instance::copy_params_from(const Instance& other) {
-  if (&other == this || other.exe_->weights() == exe_->weights()) return;
-  std::vector<std::pair<const cpu::Weights::Entry*, const cpu::Weights::Entry*>> pairs;
+void Instance::check_same_params(const Instance& other, const char* what) const {
   for (const Port& p : iface_->params) {
     auto it = other.iface_->param_index.find(p.name);
     if (it == other.iface_->param_index.end())
-      fail(ErrorCategory::InvalidArgument, "copy_params_from: the source has no param '", p.name, "'");
+      fail(ErrorCategory::InvalidArgument, what, ": the source has no param '", p.name, "'");
     const Port& q = other.iface_->params[size_t(it->second)];
     if (!(q.type == p.type))
-      fail(ErrorCategory::InvalidArgument, "copy_params_from: param '", p.name, "' is ", p.type.str(),
-           " here but ", q.type.str(), " in the source");
+      fail(ErrorCategory::InvalidArgument, what, ": param '", p.name, "' is ", p.type.str(), " here but ",
+           q.type.str(), " in the source");
+  }
+}
+
+void Instance::copy_params_from(const Instance& other) {
+  if (&other == this || other.exe_->weights() == exe_->weights()) return;
+  check_same_params(other, "copy_params_from");
+  std::vector<std::pair<const cpu::Weights::Entry*, const cpu::Weights::Entry*>> pairs;
+  for (const Port& p : iface_->params) {
     const cpu::Weights::Entry* mine = param_entry(p);
     if (!mine) continue;
     const cpu::Weights::Entry* theirs = other.exe_->weights()->find(p.name);
@@ -211,15 +219,7 @@ void Instance::copy_params_from(const Instance& other) {
 }
 
 void Instance::share_params_from(const Instance& other) {
-  for (const Port& p : iface_->params) {
-    auto it = other.iface_->param_index.find(p.name);
-    if (it == other.iface_->param_index.end())
-      fail(ErrorCategory::InvalidArgument, "share_params_from: the source has no param '", p.name, "'");
-    const Port& q = other.iface_->params[size_t(it->second)];
-    if (!(q.type == p.type))
-      fail(ErrorCategory::InvalidArgument, "share_params_from: param '", p.name, "' is ", p.type.str(),
-           " here but ", q.type.str(), " in the source");
-  }
+  check_same_params(other, "share_params_from");
   try {
     exe_->use_weights(other.exe_->weights());
   } catch (const Error& e) {
@@ -306,11 +306,8 @@ void Instance::read_output(const Port& p, const Boundary& b, void* dst, size_t u
 std::vector<std::vector<float>> Instance::run(const std::map<std::string, std::vector<float>>& inputs) {
   for (Feed& f : feeds_) f.given = false;
   for (const auto& [name, values] : inputs) {
-    const size_t i = input_at(name);
-    const Port& p = iface_->inputs[i];
-    if (input_handle_[i] >= 0)
-      fail(ErrorCategory::InvalidArgument, "input '", name, "' is fed by a handle; do not pass it to run");
-    feeds_[i] = check_feed(p, DType::F32, values.data(), values.size() * sizeof(float), true, nullptr);
+    const size_t i = fed_input(name);
+    feeds_[i] = check_feed(iface_->inputs[i], DType::F32, values.data(), values.size() * sizeof(float), true, nullptr);
   }
   check_complete();
   execute();
@@ -333,11 +330,8 @@ std::vector<TypedTensor> Instance::run_typed(const std::map<std::string, TypedTe
              " outputs)");
   for (Feed& f : feeds_) f.given = false;
   for (const auto& [name, t] : inputs) {
-    const size_t i = input_at(name);
-    const Port& p = iface_->inputs[i];
-    if (input_handle_[i] >= 0)
-      fail(ErrorCategory::InvalidArgument, "input '", name, "' is fed by a handle; do not pass it to run");
-    feeds_[i] = check_feed(p, t.dtype, t.bytes.data(), t.bytes.size(), false, &t.dims);
+    const size_t i = fed_input(name);
+    feeds_[i] = check_feed(iface_->inputs[i], t.dtype, t.bytes.data(), t.bytes.size(), false, &t.dims);
   }
   check_complete();
   execute();

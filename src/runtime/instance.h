@@ -88,7 +88,9 @@ class Instance {
     std::vector<uint8_t> store;  // output-only handles: the latest output bytes (slot dtype)
   };
 
-  size_t input_at(const std::string& name) const;  // index; throws naming the inputs
+  // Index of input `name` for a run; throws if unknown or fed by a handle.
+  size_t fed_input(const std::string& name) const;
+  void check_same_params(const Instance& other, const char* what) const;
   const Port& param_port(const std::string& name) const;
   const cpu::Weights::Entry* param_entry(const Port& p) const;
   Feed check_feed(const Port& p, DType dtype, const void* data, size_t nbytes, bool lenient,
