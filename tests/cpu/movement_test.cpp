@@ -1,5 +1,6 @@
 // Data movement kernels against reference index mappings: for each output element the
 // reference names its source element (or the pad fill); outputs must match byte for byte.
+#include <algorithm>
 #include <functional>
 
 #include "cpu/rm_test_util.h"
@@ -79,6 +80,27 @@ TEST(TransposeKernel, Large2DBatchedAndDefaultPerm) {
       });
       ASSERT_EQ(run2(g, y, {in})[0], want) << dtype_name(t) << " " << g.type(x).str();
     }
+}
+
+TEST(TransposeKernel, Rank6ShuffledPerms) {
+  const std::vector<int64_t> d = {2, 3, 2, 1, 3, 2};
+  std::vector<int64_t> perm = {0, 1, 2, 3, 4, 5};
+  std::mt19937 rng(4);
+  for (int trial = 0; trial < 20; ++trial) {
+    std::shuffle(perm.begin(), perm.end(), rng);
+    for (DType t : {DType::U8, DType::F64}) {
+      Graph g;
+      Value x = g.input("x", Shape(d, t));
+      Value y = g.transpose(x, perm);
+      auto in = input_bytes(t, numel_of(d), uint32_t(trial));
+      auto want = expected(in, dtype_size(t), g.type(y).static_dims(), [&](const std::vector<int64_t>& o) {
+        std::vector<int64_t> i(d.size());
+        for (size_t k = 0; k < d.size(); ++k) i[size_t(perm[k])] = o[k];
+        return flat(i, d);
+      });
+      ASSERT_EQ(run2(g, y, {in})[0], want) << dtype_name(t) << " trial " << trial;
+    }
+  }
 }
 
 TEST(TransposeKernel, ExtentWithLeadingAxisKept) {

@@ -131,7 +131,7 @@ KernelCall build_transpose(const Node& node, const std::vector<const Shape*>& in
     s = 1;
     for (int g = m - 1; g >= 0; --g) { ost[g] = s; s *= md[g]; }
   }
-  if (m > kMaxDims + 2) node_fail(ErrorCategory::Unsupported, node, "too many dims after merging");
+  if (m > kMaxDims + 1) node_fail(ErrorCategory::Unsupported, node, "too many dims after merging");
   if (extent) c.lead = d[0];
   if (m <= 1) {
     c.mode = TransposeCfg::Copy;
