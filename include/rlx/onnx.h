@@ -55,10 +55,14 @@ OnnxModel load_onnx(const std::string& path, const ImportOptions& opts = {});
 OnnxModel load_onnx_bytes(const void* data, size_t size, const std::string& name = "<bytes>",
                           const std::string& base_dir = "", const ImportOptions& opts = {});
 // Imports with the given concrete input dims (inputs not listed keep their declared dims).
+// Inputs named in `values` are bound to those values as constants (they are then not
+// inputs of the graph): for models that compute shapes from input values.
 Graph import_graph(const OnnxModel& model, const std::map<std::string, std::vector<int64_t>>& shapes,
-                   const ImportOptions& opts = {});
+                   const ImportOptions& opts = {}, const std::map<std::string, TypedTensor>& values = {});
 
-// Compiles per concrete input shapes (cache key: the bound input dims) and runs.
+// Compiles per concrete input shapes (cache key: the bound input dims) and runs. When
+// the model needs a graph input's value at compile time (a shape or axes fed as an
+// input), small inputs are bound by value too and their values join the cache key.
 class OnnxRunner {
  public:
   explicit OnnxRunner(OnnxModel model, Session session = Session(Device::Cpu), ImportOptions opts = {});
@@ -68,6 +72,9 @@ class OnnxRunner {
   // real dtypes are converted). Outputs in model output order.
   std::vector<TypedTensor> run(const std::map<std::string, TypedTensor>& inputs);
   CompiledGraph& compiled(const std::map<std::string, std::vector<int64_t>>& shapes);
+  // Same, with the inputs in `values` bound by value.
+  CompiledGraph& compiled_for(const std::map<std::string, std::vector<int64_t>>& shapes,
+                              const std::map<std::string, TypedTensor>& values);
   size_t cache_size() const;
   const OnnxModel& model() const;
 

@@ -128,11 +128,16 @@ void Importer::lower_node(const pb::NodeProto& n) {
   }
   NodeCtx ctx(*this, n);
   std::vector<Value> outs = e->lower(ctx);
+  // Types carried widened (uint16, float8, ...) pass through ops that keep the dtype.
+  int in_type = n.input_size() && !n.input(0).empty() ? onnx_type_of_name(n.input(0)) : 0;
   for (int i = 0; i < n.output_size(); ++i) {
     if (n.output(i).empty()) continue;
     if (size_t(i) >= outs.size() || !outs[size_t(i)].valid())
       ctx.unsupported("output ", i, " ('", n.output(i), "') is not supported");
     define(n.output(i), outs[size_t(i)]);
+    if (in_type && !onnx_type_of_name(n.output(i)) && carried_dtype(in_type) == g_.type(outs[size_t(i)]).dtype() &&
+        onnx_type_of(g_.type(outs[size_t(i)]).dtype()) != in_type)
+      set_onnx_type(n.output(i), in_type);
   }
 }
 
@@ -162,7 +167,8 @@ void declared_dims(const pb::ValueInfoProto& vi, std::vector<int64_t>& dims, std
 
 }  // namespace
 
-void Importer::import_main(const std::map<std::string, std::vector<int64_t>>& shapes) {
+void Importer::import_main(const std::map<std::string, std::vector<int64_t>>& shapes,
+                           const std::map<std::string, TypedTensor>& values) {
   const pb::GraphProto& gp = src_.model.graph();
   std::unordered_map<std::string, bool> is_init;
   for (const auto& t : gp.initializer()) is_init[t.name()] = true;
@@ -178,6 +184,16 @@ void Importer::import_main(const std::map<std::string, std::vector<int64_t>>& sh
     std::vector<std::string> params;
     bool has_shape = false;
     declared_dims(vi, dims, params, has_shape);
+    if (auto v = values.find(vi.name()); v != values.end()) {
+      HostTensor h{et, v->second.dtype, v->second.dims, v->second.bytes};
+      if (h.dtype != *dt) fail(ErrorCategory::InvalidArgument, src_.path, ": input '", vi.name(), "' is ", dtype_name(*dt));
+      if (has_shape && h.dims.size() != dims.size())
+        fail(ErrorCategory::Shape, src_.path, ": input '", vi.name(), "' has rank ", dims.size(), ", got dims of rank ",
+             h.dims.size());
+      define(vi.name(), constant(h));
+      set_onnx_type(vi.name(), et);
+      continue;
+    }
     auto given = shapes.find(vi.name());
     std::vector<Dim> rd;
     if (given != shapes.end()) {

@@ -26,12 +26,21 @@ class DynamicShapeError : public Error {
   explicit DynamicShapeError(const std::string& msg) : Error(ErrorCategory::Shape, msg) {}
 };
 
+// Error(Unsupported): a value that must be a constant (a shape, axes, pads, ...) is
+// computed at run time. The runner retries with small graph inputs bound by value.
+class ConstantRequiredError : public Error {
+ public:
+  explicit ConstantRequiredError(const std::string& msg) : Error(ErrorCategory::Unsupported, msg) {}
+};
+
 class Importer {
  public:
   Importer(const ModelSource& src, const ImportOptions& opts, Graph& g);
 
-  // Imports the main graph; `shapes` overrides declared input dims.
-  void import_main(const std::map<std::string, std::vector<int64_t>>& shapes);
+  // Imports the main graph; `shapes` overrides declared input dims; inputs named in
+  // `values` become constants with those values (value specialization).
+  void import_main(const std::map<std::string, std::vector<int64_t>>& shapes,
+                   const std::map<std::string, TypedTensor>& values = {});
   // Imports a subgraph body inline (If branch, unrolled Loop/Scan iteration): body
   // inputs are bound to `inputs` (fewer allowed: the rest must not be used), outer
   // names stay visible. Returns the body outputs.

@@ -105,6 +105,8 @@ OnnxModel make_model(std::shared_ptr<ModelSource> src, const ImportOptions& opts
     model.has_graph = true;
   } catch (const DynamicShapeError& e) {
     model.dynamic_reason = e.what();
+  } catch (const ConstantRequiredError& e) {
+    model.dynamic_reason = e.what();
   }
   return model;
 }
@@ -119,11 +121,11 @@ OnnxModel load_onnx(const std::string& path, const ImportOptions& opts) {
 }
 
 Graph import_graph(const OnnxModel& model, const std::map<std::string, std::vector<int64_t>>& shapes,
-                   const ImportOptions& opts) {
+                   const ImportOptions& opts, const std::map<std::string, TypedTensor>& values) {
   if (!model.source) fail(ErrorCategory::InvalidArgument, "import_graph: the model was not loaded");
   Graph g(model.source->model.graph().name().empty() ? "onnx" : model.source->model.graph().name());
   Importer im(*model.source, opts, g);
-  im.import_main(shapes);
+  im.import_main(shapes, values);
   return g;
 }
 

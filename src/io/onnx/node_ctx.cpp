@@ -36,7 +36,7 @@ HostTensor NodeCtx::const_input(int i, const char* what) const {
     if (!g.type(v).is_static())
       throw DynamicShapeError(detail::concat("ONNX ", where(), ": input ", i, " (", what,
                                              ") depends on symbolic dims; import with concrete input shapes"));
-    unsupported("input ", i, " (", what, ") must be a constant");
+    throw ConstantRequiredError(detail::concat("ONNX ", where(), ": input ", i, " (", what, ") must be a constant"));
   }
   return *t;
 }

@@ -67,21 +67,20 @@ std::vector<Value> lower_attention(NodeCtx& c) {
   for (int64_t j = 0; j < total; ++j) col[size_t(j)] = j;
   Value row2 = c.im.constant(make_i64({qs, 1}, row)), col2 = c.im.constant(make_i64({1, total}, col));
   bool nonpad = c.has(6);
-  if (c.attr_int("is_causal", 0)) {
-    Value pos;
-    if (nonpad) {  // offset per batch: nonpad_kv_seqlen[b] - qs
-      Value off = c.reshape(c.op(OpKind::Sub, {c.cast(c.in(6), DType::I64), c.scalar(double(qs), DType::I64)}),
-                            {batch, 1, 1, 1});
-      pos = c.op(OpKind::Add, {c.reshape(row2, {1, 1, qs, 1}), off});
-      bias = c.op(OpKind::Add, {bias, neg_inf_where(c, c.op(OpKind::Less, {pos, c.reshape(col2, {1, 1, 1, total})}), t)});
-    } else {
-      pos = c.op(OpKind::Add, {row2, c.scalar(double(past), DType::I64)});
-      bias = c.op(OpKind::Add, {bias, neg_inf_where(c, c.op(OpKind::Less, {pos, col2}), t)});
-    }
+  // Absolute query positions: row + past, or row + nonpad_kv_seqlen[b] - qs per batch.
+  Value pos, cols = col2;
+  if (nonpad) {
+    Value off = c.reshape(c.op(OpKind::Sub, {c.cast(c.in(6), DType::I64), c.scalar(double(qs), DType::I64)}),
+                          {batch, 1, 1, 1});
+    pos = c.op(OpKind::Add, {c.reshape(row2, {1, 1, qs, 1}), off});
+    cols = c.reshape(col2, {1, 1, 1, total});
+  } else {
+    pos = c.op(OpKind::Add, {row2, c.scalar(double(past), DType::I64)});
   }
+  if (c.attr_int("is_causal", 0)) bias = c.op(OpKind::Add, {bias, neg_inf_where(c, c.op(OpKind::Less, {pos, cols}), t)});
   int64_t left = c.attr_int("left_window_size", -1), right = c.attr_int("right_window_size", -1);
   if (left >= 0 || right >= 0) {
-    Value diff = c.op(OpKind::Sub, {c.op(OpKind::Add, {row2, c.scalar(double(past), DType::I64)}), col2});
+    Value diff = c.op(OpKind::Sub, {pos, cols});
     Value ok;
     if (left >= 0) ok = c.op(OpKind::LessEqual, {diff, c.scalar(double(left), DType::I64)});
     if (right >= 0) {

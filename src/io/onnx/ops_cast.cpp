@@ -112,11 +112,12 @@ std::vector<Value> lower_cast_like(NodeCtx& c) {
 namespace {
 
 // Broadcasts a quantization parameter (scalar, per-axis 1-D, or blocked) against x.
-Value qparam(NodeCtx& c, Value p, const std::vector<int64_t>& xd, int64_t axis, int64_t block) {
+Value qparam(NodeCtx& c, Value p, const std::vector<int64_t>& xd, int64_t axis_attr, int64_t block) {
   auto pd = c.vdims(p);
   int64_t n = 1;
   for (int64_t v : pd) n *= v;
   if (pd.empty() || (n == 1 && block == 0)) return c.reshape(p, {});
+  int64_t axis = c.axis(axis_attr, int64_t(xd.size()));
   if (block > 0) {
     if (pd.size() != xd.size()) c.invalid("blocked quantization parameters must have the input's rank");
     std::vector<int64_t> un = pd;
@@ -156,8 +157,7 @@ void quant_range(int t, double& lo, double& hi) {
 
 std::vector<Value> lower_quantize_linear(NodeCtx& c) {
   auto xd = c.dims(0);
-  int64_t r = int64_t(xd.size());
-  int64_t axis = r ? c.axis(c.attr_int("axis", 1), r) : 0;
+  int64_t axis = c.attr_int("axis", 1);
   int64_t block = c.attr_int("block_size", 0);
   int to = kUint8;
   if (c.has(2)) to = c.onnx_type(2);
@@ -183,8 +183,7 @@ std::vector<Value> lower_quantize_linear(NodeCtx& c) {
 
 std::vector<Value> lower_dequantize_linear(NodeCtx& c) {
   auto xd = c.dims(0);
-  int64_t r = int64_t(xd.size());
-  int64_t axis = r ? c.axis(c.attr_int("axis", 1), r) : 0;
+  int64_t axis = c.attr_int("axis", 1);
   int64_t block = c.attr_int("block_size", 0);
   DType out = c.dtype(1);
   if (c.has_attr("output_dtype") && c.attr_int("output_dtype", 0) != 0) {

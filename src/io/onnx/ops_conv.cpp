@@ -149,7 +149,7 @@ std::vector<Value> lower_conv_transpose(NodeCtx& c) {
   if (!out_shape.empty()) {
     for (size_t i = 0; i < sp; ++i) {
       int64_t total = strides[i] * (in_sp[i] - 1) + outpad[i] + ((kernel[i] - 1) * dil[i] + 1) - out_shape[i];
-      int64_t half = total / 2;
+      int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);  // floor division, like the reference
       pads[i] = ap == "SAME_UPPER" ? half : total - half;
       pads[i + sp] = ap == "SAME_UPPER" ? total - half : half;
     }

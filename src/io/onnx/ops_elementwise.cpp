@@ -1,6 +1,7 @@
 // Elementwise ONNX ops: unary math, parameterized activations, binary arithmetic and
 // comparison, variadic Sum/Mean/Max/Min, Where, Clip, BitShift, Identity, Dropout.
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <map>
 
@@ -43,10 +44,23 @@ const std::map<std::string, OpKind, std::less<>>& binary_kinds() {
 
 }  // namespace
 
+namespace {
+
+// uint16 is carried as i32: results of ops that can leave [0, 65535] wrap back.
+Value wrap_u16(NodeCtx& c, int onnx_t, Value v) {
+  if (onnx_t != kUint16) return v;
+  c.set_out_type(0, kUint16);
+  return c.op(OpKind::BitwiseAnd, {v, c.scalar(65535, DType::I32)});
+}
+
+}  // namespace
+
 std::vector<Value> lower_unary(NodeCtx& c) {
   auto it = unary_kinds().find(c.node.op_type());
   if (it == unary_kinds().end()) c.unsupported("no unary mapping");
-  return {c.op(it->second, {c.in(0)})};
+  Value y = c.op(it->second, {c.in(0)});
+  if (it->second == OpKind::BitwiseNot || it->second == OpKind::Neg) y = wrap_u16(c, c.onnx_type(0), y);
+  return {y};
 }
 
 std::vector<Value> lower_binary(NodeCtx& c) {
@@ -54,7 +68,10 @@ std::vector<Value> lower_binary(NodeCtx& c) {
   if (it == binary_kinds().end()) c.unsupported("no binary mapping");
   Value a = c.in(0), b = c.in(1);
   if (c.opset < 7 && c.attr_int("broadcast", 0) && c.has_attr("axis")) c.unsupported("legacy axis broadcasting");
-  return {c.op(it->second, {a, b})};
+  Value y = c.op(it->second, {a, b});
+  OpKind k = it->second;
+  if (k == OpKind::Add || k == OpKind::Sub || k == OpKind::Mul) y = wrap_u16(c, c.onnx_type(0), y);
+  return {y};
 }
 
 // Parameterized activations whose ScalarAttrs carry the ONNX attributes.
@@ -133,7 +150,6 @@ std::vector<Value> lower_is_inf(NodeCtx& c) {
 
 std::vector<Value> lower_mod(NodeCtx& c) {
   bool fmod = c.attr_int("fmod", 0) != 0;
-  if (!fmod && is_float(c.dtype(0))) c.invalid("fmod must be 1 for floating inputs");
   return {c.op(OpKind::Mod, {c.in(0), c.in(1)}, ScalarAttrs{fmod ? 1.0 : 0.0, 0})};
 }
 
@@ -198,18 +214,26 @@ std::vector<Value> lower_bitshift(NodeCtx& c) {
     uint64_t p = uint64_t(1) << i;
     std::memcpy(table.data() + size_t(i) * dtype_size(t), &p, dtype_size(t));
   }
-  // Shifting by the full width or more gives 0 (table entry `bits` is 0).
+  // Shifts by the full width or more, or by a negative amount, push every bit out
+  // (table entry `bits` is 0): 0, or -1 for a negative value shifted right.
   HostTensor tab;
   tab.dtype = t;
   tab.dims = {bits + 1};
   tab.bytes = table;
-  Value idx = c.op(OpKind::Min, {c.cast(y, DType::I64), c.scalar(bits, DType::I64)});
+  Value y64 = c.cast(y, DType::I64);
+  Value out_of_range = c.op(OpKind::Or, {c.op(OpKind::Less, {y64, c.scalar(0, DType::I64)}),
+                                         c.op(OpKind::GreaterEqual, {y64, c.scalar(bits, DType::I64)})});
+  Value idx = c.op(OpKind::Where, {out_of_range, c.scalar(bits, DType::I64), y64});
   Value pw = c.op(OpKind::Gather, {c.im.constant(tab), idx}, AxisAttrs{0});
-  if (dir == "LEFT") return {c.op(OpKind::Mul, {x, pw})};
+  if (dir == "LEFT") return {wrap_u16(c, c.onnx_type(0), c.op(OpKind::Mul, {x, pw}))};
   Value zero = c.scalar(0, t);
   Value is_zero = c.op(OpKind::Equal, {pw, zero});
   Value safe = c.op(OpKind::Where, {is_zero, c.scalar(1, t), pw});
-  return {c.op(OpKind::Where, {is_zero, zero, c.op(OpKind::Div, {x, safe})})};
+  // Floor division (arithmetic shift): (x - floor_mod(x, p)) / p is exact.
+  Value q = c.op(OpKind::Div, {c.op(OpKind::Sub, {x, c.op(OpKind::Mod, {x, safe}, ScalarAttrs{0, 0})}), safe});
+  Value fill = zero;
+  if (is_signed(t)) fill = c.op(OpKind::Where, {c.op(OpKind::Less, {x, zero}), c.scalar(-1, t), zero});
+  return {c.op(OpKind::Where, {is_zero, fill, q})};
 }
 
 std::vector<Value> lower_identity(NodeCtx& c) { return {c.in(0)}; }
@@ -217,7 +241,6 @@ std::vector<Value> lower_identity(NodeCtx& c) { return {c.in(0)}; }
 // Inference-mode dropout: identity, and an all-true mask when asked for.
 std::vector<Value> lower_dropout(NodeCtx& c) {
   if (c.opset >= 12 && c.has(2)) {
-    if (!c.is_const(2)) c.unsupported("training_mode must be a constant");
     if (c.const_ints(2, "training_mode").at(0) != 0) {
       double ratio = c.has(1) ? c.const_reals(1, "ratio").at(0) : 0.5;
       if (ratio != 0) c.unsupported("training-mode dropout (random) is not supported");

@@ -166,7 +166,11 @@ std::vector<Value> lower_lp_norm(NodeCtx& c) {
   if (p == 1) norm = c.reduce(OpKind::ReduceSum, c.op(OpKind::Abs, {x}), {ax}, true);
   else if (p == 2) norm = c.op(OpKind::Sqrt, {c.reduce(OpKind::ReduceSum, c.op(OpKind::Mul, {x, x}), {ax}, true)});
   else c.invalid("p must be 1 or 2, got ", p);
-  return {c.op(OpKind::Div, {x, norm})};
+  // A zero norm gives 0 (the reference divides only where the norm is non-zero).
+  Value zero = c.scalar(0, c.dtype(0));
+  Value is_zero = c.op(OpKind::Equal, {norm, zero});
+  Value safe = c.op(OpKind::Where, {is_zero, c.scalar(1, c.dtype(0)), norm});
+  return {c.op(OpKind::Where, {is_zero, zero, c.op(OpKind::Div, {x, safe})})};
 }
 
 }  // namespace rlx::onnx

@@ -56,16 +56,21 @@ std::vector<Value> lower_reduce(NodeCtx& c) {
   Value x = c.in(0);
   if (noop) return {c.op(OpKind::Identity, {x})};
   const double inf = std::numeric_limits<double>::infinity();
+  bool is_bool = c.dtype(0) == DType::Bool;
   if (reduces_empty(c, axes)) {
     double id = 0;
     if (t == "ReduceProd") id = 1;
-    else if (t == "ReduceMax" || t == "ReduceLogSum" || t == "ReduceLogSumExp") id = -inf;
-    else if (t == "ReduceMin") id = inf;
+    else if (t == "ReduceMax" || t == "ReduceLogSum" || t == "ReduceLogSumExp") id = is_bool ? 0 : -inf;
+    else if (t == "ReduceMin") id = is_bool ? 1 : inf;
     else if (t == "ReduceMean") id = std::numeric_limits<double>::quiet_NaN();
     return {empty_reduction(c, axes, keep, id)};
   }
   if (t == "ReduceSum") return {c.reduce(OpKind::ReduceSum, x, axes, keep)};
   if (t == "ReduceMean") return {c.reduce(OpKind::ReduceMean, x, axes, keep)};
+  if (is_bool && (t == "ReduceMax" || t == "ReduceMin")) {  // any / all
+    Value u = c.cast(x, DType::U8);
+    return {c.cast(c.reduce(t == "ReduceMax" ? OpKind::ReduceMax : OpKind::ReduceMin, u, axes, keep), DType::Bool)};
+  }
   if (t == "ReduceMax") return {c.reduce(OpKind::ReduceMax, x, axes, keep)};
   if (t == "ReduceMin") return {c.reduce(OpKind::ReduceMin, x, axes, keep)};
   if (t == "ReduceProd") return {c.reduce(OpKind::ReduceProd, x, axes, keep)};

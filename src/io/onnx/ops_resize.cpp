@@ -18,18 +18,21 @@ struct Spec {
   bool exclude_outside = false, antialias = false;
 };
 
+// `out` is the integer output length; like the reference, the transforms use the
+// unrounded length scale * in.
 double original_coord(const Spec& s, double x, double scale, int64_t in, int64_t out, double roi_start,
                       double roi_end) {
   const std::string& m = s.coord;
-  if (m == "align_corners") return out == 1 ? 0.0 : x * double(in - 1) / double(out - 1);
+  double width = scale * double(in);
+  if (m == "align_corners") return width == 1 ? 0.0 : x * double(in - 1) / (width - 1);
   if (m == "asymmetric") return x / scale;
   if (m == "tf_crop_and_resize") {
-    if (out == 1) return (roi_end - roi_start) * double(in - 1) / 2.0 + roi_start * double(in - 1);
-    return roi_start * double(in - 1) + x * (roi_end - roi_start) * double(in - 1) / double(out - 1);
+    if (width == 1) return (roi_end - roi_start) * double(in - 1) / 2.0 + roi_start * double(in - 1);
+    return roi_start * double(in - 1) + x * (roi_end - roi_start) * double(in - 1) / (width - 1);
   }
-  if (m == "pytorch_half_pixel") return out > 1 ? (x + 0.5) / scale - 0.5 : 0.0;
+  if (m == "pytorch_half_pixel") return width == 1 ? -0.5 : (x + 0.5) / scale - 0.5;
   if (m == "half_pixel_symmetric") {
-    double adjustment = double(out) / (scale * double(in));
+    double adjustment = double(out) / width;
     double center = double(in) / 2.0;
     double offset = center * (1 - adjustment);
     return offset + (x + 0.5) / scale - 0.5;

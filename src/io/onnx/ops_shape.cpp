@@ -232,7 +232,8 @@ std::vector<Value> lower_space_to_depth(NodeCtx& c) {
   if (b <= 0 || d[2] % b || d[3] % b) c.invalid("blocksize ", b, " does not divide the spatial dims");
   int64_t n = d[0], ch = d[1], h = d[2] / b, w = d[3] / b;
   Value x = c.reshape(c.in(0), {n, ch, h, b, w, b});
-  x = c.transpose(x, {0, 3, 5, 1, 2, 4});
+  if (c.attr_str("mode", "DCR") == "CRD") x = c.transpose(x, {0, 1, 3, 5, 2, 4});
+  else x = c.transpose(x, {0, 3, 5, 1, 2, 4});
   return {c.reshape(x, {n, ch * b * b, h, w})};
 }
 
