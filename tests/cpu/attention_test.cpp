@@ -116,6 +116,7 @@ TEST(Attention, GroupedQueryHeads) {
   check_attention({1, 8, 2, 70, 70, 16, 16});
   check_attention({2, 6, 3, 4, 40, 24, 10, true});
   check_attention({1, 4, 1, 1, 513, 64, 64});
+  check_attention({2, 8, 4, 50, 600, 32, 32, true});  // many K/V packing tasks across threads
 }
 
 TEST(Attention, BroadcastMasks) {

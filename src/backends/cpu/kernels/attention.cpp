@@ -205,13 +205,15 @@ void run_attention(const RunCtx& ctx, const void* vcfg, void* const* bufs) {
     kv.v_floats = packed_b_floats(K, std::min(c.bk, c.sk), c.dv);
     kv.per_block = kv.kt_floats + kv.v_floats;
     packed.resize(size_t(c.b * c.hkv * kv.blocks * kv.per_block));
-    kv.data = packed.data();
+    // `packed` is thread-local: workers must use this thread's buffer through a pointer.
+    float* const base = packed.data();
+    kv.data = base;
     auto pack = [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t kb = t % kv.blocks, bh = t / kv.blocks, j0 = kb * c.bk, cols = std::min(c.bk, c.sk - j0);
         const uint8_t* kp = static_cast<const uint8_t*>(k) + (bh * c.sk + j0) * c.d * esz;
         const uint8_t* vp = static_cast<const uint8_t*>(v) + (bh * c.sk + j0) * c.dv * esz;
-        float* dst = packed.data() + t * kv.per_block;
+        float* dst = base + t * kv.per_block;
         pack_b_full(K, {kp, c.type, 1, c.d}, c.d, cols, dst);
         pack_b_full(K, {vp, c.type, c.dv, 1}, cols, c.dv, dst + kv.kt_floats);
       }

@@ -11,6 +11,8 @@
 #include <cstring>
 #include <limits>
 
+#include <xmmintrin.h>
+
 #include "backends/cpu/isa.h"
 #include "backends/cpu/kernel.h"
 #include "backends/cpu/kernels/gemm.h"
@@ -28,6 +30,7 @@ struct ConvCfg {
   bool pointwise = false;  // 1x1, stride 1, no padding: the image is B as is
   bool single_input_channel = false;  // c/group == 1: direct kernel
   bool has_bias = false;
+  std::vector<int64_t> kx_bounds;  // per kx: [lo, hi) of output columns reading inside the image
   int n_in = 2;  // node inputs (the output pointer follows them)
   const IsaKernels* kernels = nullptr;
 };
@@ -65,8 +68,22 @@ struct Im2colCtx {
   const void* x;  // image of this (n, group): [c/group, h, w]
 };
 
+// Short copies and fills with baseline SSE moves (library calls cost more than the copy
+// for segments of a few dozen floats).
+inline void copy_floats(float* __restrict d, const float* __restrict s, int64_t n) {
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) _mm_storeu_ps(d + i, _mm_loadu_ps(s + i));
+  for (; i < n; ++i) d[i] = s[i];
+}
+inline void zero_floats(float* d, int64_t n) {
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) _mm_storeu_ps(d + i, _mm_setzero_ps());
+  for (; i < n; ++i) d[i] = 0.0f;
+}
+
 // Writes rows [k0, k0+kc) x columns [j0, j0+n) of the im2col matrix (row k = (ci, ky, kx),
-// column j = (oy, ox)) as kc rows of `width` floats, zero beyond n.
+// column j = (oy, ox)) in GEMM panel layout: panel q (columns q*width..) at
+// dst + q*width*kc, kc rows of `width` floats, zero past n.
 template <class T>
 void pack_im2col(const void* vctx, int64_t k0, int64_t kc, int64_t j0, int64_t n, int64_t width, float* dst) {
   const Im2colCtx& ctx = *static_cast<const Im2colCtx*>(vctx);
@@ -76,37 +93,40 @@ void pack_im2col(const void* vctx, int64_t k0, int64_t kc, int64_t j0, int64_t n
   for (int64_t r = 0; r < kc; ++r) {
     const int64_t k = k0 + r, ci = k / taps, ky = (k % taps) / c.kw, kx = k % c.kw;
     const T* plane = x + ci * c.h * c.w;
-    float* d = dst + r * width;
     // Columns whose input x lies in [0, w): ox in [ox_lo, ox_hi).
     const int64_t off = kx * c.dw - c.pl;
     const int64_t ox_lo = std::min(c.ow, std::max<int64_t>(0, (-off + c.sw - 1) / c.sw));
     const int64_t ox_hi = std::max(ox_lo, std::min(c.ow, (c.w - off + c.sw - 1) / c.sw));
-    int64_t j = j0, jj = 0;
-    while (jj < n) {
-      const int64_t oy = j / c.ow, ox0 = j % c.ow, cnt = std::min(c.ow - ox0, n - jj);
+    int64_t oy = j0 / c.ow, ox0 = j0 % c.ow;
+    for (int64_t jj = 0; jj < n;) {
+      // A run inside one output row and one panel.
+      const int64_t col = jj % width;
+      const int64_t cnt = std::min({c.ow - ox0, width - col, n - jj});
+      float* dr = dst + (jj / width) * width * kc + r * width + col;
       const int64_t iy = oy * c.sh - c.pt + ky * c.dh;
-      float* dr = d + jj;
       if (iy < 0 || iy >= c.h) {
-        std::fill(dr, dr + cnt, 0.0f);
+        zero_floats(dr, cnt);
       } else {
         const T* row = plane + iy * c.w;
         const int64_t a = std::clamp(ox_lo - ox0, int64_t(0), cnt), b = std::clamp(ox_hi - ox0, a, cnt);
-        std::fill(dr, dr + a, 0.0f);
+        zero_floats(dr, a);
         if constexpr (std::is_same_v<T, float>) {
-          if (c.sw == 1) {
-            std::memcpy(dr + a, row + (ox0 + a) + off, size_t(b - a) * sizeof(float));
-          } else {
+          if (c.sw == 1) copy_floats(dr + a, row + ox0 + a + off, b - a);
+          else
             for (int64_t t = a; t < b; ++t) dr[t] = row[(ox0 + t) * c.sw + off];
-          }
         } else {
           for (int64_t t = a; t < b; ++t) dr[t] = load(row + (ox0 + t) * c.sw + off);
         }
-        std::fill(dr + b, dr + cnt, 0.0f);
+        zero_floats(dr + b, cnt - b);
       }
       jj += cnt;
-      j += cnt;
+      ox0 += cnt;
+      if (ox0 == c.ow) {
+        ox0 = 0;
+        ++oy;
+      }
     }
-    std::fill(d + n, d + width, 0.0f);
+    if (n % width) zero_floats(dst + (n / width) * width * kc + r * width + n % width, width - n % width);
   }
 }
 
@@ -181,10 +201,11 @@ void conv_gemm_one(const ConvCfg& cfg, ThreadPool* pool, const void* x, const vo
 // ---------------------------------------------------------------- direct kernel
 
 // One output plane (img, co), row by row: each output row accumulates kh*kw shifted input
-// rows per input channel of the group; with stride 1 the inner loop is contiguous.
+// rows per input channel of the group; with stride 1 the inner loop is a contiguous axpy.
+// `bounds` holds, per kx, the output columns whose input column is inside the image.
 template <class T>
 void conv_direct_plane(const ConvCfg& cfg, const T* x, const T* w, const T* bias, T* out, int64_t img, int64_t co,
-                       AccOf<T>* rowbuf) {
+                       AccOf<T>* rowbuf, const int64_t* bounds) {
   using Acc = AccOf<T>;
   const int64_t cg = cfg.c / cfg.group, mg = cfg.cout / cfg.group, g = co / mg;
   T* o = out + (img * cfg.cout + co) * cfg.oh * cfg.ow;
@@ -200,15 +221,14 @@ void conv_direct_plane(const ConvCfg& cfg, const T* x, const T* w, const T* bias
         const T* row = plane + iy * cfg.w;
         for (int64_t kx = 0; kx < cfg.kw; ++kx) {
           const Acc wv = Acc(load(wk + ky * cfg.kw + kx));
-          const int64_t off = kx * cfg.dw - cfg.pl;
-          const int64_t lo = std::min(cfg.ow, std::max<int64_t>(0, (-off + cfg.sw - 1) / cfg.sw));
-          const int64_t hi = std::max(lo, std::min(cfg.ow, (cfg.w - off + cfg.sw - 1) / cfg.sw));
-          if (cfg.sw == 1) {
-            const T* r = row + off;
-            for (int64_t ox = lo; ox < hi; ++ox) rowbuf[ox] += wv * Acc(load(r + ox));
-          } else {
-            for (int64_t ox = lo; ox < hi; ++ox) rowbuf[ox] += wv * Acc(load(row + ox * cfg.sw + off));
+          const int64_t off = kx * cfg.dw - cfg.pl, lo = bounds[2 * kx], hi = bounds[2 * kx + 1];
+          if constexpr (std::is_same_v<T, float>) {
+            if (cfg.sw == 1) {
+              cfg.kernels->axpy(rowbuf + lo, row + off + lo, hi - lo, wv);
+              continue;
+            }
           }
+          for (int64_t ox = lo; ox < hi; ++ox) rowbuf[ox] += wv * Acc(load(row + ox * cfg.sw + off));
         }
       }
     }
@@ -223,7 +243,7 @@ void conv_direct(const ConvCfg& cfg, ThreadPool* pool, const void* x, const void
     thread_local std::vector<AccOf<T>> rowbuf;
     if (rowbuf.size() < size_t(cfg.ow)) rowbuf.resize(size_t(cfg.ow));
     conv_direct_plane<T>(cfg, static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(bias),
-                         static_cast<T*>(out), idx / cfg.cout, idx % cfg.cout, rowbuf.data());
+                         static_cast<T*>(out), idx / cfg.cout, idx % cfg.cout, rowbuf.data(), cfg.kx_bounds.data());
   });
 }
 
@@ -284,6 +304,12 @@ KernelCall build_conv(const Node& node, const std::vector<const Shape*>& in, con
   c.pointwise = c.kh == 1 && c.kw == 1 && c.sh == 1 && c.sw == 1 && a.pads == std::vector<int64_t>{0, 0, 0, 0} &&
                 c.oh == c.h && c.ow == c.w;
   c.single_input_channel = c.c / c.group == 1;
+  for (int64_t kx = 0; kx < c.kw; ++kx) {
+    const int64_t off = kx * c.dw - c.pl;
+    const int64_t lo = std::min(c.ow, std::max<int64_t>(0, (-off + c.sw - 1) / c.sw));
+    c.kx_bounds.push_back(lo);
+    c.kx_bounds.push_back(std::max(lo, std::min(c.ow, (c.w - off + c.sw - 1) / c.sw)));
+  }
   c.n_in = int(in.size());
   c.has_bias = in.size() > 2 && in[2];
   c.kernels = &isa_kernels(detect_isa());

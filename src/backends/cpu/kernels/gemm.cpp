@@ -106,6 +106,10 @@ void scale_scalar(float* y, int64_t n, float s) {
   for (int64_t i = 0; i < n; ++i) y[i] *= s;
 }
 
+void axpy_scalar(float* y, const float* x, int64_t n, float a) {
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
 IsaKernels make_scalar_table() {
   IsaKernels t;
   t.isa = Isa::Scalar;
@@ -125,6 +129,7 @@ IsaKernels make_scalar_table() {
   t.exp_sum = exp_sum_scalar;
   t.max = max_scalar;
   t.scale = scale_scalar;
+  t.axpy = axpy_scalar;
   return t;
 }
 
@@ -247,7 +252,6 @@ void pack_b_typed(const GemmOperand& op, int64_t k0, int64_t kc, int64_t j0, int
 
 void pack_b(const IsaKernels& K, const SgemmProblem& p, int64_t k0, int64_t kc, int64_t j0, int64_t n, int64_t width,
             float* dst) {
-  if (p.pack_b) return p.pack_b(p.pack_b_ctx, k0, kc, j0, n, width, dst);
   if (p.b.dtype == DType::F32 && p.b.rs == 1 && p.b.cs != 1)
     return K.transpose_pack(static_cast<const float*>(p.b.data) + j0 * p.b.cs + k0, p.b.cs, n, kc, width, dst);
   switch (p.b.dtype) {
@@ -269,7 +273,8 @@ inline void copy_fixed(const float* __restrict src, float* __restrict dst) {
 void pack_b_panels(const IsaKernels& K, const SgemmProblem& p, int64_t k0, int64_t kc, int64_t j0, int64_t n, int nr,
                    float* dst) {
   const int64_t panels = (n + nr - 1) / nr;
-  if (p.pack_b || p.b.dtype != DType::F32 || p.b.cs != 1) {
+  if (p.pack_b) return p.pack_b(p.pack_b_ctx, k0, kc, j0, n, nr, dst);
+  if (p.b.dtype != DType::F32 || p.b.cs != 1) {
     for (int64_t q = 0; q < panels; ++q)
       pack_b(K, p, k0, kc, j0 + q * nr, std::min<int64_t>(nr, n - q * nr), nr, dst + q * nr * kc);
     return;
@@ -278,6 +283,8 @@ void pack_b_panels(const IsaKernels& K, const SgemmProblem& p, int64_t k0, int64
   const int64_t full = n / nr, rest = n - full * nr;
   for (int64_t k = 0; k < kc; ++k) {
     const float* src = base + (k0 + k) * p.b.rs + j0;
+    if (k + 4 < kc)  // each row segment is its own page: fetch a few rows ahead
+      for (int64_t j = 0; j < n; j += 16) _mm_prefetch(reinterpret_cast<const char*>(src + 4 * p.b.rs + j), _MM_HINT_T0);
     // Fixed-width copies (inlined, vectorized) instead of many short memcpy calls.
     if (nr == 32) {
       for (int64_t q = 0; q < full; ++q) copy_fixed<32>(src + q * nr, dst + (q * kc + k) * nr);
@@ -360,7 +367,9 @@ void sgemm_gemv(const SgemmProblem& p, ThreadPool* pool, const IsaKernels& K) {
   const float* a = static_cast<const float*>(p.a.data);
   const float* b = static_cast<const float*>(p.b.data);
   const int64_t threads = pool ? pool->size() : 1;
-  const int64_t chunk = std::clamp<int64_t>((p.n / (2 * threads) + 15) / 16 * 16, 64, 1024);
+  // Wide chunks keep B reads long and sequential (one chunk per thread when N allows);
+  // the accumulator (m x chunk floats) stays within 16 KiB of L1.
+  const int64_t chunk = std::clamp<int64_t>(((p.n + threads - 1) / threads + 15) / 16 * 16, 64, 4096 / p.m);
   const int64_t chunks = (p.n + chunk - 1) / chunk;
   run_range(pool, chunks, 1, [&](int64_t c0, int64_t c1) {
     float* acc = tl_pack_b.get(4 * chunk);

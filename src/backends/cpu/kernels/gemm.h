@@ -31,9 +31,10 @@ struct GemmOperand {
   int64_t rs = 0, cs = 1;
 };
 
-// Writes rows [k0, k0+kc) x columns [j0, j0+n) of a virtual B operand into dst as kc
-// rows of `width` floats (row r at dst + r*width); columns n..width-1 must be zero.
-// Called concurrently from several threads: must be pure.
+// Writes rows [k0, k0+kc) x columns [j0, j0+n) of a virtual B operand into dst as
+// ceil(n/width) panels of `width` columns: panel q at dst + q*width*kc holds kc rows of
+// `width` floats; columns past n in the last panel must be zero. Called concurrently
+// from several threads: must be pure.
 using GemmPackB = void (*)(const void* ctx, int64_t k0, int64_t kc, int64_t j0, int64_t n,
                            int64_t width, float* dst);
 
@@ -95,6 +96,8 @@ struct IsaKernels {
   float (*max)(const float* x, int64_t n) = nullptr;  // -inf for n == 0
   // y[i] = y[i] * s (used to rescale running attention outputs).
   void (*scale)(float* y, int64_t n, float s) = nullptr;
+  // y[i] += a * x[i] (direct convolutions).
+  void (*axpy)(float* y, const float* x, int64_t n, float a) = nullptr;
 };
 
 // Kernels for `isa` (a level this build lacks falls back to the next lower one).

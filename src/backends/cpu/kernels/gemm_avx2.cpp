@@ -129,7 +129,9 @@ RLX_AVX2 void gemv_m(int64_t w, int64_t k, const float* a, int64_t rsa, int64_t 
       av[i] = _mm256_set1_ps(as[i]);
     }
     int64_t j = 0;
+    const float* ahead = bk + 4 * ldb;  // rows are separate pages: prefetch 4 rows ahead
     for (; j + 2 * 8 <= wv; j += 2 * 8) {
+      if (kk + 4 < k) _mm_prefetch(reinterpret_cast<const char*>(ahead + j), _MM_HINT_T0);
       const __m256 b0 = _mm256_loadu_ps(bk + j), b1 = _mm256_loadu_ps(bk + j + 8);
 #pragma GCC unroll 4
       for (int i = 0; i < M; ++i) {
@@ -332,6 +334,13 @@ RLX_AVX2 void scale(float* y, int64_t n, float s) {
   for (; i < n; ++i) y[i] *= s;
 }
 
+RLX_AVX2 void axpy(float* y, const float* x, int64_t n, float a) {
+  const __m256 va = _mm256_set1_ps(a);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  for (; i < n; ++i) y[i] = std::fma(a, x[i], y[i]);
+}
+
 IsaKernels make_table() {
   IsaKernels t;
   t.isa = Isa::Avx2;
@@ -349,6 +358,7 @@ IsaKernels make_table() {
   t.exp_sum = exp_sum;
   t.max = max;
   t.scale = scale;
+  t.axpy = axpy;
   return t;
 }
 

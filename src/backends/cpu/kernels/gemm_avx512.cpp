@@ -128,7 +128,12 @@ RLX_AVX512 void gemv_m(int64_t w, int64_t k, const float* a, int64_t rsa, int64_
       av[i] = _mm512_set1_ps(as[i]);
     }
     int64_t j = 0;
+    const float* ahead = bk + 4 * ldb;  // rows are separate pages: prefetch 4 rows ahead
     for (; j + 2 * 16 <= wv; j += 2 * 16) {
+      if (kk + 4 < k) {
+        _mm_prefetch(reinterpret_cast<const char*>(ahead + j), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(ahead + j + 16), _MM_HINT_T0);
+      }
       const __m512 b0 = _mm512_loadu_ps(bk + j), b1 = _mm512_loadu_ps(bk + j + 16);
 #pragma GCC unroll 4
       for (int i = 0; i < M; ++i) {
@@ -327,6 +332,13 @@ RLX_AVX512 void scale(float* y, int64_t n, float s) {
   for (; i < n; ++i) y[i] *= s;
 }
 
+RLX_AVX512 void axpy(float* y, const float* x, int64_t n, float a) {
+  const __m512 va = _mm512_set1_ps(a);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_fmadd_ps(va, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
+  for (; i < n; ++i) y[i] = std::fma(a, x[i], y[i]);
+}
+
 IsaKernels make_table() {
   IsaKernels t;
   t.isa = Isa::Avx512;
@@ -345,6 +357,7 @@ IsaKernels make_table() {
   t.exp_sum = exp_sum;
   t.max = max;
   t.scale = scale;
+  t.axpy = axpy;
   return t;
 }
 
