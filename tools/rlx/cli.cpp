@@ -24,6 +24,7 @@ const std::vector<Command>& commands() {
                         {"--output-dir", "DIR", "directory for the outputs (created if missing)", false}});
       t.push_back(std::move(c));
     }
+    t.push_back(bench_command());
     return t;
   }();
   return table;

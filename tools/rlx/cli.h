@@ -69,5 +69,6 @@ std::pair<std::string, std::string> split_assignment(const std::string& s, const
 // Command handlers (one file each).
 int cmd_check(const Args& args);
 int cmd_run(const Args& args);
+Command bench_command();  // tools/rlx/cmd_bench.cpp
 
 }  // namespace rlx::cli

@@ -1,0 +1,249 @@
+// rlx bench FILE [--threads N] [--input NAME=FILE.npy ...] [--shape NAME=D0,D1,...] [--runs N]
+// Compiles once, runs `--warmup` untimed runs, then `--runs` timed runs, and prints
+//   rlx p50_ms=X p90_ms=Y runs=N threads=T first_ms=F
+// (p50/p90 as element floor(q * N) of the sorted run times, the same quantiles as
+// bench/models/ort_run.js; first_ms: import + compile + first run). Inputs not given are
+// filled deterministically: floating-point elements from a 32-bit LCG seeded with 1 per
+// tensor (state = state * 1664525 + 1013904223, value (state >> 8) / 2^24, in [0, 1);
+// bench/models/make_input.js writes the same values), integers and bools 0. Their dims
+// come from the model, from --shape, or from --bind for symbolic dims; --save-inputs DIR
+// writes each generated input as DIR/NAME.npy.
+// .onnx files run through onnx::OnnxRunner (dynamic input shapes); other formats through
+// load_model + Session::compile.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cctype>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <iostream>
+
+#include "cli.h"
+#include "runtime/npy.h"
+
+#ifdef RLX_HAVE_ONNX
+#include "rlx/onnx.h"
+#endif
+
+namespace rlx::cli {
+
+namespace {
+
+struct InputDecl {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> dims;             // -1: not known
+  std::vector<std::string> dim_names;    // symbol name per dim ("" when none)
+};
+
+int64_t positive_int(const std::string& s, const std::string& what, int64_t lo) {
+  char* end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0' || errno != 0 || v < lo || v > (int64_t(1) << 40))
+    throw UsageError(what + " '" + s + "': expected an integer >= " + std::to_string(lo));
+  return v;
+}
+
+std::vector<int64_t> parse_dims(const std::string& text, const std::string& what) {
+  std::vector<int64_t> dims;
+  if (text == "scalar") return dims;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    dims.push_back(positive_int(text.substr(start, comma - start), what, 0));
+    start = comma + 1;
+  }
+  return dims;
+}
+
+std::string dims_str(const std::vector<int64_t>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(dims[i]);
+  }
+  return s + "]";
+}
+
+// The deterministic fill described at the top of this file.
+TypedTensor generated_input(DType dtype, const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  TypedTensor t{dtype, dims, std::vector<uint8_t>(size_t(n) * dtype_size(dtype), 0)};
+  if (!is_float(dtype) && !is_complex(dtype)) return t;  // integers and bools: 0
+  uint32_t state = 1;
+  auto next = [&] {
+    state = state * 1664525u + 1013904223u;
+    return float(state >> 8) * (1.0f / 16777216.0f);
+  };
+  const int64_t lanes = is_complex(dtype) ? 2 * n : n;
+  for (int64_t i = 0; i < lanes; ++i) {
+    float v = next();
+    uint8_t* p = t.bytes.data();
+    switch (dtype) {
+      case DType::F32: case DType::C64: std::memcpy(p + 4 * i, &v, 4); break;
+      case DType::F64: case DType::C128: { double d = v; std::memcpy(p + 8 * i, &d, 8); break; }
+      case DType::F16: { uint16_t h = f32_to_f16(v); std::memcpy(p + 2 * i, &h, 2); break; }
+      case DType::BF16: { uint16_t h = f32_to_bf16(v); std::memcpy(p + 2 * i, &h, 2); break; }
+      default: break;
+    }
+  }
+  return t;
+}
+
+void save_input(const std::string& dir, const std::string& name, const TypedTensor& t) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) fail(ErrorCategory::Io, "cannot create directory '", dir, "': ", ec.message());
+  std::string stem;  // input names may hold '/' or ':'; keep the file inside `dir`
+  for (char c : name) stem += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-') ? c : '_';
+  if (stem.empty() || stem == "." || stem == "..") stem = "input";
+  runtime::write_npy((std::filesystem::path(dir) / (stem + ".npy")).string(), t);
+}
+
+// Inputs from --input files, the rest generated; dims of generated inputs from --shape,
+// then the declared dims with symbols resolved through --bind.
+std::map<std::string, TypedTensor> gather_inputs(const Args& args, const std::vector<InputDecl>& decls,
+                                                 const CompileOptions& opts) {
+  std::map<std::string, TypedTensor> given;
+  for (const std::string& a : args.all("--input")) {
+    auto [name, file] = split_assignment(a, "--input");
+    if (given.count(name)) throw UsageError("--input '" + name + "' given twice");
+    given[name] = runtime::read_npy(file);
+  }
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const std::string& a : args.all("--shape")) {
+    auto [name, text] = split_assignment(a, "--shape");
+    shapes[name] = parse_dims(text, "--shape " + name);
+  }
+  std::map<std::string, TypedTensor> inputs;
+  for (const InputDecl& d : decls) {
+    if (auto it = given.find(d.name); it != given.end()) {
+      inputs[d.name] = std::move(it->second);
+      given.erase(it);
+      std::cout << "input " << d.name << ": " << dtype_name(inputs[d.name].dtype)
+                << dims_str(inputs[d.name].dims) << " from file\n";
+      continue;
+    }
+    std::vector<int64_t> dims = d.dims;
+    if (auto it = shapes.find(d.name); it != shapes.end()) dims = it->second;
+    for (size_t i = 0; i < dims.size(); ++i) {
+      if (dims[i] >= 0) continue;
+      const std::string& sym = i < d.dim_names.size() ? d.dim_names[i] : "";
+      auto b = sym.empty() ? opts.dim_bindings.end() : opts.dim_bindings.find(sym);
+      if (b == opts.dim_bindings.end())
+        throw UsageError("input '" + d.name + "' has a dynamic dim " + std::to_string(i) +
+                         (sym.empty() ? "" : " ('" + sym + "')") +
+                         ": give --input " + d.name + "=FILE.npy, --shape " + d.name +
+                         "=D0,D1,... or --bind SYM=N");
+      dims[i] = b->second;
+    }
+    inputs[d.name] = generated_input(d.dtype, dims);
+    std::cout << "input " << d.name << ": " << dtype_name(d.dtype) << dims_str(dims) << " generated\n";
+    if (args.has("--save-inputs")) save_input(args.get("--save-inputs"), d.name, inputs[d.name]);
+  }
+  if (!given.empty()) throw UsageError("--input '" + given.begin()->first + "': the model has no such input");
+  for (const auto& [name, dims] : shapes)
+    if (std::none_of(decls.begin(), decls.end(), [&](const InputDecl& d) { return d.name == name; }))
+      throw UsageError("--shape '" + name + "': the model has no such input");
+  return inputs;
+}
+
+struct Timing {
+  double first_ms = 0, p50 = 0, p90 = 0;
+  int runs = 0;
+};
+
+// first(): compile + first run; again(): one warm run.
+Timing measure(const std::function<void()>& first, const std::function<void()>& again, int warmup, int runs) {
+  using clock = std::chrono::steady_clock;
+  Timing t;
+  auto t0 = clock::now();
+  first();
+  t.first_ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+  for (int i = 0; i < warmup; ++i) again();
+  std::vector<double> ms;
+  for (int i = 0; i < runs; ++i) {
+    auto a = clock::now();
+    again();
+    ms.push_back(std::chrono::duration<double, std::milli>(clock::now() - a).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  auto q = [&](double p) { return ms[std::min(ms.size() - 1, size_t(p * double(ms.size())))]; };
+  t.p50 = q(0.5);
+  t.p90 = q(0.9);
+  t.runs = runs;
+  return t;
+}
+
+}  // namespace
+
+int cmd_bench(const Args& args) {
+  const std::string& path = args.positional[0];
+  const int runs = int(positive_int(args.get("--runs", "50"), "--runs", 1));
+  const int warmup = int(positive_int(args.get("--warmup", "3"), "--warmup", 0));
+  const CompileOptions opts = compile_options_from(args);
+  Timing t;
+  int threads = 0;
+
+  const bool is_onnx = path.size() >= 5 && path.compare(path.size() - 5, 5, ".onnx") == 0;
+  if (is_onnx) {
+#ifndef RLX_HAVE_ONNX
+    fail(ErrorCategory::Unsupported, "'", path, "': this rlx was built without the ONNX importer");
+#else
+    onnx::OnnxModel model = onnx::load_onnx(path);
+    std::vector<InputDecl> decls;
+    for (const onnx::OnnxValueInfo& v : model.inputs) {
+      if (!v.is_tensor) fail(ErrorCategory::Unsupported, "'", path, "': input '", v.name, "' is not a tensor");
+      decls.push_back({v.name, v.dtype, v.dims, v.dim_params});
+    }
+    onnx::OnnxRunner runner(std::move(model), Session(Device::Cpu, opts));
+    const std::map<std::string, TypedTensor> inputs = gather_inputs(args, decls, opts);
+    t = measure([&] { runner.run(inputs); }, [&] { runner.run(inputs); }, warmup, runs);
+    std::map<std::string, std::vector<int64_t>> shapes;
+    for (const auto& [name, tensor] : inputs) shapes[name] = tensor.dims;
+    threads = runner.compiled(shapes).capabilities().threads;
+#endif
+  } else {
+    Graph g = load_model(path);
+    std::vector<InputDecl> decls;
+    for (int32_t id : g.input_nodes()) {
+      const Node& n = g.node(id);
+      const Shape& s = n.outputs.at(0);
+      InputDecl d{n.name, s.dtype(), {}, {}};
+      for (const Dim& dim : s.dims()) {
+        d.dims.push_back(dim.is_static() ? dim.value() : -1);
+        d.dim_names.push_back(dim.is_static() ? "" : g.symbols().at(size_t(dim.symbol_id())));
+      }
+      decls.push_back(std::move(d));
+    }
+    const std::map<std::string, TypedTensor> inputs = gather_inputs(args, decls, opts);
+    CompiledGraph net;
+    t = measure([&] {
+          net = Session(Device::Cpu, opts).compile(g);
+          net.run_typed(inputs);
+        },
+        [&] { net.run_typed(inputs); }, warmup, runs);
+    threads = net.capabilities().threads;
+  }
+  std::printf("rlx p50_ms=%.3f p90_ms=%.3f runs=%d threads=%d first_ms=%.1f\n", t.p50, t.p90, t.runs, threads,
+              t.first_ms);
+  return 0;
+}
+
+Command bench_command() {
+  Command c{"bench", "time warm runs of a model: p50/p90 latency in ms (inputs not given are generated)",
+            "FILE [--input NAME=FILE.npy ...] [--runs N] [options]", 1, 1, compile_option_specs(), &cmd_bench};
+  c.options.insert(c.options.begin(),
+                   {{"--input", "NAME=FILE.npy", "feed input NAME from FILE.npy", true},
+                    {"--shape", "NAME=D0,D1,...", "dims of a generated input ('scalar' for rank 0)", true},
+                    {"--runs", "N", "timed runs (default 50)", false},
+                    {"--warmup", "N", "untimed runs after the first (default 3)", false},
+                    {"--save-inputs", "DIR", "write each generated input as DIR/NAME.npy", false}});
+  return c;
+}
+
+}  // namespace rlx::cli
