@@ -8,6 +8,6 @@ models=$(bash "$root/scripts/fetch-models.sh")
 text="${RLX_DEMO_TEXT:-Hello from rlx 2026}"
 img="$build/demo_text.ppm"
 convert -size 560x64 xc:white -font DejaVu-Sans -pointsize 36 -fill black -gravity center \
-        -annotate 0 "$text" "$img"
+        -annotate 0 "$text" -depth 8 "$img"
 echo "== rendered \"$text\" to $img"
 "$build/rlx_example_ocr_demo" "$models/ppocr_rec.onnx" "$models/ppocr_keys_v1.txt" "$img"
