@@ -68,19 +68,38 @@ std::vector<Value> lower_rms_norm(NodeCtx& c) {
   return {c.op(OpKind::Mul, {c.op(OpKind::Mul, {x, inv}), scale})};
 }
 
+// Inference: running statistics. Training mode (opset 14+): batch statistics
+// (population variance) and updated running statistics, as the reference.
 std::vector<Value> lower_batch_norm(NodeCtx& c) {
   auto d = c.dims(0);
-  if (c.attr_int("training_mode", 0) != 0 || c.wants(1) || c.wants(2))
-    c.unsupported("training-mode batch normalization is not supported");
+  bool training = c.attr_int("training_mode", 0) != 0;
+  if (!training && (c.wants(1) || c.wants(2))) c.unsupported("running statistics outputs outside training mode");
   double eps = double(float(c.attr_float("epsilon", 1e-5)));
   Value x = c.in(0);
   DType t = c.dtype(0);
   size_t r = d.size();
   Value scale = per_channel(c, c.cast(c.in(1), t), r), bias = per_channel(c, c.cast(c.in(2), t), r);
   Value mean = per_channel(c, c.cast(c.in(3), t), r), var = per_channel(c, c.cast(c.in(4), t), r);
+  Value run_mean, run_var;
+  if (training) {
+    std::vector<int64_t> axes{0};
+    for (size_t i = 2; i < r; ++i) axes.push_back(int64_t(i));
+    Value bm = c.reduce(OpKind::ReduceMean, x, axes, true);
+    Value dev = c.op(OpKind::Sub, {x, bm});
+    Value bv = c.reduce(OpKind::ReduceMean, c.op(OpKind::Mul, {dev, dev}), axes, true);
+    double m = double(float(c.attr_float("momentum", 0.9)));
+    auto blend = [&](Value running, Value batch) {
+      return c.op(OpKind::Add, {c.op(OpKind::Mul, {running, c.scalar(m, t)}), c.op(OpKind::Mul, {batch, c.scalar(1 - m, t)})});
+    };
+    int64_t ch = d.size() > 1 ? d[1] : 1;
+    run_mean = c.reshape(blend(mean, bm), {ch});
+    run_var = c.reshape(blend(var, bv), {ch});
+    mean = bm;
+    var = bv;
+  }
   Value den = c.op(OpKind::Sqrt, {c.op(OpKind::Add, {var, c.scalar(eps, t)})});
   Value y = c.op(OpKind::Div, {c.op(OpKind::Sub, {x, mean}), den});
-  return {c.op(OpKind::Add, {c.op(OpKind::Mul, {y, scale}), bias})};
+  return {c.op(OpKind::Add, {c.op(OpKind::Mul, {y, scale}), bias}), run_mean, run_var};
 }
 
 std::vector<Value> lower_instance_norm(NodeCtx& c) {

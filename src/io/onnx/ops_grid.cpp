@@ -1,0 +1,221 @@
+// Sampling-grid ONNX ops: GridSample (2-D and 3-D; nearest / linear / cubic; zeros /
+// border / reflection padding) as flat gathers at run-time computed indices following
+// the ONNX reference step by step, AffineGrid (a matmul with a constant base grid),
+// and Col2Im (a sum of zero-upsampled, shifted column blocks).
+#include <cmath>
+
+#include "io/onnx/ops_table.h"
+
+namespace rlx::onnx {
+
+namespace {
+
+// Reflects x into [lo, hi] by the nearest border, repeatedly (reference _gs_reflect).
+Value reflect(NodeCtx& c, Value x, double lo, double hi) {
+  DType t = c.g.type(x).dtype();
+  double rng = hi - lo;
+  auto s = [&](double v) { return c.scalar(v, t); };
+  auto side = [&](Value dx, bool low) {  // dx >= 0: distance past the border
+    Value n = c.op(OpKind::Floor, {c.op(OpKind::Div, {dx, s(rng)})});
+    Value r = c.op(OpKind::Sub, {dx, c.op(OpKind::Mul, {n, s(rng)})});
+    Value even = c.op(OpKind::Equal, {c.op(OpKind::Mod, {n, s(2)}, ScalarAttrs{1, 0}), s(0)});
+    Value a = low ? c.op(OpKind::Add, {s(lo), r}) : c.op(OpKind::Sub, {s(hi), r});
+    Value b = low ? c.op(OpKind::Sub, {s(hi), r}) : c.op(OpKind::Add, {s(lo), r});
+    return c.op(OpKind::Where, {even, a, b});
+  };
+  Value below = c.op(OpKind::Less, {x, s(lo)}), above = c.op(OpKind::Greater, {x, s(hi)});
+  Value fl = side(c.op(OpKind::Sub, {s(lo), x}), true), fh = side(c.op(OpKind::Sub, {x, s(hi)}), false);
+  return c.op(OpKind::Where, {below, fl, c.op(OpKind::Where, {above, fh, x})});
+}
+
+// Keys cubic coefficients (A = -0.75) of the fraction f for taps -1, 0, 1, 2.
+std::vector<Value> cubic_coeffs(NodeCtx& c, Value f) {
+  DType t = c.g.type(f).dtype();
+  const double a = -0.75;
+  auto s = [&](double v) { return c.scalar(v, t); };
+  auto mul = [&](Value p, Value q) { return c.op(OpKind::Mul, {p, q}); };
+  auto add = [&](Value p, Value q) { return c.op(OpKind::Add, {p, q}); };
+  auto sub = [&](Value p, Value q) { return c.op(OpKind::Sub, {p, q}); };
+  Value x1 = add(f, s(1)), x2 = f, x3 = sub(s(1), f), x4 = sub(s(2), f);
+  // far taps: ((a*x - 5a)*x + 8a)*x - 4a ; near taps: ((a+2)*x - (a+3))*x*x + 1
+  auto far = [&](Value x) { return sub(mul(add(mul(sub(mul(s(a), x), s(5 * a)), x), s(8 * a)), x), s(4 * a)); };
+  auto near = [&](Value x) { return add(mul(mul(sub(mul(s(a + 2), x), s(a + 3)), x), x), s(1)); };
+  return {far(x1), near(x2), near(x3), far(x4)};
+}
+
+}  // namespace
+
+std::vector<Value> lower_grid_sample(NodeCtx& c) {
+  auto xd = c.dims(0), gd = c.dims(1);
+  size_t sp = xd.size() - 2;
+  if ((sp != 2 && sp != 3) || gd.size() != sp + 2 || gd.back() != int64_t(sp))
+    c.unsupported("GridSample needs 4-D or 5-D input with a matching grid");
+  std::string mode = c.attr_str("mode", c.opset < 20 ? "bilinear" : "linear");
+  if (mode == "bilinear") mode = "linear";
+  if (mode == "bicubic") mode = "cubic";
+  std::string pad = c.attr_str("padding_mode", "zeros");
+  bool align = c.attr_int("align_corners", 0) != 0;
+  DType t = c.dtype(0);
+  int64_t n = xd[0], ch = xd[1];
+  std::vector<int64_t> dims(xd.begin() + 2, xd.end());
+  std::vector<int64_t> out_sp(gd.begin() + 1, gd.end() - 1);
+  int64_t npts = 1;
+  for (int64_t v : out_sp) npts *= v;
+  Value grid = c.reshape(c.cast(c.in(1), t), {n, npts, int64_t(sp)});
+  auto s = [&](double v) { return c.scalar(v, t); };
+  // Per spatial dim (in dims order D?, H, W): denormalized coordinate [N, P].
+  std::vector<Value> coord(sp);
+  for (size_t i = 0; i < sp; ++i) {
+    int64_t gi = int64_t(sp - 1 - i);  // grid holds (x, y[, z]) = reversed dims order
+    Value g = c.reshape(c.slice(grid, {gi}, {gi + 1}, {2}), {n, npts});
+    double len = double(dims[i]);
+    Value x = align ? c.op(OpKind::Mul, {c.op(OpKind::Add, {g, s(1)}), s((len - 1) / 2)})
+                    : c.op(OpKind::Div, {c.op(OpKind::Sub, {c.op(OpKind::Mul, {c.op(OpKind::Add, {g, s(1)}), s(len)}), s(1)}), s(2)});
+    if (mode == "nearest") x = c.op(OpKind::Round, {x});
+    double lo = align ? 0 : -0.5, hi = align ? len - 1 : len - 0.5;
+    if (pad == "border") {
+      Value out = c.op(OpKind::Or, {c.op(OpKind::Less, {x, s(lo)}), c.op(OpKind::Greater, {x, s(hi)})});
+      x = c.op(OpKind::Where, {out, c.op(OpKind::Clip, {x}, ScalarAttrs{0, len - 1}), x});
+    } else if (pad == "reflection") {
+      x = reflect(c, x, lo, hi);
+    } else if (pad != "zeros") {
+      c.invalid("unknown padding_mode '", pad, "'");
+    }
+    coord[i] = x;
+  }
+  // Taps per dim: integer index [N, P] (i64) and weight [N, P].
+  std::vector<std::vector<Value>> tap_idx(sp), tap_w(sp);
+  for (size_t i = 0; i < sp; ++i) {
+    Value x = coord[i];
+    if (mode == "nearest") {
+      tap_idx[i] = {c.cast(x, DType::I64)};
+      tap_w[i] = {Value{}};
+      continue;
+    }
+    Value x0 = c.op(OpKind::Floor, {x});
+    Value f = c.op(OpKind::Sub, {x, x0});
+    Value i0 = c.cast(x0, DType::I64);
+    if (mode == "linear") {
+      tap_idx[i] = {i0, c.op(OpKind::Add, {i0, c.scalar(1, DType::I64)})};
+      tap_w[i] = {c.op(OpKind::Sub, {s(1), f}), f};
+    } else {
+      for (int k = -1; k <= 2; ++k) tap_idx[i].push_back(c.op(OpKind::Add, {i0, c.scalar(k, DType::I64)}));
+      tap_w[i] = cubic_coeffs(c, f);
+    }
+  }
+  // Index handling per padding mode, then a flat gather over [N*C*spatial].
+  int64_t img = 1;
+  for (int64_t v : dims) img *= v;
+  std::vector<int64_t> nbase(static_cast<size_t>(n * ch));
+  for (int64_t b = 0; b < n * ch; ++b) nbase[size_t(b)] = b * img;
+  Value base = c.im.constant(make_i64({n, ch, 1}, nbase));
+  Value flat = c.reshape(c.in(0), {n * ch * img});
+  Value acc;
+  size_t taps = tap_idx[0].size();
+  size_t combos = 1;
+  for (size_t i = 0; i < sp; ++i) combos *= taps;
+  for (size_t cmb = 0; cmb < combos; ++cmb) {
+    Value lin = c.full({n, npts}, 0, DType::I64), valid, w;
+    size_t rem = cmb;
+    int64_t stride = img;
+    std::vector<size_t> pick(sp);
+    for (size_t i = sp; i-- > 0;) {
+      pick[i] = rem % taps;
+      rem /= taps;
+    }
+    for (size_t i = 0; i < sp; ++i) {
+      Value idx = tap_idx[i][pick[i]];
+      double len = double(dims[i]);
+      if (pad == "zeros") {
+        Value ok = c.op(OpKind::And, {c.op(OpKind::GreaterEqual, {idx, c.scalar(0, DType::I64)}),
+                                      c.op(OpKind::Less, {idx, c.scalar(len, DType::I64)})});
+        valid = valid.valid() ? c.op(OpKind::And, {valid, ok}) : ok;
+        idx = c.op(OpKind::Clip, {idx}, ScalarAttrs{0, len - 1});
+      } else if (pad == "border") {
+        idx = c.op(OpKind::Clip, {idx}, ScalarAttrs{0, len - 1});
+      } else {
+        double lo = align ? 0 : -0.5, hi = align ? len - 1 : len - 0.5;
+        idx = c.cast(c.op(OpKind::Floor, {reflect(c, c.cast(idx, t), lo, hi)}), DType::I64);
+        idx = c.op(OpKind::Clip, {idx}, ScalarAttrs{0, len - 1});
+      }
+      stride /= dims[i];
+      lin = c.op(OpKind::Add, {lin, c.op(OpKind::Mul, {idx, c.scalar(double(stride), DType::I64)})});
+      if (tap_w[i][pick[i]].valid()) w = w.valid() ? c.op(OpKind::Mul, {w, tap_w[i][pick[i]]}) : tap_w[i][pick[i]];
+    }
+    Value at = c.op(OpKind::Add, {base, c.reshape(lin, {n, 1, npts})});  // [N, C, P]
+    Value v = c.op(OpKind::Gather, {flat, at}, AxisAttrs{0});
+    if (valid.valid()) v = c.op(OpKind::Where, {c.reshape(valid, {n, 1, npts}), v, s(0)});
+    if (w.valid()) v = c.op(OpKind::Mul, {v, c.reshape(w, {n, 1, npts})});
+    acc = acc.valid() ? c.op(OpKind::Add, {acc, v}) : v;
+  }
+  std::vector<int64_t> out{n, ch};
+  out.insert(out.end(), out_sp.begin(), out_sp.end());
+  return {c.reshape(acc, out)};
+}
+
+// grid[n, h, w] = theta[n] @ (x_w, y_h, 1) with x, y on the normalized [-1, 1] grid.
+std::vector<Value> lower_affine_grid(NodeCtx& c) {
+  auto td = c.dims(0);
+  auto size = c.const_ints(1, "size");
+  bool align = c.attr_int("align_corners", 0) != 0;
+  size_t sp = size.size() - 2;
+  if ((sp != 2 && sp != 3) || td.size() != 3 || td[1] != int64_t(sp) || td[2] != int64_t(sp) + 1)
+    c.invalid("theta must be [N, 2, 3] or [N, 3, 4] matching size");
+  DType t = c.dtype(0);
+  std::vector<int64_t> sd(size.begin() + 2, size.end());  // D?, H, W
+  auto lin = [&](int64_t len, int64_t i) {
+    if (len <= 1) return 0.0;
+    return align ? -1.0 + 2.0 * double(i) / double(len - 1) : -1.0 + (2.0 * double(i) + 1.0) / double(len);
+  };
+  int64_t pts = 1;
+  for (int64_t v : sd) pts *= v;
+  std::vector<double> base;
+  for (int64_t p = 0; p < pts; ++p) {
+    std::vector<int64_t> idx(sp);
+    int64_t rem = p;
+    for (size_t i = sp; i-- > 0;) {
+      idx[i] = rem % sd[i];
+      rem /= sd[i];
+    }
+    for (size_t i = sp; i-- > 0;) base.push_back(lin(sd[i], idx[i]));  // x (W) first
+    base.push_back(1.0);
+  }
+  Value b = c.im.constant(make_tensor(t, {1, pts, int64_t(sp) + 1}, base));
+  Value g = c.op(OpKind::MatMul, {b, c.transpose(c.in(0), {0, 2, 1})});  // [N, P, sp]
+  std::vector<int64_t> out{td[0]};
+  out.insert(out.end(), sd.begin(), sd.end());
+  out.push_back(int64_t(sp));
+  return {c.reshape(g, out)};
+}
+
+// input [N, C*kh*kw, L] -> image [N, C, H, W]: each kernel offset's block is
+// zero-upsampled by the strides, shifted by offset*dilation and summed.
+std::vector<Value> lower_col2im(NodeCtx& c) {
+  auto d = c.dims(0);
+  auto image = c.const_ints(1, "image_shape"), block = c.const_ints(2, "block_shape");
+  if (image.size() != 2 || block.size() != 2 || d.size() != 3) c.unsupported("Col2Im beyond 2-D images");
+  auto dil = c.attr_ints("dilations", {1, 1}), strides = c.attr_ints("strides", {1, 1}), pads = c.attr_ints("pads", {0, 0, 0, 0});
+  int64_t n = d[0], kk = block[0] * block[1];
+  if (d[1] % kk) c.invalid("input channels are not a multiple of the block size");
+  int64_t ch = d[1] / kk;
+  int64_t ph = image[0] + pads[0] + pads[2], pw = image[1] + pads[1] + pads[3];
+  int64_t oh = (ph - (dil[0] * (block[0] - 1) + 1)) / strides[0] + 1;
+  int64_t ow = (pw - (dil[1] * (block[1] - 1) + 1)) / strides[1] + 1;
+  if (oh * ow != d[2]) c.invalid("block count ", d[2], " does not match the image geometry (", oh, "x", ow, ")");
+  Value x = c.reshape(c.in(0), {n, ch, block[0], block[1], oh, ow});
+  Value acc;
+  for (int64_t i = 0; i < block[0]; ++i)
+    for (int64_t j = 0; j < block[1]; ++j) {
+      Value b = c.reshape(c.slice(x, {i, j}, {i + 1, j + 1}, {2, 3}), {n, ch, oh, 1, ow, 1});
+      b = c.op(OpKind::Pad, {b}, PadAttrs{{0, 0, 0, 0, 0, 0, 0, 0, 0, strides[0] - 1, 0, strides[1] - 1}, PadMode::Constant, 0});
+      b = c.reshape(b, {n, ch, oh * strides[0], ow * strides[1]});
+      int64_t top = i * dil[0], left = j * dil[1];
+      int64_t hb = oh * strides[0], wb = ow * strides[1];
+      std::vector<int64_t> p{0, 0, top, left, 0, 0, ph - top - hb, pw - left - wb};
+      b = c.op(OpKind::Pad, {b}, PadAttrs{p, PadMode::Constant, 0});  // negative ends crop
+      acc = acc.valid() ? c.op(OpKind::Add, {acc, b}) : b;
+    }
+  return {c.slice(acc, {pads[0], pads[1]}, {pads[0] + image[0], pads[1] + image[1]}, {2, 3})};
+}
+
+}  // namespace rlx::onnx

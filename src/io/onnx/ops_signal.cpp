@@ -1,0 +1,171 @@
+// Signal ONNX ops: DFT and STFT as matmuls with constant cos/sin matrices (computed
+// in double), and the window generators (Hann, Hamming, Blackman) as constants.
+#include <cmath>
+
+#include "io/onnx/ops_table.h"
+
+namespace rlx::onnx {
+
+namespace {
+
+// DFT along the last axis of real/imag parts xr, xi ([.., n]); returns (yr, yi) [.., m].
+void dft_last(NodeCtx& c, Value xr, Value xi, int64_t n, int64_t m, bool inverse, Value& yr, Value& yi) {
+  DType t = c.g.type(xr).dtype();
+  std::vector<double> cs(size_t(n * m)), sn(size_t(n * m));
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t k = 0; k < m; ++k) {
+      double th = 2.0 * M_PI * double((j * k) % n) / double(n);
+      cs[size_t(j * m + k)] = std::cos(th);
+      sn[size_t(j * m + k)] = std::sin(th);
+    }
+  Value cmat = c.im.constant(make_tensor(t, {n, m}, cs)), smat = c.im.constant(make_tensor(t, {n, m}, sn));
+  // forward: (xr + i xi)(cos - i sin); inverse: (xr + i xi)(cos + i sin) / n
+  Value rc = c.op(OpKind::MatMul, {xr, cmat}), rs = c.op(OpKind::MatMul, {xr, smat});
+  if (xi.valid()) {
+    Value ic = c.op(OpKind::MatMul, {xi, cmat}), is = c.op(OpKind::MatMul, {xi, smat});
+    yr = inverse ? c.op(OpKind::Sub, {rc, is}) : c.op(OpKind::Add, {rc, is});
+    yi = inverse ? c.op(OpKind::Add, {ic, rs}) : c.op(OpKind::Sub, {ic, rs});
+  } else {
+    yr = rc;
+    yi = inverse ? rs : c.op(OpKind::Neg, {rs});
+  }
+  if (inverse) {
+    Value inv = c.scalar(1.0 / double(n), t);
+    yr = c.op(OpKind::Mul, {yr, inv});
+    yi = c.op(OpKind::Mul, {yi, inv});
+  }
+}
+
+Value stack_complex(NodeCtx& c, Value yr, Value yi) {
+  auto d = c.vdims(yr);
+  d.push_back(1);
+  return c.concat({c.reshape(yr, d), c.reshape(yi, d)}, int64_t(d.size()) - 1);
+}
+
+}  // namespace
+
+std::vector<Value> lower_dft(NodeCtx& c) {
+  auto d = c.dims(0);
+  int64_t r = int64_t(d.size());
+  if (r < 2 || (d.back() != 1 && d.back() != 2)) c.invalid("input must end in a dim of 1 (real) or 2 (complex)");
+  int64_t axis;
+  if (c.opset >= 20) axis = c.has(2) ? c.const_ints(2, "axis").at(0) : -2;
+  else axis = c.attr_int("axis", 1);
+  if (axis < 0) axis += r;
+  if (axis < 0 || axis >= r - 1) c.invalid("axis out of range");
+  bool inverse = c.attr_int("inverse", 0) != 0, onesided = c.attr_int("onesided", 0) != 0;
+  int64_t n = d[size_t(axis)];
+  Value x = c.in(0);
+  if (inverse && onesided) {
+    // Half spectrum in, real signal out: rebuild X[k] = conj(X[len - k]) for k >= n.
+    if (d.back() != 2) c.invalid("an inverse one-sided DFT needs complex input");
+    int64_t len = c.has(1) ? c.const_ints(1, "dft_length").at(0) : 2 * (n - 1);
+    std::vector<int64_t> src(static_cast<size_t>(len));
+    std::vector<double> sign(static_cast<size_t>(2 * len));
+    for (int64_t k = 0; k < len; ++k) {
+      bool mirror = k >= n;
+      src[size_t(k)] = mirror ? len - k : k;
+      sign[size_t(2 * k)] = 1;
+      sign[size_t(2 * k + 1)] = mirror ? -1 : 1;
+      if (src[size_t(k)] >= n || src[size_t(k)] < 0) c.invalid("dft_length ", len, " does not fit ", n, " bins");
+    }
+    Value full = c.op(OpKind::Gather, {x, c.ints(src)}, AxisAttrs{axis});
+    std::vector<int64_t> sd(size_t(r), 1);
+    sd[size_t(axis)] = len;
+    sd.back() = 2;
+    full = c.op(OpKind::Mul, {full, c.im.constant(make_tensor(c.dtype(0), sd, sign))});
+    auto fd = c.vdims(full);
+    std::vector<int64_t> part = fd;
+    part.pop_back();
+    Value xr = c.reshape(c.slice(full, {0}, {1}, {r - 1}), part);
+    Value xi = c.reshape(c.slice(full, {1}, {2}, {r - 1}), part);
+    std::vector<int64_t> perm;
+    for (int64_t i = 0; i < r - 1; ++i)
+      if (i != axis) perm.push_back(i);
+    perm.push_back(axis);
+    Value yr, yi;
+    dft_last(c, c.transpose(xr, perm), c.transpose(xi, perm), len, len, true, yr, yi);
+    std::vector<int64_t> inv(perm.size());
+    for (size_t i = 0; i < perm.size(); ++i) inv[size_t(perm[i])] = int64_t(i);
+    Value y = c.transpose(yr, inv);
+    auto yd = c.vdims(y);
+    yd.push_back(1);
+    return {c.reshape(y, yd)};
+  }
+  int64_t len = c.has(1) ? c.const_ints(1, "dft_length").at(0) : n;
+  // Pad with zeros or truncate the signal axis to the DFT length.
+  if (len < n) x = c.slice(x, {0}, {len}, {axis});
+  else if (len > n) {
+    std::vector<int64_t> pads(size_t(2 * r), 0);
+    pads[size_t(axis + r)] = len - n;
+    x = c.op(OpKind::Pad, {x}, PadAttrs{pads, PadMode::Constant, 0});
+  }
+  auto xd = c.vdims(x);
+  // Split real / imag and move the signal axis last.
+  std::vector<int64_t> part = xd;
+  part.pop_back();
+  Value xr = c.reshape(c.slice(x, {0}, {1}, {r - 1}), part);
+  Value xi = d.back() == 2 ? c.reshape(c.slice(x, {1}, {2}, {r - 1}), part) : Value{};
+  std::vector<int64_t> perm;
+  for (int64_t i = 0; i < r - 1; ++i)
+    if (i != axis) perm.push_back(i);
+  perm.push_back(axis);
+  xr = c.transpose(xr, perm);
+  if (xi.valid()) xi = c.transpose(xi, perm);
+  int64_t m = onesided ? len / 2 + 1 : len;
+  Value yr, yi;
+  dft_last(c, xr, xi, len, m, inverse, yr, yi);
+  std::vector<int64_t> inv(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) inv[size_t(perm[i])] = int64_t(i);
+  return {stack_complex(c, c.transpose(yr, inv), c.transpose(yi, inv))};
+}
+
+// signal [B, L, 1|2] -> [B, frames, bins, 2]
+std::vector<Value> lower_stft(NodeCtx& c) {
+  auto d = c.dims(0);
+  if (d.size() != 3) c.invalid("signal must be [batch, length, 1 or 2]");
+  int64_t step = c.const_ints(1, "frame_step").at(0);
+  Value window = c.in_or(2);
+  int64_t flen = c.has(3) ? c.const_ints(3, "frame_length").at(0) : (window.valid() ? c.vdims(window)[0] : 0);
+  if (flen <= 0 || step <= 0) c.invalid("frame_length and frame_step must be positive");
+  bool onesided = c.attr_int("onesided", 1) != 0;
+  int64_t b = d[0], len = d[1];
+  int64_t frames = (len - flen) / step + 1;
+  if (frames <= 0) c.invalid("signal shorter than a frame");
+  std::vector<Value> fr, fi;
+  Value x = c.in(0);
+  for (int64_t f = 0; f < frames; ++f) {
+    Value seg = c.slice(x, {f * step}, {f * step + flen}, {1});  // [B, flen, 1|2]
+    fr.push_back(c.reshape(c.slice(seg, {0}, {1}, {2}), {b, 1, flen}));
+    if (d[2] == 2) fi.push_back(c.reshape(c.slice(seg, {1}, {2}, {2}), {b, 1, flen}));
+  }
+  Value xr = c.concat(fr, 1), xi = fi.empty() ? Value{} : c.concat(fi, 1);
+  if (window.valid()) {
+    Value w = c.reshape(c.cast(window, c.dtype(0)), {1, 1, flen});
+    xr = c.op(OpKind::Mul, {xr, w});
+    if (xi.valid()) xi = c.op(OpKind::Mul, {xi, w});
+  }
+  Value yr, yi;
+  dft_last(c, xr, xi, flen, onesided ? flen / 2 + 1 : flen, false, yr, yi);
+  return {stack_complex(c, yr, yi)};
+}
+
+std::vector<Value> lower_window(NodeCtx& c) {
+  int64_t size = c.const_ints(0, "size").at(0);
+  if (size < 0) c.invalid("size must be >= 0");
+  bool periodic = c.attr_int("periodic", 1) != 0;
+  auto dt = carried_dtype(int(c.attr_int("output_datatype", kFloat)));
+  if (!dt) c.unsupported("output_datatype");
+  const std::string& op = c.node.op_type();
+  double den = periodic ? double(size) : double(size - 1);
+  std::vector<double> w(static_cast<size_t>(size));
+  for (int64_t i = 0; i < size; ++i) {
+    double a = 2.0 * M_PI * double(i) / den;
+    if (op == "HannWindow") w[size_t(i)] = 0.5 - 0.5 * std::cos(a);
+    else if (op == "HammingWindow") w[size_t(i)] = 25.0 / 46.0 - (1.0 - 25.0 / 46.0) * std::cos(a);
+    else w[size_t(i)] = 0.42 - 0.5 * std::cos(a) + 0.08 * std::cos(2 * a);
+  }
+  return {c.im.constant(make_tensor(*dt, {size}, w))};
+}
+
+}  // namespace rlx::onnx
