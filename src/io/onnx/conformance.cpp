@@ -34,7 +34,10 @@ std::string one_line(std::string s) {
 // Why a case is skipped ("" if it runs): strings, non-tensor types, other domains, images.
 std::string skip_reason_graph(const pb::GraphProto& g) {
   auto check_vi = [](const pb::ValueInfoProto& vi) -> std::string {
-    if (!vi.type().has_tensor_type()) return "sequence/optional/map value '" + vi.name() + "'";
+    const auto& t = vi.type();
+    // Subgraph values often carry no type at all; only explicit non-tensor types skip.
+    if (t.has_sequence_type() || t.has_optional_type() || t.has_map_type() || t.has_sparse_tensor_type())
+      return "sequence/optional/map value '" + vi.name() + "'";
     if (vi.type().tensor_type().elem_type() == kString) return "string tensor '" + vi.name() + "'";
     return "";
   };
