@@ -102,6 +102,7 @@ void check_attention(const AttnCase& c) {
 
 TEST(Attention, Plain) {
   check_attention({1, 2, 2, 5, 5, 8, 8});
+  check_attention({1, 2, 2, 9, 0, 8, 8});  // no keys: zeros
   check_attention({2, 3, 3, 9, 13, 33, 12, false, 0.3});
 }
 

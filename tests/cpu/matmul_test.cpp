@@ -104,6 +104,9 @@ TEST(Matmul, OddSizes2D) {
   for (auto [m, n, k] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
            {1, 1, 1}, {1, 7, 33}, {7, 33, 129}, {129, 7, 33}, {33, 129, 7}, {4, 1000, 17}, {200, 3, 90}, {130, 150, 300}})
     check_float_matmul({m, k}, {k, n}, DType::F32);
+  check_float_matmul({3, 0}, {0, 5}, DType::F32);  // empty contraction: zeros
+  check_float_matmul({3, 0}, {0, 5}, DType::F16);
+  check_float_matmul({0, 4}, {4, 5}, DType::F32);
 }
 
 TEST(Matmul, OneDimensionalOperands) {
@@ -212,7 +215,9 @@ void check_fused(const std::vector<int64_t>& ad, const std::vector<int64_t>& bd,
   const auto out = run_kernel(g, y.node, inputs, threads)[0];
   const double eps = t == DType::F16 ? 2e-3 : t == DType::BF16 ? 1e-2 : 4e-6;
   EXPECT_TRUE(all_close(bytes_to_doubles(out, t), want, 2e-6, eps, &scale));
-  if (threads == 1) EXPECT_EQ(out, run_kernel(g, y.node, inputs, 2)[0]) << "1 and 2 threads differ";
+  if (threads == 1) {
+    EXPECT_EQ(out, run_kernel(g, y.node, inputs, 2)[0]) << "1 and 2 threads differ";
+  }
 }
 
 TEST(FusedMatmul, ActivationsWithRowBias) {

@@ -199,7 +199,7 @@ void run_attention(const RunCtx& ctx, const void* vcfg, void* const* bufs) {
   thread_local std::vector<float> packed;
   const IsaKernels& K = *c.kernels;
   const size_t esz = dtype_size(c.type);
-  if (c.sq * (c.hq / c.hkv) >= 8) {
+  if (c.sk > 0 && c.sq * (c.hq / c.hkv) >= 8) {
     kv.blocks = (c.sk + c.bk - 1) / c.bk;
     kv.kt_floats = packed_b_floats(K, c.d, std::min(c.bk, c.sk));
     kv.v_floats = packed_b_floats(K, std::min(c.bk, c.sk), c.dv);
