@@ -25,6 +25,14 @@ const std::vector<Command>& commands() {
       t.push_back(std::move(c));
     }
     t.push_back(bench_command());
+    {
+      Command c{"test-onnx", "run ONNX backend test cases; one PASS/FAIL/SKIP line each, then a summary",
+                "PATH... [options]", 1, 1 << 20, test_onnx_option_specs(), &cmd_test_onnx};
+      t.push_back(std::move(c));
+    }
+#ifdef RLX_HAVE_ONNX
+    t.push_back(onnx_coverage_command());
+#endif
     return t;
   }();
   return table;

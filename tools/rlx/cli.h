@@ -70,5 +70,8 @@ std::pair<std::string, std::string> split_assignment(const std::string& s, const
 int cmd_check(const Args& args);
 int cmd_run(const Args& args);
 Command bench_command();  // tools/rlx/cmd_bench.cpp
+int cmd_test_onnx(const Args& args);            // tools/rlx/cmd_test_onnx.cpp
+std::vector<OptionSpec> test_onnx_option_specs();
+Command onnx_coverage_command();  // tools/rlx/cmd_onnx_coverage.cpp (ONNX builds only)
 
 }  // namespace rlx::cli
