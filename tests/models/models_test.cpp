@@ -149,7 +149,7 @@ TEST_P(ModelTest, CliRunMatchesOnnxRuntime) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Refs, ModelTest, testing::ValuesIn(kCases),
+INSTANTIATE_TEST_SUITE_P(Models, ModelTest, testing::ValuesIn(kCases),
                          [](const testing::TestParamInfo<std::string>& p) { return p.param; });
 
 // `rlx bench`: prints p50/p90, and generates missing inputs exactly as
@@ -178,7 +178,7 @@ TEST_P(BenchCli, DynamicDimWithoutShapeIsAUsageError) {
   EXPECT_NE(err.find("--shape 'y': the model has no such input"), std::string::npos) << err;
 }
 
-INSTANTIATE_TEST_SUITE_P(Cls, BenchCli, testing::Values(std::string("ppocr_cls")),
+INSTANTIATE_TEST_SUITE_P(Models, BenchCli, testing::Values(std::string("ppocr_cls")),
                          [](const testing::TestParamInfo<std::string>& p) { return p.param; });
 
 }  // namespace
