@@ -68,14 +68,16 @@ struct Im2colCtx {
   const void* x;  // image of this (n, group): [c/group, h, w]
 };
 
-// Short copies and fills with baseline SSE moves (library calls cost more than the copy
-// for segments of a few dozen floats).
-inline void copy_floats(float* __restrict d, const float* __restrict s, int64_t n) {
+// Short copies and fills with baseline SSE moves: library calls cost more than the copy
+// for segments of a few dozen floats, so GCC must not turn these loops back into them
+// (the packer carries the same attribute so the helpers still inline into it).
+#define RLX_NO_LIBCALL __attribute__((optimize("no-tree-loop-distribute-patterns")))
+RLX_NO_LIBCALL inline void copy_floats(float* __restrict d, const float* __restrict s, int64_t n) {
   int64_t i = 0;
   for (; i + 4 <= n; i += 4) _mm_storeu_ps(d + i, _mm_loadu_ps(s + i));
   for (; i < n; ++i) d[i] = s[i];
 }
-inline void zero_floats(float* d, int64_t n) {
+RLX_NO_LIBCALL inline void zero_floats(float* d, int64_t n) {
   int64_t i = 0;
   for (; i + 4 <= n; i += 4) _mm_storeu_ps(d + i, _mm_setzero_ps());
   for (; i < n; ++i) d[i] = 0.0f;
@@ -83,50 +85,60 @@ inline void zero_floats(float* d, int64_t n) {
 
 // Writes rows [k0, k0+kc) x columns [j0, j0+n) of the im2col matrix (row k = (ci, ky, kx),
 // column j = (oy, ox)) in GEMM panel layout: panel q (columns q*width..) at
-// dst + q*width*kc, kc rows of `width` floats, zero past n.
+// dst + q*width*kc, kc rows of `width` floats, zero past n. Rows are gathered in groups
+// of kLines into contiguous lines (one run per output row), then each panel receives
+// the group as one sequential run.
 template <class T>
-void pack_im2col(const void* vctx, int64_t k0, int64_t kc, int64_t j0, int64_t n, int64_t width, float* dst) {
+RLX_NO_LIBCALL void pack_im2col(const void* vctx, int64_t k0, int64_t kc, int64_t j0, int64_t n, int64_t width,
+                                float* dst) {
+  constexpr int64_t kLines = 8;
   const Im2colCtx& ctx = *static_cast<const Im2colCtx*>(vctx);
   const ConvCfg& c = *ctx.cfg;
   const T* x = static_cast<const T*>(ctx.x);
   const int64_t taps = c.kh * c.kw;
-  for (int64_t r = 0; r < kc; ++r) {
-    const int64_t k = k0 + r, ci = k / taps, ky = (k % taps) / c.kw, kx = k % c.kw;
-    const T* plane = x + ci * c.h * c.w;
-    // Columns whose input x lies in [0, w): ox in [ox_lo, ox_hi).
-    const int64_t off = kx * c.dw - c.pl;
-    const int64_t ox_lo = std::min(c.ow, std::max<int64_t>(0, (-off + c.sw - 1) / c.sw));
-    const int64_t ox_hi = std::max(ox_lo, std::min(c.ow, (c.w - off + c.sw - 1) / c.sw));
-    int64_t oy = j0 / c.ow, ox0 = j0 % c.ow;
-    for (int64_t jj = 0; jj < n;) {
-      // A run inside one output row and one panel.
-      const int64_t col = jj % width;
-      const int64_t cnt = std::min({c.ow - ox0, width - col, n - jj});
-      float* dr = dst + (jj / width) * width * kc + r * width + col;
-      const int64_t iy = oy * c.sh - c.pt + ky * c.dh;
-      if (iy < 0 || iy >= c.h) {
-        zero_floats(dr, cnt);
-      } else {
-        const T* row = plane + iy * c.w;
-        const int64_t a = std::clamp(ox_lo - ox0, int64_t(0), cnt), b = std::clamp(ox_hi - ox0, a, cnt);
-        zero_floats(dr, a);
-        if constexpr (std::is_same_v<T, float>) {
-          if (c.sw == 1) copy_floats(dr + a, row + ox0 + a + off, b - a);
-          else
-            for (int64_t t = a; t < b; ++t) dr[t] = row[(ox0 + t) * c.sw + off];
+  const int64_t panels = (n + width - 1) / width, npad = panels * width;
+  thread_local std::vector<float> line_buf;
+  if (line_buf.size() < size_t(kLines * npad)) line_buf.resize(size_t(kLines * npad));
+  for (int64_t r0 = 0; r0 < kc; r0 += kLines) {
+    const int64_t lines = std::min(kLines, kc - r0);
+    for (int64_t l = 0; l < lines; ++l) {
+      const int64_t k = k0 + r0 + l, ci = k / taps, ky = (k % taps) / c.kw, kx = k % c.kw;
+      const T* plane = x + ci * c.h * c.w;
+      float* line = line_buf.data() + l * npad;
+      // Columns whose input x lies in [0, w): ox in [ox_lo, ox_hi).
+      const int64_t off = kx * c.dw - c.pl;
+      const int64_t ox_lo = std::min(c.ow, std::max<int64_t>(0, (-off + c.sw - 1) / c.sw));
+      const int64_t ox_hi = std::max(ox_lo, std::min(c.ow, (c.w - off + c.sw - 1) / c.sw));
+      int64_t oy = j0 / c.ow, ox0 = j0 % c.ow;
+      for (int64_t jj = 0; jj < n;) {
+        const int64_t cnt = std::min(c.ow - ox0, n - jj);
+        float* dr = line + jj;
+        const int64_t iy = oy * c.sh - c.pt + ky * c.dh;
+        if (iy < 0 || iy >= c.h) {
+          zero_floats(dr, cnt);
         } else {
-          for (int64_t t = a; t < b; ++t) dr[t] = load(row + (ox0 + t) * c.sw + off);
+          const T* row = plane + iy * c.w;
+          const int64_t a = std::clamp(ox_lo - ox0, int64_t(0), cnt), b = std::clamp(ox_hi - ox0, a, cnt);
+          zero_floats(dr, a);
+          if constexpr (std::is_same_v<T, float>) {
+            if (c.sw == 1) copy_floats(dr + a, row + ox0 + a + off, b - a);
+            else
+              for (int64_t t = a; t < b; ++t) dr[t] = row[(ox0 + t) * c.sw + off];
+          } else {
+            for (int64_t t = a; t < b; ++t) dr[t] = load(row + (ox0 + t) * c.sw + off);
+          }
+          zero_floats(dr + b, cnt - b);
         }
-        zero_floats(dr + b, cnt - b);
-      }
-      jj += cnt;
-      ox0 += cnt;
-      if (ox0 == c.ow) {
+        jj += cnt;
         ox0 = 0;
         ++oy;
       }
+      zero_floats(line + n, npad - n);
     }
-    if (n % width) zero_floats(dst + (n / width) * width * kc + r * width + n % width, width - n % width);
+    for (int64_t q = 0; q < panels; ++q) {
+      float* d = dst + q * width * kc + r0 * width;
+      for (int64_t l = 0; l < lines; ++l) copy_floats(d + l * width, line_buf.data() + l * npad + q * width, width);
+    }
   }
 }
 
