@@ -11,6 +11,21 @@
 namespace rlx::e2e {
 namespace {
 
+// Values that went through an f16 cast may differ by one f16 unit (2^-10 relative):
+// the interpreter rounds double -> f32 -> f16, the kernels f32 -> f16.
+double f16_slack(const Graph& g) {
+  for (const Node& n : g.nodes())
+    if (n.kind == OpKind::Cast && n.outputs[0].dtype() == DType::F16) return 1e-3;
+  return 0;
+}
+
+// |got - want| <= tol * max|want| + slack * |want| per element.
+void expect_near_scaled(const T& got, const T& want, double tol, double slack, const std::string& what) {
+  double mw = 0;
+  for (double w : want.v) mw = std::max(mw, std::fabs(w));
+  expect_close(got, want, slack, tol * mw, what);
+}
+
 void expect_matches_interpreter(const Graph& g, const Feeds& in, const Feeds& params, double tol,
                                 const CompileOptions& o = default_options()) {
   CompiledGraph net = compile_e2e(g, o);
@@ -21,7 +36,7 @@ void expect_matches_interpreter(const Graph& g, const Feeds& in, const Feeds& pa
   for (size_t i = 0; i < got.size(); ++i) {
     ASSERT_EQ(got[i].dims, want[i].dims) << g.name() << " output " << i;
     EXPECT_EQ(got[i].dtype, want[i].dtype) << g.name() << " output " << i;
-    EXPECT_LE(max_rel_diff(got[i], want[i]), tol) << g.name() << " output " << i;
+    expect_near_scaled(got[i], want[i], tol, f16_slack(g), g.name() + " output " + std::to_string(i));
   }
 }
 
@@ -61,10 +76,13 @@ TEST(Models, ViewsAndEdgeGraphsMatchInterpreter) {
 // normalize), so f32 rounding stays far below the tolerance.
 class RandomGraph {
  public:
-  explicit RandomGraph(uint32_t seed) : rng_(seed), g_("random" + std::to_string(seed)) {
-    add(g_.input("x", Shape({3, 5, 7}, DType::F32)));
-    add(g_.input("y", Shape({5, 7}, DType::F32)));
-    add(g_.input("z", Shape({4, 6}, DType::F32)));
+  // `big`: larger inputs and cap, so kernels take their blocked and parallel paths.
+  explicit RandomGraph(uint32_t seed, bool big = false)
+      : rng_(seed), g_("random" + std::to_string(seed)), cap_(big ? 400000 : 6000) {
+    const int64_t s = big ? 8 : 1;
+    add(g_.input("x", Shape({3, 5 * s, 7 * s}, DType::F32)));
+    add(g_.input("y", Shape({5 * s, 7 * s}, DType::F32)));
+    add(g_.input("z", Shape({4 * s, 6 * s}, DType::F32)));
   }
 
   Graph build(int steps) {
@@ -84,7 +102,7 @@ class RandomGraph {
 
  private:
   void add(Value v) {
-    if (g_.type(v).numel() <= 6000 && g_.type(v).rank() >= 1) vals_.push_back(v);
+    if (g_.type(v).numel() <= cap_ && g_.type(v).rank() >= 1) vals_.push_back(v);
   }
   Value pick() { return vals_[size_t(rng_.integer(0, int64_t(vals_.size()) - 1))]; }
   std::vector<int64_t> dims(Value v) { return g_.type(v).static_dims(); }
@@ -164,7 +182,7 @@ class RandomGraph {
                                       : g_.rms_norm(a, param({d.back()})));
         break;
       case 15: {
-        const int64_t n = rng_.integer(2, 9);
+        const int64_t n = rng_.integer(2, cap_ > 6000 ? 70 : 9);
         Value w = param({d.back(), n});
         Value m = g_.matmul(a, w);
         if (rng_.integer(0, 1)) m = g_.add(m, param({n}));
@@ -199,6 +217,7 @@ class RandomGraph {
   Graph g_;
   std::vector<Value> vals_;
   Feeds params_;
+  int64_t cap_;
 };
 
 // E2E_FUZZ_SEEDS=N and E2E_FUZZ_STEPS=M (test-only knobs) run a longer search.
@@ -228,6 +247,65 @@ TEST(RandomGraphs, MatchInterpreterAndPassesOff) {
   // The generator must keep covering the families (guards against a silent no-op).
   EXPECT_GE(kinds.size(), 30u);
   EXPECT_TRUE(fused_kinds.count(OpKind::FusedElementwise) && fused_kinds.count(OpKind::FusedMatMul));
+}
+
+}  // namespace
+}  // namespace rlx::e2e
+
+namespace rlx::e2e {
+namespace {
+
+// Larger random graphs: threads=1 and threads=2 give the same bits, and both match the
+// interpreter.
+TEST(RandomGraphs, LargeThreadsBitIdenticalAndMatchInterpreter) {
+  const uint32_t seeds = env_or("E2E_FUZZ_SEEDS", 6), first = env_or("E2E_FUZZ_FIRST", 1);
+  for (uint32_t seed = first; seed < first + seeds; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    RandomGraph rg(seed + 5000, true);
+    Graph g = rg.build(int(env_or("E2E_FUZZ_STEPS", 14)));
+    Feeds in = random_inputs(g, seed + 2000);
+    std::vector<T> r[2];
+    for (int t = 1; t <= 2; ++t) {
+      CompiledGraph net = compile_e2e(g, default_options(t));
+      set_params(net, rg.params());
+      r[t - 1] = run_net(net, in);
+    }
+    for (size_t o = 0; o < r[0].size(); ++o) expect_bitwise_equal(r[0][o], r[1][o], "output " + std::to_string(o));
+    const std::vector<T> want = interpret(g, in, rg.params());
+    for (size_t o = 0; o < r[0].size(); ++o)
+      expect_near_scaled(r[1][o], want[o], 5e-5, f16_slack(g), "output " + std::to_string(o));
+    if (HasFailure()) {
+      ADD_FAILURE() << "graph of the failing seed:\n" << print_graph(g);
+      break;
+    }
+  }
+}
+
+// Random graphs under the F16 and BF16 policies stay near the F32 compile.
+TEST(RandomGraphs, PrecisionPoliciesNearF32) {
+  const uint32_t seeds = env_or("E2E_FUZZ_SEEDS", 20), first = env_or("E2E_FUZZ_FIRST", 1);
+  for (uint32_t seed = first; seed < first + seeds; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    RandomGraph rg(seed + 9000);
+    Graph g = rg.build(int(env_or("E2E_FUZZ_STEPS", 12)));
+    Feeds in = random_inputs(g, seed + 3000);
+    CompiledGraph f32 = compile_e2e(g);
+    set_params(f32, rg.params());
+    const std::vector<T> want = run_net(f32, in);
+    for (auto [p, tol] : {std::pair{Precision::F16, 1e-2}, std::pair{Precision::BF16, 6e-2}}) {
+      CompileOptions o = default_options();
+      o.precision = p;
+      CompiledGraph net = compile_e2e(g, o);
+      set_params(net, rg.params());
+      const std::vector<T> got = run_net(net, in);
+      for (size_t i = 0; i < got.size(); ++i)
+        EXPECT_LE(max_rel_diff(got[i], want[i]), tol) << (p == Precision::F16 ? "f16" : "bf16") << " output " << i;
+    }
+    if (HasFailure()) {
+      ADD_FAILURE() << "graph of the failing seed:\n" << print_graph(g);
+      break;
+    }
+  }
 }
 
 }  // namespace
