@@ -1,0 +1,143 @@
+// More runtime state end to end: handles across release_scratch, clones and precision
+// policies; params as outputs; copy_params_from between different graphs;
+// run_read_outputs; typed half-precision feeds.
+#include "e2e_models.h"
+#include "e2e_ref.h"
+
+namespace rlx::e2e {
+namespace {
+
+// A decoder step with a KV cache: k_cache/v_cache [1, 2, W, 8] are inputs and outputs
+// (shifted window + the new step's k/v), attention of the step's q over the window.
+Graph kv_step_graph(int64_t W) {
+  Graph g("kv_step");
+  Value x = g.input("x", Shape({1, 1, 16}, DType::F32));
+  Value kc = g.input("k_cache", Shape({1, 2, W, 8}, DType::F32));
+  Value vc = g.input("v_cache", Shape({1, 2, W, 8}, DType::F32));
+  auto heads = [&](Value v, int64_t h) { return g.transpose(g.reshape(v, {1, 1, h, 8}), {0, 2, 1, 3}); };
+  Value q = heads(g.matmul(x, g.param("wq", Shape({16, 32}, DType::F32))), 4);
+  Value k = heads(g.matmul(x, g.param("wk", Shape({16, 16}, DType::F32))), 2);
+  Value v = heads(g.matmul(x, g.param("wv", Shape({16, 16}, DType::F32))), 2);
+  Value k2 = g.slice(g.concat({kc, k}, 2), {1}, {W + 1}, {2});
+  Value v2 = g.slice(g.concat({vc, v}, 2), {1}, {W + 1}, {2});
+  Value a = g.reshape(g.transpose(g.attention(q, k2, v2), {0, 2, 1, 3}), {1, 1, 32});
+  g.set_outputs({g.matmul(a, g.param("wo", Shape({32, 16}, DType::F32))), k2, v2}, {"y", "k_cache", "v_cache"});
+  return g;
+}
+
+// Reference of one step: the same graph interpreted with caches given explicitly.
+struct KvRef {
+  Graph g;
+  Feeds params;
+  T kc, vc;
+};
+
+std::vector<T> ref_step(const KvRef& r, const T& x) {
+  CompiledGraph net = compile_e2e(r.g, passes_off(default_options(1)));
+  set_params(net, r.params);
+  return run_net(net, {{"x", x}, {"k_cache", r.kc}, {"v_cache", r.vc}});
+}
+
+void kv_steps(Precision p, double tol) {
+  const int64_t W = 6;
+  KvRef r{kv_step_graph(W), {}, {}, {}};
+  r.params = random_params(r.g, 1);
+  Rng rng(2);
+  r.kc = rng.tensor({1, 2, W, 8});
+  r.vc = rng.tensor({1, 2, W, 8});
+  CompileOptions o = default_options();
+  o.precision = p;
+  CompiledGraph net = compile_e2e(r.g, o);
+  set_params(net, r.params);
+  net.bind_handle("k_cache", to_typed(r.kc));
+  net.bind_handle("v_cache", to_typed(r.vc));
+  for (int step = 0; step < 4; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    T x = rng.tensor({1, 1, 16});
+    std::vector<T> want = ref_step(r, x);
+    if (step == 1) net.release_scratch();  // handles live in persistent memory
+    if (step == 2) {
+      CompiledGraph c = net.clone();  // the clone carries the caches
+      expect_close(run_net(c, {{"x", x}})[0], want[0], tol, tol, "clone y");
+    }
+    std::vector<T> got = run_net(net, {{"x", x}});
+    expect_close(got[0], want[0], tol, tol, "y");
+    expect_close(from_typed(net.read_handle("k_cache")), want[1], tol, tol, "k_cache");
+    expect_close(from_typed(net.read_handle("v_cache")), want[2], tol, tol, "v_cache");
+    r.kc = want[1];
+    r.vc = want[2];
+  }
+}
+
+TEST(RuntimeState, KvCacheDecodeStepsF32) { kv_steps(Precision::F32, 1e-5); }
+TEST(RuntimeState, KvCacheDecodeStepsF16Policy) { kv_steps(Precision::F16, 1e-2); }
+TEST(RuntimeState, KvCacheDecodeStepsBF16Policy) { kv_steps(Precision::BF16, 5e-2); }
+
+TEST(RuntimeState, ParamsAndConstantsAsOutputs) {
+  Graph g("param_outputs");
+  Value x = g.input("x", Shape({3, 4}, DType::F32));
+  Value w = g.param("w", Shape({3, 4}, DType::F32));
+  Value h = g.param("h", Shape({4}, DType::F16));
+  g.set_outputs({w, g.add(x, w), g.reshape(w, {12}), h, g.transpose(w, {1, 0})}, {"w", "sum", "flat", "h", "wt"});
+  for (const CompileOptions& o : {default_options(), passes_off(default_options(1))}) {
+    CompiledGraph net = compile_e2e(g, o);
+    Rng rng(3);
+    T wv = rng.tensor({3, 4}), hv = rng.tensor({4}, -1, 1, DType::F16), xv = rng.tensor({3, 4});
+    set_params(net, {{"w", wv}, {"h", hv}});
+    std::vector<T> out = run_net(net, {{"x", xv}});
+    expect_close(out[0], wv, 0, 0, "w");
+    expect_close(out[1], ref::map(ref::binary(xv, wv, std::plus<double>(), DType::F32),
+                                  [](double v) { return double(float(v)); }, DType::F32), 0, 0, "sum");
+    expect_close(out[2], T({12}, wv.v), 0, 0, "flat");
+    expect_close(out[3], hv, 0, 0, "h");
+    expect_close(out[4], ref::transpose(wv, {1, 0}), 0, 0, "wt");
+  }
+}
+
+TEST(RuntimeState, CopyParamsBetweenDifferentGraphs) {
+  // Two graphs over the same params (a full block and a variant with another seq).
+  Graph a = decoder_block(11), b = decoder_block(5);
+  Feeds p = random_params(a, 4);
+  CompiledGraph na = compile_e2e(a), nb = compile_e2e(b, passes_off(default_options(1)));
+  set_params(na, p);
+  nb.copy_params_from(na);
+  Feeds in = decoder_inputs(5, 5);
+  CompiledGraph ref = compile_e2e(b);
+  set_params(ref, p);
+  const std::vector<T> want = run_net(ref, in);
+  const std::vector<T> got = run_net(nb, in);
+  for (size_t o = 0; o < got.size(); ++o) EXPECT_LE(max_rel_diff(got[o], want[o]), 1e-5) << o;
+  // Copied, not shared: changing na leaves nb alone.
+  set_params(na, random_params(a, 99));
+  const std::vector<T> again = run_net(nb, in);
+  for (size_t o = 0; o < got.size(); ++o) expect_bitwise_equal(again[o], got[o], "after changing the source");
+}
+
+TEST(RuntimeState, RunReadOutputsAndTypedHalfFeeds) {
+  Graph g = decoder_block();
+  Feeds p = random_params(g, 7), in = decoder_inputs(8);
+  CompiledGraph net = compile_e2e(g);
+  set_params(net, p);
+  const std::vector<T> full = run_net(net, in);
+  std::map<std::string, TypedTensor> typed;
+  for (const auto& [name, t] : in) typed.emplace(name, to_typed(t));
+  std::vector<TypedTensor> only = net.run_read_outputs(typed, {1});
+  ASSERT_EQ(only.size(), 1u);
+  expect_bitwise_equal(from_typed(only[0]), full[1], "run_read_outputs(1)");
+  // f16 data for the f32 input "x" widens at the boundary.
+  T xh = in["x"];
+  xh.dtype = DType::F16;
+  xh = T(xh.dims, xh.v, DType::F16);
+  for (double& v : xh.v) v = round_to(v, DType::F16);
+  Feeds in_h = in;
+  in_h["x"] = xh;
+  T xr = xh;
+  xr.dtype = DType::F32;
+  Feeds in_r = in;
+  in_r["x"] = xr;
+  const std::vector<T> a = run_net(net, in_h), b = run_net(net, in_r);
+  for (size_t o = 0; o < a.size(); ++o) expect_bitwise_equal(a[o], b[o], "f16 feed vs the same values in f32");
+}
+
+}  // namespace
+}  // namespace rlx::e2e
