@@ -31,6 +31,7 @@ struct ConvCfg {
   bool single_input_channel = false;  // c/group == 1: direct kernel
   bool has_bias = false;
   std::vector<int64_t> kx_bounds;  // per kx: [lo, hi) of output columns reading inside the image
+  int64_t kx_interior[2] = {0, 0};  // columns inside every kx's [lo, hi)
   int n_in = 2;  // node inputs (the output pointer follows them)
   const IsaKernels* kernels = nullptr;
 };
@@ -213,7 +214,8 @@ void conv_gemm_one(const ConvCfg& cfg, ThreadPool* pool, const void* x, const vo
 // ---------------------------------------------------------------- direct kernel
 
 // One output plane (img, co), row by row: each output row accumulates kh*kw shifted input
-// rows per input channel of the group; with stride 1 the inner loop is a contiguous axpy.
+// rows per input channel of the group; with stride 1 (f32) the taps of a row are summed
+// in registers by the ISA's conv_row.
 // `bounds` holds, per kx, the output columns whose input column is inside the image.
 template <class T>
 void conv_direct_plane(const ConvCfg& cfg, const T* x, const T* w, const T* bias, T* out, int64_t img, int64_t co,
@@ -222,8 +224,16 @@ void conv_direct_plane(const ConvCfg& cfg, const T* x, const T* w, const T* bias
   const int64_t cg = cfg.c / cfg.group, mg = cfg.cout / cfg.group, g = co / mg;
   T* o = out + (img * cfg.cout + co) * cfg.oh * cfg.ow;
   const Acc bv = bias ? Acc(load(bias + co)) : Acc(0);
+  constexpr int64_t kMaxTaps = 64;
+  const float* tap_src[kMaxTaps];
+  float tap_w[kMaxTaps];
+  int64_t tap_lo[kMaxTaps], tap_hi[kMaxTaps];
   for (int64_t oy = 0; oy < cfg.oh; ++oy) {
-    std::fill(rowbuf, rowbuf + cfg.ow, Acc(0));
+    // f32 accumulates straight in the output row; other types in a wider row buffer.
+    Acc* acc = rowbuf;
+    if constexpr (std::is_same_v<T, Acc>) acc = o + oy * cfg.ow;
+    std::fill(acc, acc + cfg.ow, bv);
+    int64_t taps = 0;
     for (int64_t cl = 0; cl < cg; ++cl) {
       const T* plane = x + (img * cfg.c + g * cg + cl) * cfg.h * cfg.w;
       const T* wk = w + (co * cg + cl) * cfg.kh * cfg.kw;
@@ -235,16 +245,27 @@ void conv_direct_plane(const ConvCfg& cfg, const T* x, const T* w, const T* bias
           const Acc wv = Acc(load(wk + ky * cfg.kw + kx));
           const int64_t off = kx * cfg.dw - cfg.pl, lo = bounds[2 * kx], hi = bounds[2 * kx + 1];
           if constexpr (std::is_same_v<T, float>) {
-            if (cfg.sw == 1) {
-              cfg.kernels->axpy(rowbuf + lo, row + off + lo, hi - lo, wv);
+            if (cfg.sw == 1) {  // batched: all taps of the row in one register pass
+              tap_src[taps] = row + off;
+              tap_w[taps] = wv;
+              tap_lo[taps] = lo;
+              tap_hi[taps] = hi;
+              if (++taps == kMaxTaps) {
+                cfg.kernels->conv_row(acc, taps, tap_src, tap_w, tap_lo, tap_hi, cfg.kx_interior[0], cfg.kx_interior[1]);
+                taps = 0;
+              }
               continue;
             }
           }
-          for (int64_t ox = lo; ox < hi; ++ox) rowbuf[ox] += wv * Acc(load(row + ox * cfg.sw + off));
+          for (int64_t ox = lo; ox < hi; ++ox) acc[ox] += wv * Acc(load(row + ox * cfg.sw + off));
         }
       }
     }
-    for (int64_t ox = 0; ox < cfg.ow; ++ox) store(o + oy * cfg.ow + ox, rowbuf[ox] + bv);
+    if constexpr (std::is_same_v<T, float>) {
+      if (taps) cfg.kernels->conv_row(acc, taps, tap_src, tap_w, tap_lo, tap_hi, cfg.kx_interior[0], cfg.kx_interior[1]);
+    }
+    if constexpr (!std::is_same_v<T, Acc>)
+      for (int64_t ox = 0; ox < cfg.ow; ++ox) store(o + oy * cfg.ow + ox, acc[ox]);
   }
 }
 
@@ -322,6 +343,13 @@ KernelCall build_conv(const Node& node, const std::vector<const Shape*>& in, con
     c.kx_bounds.push_back(lo);
     c.kx_bounds.push_back(std::max(lo, std::min(c.ow, (c.w - off + c.sw - 1) / c.sw)));
   }
+  c.kx_interior[0] = 0;
+  c.kx_interior[1] = c.ow;
+  for (int64_t kx = 0; kx < c.kw; ++kx) {
+    c.kx_interior[0] = std::max(c.kx_interior[0], c.kx_bounds[size_t(2 * kx)]);
+    c.kx_interior[1] = std::min(c.kx_interior[1], c.kx_bounds[size_t(2 * kx + 1)]);
+  }
+  c.kx_interior[1] = std::max(c.kx_interior[0], c.kx_interior[1]);
   c.n_in = int(in.size());
   c.has_bias = in.size() > 2 && in[2];
   c.kernels = &isa_kernels(detect_isa());

@@ -106,8 +106,10 @@ void scale_scalar(float* y, int64_t n, float s) {
   for (int64_t i = 0; i < n; ++i) y[i] *= s;
 }
 
-void axpy_scalar(float* y, const float* x, int64_t n, float a) {
-  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+void conv_row_scalar(float* out, int64_t taps, const float* const* src, const float* w, const int64_t* lo,
+                     const int64_t* hi, int64_t ilo, int64_t ihi) {
+  for (int64_t t = 0; t < taps; ++t)
+    for (int64_t x = lo[t]; x < hi[t]; ++x) out[x] += w[t] * src[t][x];
 }
 
 IsaKernels make_scalar_table() {
@@ -129,7 +131,7 @@ IsaKernels make_scalar_table() {
   t.exp_sum = exp_sum_scalar;
   t.max = max_scalar;
   t.scale = scale_scalar;
-  t.axpy = axpy_scalar;
+  t.conv_row = conv_row_scalar;
   return t;
 }
 

@@ -96,8 +96,11 @@ struct IsaKernels {
   float (*max)(const float* x, int64_t n) = nullptr;  // -inf for n == 0
   // y[i] = y[i] * s (used to rescale running attention outputs).
   void (*scale)(float* y, int64_t n, float s) = nullptr;
-  // y[i] += a * x[i] (direct convolutions).
-  void (*axpy)(float* y, const float* x, int64_t n, float a) = nullptr;
+  // One output row of a stride-1 direct convolution: for t < taps (in order) and
+  // x in [lo[t], hi[t]): out[x] += w[t] * src[t][x]. [ilo, ihi) must lie inside every
+  // tap's range; there all taps are summed in registers.
+  void (*conv_row)(float* out, int64_t taps, const float* const* src, const float* w, const int64_t* lo,
+                   const int64_t* hi, int64_t ilo, int64_t ihi) = nullptr;
 };
 
 // Kernels for `isa` (a level this build lacks falls back to the next lower one).

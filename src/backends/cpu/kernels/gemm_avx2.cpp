@@ -5,6 +5,7 @@
 // by the linker for code that runs on machines without AVX2.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "backends/cpu/kernels/gemm.h"
@@ -334,11 +335,25 @@ RLX_AVX2 void scale(float* y, int64_t n, float s) {
   for (; i < n; ++i) y[i] *= s;
 }
 
-RLX_AVX2 void axpy(float* y, const float* x, int64_t n, float a) {
-  const __m256 va = _mm256_set1_ps(a);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
-  for (; i < n; ++i) y[i] = std::fma(a, x[i], y[i]);
+RLX_AVX2 void conv_row(float* out, int64_t taps, const float* const* src, const float* w, const int64_t* lo,
+                    const int64_t* hi, int64_t ilo, int64_t ihi) {
+  for (int64_t t = 0; t < taps; ++t) {  // edge columns, tap by tap
+    const int64_t e0 = ilo < hi[t] ? ilo : hi[t], e1 = ihi > lo[t] ? ihi : lo[t];
+    for (int64_t x = lo[t]; x < e0; ++x) out[x] = std::fma(w[t], src[t][x], out[x]);
+    for (int64_t x = e1; x < hi[t]; ++x) out[x] = std::fma(w[t], src[t][x], out[x]);
+  }
+  // Interior: four independent accumulators (masked at the end) hide the FMA latency.
+  for (int64_t x = ilo; x < ihi; x += 32) {
+    __m256i m[4];
+    for (int c = 0; c < 4; ++c) m[c] = tail_mask(std::clamp<int64_t>(ihi - x - c * 8, 0, 8));
+    __m256 acc[4];
+    for (int c = 0; c < 4; ++c) acc[c] = _mm256_maskload_ps(out + x + c * 8, m[c]);
+    for (int64_t t = 0; t < taps; ++t) {
+      const __m256 wv = _mm256_set1_ps(w[t]);
+      for (int c = 0; c < 4; ++c) acc[c] = _mm256_fmadd_ps(wv, _mm256_maskload_ps(src[t] + x + c * 8, m[c]), acc[c]);
+    }
+    for (int c = 0; c < 4; ++c) _mm256_maskstore_ps(out + x + c * 8, m[c], acc[c]);
+  }
 }
 
 IsaKernels make_table() {
@@ -358,7 +373,7 @@ IsaKernels make_table() {
   t.exp_sum = exp_sum;
   t.max = max;
   t.scale = scale;
-  t.axpy = axpy;
+  t.conv_row = conv_row;
   return t;
 }
 

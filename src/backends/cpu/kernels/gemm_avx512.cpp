@@ -332,11 +332,28 @@ RLX_AVX512 void scale(float* y, int64_t n, float s) {
   for (; i < n; ++i) y[i] *= s;
 }
 
-RLX_AVX512 void axpy(float* y, const float* x, int64_t n, float a) {
-  const __m512 va = _mm512_set1_ps(a);
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_fmadd_ps(va, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
-  for (; i < n; ++i) y[i] = std::fma(a, x[i], y[i]);
+RLX_AVX512 void conv_row(float* out, int64_t taps, const float* const* src, const float* w, const int64_t* lo,
+                    const int64_t* hi, int64_t ilo, int64_t ihi) {
+  for (int64_t t = 0; t < taps; ++t) {  // edge columns, tap by tap
+    const int64_t e0 = ilo < hi[t] ? ilo : hi[t], e1 = ihi > lo[t] ? ihi : lo[t];
+    for (int64_t x = lo[t]; x < e0; ++x) out[x] = std::fma(w[t], src[t][x], out[x]);
+    for (int64_t x = e1; x < hi[t]; ++x) out[x] = std::fma(w[t], src[t][x], out[x]);
+  }
+  // Interior: four independent accumulators (masked at the end) hide the FMA latency.
+  for (int64_t x = ilo; x < ihi; x += 64) {
+    __mmask16 m[4];
+    for (int c = 0; c < 4; ++c) {
+      const int64_t lanes = ihi - x - c * 16;
+      m[c] = lanes >= 16 ? __mmask16(0xFFFF) : lanes <= 0 ? __mmask16(0) : __mmask16((1u << lanes) - 1);
+    }
+    __m512 acc[4];
+    for (int c = 0; c < 4; ++c) acc[c] = _mm512_maskz_loadu_ps(m[c], out + x + c * 16);
+    for (int64_t t = 0; t < taps; ++t) {
+      const __m512 wv = _mm512_set1_ps(w[t]);
+      for (int c = 0; c < 4; ++c) acc[c] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(m[c], src[t] + x + c * 16), acc[c]);
+    }
+    for (int c = 0; c < 4; ++c) _mm512_mask_storeu_ps(out + x + c * 16, m[c], acc[c]);
+  }
 }
 
 IsaKernels make_table() {
@@ -357,7 +374,7 @@ IsaKernels make_table() {
   t.exp_sum = exp_sum;
   t.max = max;
   t.scale = scale;
-  t.axpy = axpy;
+  t.conv_row = conv_row;
   return t;
 }
 
