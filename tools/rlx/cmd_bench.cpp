@@ -221,9 +221,24 @@ int cmd_bench(const Args& args) {
       decls.push_back(std::move(d));
     }
     const std::map<std::string, TypedTensor> inputs = gather_inputs(args, decls, opts);
+    // Symbols not bound by --bind take their sizes from the inputs (given or --shape).
+    CompileOptions bound = opts;
+    for (const InputDecl& d : decls) {
+      const std::vector<int64_t>& dims = inputs.at(d.name).dims;
+      if (dims.size() != d.dims.size())
+        throw UsageError("input '" + d.name + "' has rank " + std::to_string(dims.size()) + ", the model expects " +
+                         std::to_string(d.dims.size()));
+      for (size_t i = 0; i < dims.size(); ++i) {
+        if (d.dim_names[i].empty()) continue;
+        auto [it, fresh] = bound.dim_bindings.emplace(d.dim_names[i], dims[i]);
+        if (!fresh && it->second != dims[i])
+          throw UsageError("input '" + d.name + "' gives '" + d.dim_names[i] + "' = " + std::to_string(dims[i]) +
+                           ", but it is already " + std::to_string(it->second));
+      }
+    }
     CompiledGraph net;
     t = measure([&] {
-          net = Session(Device::Cpu, opts).compile(g);
+          net = Session(Device::Cpu, bound).compile(g);
           net.run_typed(inputs);
         },
         [&] { net.run_typed(inputs); }, warmup, runs);
