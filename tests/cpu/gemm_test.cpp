@@ -172,6 +172,8 @@ TEST(Gemm, AccumulateAndHalfTypes) {
   check_case({17, 45, 61, false, true, DType::F16, DType::F16});
   check_case({3, 45, 61, true, false, DType::BF16, DType::F32});
   check_case({140, 20, 300, false, false, DType::F32, DType::BF16, true});
+  check_case({150, 40, 300, false, true, DType::F16, DType::F16});    // m > mc: packed in tasks
+  check_case({160, 35, 270, true, false, DType::BF16, DType::BF16});
 }
 
 TEST(Gemm, ZeroK) {

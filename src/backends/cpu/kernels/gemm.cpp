@@ -112,6 +112,10 @@ void conv_row_scalar(float* out, int64_t taps, const float* const* src, const fl
     for (int64_t x = lo[t]; x < hi[t]; ++x) out[x] += w[t] * src[t][x];
 }
 
+void widen_scalar(const uint16_t* src, float* dst, int64_t n, bool bf16) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = bf16 ? bf16_to_f32(src[i]) : f16_to_f32(src[i]);
+}
+
 IsaKernels make_scalar_table() {
   IsaKernels t;
   t.isa = Isa::Scalar;
@@ -127,6 +131,7 @@ IsaKernels make_scalar_table() {
   t.dot = dot_scalar;
   t.gemv = gemv_scalar;
   t.transpose_pack = transpose_pack_scalar;
+  t.widen = widen_scalar;
   t.activate = activate_scalar_n;
   t.exp_sum = exp_sum_scalar;
   t.max = max_scalar;
@@ -159,7 +164,7 @@ class ScratchBuffer {
   int64_t cap_ = 0;
 };
 
-thread_local ScratchBuffer tl_pack_a, tl_pack_b;
+thread_local ScratchBuffer tl_pack_a, tl_pack_b, tl_widen;
 
 // Runs f over [0, n) on the pool, or inline when there is no pool to use.
 void run_range(ThreadPool* pool, int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& f) {
@@ -217,6 +222,28 @@ void pack_a(const IsaKernels& K, const GemmOperand& op, int64_t i0, int64_t m, i
                        dst + p * mr * kc);
     return;
   }
+  if (op.dtype == DType::F16 || op.dtype == DType::BF16) {
+    // Widen with the ISA's converter, then pack as f32.
+    const uint16_t* base = static_cast<const uint16_t*>(op.data);
+    const bool bf16 = op.dtype == DType::BF16;
+    if (op.cs == 1) {
+      float* tmp = tl_widen.get(int64_t(mr) * kc);
+      for (int64_t p = 0; p * mr < m; ++p) {
+        const int64_t rows = std::min<int64_t>(mr, m - p * mr);
+        for (int64_t r = 0; r < rows; ++r) K.widen(base + (i0 + p * mr + r) * op.rs + k0, tmp + r * kc, kc, bf16);
+        K.transpose_pack(tmp, kc, rows, kc, mr, dst + p * mr * kc);
+      }
+      return;
+    }
+    if (op.rs == 1) {
+      for (int64_t p = 0; p * mr < m; ++p) {
+        const int64_t rows = std::min<int64_t>(mr, m - p * mr);
+        for (int64_t k = 0; k < kc; ++k)
+          K.widen(base + (i0 + p * mr) + (k0 + k) * op.cs, dst + p * mr * kc + k * mr, rows, bf16);
+      }
+      return;
+    }
+  }
   switch (op.dtype) {
     case DType::F16: return pack_a_typed<uint16_t>(op, i0, m, k0, kc, mr, dst);
     case DType::BF16: return pack_a_typed<Bf16>(op, i0, m, k0, kc, mr, dst);
@@ -256,6 +283,22 @@ void pack_b(const IsaKernels& K, const SgemmProblem& p, int64_t k0, int64_t kc, 
             float* dst) {
   if (p.b.dtype == DType::F32 && p.b.rs == 1 && p.b.cs != 1)
     return K.transpose_pack(static_cast<const float*>(p.b.data) + j0 * p.b.cs + k0, p.b.cs, n, kc, width, dst);
+  if (p.b.dtype == DType::F16 || p.b.dtype == DType::BF16) {
+    const uint16_t* base = static_cast<const uint16_t*>(p.b.data);
+    const bool bf16 = p.b.dtype == DType::BF16;
+    if (p.b.cs == 1) {
+      for (int64_t k = 0; k < kc; ++k) {
+        K.widen(base + (k0 + k) * p.b.rs + j0, dst + k * width, n, bf16);
+        std::fill(dst + k * width + n, dst + (k + 1) * width, 0.0f);
+      }
+      return;
+    }
+    if (p.b.rs == 1) {
+      float* tmp = tl_widen.get(width * kc);
+      for (int64_t j = 0; j < n; ++j) K.widen(base + (j0 + j) * p.b.cs + k0, tmp + j * kc, kc, bf16);
+      return K.transpose_pack(tmp, kc, n, kc, width, dst);
+    }
+  }
   switch (p.b.dtype) {
     case DType::F16: return pack_b_typed<uint16_t>(p.b, k0, kc, j0, n, width, dst);
     case DType::BF16: return pack_b_typed<Bf16>(p.b, k0, kc, j0, n, width, dst);

@@ -89,6 +89,8 @@ struct IsaKernels {
   GemmDotKernel dot = nullptr;
   GemvKernel gemv = nullptr;
   TransposePack transpose_pack = nullptr;
+  // dst[i] = src[i] widened from F16 (bf16 == false) or BF16 to F32, i < n.
+  void (*widen)(const uint16_t* src, float* dst, int64_t n, bool bf16) = nullptr;
   // x[i] = act(x[i]) for i < n (alpha: leaky_relu slope).
   void (*activate)(float* x, int64_t n, Activation act, float alpha) = nullptr;
   // x[i] = exp(x[i] - shift); returns the sum. exp(-inf) is 0.

@@ -356,6 +356,21 @@ RLX_AVX2 void conv_row(float* out, int64_t taps, const float* const* src, const 
   }
 }
 
+RLX_AVX2 void widen(const uint16_t* src, float* dst, int64_t n, bool bf16) {
+  int64_t i = 0;
+  if (bf16) {
+    for (; i + 8 <= n; i += 8) {
+      const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)));
+      _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(h, 16)));
+    }
+    for (; i < n; ++i) dst[i] = bf16_to_f32(src[i]);
+  } else {
+    for (; i + 8 <= n; i += 8)
+      _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
+    for (; i < n; ++i) dst[i] = f16_to_f32(src[i]);
+  }
+}
+
 IsaKernels make_table() {
   IsaKernels t;
   t.isa = Isa::Avx2;
@@ -369,6 +384,7 @@ IsaKernels make_table() {
   t.dot = dot;
   t.gemv = gemv;
   t.transpose_pack = transpose_pack;
+  t.widen = widen;
   t.activate = activate;
   t.exp_sum = exp_sum;
   t.max = max;

@@ -356,6 +356,21 @@ RLX_AVX512 void conv_row(float* out, int64_t taps, const float* const* src, cons
   }
 }
 
+RLX_AVX512 void widen(const uint16_t* src, float* dst, int64_t n, bool bf16) {
+  int64_t i = 0;
+  if (bf16) {
+    for (; i + 16 <= n; i += 16) {
+      const __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i)));
+      _mm512_storeu_ps(dst + i, _mm512_castsi512_ps(_mm512_slli_epi32(h, 16)));
+    }
+    for (; i < n; ++i) dst[i] = bf16_to_f32(src[i]);
+  } else {
+    for (; i + 16 <= n; i += 16)
+      _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i))));
+    for (; i < n; ++i) dst[i] = f16_to_f32(src[i]);
+  }
+}
+
 IsaKernels make_table() {
   IsaKernels t;
   t.isa = Isa::Avx512;
@@ -370,6 +385,7 @@ IsaKernels make_table() {
   t.dot = dot;
   t.gemv = gemv;
   t.transpose_pack = transpose_pack;
+  t.widen = widen;
   t.activate = activate;
   t.exp_sum = exp_sum;
   t.max = max;
