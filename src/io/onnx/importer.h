@@ -144,6 +144,12 @@ class NodeCtx {
   Value unsqueeze(Value x, std::vector<int64_t> axes) const;
   std::vector<int64_t> vdims(Value v) const;  // static dims of any value
 
+  // Checks an element count for a host-side table built while importing (0 <= n <=
+  // 2^26); Unsupported naming the node otherwise.
+  size_t host_size(int64_t n) const;
+  // Requires v > 0 (InvalidArgument naming `what`); returns v.
+  int64_t positive(int64_t v, const char* what) const;
+
   // Normalizes an axis against a rank (InvalidArgument naming the node).
   int64_t axis(int64_t a, int64_t rank, const char* what = "axis") const;
 

@@ -125,7 +125,13 @@ Graph import_graph(const OnnxModel& model, const std::map<std::string, std::vect
   if (!model.source) fail(ErrorCategory::InvalidArgument, "import_graph: the model was not loaded");
   Graph g(model.source->model.graph().name().empty() ? "onnx" : model.source->model.graph().name());
   Importer im(*model.source, opts, g);
-  im.import_main(shapes, values);
+  try {
+    im.import_main(shapes, values);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {  // e.g. protobuf checks or allocation failures on hostile models
+    fail(ErrorCategory::Parse, model.path, ": the model could not be imported: ", e.what());
+  }
   return g;
 }
 

@@ -22,7 +22,18 @@ std::vector<int64_t> NodeCtx::vdims(Value v) const {
   return s.static_dims();
 }
 
+size_t NodeCtx::host_size(int64_t n) const {
+  if (n < 0 || n > (int64_t(1) << 26)) unsupported("a table of ", n, " elements is too large to build while importing");
+  return size_t(n);
+}
+
+int64_t NodeCtx::positive(int64_t v, const char* what) const {
+  if (v <= 0) invalid(what, " must be positive, got ", v);
+  return v;
+}
+
 int NodeCtx::onnx_type(int i) const {
+  if (!has(i)) invalid("input ", i, " is required");
   int t = im.onnx_type_of_name(node.input(i));
   return t ? t : onnx_type_of(dtype(i));
 }
@@ -103,7 +114,11 @@ Value NodeCtx::scalar(double v, DType t) const { return full({}, v, t); }
 
 Value NodeCtx::full(std::vector<int64_t> dims, double v, DType t) const {
   int64_t n = 1;
-  for (int64_t d : dims) n *= d;
+  for (int64_t d : dims) {
+    if (d < 0 || (d > 0 && n > (int64_t(1) << 40) / d)) invalid("bad dims for a constant");
+    n *= d;
+  }
+  host_size(n);
   return im.constant(make_tensor(t, std::move(dims), std::vector<double>(size_t(n), v)));
 }
 

@@ -62,7 +62,7 @@ std::vector<Value> lower_attention(NodeCtx& c) {
     }
     bias = m;
   }
-  std::vector<int64_t> row(static_cast<size_t>(qs)), col(static_cast<size_t>(total));
+  std::vector<int64_t> row(c.host_size(qs)), col(c.host_size(total));
   for (int64_t i = 0; i < qs; ++i) row[size_t(i)] = i;
   for (int64_t j = 0; j < total; ++j) col[size_t(j)] = j;
   Value row2 = c.im.constant(make_i64({qs, 1}, row)), col2 = c.im.constant(make_i64({1, total}, col));

@@ -46,7 +46,7 @@ std::vector<Value> lower_loop(NodeCtx& c) {
   for (int i = 0; i < n_state; ++i) state.push_back(c.in(i + 2));
   int n_scan = body->output_size() - 1 - n_state;
   if (n_scan < 0) c.invalid("body has too few outputs");
-  std::vector<std::vector<Value>> scans(static_cast<size_t>(n_scan));
+  std::vector<std::vector<Value>> scans(c.host_size(n_scan));
   int64_t it = 0;
   for (; it < max_trip && cond; ++it) {
     if (it >= kMaxUnroll) c.unsupported("more than ", kMaxUnroll, " iterations to unroll");
@@ -99,7 +99,7 @@ std::vector<Value> lower_scan(NodeCtx& c) {
     axes.push_back(a);
   }
   if (steps > kMaxUnroll) c.unsupported("more than ", kMaxUnroll, " steps to unroll");
-  std::vector<std::vector<Value>> outs(static_cast<size_t>(k));
+  std::vector<std::vector<Value>> outs(c.host_size(k));
   for (int64_t t = 0; t < steps; ++t) {
     std::vector<Value> in = state;
     for (int64_t j = 0; j < m; ++j) {

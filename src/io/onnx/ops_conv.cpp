@@ -24,6 +24,11 @@ Window read_window(NodeCtx& c, const std::vector<int64_t>& in_sp, std::vector<in
   w.pads = c.attr_ints("pads", std::vector<int64_t>(2 * sp, 0));
   if (w.kernel.size() != sp || w.strides.size() != sp || w.dilations.size() != sp || w.pads.size() != 2 * sp)
     c.invalid("kernel/strides/dilations/pads do not match ", sp, " spatial dims");
+  for (size_t i = 0; i < sp; ++i) {
+    c.positive(w.kernel[i], "kernel_shape");
+    c.positive(w.strides[i], "strides");
+    c.positive(w.dilations[i], "dilations");
+  }
   std::string ap = c.attr_str("auto_pad", "NOTSET");
   if (ap == "VALID") {
     std::fill(w.pads.begin(), w.pads.end(), 0);
@@ -141,6 +146,12 @@ std::vector<Value> lower_conv_transpose(NodeCtx& c) {
   int64_t group = c.attr_int("group", 1);
   if (kernel.size() != sp || strides.size() != sp || dil.size() != sp || pads.size() != 2 * sp || outpad.size() != sp)
     c.invalid("attributes do not match ", sp, " spatial dims");
+  c.positive(group, "group");
+  for (size_t i = 0; i < sp; ++i) {
+    c.positive(kernel[i], "kernel_shape");
+    c.positive(strides[i], "strides");
+    c.positive(dil[i], "dilations");
+  }
   if (out_shape.size() > sp) out_shape.erase(out_shape.begin(), out_shape.end() - long(sp));
   if (ap == "SAME_UPPER" || ap == "SAME_LOWER") {
     out_shape.clear();

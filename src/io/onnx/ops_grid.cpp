@@ -58,6 +58,7 @@ std::vector<Value> lower_grid_sample(NodeCtx& c) {
   DType t = c.dtype(0);
   int64_t n = xd[0], ch = xd[1];
   std::vector<int64_t> dims(xd.begin() + 2, xd.end());
+  for (int64_t v : dims) c.positive(v, "every spatial dim of the input");
   std::vector<int64_t> out_sp(gd.begin() + 1, gd.end() - 1);
   int64_t npts = 1;
   for (int64_t v : out_sp) npts *= v;
@@ -106,7 +107,7 @@ std::vector<Value> lower_grid_sample(NodeCtx& c) {
   // Index handling per padding mode, then a flat gather over [N*C*spatial].
   int64_t img = 1;
   for (int64_t v : dims) img *= v;
-  std::vector<int64_t> nbase(static_cast<size_t>(n * ch));
+  std::vector<int64_t> nbase(c.host_size(n * ch));
   for (int64_t b = 0; b < n * ch; ++b) nbase[size_t(b)] = b * img;
   Value base = c.im.constant(make_i64({n, ch, 1}, nbase));
   Value flat = c.reshape(c.in(0), {n * ch * img});
@@ -195,6 +196,12 @@ std::vector<Value> lower_col2im(NodeCtx& c) {
   auto image = c.const_ints(1, "image_shape"), block = c.const_ints(2, "block_shape");
   if (image.size() != 2 || block.size() != 2 || d.size() != 3) c.unsupported("Col2Im beyond 2-D images");
   auto dil = c.attr_ints("dilations", {1, 1}), strides = c.attr_ints("strides", {1, 1}), pads = c.attr_ints("pads", {0, 0, 0, 0});
+  for (int i = 0; i < 2; ++i) {
+    c.positive(block[size_t(i)], "block_shape");
+    c.positive(dil.size() == 2 ? dil[size_t(i)] : 0, "dilations");
+    c.positive(strides.size() == 2 ? strides[size_t(i)] : 0, "strides");
+  }
+  if (pads.size() != 4) c.invalid("pads must have 4 entries");
   int64_t n = d[0], kk = block[0] * block[1];
   if (d[1] % kk) c.invalid("input channels are not a multiple of the block size");
   int64_t ch = d[1] / kk;

@@ -62,7 +62,7 @@ Value dedupe(NodeCtx& c, Value x, std::string& letters) {
   for (int i = int(d.size()) - 2; i >= 0; --i) stride[size_t(i)] = stride[size_t(i + 1)] * d[size_t(i + 1)];
   int64_t n = 1;
   for (int64_t v : od) n *= v;
-  std::vector<int64_t> idx(static_cast<size_t>(n));
+  std::vector<int64_t> idx(c.host_size(n));
   for (int64_t i = 0; i < n; ++i) {
     int64_t rem = i, off = 0;
     std::vector<int64_t> coord(uniq.size());

@@ -20,7 +20,7 @@ std::vector<Value> nll(NodeCtx& c, Value input, Value target, Value weight) {
     valid = c.op(OpKind::NotEqual, {tgt, c.scalar(double(c.attr_int("ignore_index", 0)), DType::I64)});
     tgt = c.op(OpKind::Where, {valid, tgt, c.scalar(0, DType::I64)});
   }
-  std::vector<int64_t> iota(static_cast<size_t>(classes));
+  std::vector<int64_t> iota(c.host_size(classes));
   for (int64_t i = 0; i < classes; ++i) iota[size_t(i)] = i;
   std::vector<int64_t> iota_dims(d.size(), 1);
   iota_dims[1] = classes;

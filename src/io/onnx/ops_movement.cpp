@@ -116,7 +116,7 @@ std::vector<Value> lower_gather_elements(NodeCtx& c) {
   int64_t ax = c.axis(c.attr_int("axis", 0), r);
   auto xs = strides_of(d), is = strides_of(id);
   int64_t n = numel(id);
-  std::vector<int64_t> base(static_cast<size_t>(n));
+  std::vector<int64_t> base(c.host_size(n));
   for (int64_t i = 0; i < n; ++i) {
     int64_t off = 0;
     for (int64_t k = 0; k < r; ++k)
@@ -151,10 +151,11 @@ std::vector<Value> lower_gather_nd(NodeCtx& c) {
   // Batch part: each index row's batch position times P.
   int64_t per_batch = 1;
   for (size_t i = size_t(b); i < out_idx.size(); ++i) per_batch *= out_idx[i];
-  std::vector<int64_t> base(static_cast<size_t>(m));
+  std::vector<int64_t> base(c.host_size(m));
   for (int64_t i = 0; i < m; ++i) base[size_t(i)] = (per_batch ? i / per_batch : 0) * p;
   Value lin = c.im.constant(make_i64(out_idx, base));
   Value idx = c.cast(c.in(1), DType::I64);
+  if (p == 0) c.invalid("cannot gather from an empty indexed axis");
   int64_t stride = p;
   for (int64_t j = 0; j < k; ++j) {
     stride /= d[size_t(b + j)];
@@ -246,7 +247,7 @@ std::vector<Value> lower_one_hot(NodeCtx& c) {
   idx = c.unsqueeze(idx, {ax});
   std::vector<int64_t> iota_dims(size_t(r), 1);
   iota_dims[size_t(ax)] = depth;
-  std::vector<int64_t> iota(static_cast<size_t>(depth));
+  std::vector<int64_t> iota(c.host_size(depth));
   for (int64_t i = 0; i < depth; ++i) iota[size_t(i)] = i;
   Value hit = c.op(OpKind::Equal, {idx, c.im.constant(make_i64(iota_dims, iota))});
   Value off = c.reshape(c.slice(values, {0}, {1}, {0}), {});
@@ -261,7 +262,7 @@ std::vector<Value> lower_trilu(NodeCtx& c) {
   int64_t k = c.has(1) ? c.const_ints(1, "k").at(0) : 0;
   bool upper = c.attr_int("upper", 1) != 0;
   int64_t n = d[d.size() - 2], m = d.back();
-  std::vector<double> mask(static_cast<size_t>(n * m));
+  std::vector<double> mask(c.host_size(n * m));
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < m; ++j) mask[size_t(i * m + j)] = upper ? (j - i >= k) : (j - i <= k);
   Value mk = c.im.constant(make_tensor(DType::Bool, {n, m}, mask));
@@ -302,7 +303,7 @@ std::vector<Value> lower_reverse_sequence(NodeCtx& c) {
   std::vector<int64_t> tdims(size_t(r), 1), bdims(size_t(r), 1);
   tdims[size_t(ta)] = d[size_t(ta)];
   bdims[size_t(ba)] = d[size_t(ba)];
-  std::vector<int64_t> iota(static_cast<size_t>(d[size_t(ta)]));
+  std::vector<int64_t> iota(c.host_size(d[size_t(ta)]));
   for (size_t i = 0; i < iota.size(); ++i) iota[i] = int64_t(i);
   Value t = c.im.constant(make_i64(tdims, iota));
   Value len = c.reshape(c.cast(c.in(1), DType::I64), bdims);
@@ -313,7 +314,7 @@ std::vector<Value> lower_reverse_sequence(NodeCtx& c) {
   // Gather along the time axis elementwise: reuse the flat-index form.
   auto xs = strides_of(d);
   int64_t n = numel(d);
-  std::vector<int64_t> base(static_cast<size_t>(n));
+  std::vector<int64_t> base(c.host_size(n));
   for (int64_t i = 0; i < n; ++i) base[size_t(i)] = i - ((i / xs[size_t(ta)]) % d[size_t(ta)]) * xs[size_t(ta)];
   Value lin = c.op(OpKind::Add, {c.im.constant(make_i64(d, base)),
                                  c.op(OpKind::Mul, {src, c.scalar(double(xs[size_t(ta)]), DType::I64)})});

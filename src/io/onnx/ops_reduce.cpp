@@ -160,7 +160,7 @@ std::vector<Value> lower_hardmax(NodeCtx& c) {
   Value am = c.op(OpKind::ArgMax, {x}, ArgReduceAttrs{ax, true, false});
   std::vector<int64_t> iota_dims(work.size(), 1);
   iota_dims[size_t(ax)] = work[size_t(ax)];
-  std::vector<int64_t> iota(static_cast<size_t>(work[size_t(ax)]));
+  std::vector<int64_t> iota(c.host_size(work[size_t(ax)]));
   for (size_t i = 0; i < iota.size(); ++i) iota[i] = int64_t(i);
   Value hit = c.op(OpKind::Equal, {am, c.im.constant(make_i64(iota_dims, iota))});
   Value y = c.cast(hit, c.dtype(0));

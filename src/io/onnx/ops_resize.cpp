@@ -135,6 +135,8 @@ void axis_map(const Spec& s, int64_t in, int64_t out, double scale, double rs, d
 Value resize_axis(NodeCtx& c, Value x, int64_t axis, const Spec& s, int64_t out, double scale, double rs, double re) {
   auto d = c.vdims(x);
   int64_t in = d[size_t(axis)];
+  if (in <= 0 || out < 0) c.invalid("cannot resize an empty axis");
+  c.host_size(in * out);
   std::vector<double> m;
   std::vector<bool> extrap;
   axis_map(s, in, out, scale, rs, re, m, extrap);
@@ -168,11 +170,11 @@ Value resize_axis(NodeCtx& c, Value x, int64_t axis, const Spec& s, int64_t out,
       if (i != axis) perm.push_back(i);
     perm.push_back(axis);
     Value xt = c.transpose(x, perm);
-    std::vector<double> mt(static_cast<size_t>(in * out));
+    std::vector<double> mt(c.host_size(in * out));
     for (int64_t j = 0; j < out; ++j)
       for (int64_t i = 0; i < in; ++i) mt[size_t(i * out + j)] = m[size_t(j * in + i)];
     y = c.op(OpKind::MatMul, {xt, c.im.constant(make_tensor(t, {in, out}, mt))});
-    std::vector<int64_t> inv(static_cast<size_t>(r));
+    std::vector<int64_t> inv(c.host_size(r));
     for (int64_t i = 0; i < r; ++i) inv[size_t(perm[size_t(i)])] = i;
     y = c.transpose(y, inv);
   }
@@ -227,6 +229,8 @@ std::vector<Value> lower_resize(NodeCtx& c) {
   if (!sizes.empty()) {
     if (sizes.size() != na) c.invalid("sizes must have one entry per axis");
     std::string policy = c.attr_str("keep_aspect_ratio_policy", "stretch");
+    for (int64_t v : sizes)
+      if (v <= 0 || v > (int64_t(1) << 24)) c.invalid("size ", v, " is out of range");
     if (policy == "stretch") {
       for (size_t i = 0; i < na; ++i) {
         out[size_t(axes[i])] = sizes[i];
@@ -247,7 +251,7 @@ std::vector<Value> lower_resize(NodeCtx& c) {
     if (scales.size() != na) c.invalid("scales must have one entry per axis (", na, "), got ", scales.size());
     for (size_t i = 0; i < na; ++i) {
       double f = double(float(scales[i]));
-      if (f <= 0) c.invalid("scales must be positive");
+      if (!(f >= 1e-4 && f <= 1e4)) c.invalid("scale ", f, " is out of range");
       sc[size_t(axes[i])] = f;
       out[size_t(axes[i])] = int64_t(std::floor(double(d[size_t(axes[i])]) * f));
     }

@@ -115,7 +115,7 @@ std::vector<Value> lower_rnn_family(NodeCtx& c) {
     Value xw = c.op(OpKind::Add, {c.op(OpKind::MatMul, {x, c.transpose(w, {1, 0})}), wb});
     Value rt = c.transpose(r, {1, 0});
     auto gate = [&](Value v, int g) { return c.slice(v, {g * hidden}, {(g + 1) * hidden}, {1}); };
-    std::vector<Value> y(static_cast<size_t>(seq));
+    std::vector<Value> y(c.host_size(seq));
     for (int64_t s = 0; s < seq; ++s) {
       int64_t step = reverse ? seq - 1 - s : s;
       Value xt = slice0(c, xw, step);

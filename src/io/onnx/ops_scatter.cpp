@@ -37,7 +37,7 @@ Value scatter_rows(NodeCtx& c, Value data2, Value target, Value upd2, const std:
   if (p * u > kMaxMaskElements || (reduction != "none" && p * u * r > kMaxMaskElements))
     c.unsupported("scatter of ", u, " updates into ", p, " rows is too large for the mask form");
   DType t = c.g.type(data2).dtype();
-  std::vector<int64_t> rows(static_cast<size_t>(p)), ups(static_cast<size_t>(u));
+  std::vector<int64_t> rows(c.host_size(p)), ups(c.host_size(u));
   for (int64_t i = 0; i < p; ++i) rows[size_t(i)] = i;
   for (int64_t i = 0; i < u; ++i) ups[size_t(i)] = i;
   Value match = c.op(OpKind::Equal, {c.reshape(target, {1, u}), c.im.constant(make_i64({p, 1}, rows))});  // [P, U]
@@ -81,7 +81,7 @@ std::vector<Value> lower_scatter_elements(NodeCtx& c) {
   int64_t ax = c.axis(c.attr_int("axis", 0), r);
   auto ds = strides_of(d), is = strides_of(id);
   int64_t u = numel(id), n = numel(d);
-  std::vector<int64_t> base(static_cast<size_t>(u));
+  std::vector<int64_t> base(c.host_size(u));
   for (int64_t i = 0; i < u; ++i) {
     int64_t off = 0;
     for (int64_t k = 0; k < r; ++k)
@@ -131,7 +131,7 @@ std::vector<Value> lower_tensor_scatter(NodeCtx& c) {
   std::vector<int64_t> bshape(size_t(r), 1), jshape(size_t(r), 1);
   bshape[0] = b;
   jshape[size_t(ax)] = len;
-  std::vector<int64_t> iota(static_cast<size_t>(len));
+  std::vector<int64_t> iota(c.host_size(len));
   for (int64_t i = 0; i < len; ++i) iota[size_t(i)] = i;
   Value rel = c.op(OpKind::Sub, {c.im.constant(make_i64(jshape, iota)), c.reshape(w, bshape)});  // j - w[b]
   if (mode == "circular") rel = c.op(OpKind::Mod, {rel, c.scalar(double(len), DType::I64)}, ScalarAttrs{0, 0});
@@ -144,7 +144,7 @@ std::vector<Value> lower_tensor_scatter(NodeCtx& c) {
   // Gather along `axis` of the update at the cache-shaped grid (flat form).
   auto us = strides_of(ud), os = strides_of(out_shape);
   int64_t n = numel(out_shape);
-  std::vector<int64_t> base(static_cast<size_t>(n));
+  std::vector<int64_t> base(c.host_size(n));
   for (int64_t i = 0; i < n; ++i) {
     int64_t off = 0;
     for (int64_t k = 0; k < r; ++k)

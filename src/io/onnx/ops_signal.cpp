@@ -60,8 +60,8 @@ std::vector<Value> lower_dft(NodeCtx& c) {
     // Half spectrum in, real signal out: rebuild X[k] = conj(X[len - k]) for k >= n.
     if (d.back() != 2) c.invalid("an inverse one-sided DFT needs complex input");
     int64_t len = c.has(1) ? c.const_ints(1, "dft_length").at(0) : 2 * (n - 1);
-    std::vector<int64_t> src(static_cast<size_t>(len));
-    std::vector<double> sign(static_cast<size_t>(2 * len));
+    std::vector<int64_t> src(c.host_size(len));
+    std::vector<double> sign(c.host_size(2 * len));
     for (int64_t k = 0; k < len; ++k) {
       bool mirror = k >= n;
       src[size_t(k)] = mirror ? len - k : k;
@@ -158,7 +158,7 @@ std::vector<Value> lower_window(NodeCtx& c) {
   if (!dt) c.unsupported("output_datatype");
   const std::string& op = c.node.op_type();
   double den = periodic ? double(size) : double(size - 1);
-  std::vector<double> w(static_cast<size_t>(size));
+  std::vector<double> w(c.host_size(size));
   for (int64_t i = 0; i < size; ++i) {
     double a = 2.0 * M_PI * double(i) / den;
     if (op == "HannWindow") w[size_t(i)] = 0.5 - 0.5 * std::cos(a);
