@@ -154,8 +154,8 @@ inline void store_from_f32(void* p, DType t, int64_t i, float v) {
   }
 }
 
-// Per-ISA tables, defined in gemm_avx2.cpp / gemm_avx512.cpp (nullptr when the compiler
-// cannot target that ISA).
+// Per-ISA tables, defined in gemm_scalar.cpp / gemm_avx2.cpp / gemm_avx512.cpp.
+const IsaKernels* scalar_kernels();
 const IsaKernels* avx2_kernels();
 const IsaKernels* avx512_kernels();
 

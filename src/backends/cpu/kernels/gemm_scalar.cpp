@@ -1,0 +1,138 @@
+// Scalar (baseline x86-64 / any CPU) kernel table: the same contracts as the AVX2 and
+// AVX-512 tables, written as plain loops; also the reference activation functions.
+#include <algorithm>
+#include <cmath>
+
+#include "backends/cpu/kernels/gemm.h"
+
+namespace rlx::cpu {
+
+float activate_scalar(float x, Activation act, float alpha) {
+  switch (act) {
+    case Activation::None: return x;
+    case Activation::Relu: return x < 0.0f ? 0.0f : x;
+    case Activation::LeakyRelu: return x < 0.0f ? x * alpha : x;
+    case Activation::Sigmoid: return 1.0f / (1.0f + std::exp(-x));
+    case Activation::Silu: return x / (1.0f + std::exp(-x));
+    case Activation::Tanh: return std::tanh(x);
+    case Activation::Gelu: return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f));
+    case Activation::GeluTanh: {
+      const float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+      return 0.5f * x * (1.0f + std::tanh(u));
+    }
+  }
+  return x;
+}
+
+namespace {
+
+constexpr int kScalarMr = 4, kScalarNr = 16;
+
+template <int M>
+void ukr_scalar(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc,
+                bool accumulate) {
+  float acc[M][kScalarNr] = {};
+  for (int64_t k = 0; k < kc; ++k) {
+    for (int i = 0; i < M; ++i) {
+      const float ai = a[i];
+      for (int j = 0; j < kScalarNr; ++j) acc[i][j] += ai * b[j];
+    }
+    a += kScalarMr;
+    b += ldb;
+  }
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < kScalarNr; ++j) c[i * ldc + j] = accumulate ? c[i * ldc + j] + acc[i][j] : acc[i][j];
+}
+
+void dot_scalar(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+                int64_t ldb, float* c, int64_t rsc, int64_t csc, bool accumulate) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      float s = 0;
+      for (int64_t kk = 0; kk < k; ++kk) s += a[i * lda + kk] * b[j * ldb + kk];
+      float& cij = c[i * rsc + j * csc];
+      cij = accumulate ? cij + s : s;
+    }
+}
+
+void gemv_scalar(int64_t m, int64_t w, int64_t k, const float* a, int64_t rsa, int64_t csa,
+                 const float* b, int64_t ldb, float* acc) {
+  std::fill(acc, acc + m * w, 0.0f);
+  for (int64_t kk = 0; kk < k; ++kk)
+    for (int64_t i = 0; i < m; ++i) {
+      const float ai = a[i * rsa + kk * csa];
+      for (int64_t j = 0; j < w; ++j) acc[i * w + j] += ai * b[kk * ldb + j];
+    }
+}
+
+void transpose_pack_scalar(const float* src, int64_t ld, int64_t rows, int64_t kc, int64_t width, float* dst) {
+  for (int64_t k = 0; k < kc; ++k)
+    for (int64_t r = 0; r < width; ++r) dst[k * width + r] = r < rows ? src[r * ld + k] : 0.0f;
+}
+
+void activate_scalar_n(float* x, int64_t n, Activation act, float alpha) {
+  if (act == Activation::None) return;
+  for (int64_t i = 0; i < n; ++i) x[i] = activate_scalar(x[i], act, alpha);
+}
+
+float exp_sum_scalar(float* x, int64_t n, float shift) {
+  float s = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - shift);
+    s += x[i];
+  }
+  return s;
+}
+
+float max_scalar(const float* x, int64_t n) {
+  float m = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
+  return m;
+}
+
+void scale_scalar(float* y, int64_t n, float s) {
+  for (int64_t i = 0; i < n; ++i) y[i] *= s;
+}
+
+void conv_row_scalar(float* out, int64_t taps, const float* const* src, const float* w, const int64_t* lo,
+                     const int64_t* hi, int64_t ilo, int64_t ihi) {
+  for (int64_t t = 0; t < taps; ++t)
+    for (int64_t x = lo[t]; x < hi[t]; ++x) out[x] += w[t] * src[t][x];
+}
+
+void widen_scalar(const uint16_t* src, float* dst, int64_t n, bool bf16) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = bf16 ? bf16_to_f32(src[i]) : f16_to_f32(src[i]);
+}
+
+IsaKernels make_scalar_table() {
+  IsaKernels t;
+  t.isa = Isa::Scalar;
+  t.mr = kScalarMr;
+  t.nr = kScalarNr;
+  t.mc = 64;
+  t.kc = 256;
+  t.nc = 1024;
+  t.ukr[1] = ukr_scalar<1>;
+  t.ukr[2] = ukr_scalar<2>;
+  t.ukr[3] = ukr_scalar<3>;
+  t.ukr[4] = ukr_scalar<4>;
+  t.dot = dot_scalar;
+  t.gemv = gemv_scalar;
+  t.transpose_pack = transpose_pack_scalar;
+  t.widen = widen_scalar;
+  t.activate = activate_scalar_n;
+  t.exp_sum = exp_sum_scalar;
+  t.max = max_scalar;
+  t.scale = scale_scalar;
+  t.conv_row = conv_row_scalar;
+  return t;
+}
+
+}  // namespace
+
+const IsaKernels* scalar_kernels() {
+  static const IsaKernels table = make_scalar_table();
+  return &table;
+}
+
+}  // namespace rlx::cpu
