@@ -1,5 +1,5 @@
-// SGEMM driver (packing, cache blocking, threading), the scalar kernel table, and the
-// blocked double-precision GEMM. Loop order follows the usual five-loop scheme:
+// SGEMM driver (packing, cache blocking, threading) and the blocked double-precision
+// GEMM. Loop order follows the usual five-loop scheme:
 // N blocks (nc) -> K blocks (kc, B block packed once, shared by all threads) -> M blocks
 // (mc, A block packed per task) -> nr panels -> mr panels -> microkernel.
 #include "backends/cpu/kernels/gemm.h"
@@ -10,10 +10,11 @@
 #include <cstring>
 #include <functional>
 #include <memory>
-
-#include "backends/cpu/thread_pool.h"
+#include <type_traits>
 
 #include <xmmintrin.h>
+
+#include "backends/cpu/thread_pool.h"
 
 namespace rlx::cpu {
 namespace {
