@@ -14,10 +14,16 @@ class RatioReporter : public benchmark::ConsoleReporter {
  public:
   void ReportRuns(const std::vector<Run>& runs) override {
     ConsoleReporter::ReportRuns(runs);
+    // Plain runs, or the median when repetitions are aggregated.
     for (const Run& r : runs) {
-      if (r.run_type != Run::RT_Iteration || r.error_occurred) continue;
+      if (r.error_occurred) continue;
+      std::string name = r.benchmark_name();
+      if (r.run_type == Run::RT_Aggregate) {
+        if (r.aggregate_name != "median") continue;
+        name = name.substr(0, name.size() - std::string("_median").size());
+      }
       auto it = r.counters.find("GFLOP/s");
-      if (it != r.counters.end()) gflops_[r.benchmark_name()] = it->second.value;
+      if (it != r.counters.end()) gflops_[name] = it->second.value;
     }
   }
   void Finalize() override {
