@@ -79,7 +79,18 @@ std::vector<uint8_t> run_attention(const AttnCase& c, const std::vector<std::vec
   return run_kernel(g, y.node, in, threads)[0];
 }
 
+void check_attention_isa(const AttnCase& c);
+
+// Every check runs once per kernel table this machine has.
 void check_attention(const AttnCase& c) {
+  for (const char* isa : isa_levels_here()) {
+    IsaOverride o(isa);
+    SCOPED_TRACE(std::string("RLX_ISA=") + isa);
+    check_attention_isa(c);
+  }
+}
+
+void check_attention_isa(const AttnCase& c) {
   SCOPED_TRACE(::testing::Message() << "B" << c.b << " Hq" << c.hq << " Hkv" << c.hkv << " Sq" << c.sq << " Sk" << c.sk
                                     << " D" << c.d << " Dv" << c.dv << " causal=" << c.causal << " scale=" << c.scale
                                     << " mask=" << c.mask_dims.size() << "d " << dtype_name(c.t));
@@ -118,6 +129,7 @@ TEST(Attention, GroupedQueryHeads) {
   check_attention({2, 6, 3, 4, 40, 24, 10, true});
   check_attention({1, 4, 1, 1, 513, 64, 64});
   check_attention({2, 8, 4, 50, 600, 32, 32, true});  // many K/V packing tasks across threads
+  check_attention({1, 4, 2, 50, 600, 32, 80, true});  // causal cut inside a packed block, V wider than a panel
 }
 
 TEST(Attention, BroadcastMasks) {

@@ -62,7 +62,18 @@ std::vector<uint8_t> run_conv(const ConvCase& k, const std::vector<std::vector<u
   return run_kernel(g, y.node, in, threads)[0];
 }
 
+void check_conv_isa(const ConvCase& k);
+
+// Every check runs once per kernel table this machine has.
 void check_conv(const ConvCase& k) {
+  for (const char* isa : isa_levels_here()) {
+    IsaOverride o(isa);
+    SCOPED_TRACE(std::string("RLX_ISA=") + isa);
+    check_conv_isa(k);
+  }
+}
+
+void check_conv_isa(const ConvCase& k) {
   SCOPED_TRACE(::testing::Message() << "x=[" << k.n << "," << k.c << "," << k.h << "," << k.w << "] cout=" << k.cout
                                     << " k=" << k.kh << "x" << k.kw << " s=" << k.strides[0] << "," << k.strides[1]
                                     << " pads=" << k.pads[0] << "," << k.pads[1] << "," << k.pads[2] << "," << k.pads[3]

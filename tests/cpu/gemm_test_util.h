@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/isa.h"
 #include "harness.h"
 #include "rlx/dtype.h"
 
@@ -78,6 +79,16 @@ class IsaOverride {
  private:
   std::optional<std::string> old_;
 };
+
+// RLX_ISA values covering every kernel table this machine can run (native first).
+inline std::vector<const char*> isa_levels_here() {
+  std::vector<const char*> v{"native"};
+  IsaOverride native("native");
+  const cpu::Isa hw = cpu::detect_isa();
+  if (hw == cpu::Isa::Avx512) v.push_back("avx2");
+  if (hw != cpu::Isa::Scalar) v.push_back("scalar");
+  return v;
+}
 
 // |got - want| <= atol + rtol * scale[i] (scale defaults to |want|), NaNs must match.
 inline ::testing::AssertionResult all_close(const std::vector<double>& got, const std::vector<double>& want,

@@ -85,7 +85,18 @@ Run run_matmul(const std::vector<int64_t>& ad, const std::vector<int64_t>& bd, D
   return r;
 }
 
+void check_float_matmul_isa(const std::vector<int64_t>& ad, const std::vector<int64_t>& bd, DType t);
+
+// Every check runs once per kernel table this machine has.
 void check_float_matmul(const std::vector<int64_t>& ad, const std::vector<int64_t>& bd, DType t) {
+  for (const char* isa : isa_levels_here()) {
+    IsaOverride o(isa);
+    SCOPED_TRACE(std::string("RLX_ISA=") + isa);
+    check_float_matmul_isa(ad, bd, t);
+  }
+}
+
+void check_float_matmul_isa(const std::vector<int64_t>& ad, const std::vector<int64_t>& bd, DType t) {
   SCOPED_TRACE(::testing::Message() << "a=" << Shape(ad, t).str() << " b=" << Shape(bd, t).str());
   const auto fa = random_floats(size_t(numel(ad)), 1), fb = random_floats(size_t(numel(bd)), 2);
   const Ref ref = ref_matmul(ad, rounded(fa, t), bd, rounded(fb, t));
@@ -175,8 +186,20 @@ double act_ref(double x, Activation a, double alpha) {
   return x;
 }
 
+void check_fused_isa(const std::vector<int64_t>& ad, const std::vector<int64_t>& bd,
+                     const std::vector<int64_t>* bias_dims, Activation act, DType t, int threads);
+
 void check_fused(const std::vector<int64_t>& ad, const std::vector<int64_t>& bd, const std::vector<int64_t>* bias_dims,
                  Activation act, DType t, int threads = 1) {
+  for (const char* isa : isa_levels_here()) {
+    IsaOverride o(isa);
+    SCOPED_TRACE(std::string("RLX_ISA=") + isa);
+    check_fused_isa(ad, bd, bias_dims, act, t, threads);
+  }
+}
+
+void check_fused_isa(const std::vector<int64_t>& ad, const std::vector<int64_t>& bd,
+                     const std::vector<int64_t>* bias_dims, Activation act, DType t, int threads) {
   SCOPED_TRACE(::testing::Message() << "a=" << Shape(ad, t).str() << " b=" << Shape(bd, t).str() << " act="
                                     << enum_name(act) << " bias=" << (bias_dims ? Shape(*bias_dims, t).str() : "none"));
   const double alpha = act == Activation::LeakyRelu ? 0.1 : 0.0;

@@ -80,7 +80,9 @@ void attend_block(const AttnCfg& c, const PackedKv& kv, const void* q, const voi
   }
   const int64_t kend = key_end(c, i0 + rows - 1);  // the block's last row sees the most keys
   for (int64_t j0 = 0; j0 < kend; j0 += c.bk) {
-    const int64_t cols = std::min(c.bk, kend - j0);
+    // Whole key blocks even where causality cuts them short (per-row `valid` masks the
+    // rest): products must match the shapes the shared K/V blocks were packed for.
+    const int64_t cols = std::min(c.bk, c.sk - j0);
     SgemmProblem qk;
     qk.m = rows;
     qk.n = cols;
