@@ -32,12 +32,23 @@ struct KnownNeed {
   const char* marker;  // substring of the error
   const char* needs;
 };
+// Silero VAD v5: `If (sr == 16000)` picks the 16 kHz (then) or 8 kHz (else) network.
+//  1. load_onnx imports with the declared dims ('input' is [?, ?]) and the reflect Pad of
+//     the STFT needs the padded size: a Shape error, which should defer the import to
+//     concrete shapes like DynamicShapeError does.
+//  2. With concrete dims ([1, 512]) both branches are imported, and the 8 kHz branch is
+//     shape-invalid for 512 samples (its LSTM input becomes f32[1,1,1,128,2]): the If
+//     needs `sr` bound by value (OnnxRunner's by-value binding) so only the taken branch
+//     is imported, as ONNX Runtime runs only the taken branch. (With both fixed by hand in
+//     a copy of the model - static dims, sr an initializer - rlx matches ORT to 1e-6.)
+#define RLX_VAD_NEEDS "the importer to defer declared-shape failures and to bind the If condition input 'sr' by value"
 const KnownNeed kKnownNeeds[] = {
-    {"silero_vad_v5", "a padded axis is symbolic",
-     "load_onnx to defer the declared-shape import (Pad in the If then-branch, symbolic axis) to concrete shapes"},
-    {"silero_vad_v5_step2", "a padded axis is symbolic",
-     "load_onnx to defer the declared-shape import (Pad in the If then-branch, symbolic axis) to concrete shapes"},
+    {"silero_vad_v5", "a padded axis is symbolic", RLX_VAD_NEEDS},
+    {"silero_vad_v5", "If_0_else_branch", RLX_VAD_NEEDS},
+    {"silero_vad_v5_step2", "a padded axis is symbolic", RLX_VAD_NEEDS},
+    {"silero_vad_v5_step2", "If_0_else_branch", RLX_VAD_NEEDS},
 };
+#undef RLX_VAD_NEEDS
 
 const KnownNeed* known_need(const std::string& case_name, const std::string& error) {
   for (const KnownNeed& k : kKnownNeeds)
