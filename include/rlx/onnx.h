@@ -71,6 +71,8 @@ class OnnxRunner {
   // Inputs by name, in the dtype each input is carried as (OnnxValueInfo::dtype; other
   // real dtypes are converted). Outputs in model output order.
   std::vector<TypedTensor> run(const std::map<std::string, TypedTensor>& inputs);
+  // The compiled graph for these input shapes (the most recently used one when inputs
+  // were bound by value); compiles without values when there is none.
   CompiledGraph& compiled(const std::map<std::string, std::vector<int64_t>>& shapes);
   // Same, with the inputs in `values` bound by value.
   CompiledGraph& compiled_for(const std::map<std::string, std::vector<int64_t>>& shapes,

@@ -239,15 +239,21 @@ void Importer::import_main(const std::map<std::string, std::vector<int64_t>>& sh
 }
 
 std::vector<Value> Importer::import_body(const pb::GraphProto& body, const std::vector<Value>& inputs) {
-  std::string saved = cur_node_;
+  // The scope and the current node name are restored even when the body throws.
+  struct Restore {
+    Importer& im;
+    std::string node;
+    ~Restore() {
+      im.scopes_.pop_back();
+      im.cur_node_ = node;
+    }
+  } restore{*this, cur_node_};
   scopes_.emplace_back();
   for (int i = 0; i < body.input_size() && size_t(i) < inputs.size(); ++i) define(body.input(i).name(), inputs[size_t(i)]);
   import_initializers(body);
   import_nodes(body);
   std::vector<Value> outs;
   for (const auto& vo : body.output()) outs.push_back(lookup(vo.name()));
-  scopes_.pop_back();
-  cur_node_ = saved;
   return outs;
 }
 

@@ -107,6 +107,14 @@ OnnxModel make_model(std::shared_ptr<ModelSource> src, const ImportOptions& opts
     model.dynamic_reason = e.what();
   } catch (const ConstantRequiredError& e) {
     model.dynamic_reason = e.what();
+  } catch (const Error& e) {
+    // With symbolic input dims a shape rule may need sizes that only a concrete
+    // import has; the runner imports per concrete shapes then.
+    bool symbolic = false;
+    for (const auto& in : model.inputs)
+      for (int64_t d : in.dims) symbolic = symbolic || d < 0;
+    if (!symbolic || e.category() != ErrorCategory::Shape) throw;
+    model.dynamic_reason = e.what();
   }
   return model;
 }

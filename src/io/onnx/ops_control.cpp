@@ -17,8 +17,18 @@ std::vector<Value> lower_if(NodeCtx& c) {
     bool cond = c.const_reals(0, "cond").at(0) != 0;
     return c.im.import_body(cond ? *then_g : *else_g, {});
   }
-  std::vector<Value> a = c.im.import_body(*then_g, {});
-  std::vector<Value> b = c.im.import_body(*else_g, {});
+  // A condition computed at run time: both branches run and where() selects. A branch
+  // that does not import for these shapes means the condition must be known first.
+  std::vector<Value> a, b;
+  try {
+    a = c.im.import_body(*then_g, {});
+    b = c.im.import_body(*else_g, {});
+  } catch (const ConstantRequiredError&) {
+    throw;
+  } catch (const Error& e) {
+    throw ConstantRequiredError(detail::concat("ONNX ", c.where(), ": the condition must be known to import (a branch fails: ",
+                                               e.what(), ")"));
+  }
   if (a.size() != b.size()) c.invalid("branches have different output counts");
   Value cond = c.reshape(c.in(0), {});
   std::vector<Value> out;
@@ -26,7 +36,8 @@ std::vector<Value> lower_if(NodeCtx& c) {
     const Shape& ta = c.g.type(a[i]);
     const Shape& tb = c.g.type(b[i]);
     if (!(ta == tb))
-      c.unsupported("If with a non-constant condition whose branches differ in type (", ta.str(), " vs ", tb.str(), ")");
+      throw ConstantRequiredError(detail::concat("ONNX ", c.where(), ": the condition must be known to import (branch outputs ",
+                                                 ta.str(), " and ", tb.str(), " differ)"));
     out.push_back(c.op(OpKind::Where, {cond, a[i], b[i]}));
   }
   return out;

@@ -30,7 +30,7 @@ struct OnnxRunner::Impl {
   ImportOptions opts;
   // Most recently used first.
   std::list<std::pair<std::string, CompiledGraph>> cache;
-  bool by_value = false;  // small inputs are bound by value (see onnx.h)
+  int by_value = 0;  // 0: none; 1: small integer/bool inputs; 2: all small inputs (see onnx.h)
 };
 
 OnnxRunner::OnnxRunner(OnnxModel model, Session session, ImportOptions opts)
@@ -43,14 +43,15 @@ size_t OnnxRunner::cache_size() const { return impl_->cache.size(); }
 
 namespace {
 
-std::map<std::string, TypedTensor> value_inputs(const OnnxModel& m, const std::map<std::string, TypedTensor>& feed) {
+// Tier 1 binds small integer and bool inputs (shapes, axes, flags); tier 2 every small input.
+std::map<std::string, TypedTensor> value_inputs(const std::map<std::string, TypedTensor>& feed, int tier) {
   std::map<std::string, TypedTensor> v;
   for (const auto& [name, t] : feed) {
     int64_t n = 1;
     for (int64_t d : t.dims) n *= d;
-    if (n <= kMaxValueElements) v[name] = t;
+    bool shape_like = is_integer(t.dtype) || t.dtype == DType::Bool;
+    if (n <= kMaxValueElements && (tier >= 2 || shape_like)) v[name] = t;
   }
-  (void)m;
   return v;
 }
 
@@ -67,6 +68,12 @@ std::string value_key(const std::map<std::string, TypedTensor>& values) {
 }  // namespace
 
 CompiledGraph& OnnxRunner::compiled(const std::map<std::string, std::vector<int64_t>>& shapes) {
+  // A graph compiled for these shapes with inputs bound by value counts too (the most
+  // recently used one).
+  std::string prefix = shape_key(shapes) + "|";
+  auto& cache = impl_->cache;
+  for (auto it = cache.begin(); it != cache.end(); ++it)
+    if (it->first.compare(0, prefix.size(), prefix) == 0) return it->second;
   return compiled_for(shapes, {});
 }
 
@@ -103,14 +110,14 @@ std::vector<TypedTensor> OnnxRunner::run(const std::map<std::string, TypedTensor
     if (!shapes.count(name)) fail(ErrorCategory::InvalidArgument, m.path, ": the model has no input '", name, "'");
   }
   CompiledGraph* cg = nullptr;
-  if (!impl_->by_value) {
+  while (!cg) {
     try {
-      cg = &compiled_for(shapes, {});
+      cg = &compiled_for(shapes, impl_->by_value ? value_inputs(feed, impl_->by_value) : std::map<std::string, TypedTensor>{});
     } catch (const ConstantRequiredError&) {
-      impl_->by_value = true;
+      if (impl_->by_value >= 2) throw;
+      ++impl_->by_value;
     }
   }
-  if (!cg) cg = &compiled_for(shapes, value_inputs(m, feed));
   std::map<std::string, TypedTensor> used;
   for (const auto& name : cg->input_names()) {
     auto it = feed.find(name);
