@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <functional>
 #include <iostream>
+#include <thread>
 
 #include "cli.h"
 #include "runtime/npy.h"
@@ -203,9 +204,9 @@ int cmd_bench(const Args& args) {
     onnx::OnnxRunner runner(std::move(model), Session(Device::Cpu, opts));
     const std::map<std::string, TypedTensor> inputs = gather_inputs(args, decls, opts);
     t = measure([&] { runner.run(inputs); }, [&] { runner.run(inputs); }, warmup, runs);
-    std::map<std::string, std::vector<int64_t>> shapes;
-    for (const auto& [name, tensor] : inputs) shapes[name] = tensor.dims;
-    threads = runner.compiled(shapes).capabilities().threads;
+    // As Session resolves it (asking the runner would compile again for by-value inputs).
+    const CompileOptions effective = apply_env(opts);
+    threads = effective.threads > 0 ? effective.threads : int(std::max(1u, std::thread::hardware_concurrency()));
 #endif
   } else {
     Graph g = load_model(path);
