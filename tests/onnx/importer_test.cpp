@@ -237,6 +237,61 @@ TEST(OnnxImport, WrongInputShapeIsAShapeError) {
   expect_error([&] { runner.run({}); }, ErrorCategory::InvalidArgument);
 }
 
+TEST(OnnxImport, ShapeFedAsAnInputIsBoundByValue) {
+  auto m = make_model(13);
+  add_input(m, "x", 1, {4});
+  add_input(m, "shape", 7, {-1}, "r");
+  add_node(m, "Reshape", {"x", "shape"}, {"y"});
+  add_output(m, "y", 1);
+  std::string b = bytes_of(m);
+  OnnxRunner runner(load_onnx_bytes(b.data(), b.size(), "reshape.onnx"));
+  auto shape = [](std::vector<int64_t> v) {
+    TypedTensor t{DType::I64, {int64_t(v.size())}, {}};
+    t.bytes.resize(v.size() * 8);
+    std::memcpy(t.bytes.data(), v.data(), t.bytes.size());
+    return t;
+  };
+  TypedTensor x{DType::F32, {4}, f32_bytes({1, 2, 3, 4})};
+  auto a = runner.run({{"x", x}, {"shape", shape({2, 2})}});
+  auto c = runner.run({{"x", x}, {"shape", shape({1, 4})}});
+  EXPECT_EQ(a[0].dims, (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(c[0].dims, (std::vector<int64_t>{1, 4}));
+  EXPECT_EQ(as_f32(c[0].bytes), (std::vector<float>{1, 2, 3, 4}));
+  EXPECT_EQ(runner.cache_size(), 2u);
+}
+
+TEST(OnnxImport, IfWithARunTimeConditionSelectsABranch) {
+  auto m = make_model(13);
+  add_input(m, "c", 9, {});
+  add_input(m, "x", 1, {2});
+  add_f32_initializer(m, "one", {}, {1});
+  auto* n = add_node(m, "If", {"c"}, {"y"}, "if");
+  auto branch = [&](const char* attr, const char* op) {
+    auto* a = n->add_attribute();
+    a->set_name(attr);
+    a->set_type(::onnx::AttributeProto::GRAPH);
+    auto* g = a->mutable_g();
+    g->set_name(attr);
+    auto* bn = g->add_node();
+    bn->set_op_type(op);
+    bn->add_input("x");
+    bn->add_input("one");
+    bn->add_output(std::string(attr) + "_out");
+    g->add_output()->set_name(std::string(attr) + "_out");
+  };
+  branch("then_branch", "Add");
+  branch("else_branch", "Sub");
+  add_output(m, "y", 1);
+  std::string b = bytes_of(m);
+  OnnxRunner runner(load_onnx_bytes(b.data(), b.size(), "if.onnx"));
+  TypedTensor x{DType::F32, {2}, f32_bytes({10, 20})};
+  auto t = runner.run({{"c", TypedTensor{DType::Bool, {}, {1}}}, {"x", x}});
+  auto f = runner.run({{"c", TypedTensor{DType::Bool, {}, {0}}}, {"x", x}});
+  EXPECT_EQ(as_f32(t[0].bytes), (std::vector<float>{11, 21}));
+  EXPECT_EQ(as_f32(f[0].bytes), (std::vector<float>{9, 19}));
+  EXPECT_EQ(runner.cache_size(), 1u);  // both branches in one graph, selected at run time
+}
+
 TEST(OnnxTensor, MinifloatDecodeAndRound) {
   EXPECT_EQ(decode_minifloat(0x7E, kF8E4M3FN), 448.0f);
   EXPECT_TRUE(std::isnan(decode_minifloat(0x7F, kF8E4M3FN)));
