@@ -254,6 +254,45 @@ Value pool_nd(NodeCtx& c, Value x, OpKind k, const Window& w, bool ceil_mode, bo
   return x;
 }
 
+// Indices output of a 2-D MaxPool: the first window tap (row-major) equal to the max,
+// as a flat index into the input (channels and batch included; storage_order 1 is
+// column-major within each image).
+Value max_pool_indices(NodeCtx& c, Value y, const Window& w, bool col_major) {
+  auto xd = c.dims(0), yd = c.vdims(y);
+  if (xd.size() != 4) c.unsupported("the Indices output for ", xd.size() - 2, "-D pooling");
+  int64_t n = xd[0], ch = xd[1], h = xd[2], wd = xd[3], oh = yd[2], ow = yd[3];
+  DType t = c.dtype(0);
+  // -inf padding on every side; the end side covers ceil-mode windows too.
+  int64_t eh = (oh - 1) * w.strides[0] + (w.kernel[0] - 1) * w.dilations[0] + 1;
+  int64_t ew = (ow - 1) * w.strides[1] + (w.kernel[1] - 1) * w.dilations[1] + 1;
+  int64_t pe_h = std::max<int64_t>(0, eh - h - w.pads[0]), pe_w = std::max<int64_t>(0, ew - wd - w.pads[1]);
+  Value xp = c.op(OpKind::Pad, {c.in(0)},
+                  PadAttrs{{0, 0, w.pads[0], w.pads[1], 0, 0, pe_h, pe_w}, PadMode::Constant, -std::numeric_limits<double>::infinity()});
+  std::vector<int64_t> nc(static_cast<size_t>(n * ch));
+  for (int64_t i = 0; i < n * ch; ++i) nc[size_t(i)] = i * h * wd;
+  Value base = c.im.constant(make_i64({n, ch, 1, 1}, nc));
+  Value idx = c.full({n, ch, oh, ow}, 0, DType::I64), found;
+  for (int64_t kh = 0; kh < w.kernel[0]; ++kh)
+    for (int64_t kw = 0; kw < w.kernel[1]; ++kw) {
+      int64_t r0 = kh * w.dilations[0], c0 = kw * w.dilations[1];
+      Value tap = c.slice(xp, {r0, c0}, {r0 + (oh - 1) * w.strides[0] + 1, c0 + (ow - 1) * w.strides[1] + 1}, {2, 3},
+                          {w.strides[0], w.strides[1]});
+      std::vector<int64_t> pos(static_cast<size_t>(oh * ow));
+      for (int64_t i = 0; i < oh; ++i)
+        for (int64_t j = 0; j < ow; ++j) {
+          int64_t hh = i * w.strides[0] + r0 - w.pads[0], ww = j * w.strides[1] + c0 - w.pads[1];
+          pos[size_t(i * ow + j)] = col_major ? ww * h + hh : hh * wd + ww;
+        }
+      Value at = c.op(OpKind::Add, {base, c.im.constant(make_i64({1, 1, oh, ow}, pos))});
+      Value hit = c.op(OpKind::Equal, {tap, y});
+      if (found.valid()) hit = c.op(OpKind::And, {hit, c.op(OpKind::Not, {found})});
+      idx = c.op(OpKind::Where, {hit, at, idx});
+      found = found.valid() ? c.op(OpKind::Or, {found, hit}) : hit;
+    }
+  (void)t;
+  return idx;
+}
+
 }  // namespace
 
 std::vector<Value> lower_pool(NodeCtx& c) {
@@ -264,9 +303,9 @@ std::vector<Value> lower_pool(NodeCtx& c) {
   Window w = read_window(c, spatial(xd), kernel);
   bool ceil_mode = c.attr_int("ceil_mode", 0) != 0;
   if (t == "MaxPool") {
-    if (c.wants(1)) c.unsupported("the Indices output is not supported");
-    if (c.attr_int("storage_order", 0) != 0) c.unsupported("storage_order 1");
-    return {pool_nd(c, c.in(0), OpKind::MaxPool2d, w, ceil_mode, false)};
+    Value y = pool_nd(c, c.in(0), OpKind::MaxPool2d, w, ceil_mode, false);
+    if (!c.wants(1)) return {y};
+    return {y, max_pool_indices(c, y, w, c.attr_int("storage_order", 0) != 0)};
   }
   if (t == "AveragePool") {
     bool include = c.attr_int("count_include_pad", 0) != 0;

@@ -163,4 +163,32 @@ std::vector<Value> lower_einsum(NodeCtx& c) {
   return {c.expand(prod, final_shape)};
 }
 
+// Det of [..., n, n] by the Leibniz sum over permutations (n <= 5: at most 120 terms).
+std::vector<Value> lower_det(NodeCtx& c) {
+  auto d = c.dims(0);
+  if (d.size() < 2 || d[d.size() - 1] != d[d.size() - 2]) c.invalid("input must be [..., n, n]");
+  int64_t n = d.back();
+  if (n > 5) c.unsupported("Det of ", n, "x", n, " matrices (only n <= 5 is lowered)");
+  std::vector<int64_t> batch(d.begin(), d.end() - 2);
+  int64_t r = int64_t(d.size());
+  DType t = c.dtype(0);
+  if (n == 0) return {c.full(batch, 1, t)};
+  std::vector<std::vector<Value>> e(static_cast<size_t>(n), std::vector<Value>(static_cast<size_t>(n)));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) e[size_t(i)][size_t(j)] = c.reshape(c.slice(c.in(0), {i, j}, {i + 1, j + 1}, {r - 2, r - 1}), batch);
+  std::vector<int64_t> perm(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) perm[size_t(i)] = i;
+  Value acc;
+  do {
+    int inversions = 0;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = i + 1; j < n; ++j) inversions += perm[size_t(i)] > perm[size_t(j)];
+    Value term = e[0][size_t(perm[0])];
+    for (int64_t i = 1; i < n; ++i) term = c.op(OpKind::Mul, {term, e[size_t(i)][size_t(perm[size_t(i)])]});
+    if (!acc.valid()) acc = inversions % 2 ? c.op(OpKind::Neg, {term}) : term;
+    else acc = c.op(inversions % 2 ? OpKind::Sub : OpKind::Add, {acc, term});
+  } while (std::next_permutation(perm.begin(), perm.end()));
+  return {acc};
+}
+
 }  // namespace rlx::onnx

@@ -157,4 +157,30 @@ std::vector<Value> lower_tensor_scatter(NodeCtx& c) {
   return {c.op(OpKind::Where, {valid, src, c.in(0)})};
 }
 
+// MaxUnpool: zeros with each value placed at its flat index (indices as MaxPool gives).
+std::vector<Value> lower_max_unpool(NodeCtx& c) {
+  auto xd = c.dims(0);
+  if (xd.size() < 3) c.invalid("input must have rank >= 3");
+  size_t sp = xd.size() - 2;
+  auto kernel = c.attr_ints("kernel_shape");
+  auto strides = c.attr_ints("strides", std::vector<int64_t>(sp, 1));
+  auto pads = c.attr_ints("pads", std::vector<int64_t>(2 * sp, 0));
+  if (kernel.size() != sp || strides.size() != sp || pads.size() != 2 * sp) c.invalid("attributes do not match the rank");
+  // Indices address the inferred unpooled shape; a larger output_shape pads its ends.
+  std::vector<int64_t> out{xd[0], xd[1]};
+  for (size_t i = 0; i < sp; ++i) out.push_back((xd[i + 2] - 1) * strides[i] - pads[i] - pads[i + sp] + kernel[i]);
+  int64_t n = numel(out), u = numel(xd);
+  Value zeros = c.full({n, 1}, 0, c.dtype(0));
+  Value target = c.reshape(c.cast(c.in(1), DType::I64), {u});
+  Value y = c.reshape(scatter_rows(c, zeros, target, c.reshape(c.in(0), {u, 1}), "none"), out);
+  if (c.has(2)) {
+    auto want = c.const_ints(2, "output_shape");
+    if (want.size() != xd.size()) c.invalid("output_shape must have the input's rank");
+    std::vector<int64_t> p(2 * want.size(), 0);
+    for (size_t i = 0; i < want.size(); ++i) p[i + want.size()] = want[i] - out[i];
+    y = c.op(OpKind::Pad, {y}, PadAttrs{p, PadMode::Constant, 0});
+  }
+  return {y};
+}
+
 }  // namespace rlx::onnx
