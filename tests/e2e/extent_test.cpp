@@ -11,7 +11,7 @@ namespace {
 
 constexpr int64_t R = 13;
 
-// Everything except attention (see kBugAttentionPackOnWorkers): norms, matmul with a
+// Everything except attention (next graph): norms, matmul with a
 // fusable epilogue, softmaxes, concat/split/slice/transpose/gather/pad/tile/expand,
 // where, reductions, arg-reductions, topk, conv and pools over a batch of R, casts.
 Graph rowwise_ops() {

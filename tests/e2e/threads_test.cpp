@@ -37,7 +37,6 @@ TEST(Threads, ResidualCnnBitIdentical) {
 }
 
 TEST(Threads, DecoderBlockBitIdentical) {
-  if (kBugAttentionPackOnWorkers) GTEST_SKIP() << "bug: attention K/V packing on pool workers crashes (bugs_test.cpp)";
   Graph g = decoder_block(33, 64, 8, 2, 160);
   expect_same_across_threads(g, decoder_inputs(5, 33, 64, 8), random_params(g, 6));
 }
