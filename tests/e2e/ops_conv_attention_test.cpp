@@ -104,6 +104,12 @@ const bool kConv = register_cases({
     {OpKind::Attention, attention_case("attention_mask2d_scale", {1, 4, 2, 7, 13, 12, 5}, false, 2, 0.3)},
     {OpKind::Attention, attention_case("attention_mask4d_causal_gqa", {2, 4, 1, 6, 9, 8, 8}, true, 4, 0)},
     {OpKind::Attention, attention_case("attention_long_keys", {1, 2, 2, 4, 300, 32, 32}, true, 0, 0)},
+    // Packed K/V paths (Sq * group >= 8) with wide and odd head dims, causal cuts
+    // inside key blocks, and single-query decode.
+    {OpKind::Attention, attention_case("attention_packed_wide_dv", {1, 8, 2, 9, 140, 64, 80}, true, 0, 0)},
+    {OpKind::Attention, attention_case("attention_packed_odd_dims", {2, 4, 4, 33, 33, 40, 24}, true, 2, 0)},
+    {OpKind::Attention, attention_case("attention_packed_dv_gt_d", {1, 6, 3, 17, 70, 16, 72}, true, 4, 0)},
+    {OpKind::Attention, attention_case("attention_decode_one_query", {1, 8, 2, 1, 257, 128, 128}, true, 0, 0)},
     {OpKind::Rotary, rotary_case("rotary_halves_full", false, 16, 8)},
     {OpKind::Rotary, rotary_case("rotary_halves_partial", false, 20, 6)},
     {OpKind::Rotary, rotary_case("rotary_interleaved_full", true, 12, 6)},
