@@ -1,6 +1,8 @@
 // More runtime state end to end: handles across release_scratch, clones and precision
 // policies; params as outputs; copy_params_from between different graphs;
 // run_read_outputs; typed half-precision feeds.
+#include <thread>
+
 #include "e2e_models.h"
 #include "e2e_ref.h"
 
@@ -137,6 +139,53 @@ TEST(RuntimeState, RunReadOutputsAndTypedHalfFeeds) {
   in_r["x"] = xr;
   const std::vector<T> a = run_net(net, in_h), b = run_net(net, in_r);
   for (size_t o = 0; o < a.size(); ++o) expect_bitwise_equal(a[o], b[o], "f16 feed vs the same values in f32");
+}
+
+// Different graphs compiled and run at the same time from several threads (each net
+// has its own pool; kernels keep per-thread scratch): results equal sequential runs.
+TEST(RuntimeState, ConcurrentCompileAndRunOfDifferentGraphs) {
+  std::vector<Graph> graphs{decoder_block(), small_cnn(), small_encoder(1), test_graphs::mlp(8, {40, 64, 10})};
+  std::vector<Feeds> ins, params;
+  std::vector<std::vector<T>> want;
+  for (size_t i = 0; i < graphs.size(); ++i) {
+    ins.push_back(graphs[i].name() == "decoder_block" ? decoder_inputs(uint32_t(i)) : random_inputs(graphs[i], uint32_t(i)));
+    params.push_back(random_params(graphs[i], uint32_t(i + 10)));
+    CompiledGraph net = compile_e2e(graphs[i]);
+    set_params(net, params[i]);
+    want.push_back(run_net(net, ins[i]));
+  }
+  std::vector<int> ok(graphs.size(), 1);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < graphs.size(); ++i)
+    threads.emplace_back([&, i] {
+      for (int rep = 0; rep < 3; ++rep) {
+        CompiledGraph net = compile_e2e(graphs[i]);
+        set_params(net, params[i]);
+        for (int r = 0; r < 5; ++r) {
+          std::vector<T> got = run_net(net, ins[i]);
+          for (size_t o = 0; o < got.size(); ++o)
+            if (got[o].v != want[i][o].v) ok[i] = 0;
+        }
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (size_t i = 0; i < graphs.size(); ++i) EXPECT_TRUE(ok[i]) << graphs[i].name() << " differs when run concurrently";
+}
+
+// A kernel error at run time (gather index out of range) is an rlx::Error naming the
+// node, and the net runs normally afterwards.
+TEST(RuntimeState, KernelErrorLeavesTheNetUsable) {
+  Graph g("gather_oob");
+  Value x = g.input("x", Shape({5, 3}, DType::F32));
+  Value idx = g.input("idx", Shape({2}, DType::I64));
+  g.set_outputs({g.relu(g.gather(x, idx, 0))});
+  CompiledGraph net = compile_e2e(g);
+  T xv = Rng(1).tensor({5, 3});
+  EXPECT_THROW(run_net(net, {{"x", xv}, {"idx", T({2}, {1, 5}, DType::I64)}}), Error);
+  EXPECT_THROW(run_net(net, {{"x", xv}, {"idx", T({2}, {-6, 0}, DType::I64)}}), Error);
+  T idx_ok({2}, {4, -5}, DType::I64);
+  const T want = ref::map(ref::gather(xv, idx_ok, 0), [](double v) { return v < 0 ? 0.0 : v; }, DType::F32);
+  expect_close(run_net(net, {{"x", xv}, {"idx", idx_ok}})[0], want, 0, 0, "after the errors");
 }
 
 }  // namespace
