@@ -36,3 +36,11 @@ test-asan:
 
 clean:
 	@rm -rf $(BUILD) build-asan
+
+# Fuzzing (clang + libFuzzer, ASan + UBSan): builds $(FUZZ_BUILD)/fuzz/rlx_fuzz_NAME and runs it
+# for FUZZ_SECONDS over a copy of fuzz/corpus/NAME; non-zero exit on a finding (see fuzz/run.sh).
+FUZZ_SECONDS ?= 600
+FUZZ_BUILD ?= build-fuzz
+.PHONY: fuzz-text fuzz-npy
+fuzz-onnx fuzz-text fuzz-npy: deps
+	@bash fuzz/run.sh $(@:fuzz-%=%) $(FUZZ_BUILD) $(FUZZ_SECONDS) $(JOBS)

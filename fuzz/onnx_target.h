@@ -1,0 +1,104 @@
+// Fuzz target body for the ONNX loader (rlx::onnx::load_onnx_bytes). See fuzz_common.h
+// for the contract. Per input: parse + import with the declared shapes; a model that
+// needs concrete shapes is imported again with every unknown dim set to 2 and, if that
+// is refused, with its small inputs bound by value (as OnnxRunner does); an imported
+// graph must pass the verifier, and small graphs are compiled and run once.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "fuzz_common.h"
+#include "rlx/onnx.h"
+
+namespace rlx::fuzz {
+
+inline constexpr size_t kOnnxMaxInput = 256 << 10;
+inline constexpr int64_t kOnnxMaxBoundElements = 64;  // inputs bound by value
+// External data is looked up here: a folder that does not exist, so no file is read.
+inline constexpr const char* kOnnxNoDir = "/nonexistent/rlx-fuzz";
+
+namespace detail {
+
+inline void check_imported(const Graph& g, const std::string& how) {
+  try {
+    verify_graph(g);
+  } catch (const Error& e) {
+    throw Finding("ONNX import (" + how + ") produced a graph the verifier refuses: " + e.what());
+  }
+}
+
+// The model's inputs with unknown dims set to `symbol_size`.
+inline std::map<std::string, std::vector<int64_t>> concrete_shapes(const onnx::OnnxModel& m, int64_t symbol_size) {
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const auto& in : m.inputs) {
+    if (!in.is_tensor) continue;
+    std::vector<int64_t> dims = in.dims;
+    for (auto& d : dims)
+      if (d < 0) d = symbol_size;
+    shapes[in.name] = dims;
+  }
+  return shapes;
+}
+
+// Small non-negative integers (0..4) in each small input's carried dtype: plausible
+// shapes, axes and indices for models that compute shapes from input values.
+inline std::map<std::string, TypedTensor> small_values(const onnx::OnnxModel& m,
+                                                     const std::map<std::string, std::vector<int64_t>>& shapes,
+                                                     ByteSource& src) {
+  std::map<std::string, TypedTensor> values;
+  for (const auto& in : m.inputs) {
+    auto it = shapes.find(in.name);
+    if (it == shapes.end()) continue;
+    int64_t n = 1;
+    for (int64_t d : it->second) n = (d < 0 || d > kOnnxMaxBoundElements || n > kOnnxMaxBoundElements) ? kSaturated : n * d;
+    if (n > kOnnxMaxBoundElements) continue;
+    TypedTensor t;
+    t.dtype = in.dtype;
+    t.dims = it->second;
+    size_t es = dtype_size(in.dtype);
+    t.bytes.assign(size_t(n) * es, 0);
+    for (int64_t i = 0; i < n; ++i) {
+      int v = src.next() % 5;
+      uint8_t* p = t.bytes.data() + size_t(i) * es;
+      switch (in.dtype) {
+        case DType::F32: { float f = float(v); std::memcpy(p, &f, 4); break; }
+        case DType::F64: { double f = double(v); std::memcpy(p, &f, 8); break; }
+        case DType::I64: { int64_t x = v; std::memcpy(p, &x, 8); break; }
+        case DType::I32: case DType::U32: { int32_t x = v; std::memcpy(p, &x, 4); break; }
+        default: p[0] = uint8_t(v); break;  // 1-byte ints / bool; other dtypes: a small bit pattern
+      }
+    }
+    values.emplace(in.name, std::move(t));
+  }
+  return values;
+}
+
+}  // namespace detail
+
+inline bool onnx_one_input(const uint8_t* data, size_t size) {
+  if (size > kOnnxMaxInput) return false;
+  return guard([&] {
+    onnx::ImportOptions opts;
+    opts.fold_max_elements = GraphBudget{}.max_value_elements;
+    onnx::OnnxModel model = onnx::load_onnx_bytes(data, size, "fuzz.onnx", kOnnxNoDir, opts);
+    ByteSource src(data, size);
+    if (model.has_graph) {
+      detail::check_imported(model.graph, "declared shapes");
+      compile_and_run(model.graph, src);
+      return;
+    }
+    auto shapes = detail::concrete_shapes(model, GraphBudget{}.symbol_size);
+    Graph g;
+    try {
+      g = onnx::import_graph(model, shapes, opts);
+    } catch (const Error& e) {
+      if (e.category() == ErrorCategory::Internal) throw;
+      g = onnx::import_graph(model, shapes, opts, detail::small_values(model, shapes, src));
+    }
+    detail::check_imported(g, "concrete shapes");
+    compile_and_run(g, src);
+  });
+}
+
+}  // namespace rlx::fuzz
