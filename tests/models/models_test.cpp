@@ -25,37 +25,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Cases whose model needs importer work that is not done yet: the test skips only while
-// the failure still carries `marker`, so it runs for real once the importer is fixed.
-struct KnownNeed {
-  const char* case_name;
-  const char* marker;  // substring of the error
-  const char* needs;
-};
-// Silero VAD v5: `If (sr == 16000)` picks the 16 kHz (then) or 8 kHz (else) network.
-//  1. load_onnx imports with the declared dims ('input' is [?, ?]) and the reflect Pad of
-//     the STFT needs the padded size: a Shape error, which should defer the import to
-//     concrete shapes like DynamicShapeError does.
-//  2. With concrete dims ([1, 512]) both branches are imported, and the 8 kHz branch is
-//     shape-invalid for 512 samples (its LSTM input becomes f32[1,1,1,128,2]): the If
-//     needs `sr` bound by value (OnnxRunner's by-value binding) so only the taken branch
-//     is imported, as ONNX Runtime runs only the taken branch. (With both fixed by hand in
-//     a copy of the model - static dims, sr an initializer - rlx matches ORT to 1e-6.)
-#define RLX_VAD_NEEDS "the importer to defer declared-shape failures and to bind the If condition input 'sr' by value"
-const KnownNeed kKnownNeeds[] = {
-    {"silero_vad_v5", "a padded axis is symbolic", RLX_VAD_NEEDS},
-    {"silero_vad_v5", "If_0_else_branch", RLX_VAD_NEEDS},
-    {"silero_vad_v5_step2", "a padded axis is symbolic", RLX_VAD_NEEDS},
-    {"silero_vad_v5_step2", "If_0_else_branch", RLX_VAD_NEEDS},
-};
-#undef RLX_VAD_NEEDS
-
-const KnownNeed* known_need(const std::string& case_name, const std::string& error) {
-  for (const KnownNeed& k : kKnownNeeds)
-    if (case_name == k.case_name && error.find(k.marker) != std::string::npos) return &k;
-  return nullptr;
-}
-
 const std::vector<std::string> kCases = {"ppocr_det", "ppocr_rec", "ppocr_cls", "silero_vad_v5", "silero_vad_v5_step2"};
 
 std::string slurp(const fs::path& p) {
@@ -121,7 +90,6 @@ TEST_P(ModelTest, RunnerMatchesOnnxRuntime) {
     for (const auto& o : runner.model().outputs) names.push_back(o.name);
     outs = runner.run(inputs);
   } catch (const Error& e) {
-    if (const KnownNeed* k = known_need(GetParam(), e.what())) GTEST_SKIP() << "needs " << k->needs << ": " << e.what();
     FAIL() << model_ << ": " << e.what();
   }
   ASSERT_EQ(outs.size(), ref_.outputs.size());
@@ -146,7 +114,6 @@ TEST_P(ModelTest, CliRunMatchesOnnxRuntime) {
   if (status != 0) {
     if (err.find("unknown model file type '.onnx'") != std::string::npos)
       GTEST_SKIP() << "needs `rlx run` for .onnx files: " << err;
-    if (const KnownNeed* k = known_need(GetParam(), err)) GTEST_SKIP() << "needs " << k->needs << ": " << err;
     FAIL() << "rlx " << args << " exited " << status << ": " << err;
   }
   size_t written = 0;
