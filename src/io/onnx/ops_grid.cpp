@@ -225,4 +225,78 @@ std::vector<Value> lower_col2im(NodeCtx& c) {
   return {c.slice(acc, {pads[0], pads[1]}, {pads[0] + image[0], pads[1] + image[1]}, {2, 3})};
 }
 
+// DeformConv (2-D): every kernel tap samples the input bilinearly (zero outside) at
+// its offset position, scaled by the mask; the sampled columns [N, C*K, P] then
+// meet the weights in one matmul per group.
+std::vector<Value> lower_deform_conv(NodeCtx& c) {
+  auto xd = c.dims(0), wd = c.dims(1), od = c.dims(2);
+  if (xd.size() != 4 || wd.size() != 4 || od.size() != 4) c.unsupported("DeformConv beyond 2-D");
+  auto kernel = c.attr_ints("kernel_shape", {wd[2], wd[3]});
+  auto strides = c.attr_ints("strides", {1, 1}), dil = c.attr_ints("dilations", {1, 1});
+  auto pads = c.attr_ints("pads", {0, 0, 0, 0});
+  int64_t group = c.positive(c.attr_int("group", 1), "group"), og = c.positive(c.attr_int("offset_group", 1), "offset_group");
+  if (kernel.size() != 2 || strides.size() != 2 || dil.size() != 2 || pads.size() != 4) c.invalid("bad window attributes");
+  int64_t n = xd[0], ch = xd[1], h = xd[2], w = xd[3], kh = kernel[0], kw = kernel[1], k = kh * kw;
+  int64_t oh = od[2], ow = od[3], p = oh * ow, m = wd[0];
+  if (ch % og || ch % group || m % group || od[1] != og * k * 2) c.invalid("channels, groups and offsets do not match");
+  DType t = c.dtype(0);
+  auto s = [&](double v) { return c.scalar(v, t); };
+  Value off = c.reshape(c.in(2), {n, og, k, 2, p});
+  Value mask = c.has(4) ? c.reshape(c.in(4), {n, og, k, p}) : Value{};
+  Value flat = c.reshape(c.in(0), {n * ch * h * w});
+  std::vector<int64_t> nc(c.host_size(n * ch));
+  for (int64_t i = 0; i < n * ch; ++i) nc[size_t(i)] = i * h * w;
+  Value base = c.im.constant(make_i64({n, og, ch / og, 1}, nc));
+  // Grid positions of the output pixels (without offsets), per tap.
+  std::vector<Value> taps;
+  for (int64_t i = 0; i < kh; ++i)
+    for (int64_t j = 0; j < kw; ++j) {
+      int64_t tap = i * kw + j;
+      std::vector<double> gy(c.host_size(p)), gx(c.host_size(p));
+      for (int64_t a = 0; a < oh; ++a)
+        for (int64_t b = 0; b < ow; ++b) {
+          gy[size_t(a * ow + b)] = double(a * strides[0] - pads[0] + i * dil[0]);
+          gx[size_t(a * ow + b)] = double(b * strides[1] - pads[1] + j * dil[1]);
+        }
+      auto part = [&](int64_t which) {  // offset [N, og, P] for this tap
+        return c.reshape(c.slice(off, {tap, which}, {tap + 1, which + 1}, {2, 3}), {n, og, p});
+      };
+      Value y = c.op(OpKind::Add, {c.im.constant(make_tensor(t, {1, 1, p}, gy)), part(0)});
+      Value x = c.op(OpKind::Add, {c.im.constant(make_tensor(t, {1, 1, p}, gx)), part(1)});
+      Value y0 = c.op(OpKind::Floor, {y}), x0 = c.op(OpKind::Floor, {x});
+      Value fy = c.op(OpKind::Sub, {y, y0}), fx = c.op(OpKind::Sub, {x, x0});
+      Value iy = c.cast(y0, DType::I64), ix = c.cast(x0, DType::I64);
+      Value acc;
+      for (int dy = 0; dy < 2; ++dy)
+        for (int dx = 0; dx < 2; ++dx) {
+          Value yy = c.op(OpKind::Add, {iy, c.scalar(dy, DType::I64)}), xx = c.op(OpKind::Add, {ix, c.scalar(dx, DType::I64)});
+          Value ok = c.op(OpKind::And, {c.op(OpKind::And, {c.op(OpKind::GreaterEqual, {yy, c.scalar(0, DType::I64)}),
+                                                             c.op(OpKind::Less, {yy, c.scalar(double(h), DType::I64)})}),
+                                        c.op(OpKind::And, {c.op(OpKind::GreaterEqual, {xx, c.scalar(0, DType::I64)}),
+                                                           c.op(OpKind::Less, {xx, c.scalar(double(w), DType::I64)})})});
+          Value lin = c.op(OpKind::Add, {c.op(OpKind::Mul, {c.op(OpKind::Clip, {yy}, ScalarAttrs{0, double(h - 1)}),
+                                                             c.scalar(double(w), DType::I64)}),
+                                         c.op(OpKind::Clip, {xx}, ScalarAttrs{0, double(w - 1)})});
+          Value at = c.op(OpKind::Add, {base, c.reshape(lin, {n, og, 1, p})});  // [N, og, C/og, P]
+          Value v = c.op(OpKind::Where, {c.reshape(ok, {n, og, 1, p}), c.op(OpKind::Gather, {flat, at}, AxisAttrs{0}), s(0)});
+          Value wy = dy ? fy : c.op(OpKind::Sub, {s(1), fy}), wx = dx ? fx : c.op(OpKind::Sub, {s(1), fx});
+          v = c.op(OpKind::Mul, {v, c.reshape(c.op(OpKind::Mul, {wy, wx}), {n, og, 1, p})});
+          acc = acc.valid() ? c.op(OpKind::Add, {acc, v}) : v;
+        }
+      if (mask.valid()) acc = c.op(OpKind::Mul, {acc, c.reshape(c.slice(mask, {tap}, {tap + 1}, {2}), {n, og, 1, p})});
+      taps.push_back(c.reshape(acc, {n, ch, 1, p}));
+    }
+  Value cols = c.reshape(c.concat(taps, 2), {n, ch * k, p});  // channel-major, then tap
+  int64_t cg = ch / group, mg = m / group;
+  std::vector<Value> outs;
+  for (int64_t g = 0; g < group; ++g) {
+    Value wg = c.reshape(c.slice(c.in(1), {g * mg}, {(g + 1) * mg}, {0}), {mg, cg * k});
+    Value xg = group == 1 ? cols : c.slice(cols, {g * cg * k}, {(g + 1) * cg * k}, {1});
+    outs.push_back(c.op(OpKind::MatMul, {wg, xg}));  // [N, mg, P]
+  }
+  Value y = c.reshape(c.concat(outs, 1), {n, m, oh, ow});
+  if (c.has(3)) y = c.op(OpKind::Add, {y, c.reshape(c.in(3), {m, 1, 1})});
+  return {y};
+}
+
 }  // namespace rlx::onnx
