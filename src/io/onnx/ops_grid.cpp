@@ -299,4 +299,84 @@ std::vector<Value> lower_deform_conv(NodeCtx& c) {
   return {y};
 }
 
+// RoiAlign with a fixed sampling_ratio: per roi bin, sampling_ratio^2 bilinear
+// samples (reference clamping rules) from run-time roi coordinates, averaged or
+// max-pooled (max over the weighted corner terms, as the reference does).
+std::vector<Value> lower_roi_align(NodeCtx& c) {
+  auto xd = c.dims(0), rd = c.dims(1);
+  if (xd.size() != 4 || rd.size() != 2 || rd[1] != 4) c.invalid("X must be 4-D and rois [num_rois, 4]");
+  int64_t sr = c.attr_int("sampling_ratio", 0);
+  if (sr <= 0) c.unsupported("adaptive sampling (sampling_ratio 0) needs the roi sizes at import");
+  int64_t oh = c.positive(c.attr_int("output_height", 1), "output_height");
+  int64_t ow = c.positive(c.attr_int("output_width", 1), "output_width");
+  double scale = double(float(c.attr_float("spatial_scale", 1.0)));
+  bool half_pixel = c.attr_str("coordinate_transformation_mode", "half_pixel") == "half_pixel";
+  bool is_max = c.attr_str("mode", "avg") == "max";
+  int64_t n = xd[0], ch = xd[1], h = xd[2], w = xd[3], r = rd[0], p = oh * ow;
+  DType t = c.dtype(0);
+  auto s = [&](double v) { return c.scalar(v, t); };
+  auto op2 = [&](OpKind k, Value a, Value b) { return c.op(k, {a, b}); };
+  Value rois = c.cast(c.in(1), t);
+  auto coord = [&](int64_t i) { return c.reshape(c.slice(rois, {i}, {i + 1}, {1}), {r, 1}); };
+  double off = half_pixel ? 0.5 : 0.0;
+  Value x1 = op2(OpKind::Sub, op2(OpKind::Mul, coord(0), s(scale)), s(off));
+  Value y1 = op2(OpKind::Sub, op2(OpKind::Mul, coord(1), s(scale)), s(off));
+  Value rw = op2(OpKind::Sub, op2(OpKind::Sub, op2(OpKind::Mul, coord(2), s(scale)), s(off)), x1);
+  Value rh = op2(OpKind::Sub, op2(OpKind::Sub, op2(OpKind::Mul, coord(3), s(scale)), s(off)), y1);
+  if (!half_pixel) {
+    rw = op2(OpKind::Max, rw, s(1));
+    rh = op2(OpKind::Max, rh, s(1));
+  }
+  Value bh = op2(OpKind::Div, rh, s(double(oh))), bw = op2(OpKind::Div, rw, s(double(ow)));
+  std::vector<double> prow(c.host_size(p)), pcol(c.host_size(p));
+  for (int64_t a = 0; a < oh; ++a)
+    for (int64_t b = 0; b < ow; ++b) prow[size_t(a * ow + b)] = double(a), pcol[size_t(a * ow + b)] = double(b);
+  Value prow_c = c.im.constant(make_tensor(t, {1, p}, prow)), pcol_c = c.im.constant(make_tensor(t, {1, p}, pcol));
+  Value batch = c.reshape(c.cast(c.in(2), DType::I64), {r, 1, 1});
+  std::vector<int64_t> cidx(c.host_size(ch));
+  for (int64_t i = 0; i < ch; ++i) cidx[size_t(i)] = i * h * w;
+  Value base = op2(OpKind::Add, op2(OpKind::Mul, batch, c.scalar(double(ch * h * w), DType::I64)),
+                   c.im.constant(make_i64({1, ch, 1}, cidx)));  // [R, C, 1]
+  Value flat = c.reshape(c.in(0), {n * ch * h * w});
+  Value acc;
+  for (int64_t iy = 0; iy < sr; ++iy)
+    for (int64_t ix = 0; ix < sr; ++ix) {
+      // sample = start + bin * (p + (i + 0.5) / sr)
+      Value y = op2(OpKind::Add, y1, op2(OpKind::Mul, bh, op2(OpKind::Add, prow_c, s((double(iy) + 0.5) / double(sr)))));
+      Value x = op2(OpKind::Add, x1, op2(OpKind::Mul, bw, op2(OpKind::Add, pcol_c, s((double(ix) + 0.5) / double(sr)))));
+      Value inside = c.op(OpKind::Not, {op2(OpKind::Or, op2(OpKind::Or, op2(OpKind::Less, y, s(-1)), op2(OpKind::Greater, y, s(double(h)))),
+                                            op2(OpKind::Or, op2(OpKind::Less, x, s(-1)), op2(OpKind::Greater, x, s(double(w)))))});
+      auto axis = [&](Value v, int64_t len, Value& lo, Value& hi, Value& frac) {
+        v = op2(OpKind::Max, v, s(0));
+        Value f = c.op(OpKind::Floor, {v});
+        Value edge = op2(OpKind::GreaterEqual, f, s(double(len - 1)));
+        Value lo_f = c.op(OpKind::Where, {edge, s(double(len - 1)), f});
+        Value hi_f = c.op(OpKind::Where, {edge, s(double(len - 1)), op2(OpKind::Add, f, s(1))});
+        v = c.op(OpKind::Where, {edge, s(double(len - 1)), v});
+        frac = op2(OpKind::Sub, v, lo_f);
+        lo = c.cast(lo_f, DType::I64);
+        hi = c.cast(hi_f, DType::I64);
+      };
+      Value ylo, yhi, ly, xlo, xhi, lx;
+      axis(y, h, ylo, yhi, ly);
+      axis(x, w, xlo, xhi, lx);
+      Value hy = op2(OpKind::Sub, s(1), ly), hx = op2(OpKind::Sub, s(1), lx);
+      Value sample;
+      for (int corner = 0; corner < 4; ++corner) {
+        Value yy = corner < 2 ? ylo : yhi, xx = corner % 2 ? xhi : xlo;
+        Value wt = op2(OpKind::Mul, corner < 2 ? hy : ly, corner % 2 ? lx : hx);
+        Value lin = op2(OpKind::Add, op2(OpKind::Mul, yy, c.scalar(double(w), DType::I64)), xx);  // [R, P]
+        Value v = c.op(OpKind::Gather, {flat, op2(OpKind::Add, base, c.reshape(lin, {r, 1, p}))}, AxisAttrs{0});
+        v = op2(OpKind::Mul, v, c.reshape(wt, {r, 1, p}));
+        if (!sample.valid()) sample = v;
+        else sample = op2(is_max ? OpKind::Max : OpKind::Add, sample, v);
+      }
+      sample = c.op(OpKind::Where, {c.reshape(inside, {r, 1, p}), sample, s(0)});
+      if (!acc.valid()) acc = sample;
+      else acc = op2(is_max ? OpKind::Max : OpKind::Add, acc, sample);
+    }
+  if (!is_max) acc = op2(OpKind::Div, acc, s(double(sr * sr)));
+  return {c.reshape(acc, {r, ch, oh, ow})};
+}
+
 }  // namespace rlx::onnx
