@@ -57,6 +57,46 @@ Value round_to_minifloat_graph(NodeCtx& c, Value x, int type, bool saturate) {
 
 namespace {
 
+// FLOAT8E8M0 holds 2^k, k in [-127, 127] (0xFF is NaN). The exponent estimate from
+// log is corrected against an exact table of powers of two, so the result is exact.
+Value round_to_e8m0(NodeCtx& c, Value x, const std::string& mode, bool saturate) {
+  if (mode != "up" && mode != "down" && mode != "nearest") c.invalid("unknown round_mode '", mode, "'");
+  const DType f = DType::F32;
+  x = c.cast(x, f);
+  std::vector<double> pw(257);
+  for (int i = 0; i < 257; ++i) pw[size_t(i)] = std::ldexp(1.0, i - 128);  // 2^-128 .. 2^128
+  Value table = c.im.constant(make_tensor(DType::F64, {257}, pw));
+  auto two_to = [&](Value k) {  // 2^k for integer k in [-128, 128], in f64
+    return c.op(OpKind::Gather, {table, c.op(OpKind::Add, {k, c.scalar(128, DType::I64)})}, AxisAttrs{0});
+  };
+  Value xd = c.cast(x, DType::F64);
+  Value pos = c.op(OpKind::Greater, {xd, c.scalar(0, DType::F64)});
+  Value safe = c.op(OpKind::Where, {pos, xd, c.scalar(1, DType::F64)});
+  Value est = c.op(OpKind::Floor, {c.op(OpKind::Div, {c.op(OpKind::Log, {safe}), c.scalar(std::log(2.0), DType::F64)})});
+  Value k = c.cast(c.op(OpKind::Clip, {est}, ScalarAttrs{-127, 127}), DType::I64);
+  // Make 2^k <= x < 2^(k+1) (within the clip range).
+  Value one = c.scalar(1, DType::I64);
+  k = c.op(OpKind::Where, {c.op(OpKind::Greater, {two_to(k), safe}), c.op(OpKind::Sub, {k, one}), k});
+  k = c.op(OpKind::Where, {c.op(OpKind::LessEqual, {two_to(c.op(OpKind::Add, {k, one})), safe}), c.op(OpKind::Add, {k, one}), k});
+  Value lo = two_to(k), hi = two_to(c.op(OpKind::Add, {k, one}));
+  Value up = c.op(OpKind::Where, {c.op(OpKind::Equal, {lo, safe}), k, c.op(OpKind::Add, {k, one})});
+  Value r = k;
+  if (mode == "up") r = up;
+  else if (mode == "nearest")
+    r = c.op(OpKind::Where, {c.op(OpKind::GreaterEqual, {c.op(OpKind::Sub, {safe, lo}), c.op(OpKind::Sub, {hi, safe})}),
+                             c.op(OpKind::Add, {k, one}), k});
+  Value over = c.op(OpKind::Greater, {r, c.scalar(127, DType::I64)});
+  r = c.op(OpKind::Clip, {r}, ScalarAttrs{-127, 127});
+  Value y = c.cast(two_to(r), f);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  if (!saturate) y = c.op(OpKind::Where, {over, c.scalar(nan, f), y});
+  // Zero and negatives take the smallest code (2^-127); NaN stays NaN; inf saturates.
+  y = c.op(OpKind::Where, {pos, y, c.scalar(std::ldexp(1.0, -127), f)});
+  Value inf = c.op(OpKind::Equal, {x, c.scalar(std::numeric_limits<double>::infinity(), f)});
+  y = c.op(OpKind::Where, {inf, c.scalar(saturate ? std::ldexp(1.0, 127) : nan, f), y});
+  return c.op(OpKind::Where, {c.op(OpKind::IsNaN, {x}), c.scalar(nan, f), y});
+}
+
 // Wraps integers into a `bits`-wide two's complement (signed) or unsigned range.
 Value wrap_bits(NodeCtx& c, Value v64, int bits, bool is_signed_type) {
   Value mask = c.scalar(double((1 << bits) - 1), DType::I64);
@@ -73,7 +113,7 @@ Value cast_to(NodeCtx& c, Value x, int to, bool saturate) {
   switch (to) {
     case kF8E4M3FN: case kF8E4M3FNUZ: case kF8E5M2: case kF8E5M2FNUZ: case kF4E2M1:
       return round_to_minifloat_graph(c, x, to, saturate);
-    case kF8E8M0: c.unsupported("cast to FLOAT8E8M0 is not supported");
+    case kF8E8M0: return round_to_e8m0(c, x, c.attr_str("round_mode", "up"), saturate);
     case kInt4: case kUint4: case kInt2: case kUint2: {
       int bits = (to == kInt4 || to == kUint4) ? 4 : 2;
       Value v = is_float(from) ? c.cast(c.op(OpKind::Round, {x}), DType::I64) : c.cast(x, DType::I64);
