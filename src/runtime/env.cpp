@@ -17,7 +17,7 @@ const std::vector<EnvVar>& env_registry() {
       {"RLX_DISPATCH_REPORT", "1 prints the dispatch report (per op kind: native, decomposed, unsupported) to stderr at compile"},
       {"RLX_ARENA_REPORT", "1 prints the memory plan (arena bytes vs lower bound, top buffers) to stderr at compile"},
       {"RLX_VERIFY", "1 verifies the graph after every pass and the memory plan, and poisons scratch memory before each run"},
-      {"RLX_ISA", "scalar, avx2 or avx512: the highest instruction set CPU kernels may use (never above what the CPU has)"},
+      {"RLX_ISA", "scalar, avx2, avx512 or native (default): the highest instruction set CPU kernels may use (never above what the CPU has)"},
   };
   return vars;
 }
@@ -63,8 +63,8 @@ CompileOptions apply_env(CompileOptions opts) {
   if (const char* v = env("RLX_ISA")) {
     // Read by the kernels' ISA detection; checked here so a typo is an error at compile.
     std::string s = v;
-    if (s != "scalar" && s != "avx2" && s != "avx512")
-      fail(ErrorCategory::InvalidArgument, "RLX_ISA='", s, "': expected scalar, avx2 or avx512");
+    if (s != "scalar" && s != "avx2" && s != "avx512" && s != "native")
+      fail(ErrorCategory::InvalidArgument, "RLX_ISA='", s, "': expected scalar, avx2, avx512 or native");
   }
   return opts;
 }

@@ -138,7 +138,7 @@ inline CompileOptions passes_off(CompileOptions o) {
 // Known bugs (repro tests in bugs_test.cpp, skipped while open). Set a flag to false
 // once its fix lands.
 // RLX_ISA=native is accepted by detect_isa and rejected by apply_env.
-inline constexpr bool kBugIsaNativeRejected = true;
+inline constexpr bool kBugIsaNativeRejected = false;
 
 inline bool has_op(const Graph& g, OpKind k) {
   for (const Node& n : g.nodes())
