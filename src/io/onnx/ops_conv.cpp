@@ -130,11 +130,57 @@ std::vector<Value> lower_conv(NodeCtx& c) {
   return {y};
 }
 
+namespace {
+
+// Zero-upsamples axis `a` by `s`: n values become (n - 1) * s + 1 with s - 1 zeros between.
+Value zero_upsample(NodeCtx& c, Value x, int64_t a, int64_t s) {
+  if (s == 1) return x;
+  auto d = c.vdims(x);
+  int64_t n = d[size_t(a)];
+  std::vector<int64_t> un = d;
+  un.insert(un.begin() + a + 1, 1);
+  std::vector<int64_t> pads(2 * un.size(), 0);
+  pads[size_t(a + 1) + un.size()] = s - 1;
+  Value y = c.op(OpKind::Pad, {c.reshape(x, un)}, PadAttrs{pads, PadMode::Constant, 0});
+  std::vector<int64_t> merged = d;
+  merged[size_t(a)] = n * s;
+  return c.slice(c.reshape(y, merged), {0}, {(n - 1) * s + 1}, {a});
+}
+
+// Lowers a Conv of (x, w[, b]) with the given attributes through lower_conv.
+Value conv_with(NodeCtx& c, Value x, Value w, Value b, const std::vector<int64_t>& dil, int64_t group) {
+  pb::NodeProto n;
+  n.set_op_type("Conv");
+  n.set_name(c.node.name());
+  std::string base = c.im.current_node() + "__convt";
+  c.im.define(base + "_x", x);
+  c.im.define(base + "_w", w);
+  n.add_input(base + "_x");
+  n.add_input(base + "_w");
+  if (b.valid()) {
+    c.im.define(base + "_b", b);
+    n.add_input(base + "_b");
+  }
+  auto* da = n.add_attribute();
+  da->set_name("dilations");
+  da->set_type(pb::AttributeProto::INTS);
+  for (int64_t v : dil) da->add_ints(v);
+  auto* ga = n.add_attribute();
+  ga->set_name("group");
+  ga->set_type(pb::AttributeProto::INT);
+  ga->set_i(group);
+  NodeCtx sub(c.im, n);
+  return lower_conv(sub).at(0);
+}
+
+}  // namespace
+
+// A transposed conv is a stride-1 conv of the zero-upsampled, re-padded input with the
+// kernel flipped and its channel roles swapped (per group); any spatial rank Conv takes.
 std::vector<Value> lower_conv_transpose(NodeCtx& c) {
   auto xd = c.dims(0), wd = c.dims(1);
   if (xd.size() < 3 || wd.size() != xd.size()) c.invalid("input and weight must have the same rank >= 3");
   size_t sp = xd.size() - 2;
-  if (sp > 2) c.unsupported(sp, "-D transposed convolution");
   auto in_sp = spatial(xd);
   std::vector<int64_t> kernel = c.attr_ints("kernel_shape", spatial(wd));
   std::vector<int64_t> strides = c.attr_ints("strides", std::vector<int64_t>(sp, 1));
@@ -167,49 +213,33 @@ std::vector<Value> lower_conv_transpose(NodeCtx& c) {
   } else if (ap == "VALID") {
     std::fill(pads.begin(), pads.end(), 0);
   }
-  Value x = c.in(0), w = c.in(1);
-  // Work in 2-D: a 1-D problem gets H = 1.
-  std::vector<int64_t> k2 = sp == 1 ? std::vector<int64_t>{1, kernel[0]} : kernel;
-  std::vector<int64_t> s2 = sp == 1 ? std::vector<int64_t>{1, strides[0]} : strides;
-  std::vector<int64_t> d2 = sp == 1 ? std::vector<int64_t>{1, dil[0]} : dil;
-  std::vector<int64_t> op2 = sp == 1 ? std::vector<int64_t>{0, outpad[0]} : outpad;
-  std::vector<int64_t> pb = sp == 1 ? std::vector<int64_t>{0, pads[0]} : std::vector<int64_t>{pads[0], pads[1]};
-  std::vector<int64_t> pe = sp == 1 ? std::vector<int64_t>{0, pads[1]} : std::vector<int64_t>{pads[2], pads[3]};
-  int64_t n = xd[0], ci = xd[1];
-  int64_t h = sp == 1 ? 1 : xd[2], wdt = xd.back();
-  if (sp == 1) {
-    x = c.reshape(x, {n, ci, 1, wdt});
-    w = c.reshape(w, {wd[0], wd[1], 1, wd[2]});
-  }
-  int64_t mg = wd[1];  // output channels per group
+  int64_t ci = xd[1], mg = wd[1];
   if (ci % group) c.invalid("input channels ", ci, " are not divisible by group ", group);
-  // Zero-upsample by the strides.
-  if (s2[0] > 1 || s2[1] > 1) {
-    x = c.reshape(x, {n, ci, h, 1, wdt, 1});
-    x = c.op(OpKind::Pad, {x}, PadAttrs{{0, 0, 0, 0, 0, 0, 0, 0, 0, s2[0] - 1, 0, s2[1] - 1}, PadMode::Constant, 0});
-    x = c.reshape(x, {n, ci, h * s2[0], wdt * s2[1]});
-    x = c.slice(x, {0, 0}, {(h - 1) * s2[0] + 1, (wdt - 1) * s2[1] + 1}, {2, 3});
-  }
-  std::vector<int64_t> full(8, 0);
-  for (int i = 0; i < 2; ++i) {
-    int64_t ek = (k2[size_t(i)] - 1) * d2[size_t(i)] + 1;
-    full[size_t(2 + i)] = ek - 1 - pb[size_t(i)];
-    full[size_t(6 + i)] = ek - 1 - pe[size_t(i)] + op2[size_t(i)];
+  Value x = c.in(0);
+  int64_t r = int64_t(xd.size());
+  std::vector<int64_t> full(size_t(2 * r), 0);
+  for (size_t i = 0; i < sp; ++i) {
+    x = zero_upsample(c, x, int64_t(i) + 2, strides[i]);
+    int64_t ek = (kernel[i] - 1) * dil[i] + 1;
+    full[i + 2] = ek - 1 - pads[i];
+    full[i + 2 + size_t(r)] = ek - 1 - pads[i + sp] + outpad[i];
   }
   x = c.op(OpKind::Pad, {x}, PadAttrs{full, PadMode::Constant, 0});
-  // Weight [C, M/g, kh, kw] -> [M, C/g, kh, kw], spatially flipped.
+  // Weight [C, M/g, k...] -> [M, C/g, k...], every spatial axis flipped.
   int64_t cg = ci / group;
-  Value wt = c.reshape(w, {group, cg, mg, k2[0], k2[1]});
-  wt = c.transpose(wt, {0, 2, 1, 3, 4});
-  wt = c.reshape(wt, {group * mg, cg, k2[0], k2[1]});
+  std::vector<int64_t> wsplit{group, cg, mg};
+  wsplit.insert(wsplit.end(), kernel.begin(), kernel.end());
+  std::vector<int64_t> perm{0, 2, 1};
+  for (size_t i = 0; i < sp; ++i) perm.push_back(int64_t(i) + 3);
+  Value wt = c.transpose(c.reshape(c.in(1), wsplit), perm);
+  std::vector<int64_t> wshape{group * mg, cg};
+  wshape.insert(wshape.end(), kernel.begin(), kernel.end());
+  wt = c.reshape(wt, wshape);
   const int64_t lo = std::numeric_limits<int64_t>::min();
-  wt = c.slice(wt, {-1, -1}, {lo, lo}, {2, 3}, {-1, -1});
-  Value y = conv2d(c, x, wt, c.in_or(2), {1, 1}, {0, 0, 0, 0}, d2, group);
-  if (sp == 1) {
-    auto yd = c.vdims(y);
-    y = c.reshape(y, {yd[0], yd[1], yd[3]});
-  }
-  return {y};
+  std::vector<int64_t> starts(sp, -1), ends(sp, lo), axes, steps(sp, -1);
+  for (size_t i = 0; i < sp; ++i) axes.push_back(int64_t(i) + 2);
+  wt = c.slice(wt, starts, ends, axes, steps);
+  return {conv_with(c, x, wt, c.in_or(2), dil, group)};
 }
 
 namespace {
