@@ -81,6 +81,9 @@ std::vector<Value> lower_rnn_family(NodeCtx& c) {
   double clip = double(float(c.attr_float("clip", 0)));
   bool linear_before_reset = c.attr_int("linear_before_reset", 0) != 0;
   if (op == "LSTM" && c.attr_int("input_forget", 0)) c.unsupported("input_forget");
+  // Untrusted ranks: X, W and R must all be rank 3 before any dim is read.
+  for (int i = 0; i < 3; ++i)
+    if (c.dims(i).size() != 3) c.invalid("input ", i, " must have rank 3, got rank ", c.dims(i).size());
   Value x = c.in(0);
   if (layout) x = c.transpose(x, {1, 0, 2});
   auto xd = c.vdims(x);  // [seq, batch, input]
