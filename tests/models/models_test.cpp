@@ -111,11 +111,7 @@ TEST_P(ModelTest, CliRunMatchesOnnxRuntime) {
   for (const auto& [name, file] : ref_.inputs) args += " --input '" + name + "=" + file.string() + "'";
   std::string out, err;
   const int status = rlx(args, out, err);
-  if (status != 0) {
-    if (err.find("unknown model file type '.onnx'") != std::string::npos)
-      GTEST_SKIP() << "needs `rlx run` for .onnx files: " << err;
-    FAIL() << "rlx " << args << " exited " << status << ": " << err;
-  }
+  ASSERT_EQ(status, 0) << "rlx " << args << ": " << err;
   size_t written = 0;
   for (const auto& e : fs::directory_iterator(dir_ / "out")) written += e.path().extension() == ".npy";
   EXPECT_EQ(written, ref_.outputs.size()) << out;
