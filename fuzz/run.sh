@@ -7,7 +7,8 @@
 # and fuzzes for SECONDS (default 600). Exits non-zero on a finding (crash, sanitizer
 # report, non-rlx::Error exception, timeout over 10 s, RSS over 2 GiB); the input that
 # triggered it is written to BUILD_DIR/fuzz-work/TARGET/artifacts/.
-# Extra libFuzzer flags can be passed through FUZZ_FLAGS (e.g. FUZZ_FLAGS=-jobs=2).
+# Extra libFuzzer flags can be passed through FUZZ_FLAGS, e.g. to collect every finding
+# of a run instead of stopping at the first: FUZZ_FLAGS="-fork=1 -ignore_crashes=1".
 set -euo pipefail
 
 target=${1:?usage: fuzz/run.sh onnx|text|npy [BUILD_DIR] [SECONDS] [JOBS]}
@@ -31,7 +32,7 @@ cmake -S . -B "$build" -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=RelWithDeb
 cmake --build "$build" -j"$jobs" --target "rlx_fuzz_$target"
 
 work="$build/fuzz-work/$target"
-rm -rf "$work/corpus"
+rm -rf "$work/corpus" "$work/artifacts"
 mkdir -p "$work/corpus" "$work/artifacts"
 cp fuzz/corpus/"$target"/* "$work/corpus/"
 dict=()
@@ -47,7 +48,9 @@ ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=0} \
   -print_final_stats=1 -artifact_prefix="$work/artifacts/" ${FUZZ_FLAGS:-} "$work/corpus"
 rc=$?
 set -e
-if [ $rc -ne 0 ]; then
+# Fork mode with -ignore_crashes=1 (FUZZ_FLAGS) keeps going after a finding and exits 0:
+# any artifact left behind is a finding all the same.
+if [ $rc -ne 0 ] || [ -n "$(ls -A "$work/artifacts")" ]; then
   echo "fuzz/run.sh: $target: FINDING (libFuzzer exit $rc); inputs in $work/artifacts/:" >&2
   ls -l "$work/artifacts/" >&2
   exit 1
