@@ -91,8 +91,8 @@ std::vector<Value> lower_rnn_family(NodeCtx& c) {
   auto wd = c.dims(1), rdims = c.dims(2);
   if (xd.size() != 3 || wd.size() != 3 || rdims.size() != 3) c.invalid("X, W and R must be 3-D");
   int64_t hidden = c.attr_int("hidden_size", rdims[2]);
-  if (hidden <= 0 || hidden > (int64_t(1) << 24) || wd[0] != dirs || wd[1] != gates * hidden || rdims[1] != gates * hidden || rdims[2] != hidden ||
-      wd[2] != xd[2])
+  if (hidden <= 0 || hidden > (int64_t(1) << 24) || wd[0] != dirs || wd[1] != gates * hidden ||
+      rdims[1] != gates * hidden || rdims[2] != hidden || wd[2] != xd[2])
     c.invalid("W ", c.type(1).str(), " / R ", c.type(2).str(), " do not match hidden_size ", hidden, " and ", dirs,
               " direction(s)");
   DType t = c.dtype(0);
