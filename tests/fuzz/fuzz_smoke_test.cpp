@@ -194,8 +194,11 @@ void run_mutations(const TargetSpec& t, uint64_t seed) {
 }
 
 void run_regressions(const std::string& target, const Body& body) {
-  auto inputs = files_in(kFuzzDir / "regressions" / target, open_regressions(target).names);
+  OpenRegressions open = open_regressions(target);
+  auto inputs = files_in(kFuzzDir / "regressions" / target, open.names);
   expect_no_findings(replay(target, body, inputs));
+  std::printf("[ fuzz     ] %s: %zu fixed regressions replayed, %zu still open (fuzz/regressions/open.txt)\n",
+              target.c_str(), inputs.size(), open.names.size());
 }
 
 TEST(FuzzSmoke, NpySeeds) { run_seeds(npy_spec()); }
