@@ -236,6 +236,11 @@ std::vector<Value> lower_deform_conv(NodeCtx& c) {
   auto pads = c.attr_ints("pads", {0, 0, 0, 0});
   int64_t group = c.positive(c.attr_int("group", 1), "group"), og = c.positive(c.attr_int("offset_group", 1), "offset_group");
   if (kernel.size() != 2 || strides.size() != 2 || dil.size() != 2 || pads.size() != 4) c.invalid("bad window attributes");
+  if (kernel[0] != wd[2] || kernel[1] != wd[3]) c.invalid("kernel_shape does not match the weight");
+  for (int i = 0; i < 2; ++i) {
+    c.positive(strides[size_t(i)], "strides");
+    c.positive(dil[size_t(i)], "dilations");
+  }
   int64_t n = xd[0], ch = xd[1], h = xd[2], w = xd[3], kh = kernel[0], kw = kernel[1], k = kh * kw;
   int64_t oh = od[2], ow = od[3], p = oh * ow, m = wd[0];
   if (ch % og || ch % group || m % group || od[1] != og * k * 2) c.invalid("channels, groups and offsets do not match");

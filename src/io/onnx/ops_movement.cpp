@@ -57,7 +57,7 @@ std::vector<Value> lower_split(NodeCtx& c) {
     int64_t dim = d[size_t(ax)];
     if (c.opset >= 18 && c.has_attr("num_outputs")) {
       int64_t n = c.attr_int("num_outputs", n_out);
-      if (n <= 0) c.invalid("num_outputs must be positive");
+      if (n != n_out) c.invalid("num_outputs ", n, " does not match the ", n_out, " outputs of the node");
       int64_t chunk = (dim + n - 1) / n;
       for (int64_t i = 0; i < n; ++i) sizes.push_back(std::max<int64_t>(0, std::min(chunk, dim - i * chunk)));
     } else {
