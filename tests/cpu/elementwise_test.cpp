@@ -209,7 +209,7 @@ std::complex<double> cast_ref(DType from, DType to, const uint8_t* p, int64_t i,
   }
   if (is_complex(to)) {
     std::complex<double> v = is_complex(from) ? c : std::complex<double>(c.real(), 0);
-    return to == DType::C64 ? std::complex<double>(float(v.real()), float(v.imag())) : v;
+    return to == DType::C64 ? std::complex<double>(round_f32(v.real()), round_f32(v.imag())) : v;
   }
   return round_to(to, c.real());
 }

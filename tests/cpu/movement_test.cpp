@@ -113,6 +113,20 @@ TEST(TransposeKernel, ExtentWithLeadingAxisKept) {
   for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], i < 4 * 35 * 4 ? want[i] : 0) << i;
 }
 
+TEST(TransposeKernel, ZeroSizeDims) {
+  // Every position of the zero dim, with perms that would pick the row and plane modes.
+  for (const auto& d : std::vector<std::vector<int64_t>>{{0, 3, 4}, {2, 0, 4}, {2, 3, 0}, {3, 1, 0}, {0}})
+    for (const auto& perm : std::vector<std::vector<int64_t>>{{0, 2, 1}, {1, 0, 2}, {2, 1, 0}, {0}}) {
+      if (perm.size() != d.size()) continue;
+      Graph g;
+      Value x = g.input("x", Shape(d, DType::F32));
+      Value y = g.transpose(x, perm);
+      auto out = run2(g, y, {{}});
+      ASSERT_EQ(out.size(), 1u);
+      EXPECT_TRUE(out[0].empty()) << g.type(x).str() << " -> " << g.type(y).str();
+    }
+}
+
 // ---- slice
 TEST(SliceKernel, StepsNegativeStepsAndClamping) {
   struct C { std::vector<int64_t> d, starts, ends, axes, steps; };
@@ -351,6 +365,27 @@ TEST(PadKernel, ModesNegativePadsAndFill) {
         }, fill);
         ASSERT_EQ(run2(g, y, {in})[0], want) << "pad mode " << int(m) << " " << dtype_name(t) << " " << g.type(x).str();
       }
+}
+
+TEST(PadKernel, FillValueOutOfRangeUsesCastSemantics) {
+  // Truncate toward zero, NaN -> 0, saturate to int64, then wrap to the type (as Cast does).
+  struct C { DType t; double v; std::vector<uint8_t> want; };
+  const std::vector<C> cases = {
+      {DType::U8, 300.0, {44}},         {DType::U8, -1.0, {255}},       {DType::U8, NAN, {0}},
+      {DType::I8, 1e30, {0xff}},        {DType::I8, -2.9, {0xfe}},      {DType::I32, -1e30, {0, 0, 0, 0}},
+      {DType::U32, 4294967296.5, {0, 0, 0, 0}}, {DType::I16, INFINITY, {0xff, 0xff}},
+      {DType::Bool, NAN, {1}},
+  };
+  for (const C& c : cases) {
+    Graph g;
+    Value x = g.input("x", Shape({1}, c.t));
+    Value y = g.pad(x, {1, 0}, PadMode::Constant, c.v);
+    const auto in = std::vector<uint8_t>(dtype_size(c.t), 0);
+    const auto got = run2(g, y, {in})[0];
+    ASSERT_EQ(got.size(), 2 * dtype_size(c.t));
+    EXPECT_EQ(std::vector<uint8_t>(got.begin(), got.begin() + dtype_size(c.t)), c.want)
+        << dtype_name(c.t) << " fill " << c.v;
+  }
 }
 
 // ---- reshape / identity copies

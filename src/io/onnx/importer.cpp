@@ -229,7 +229,7 @@ void Importer::import_main(const std::map<std::string, std::vector<int64_t>>& sh
       int et = vo.type().tensor_type().elem_type();
       auto dt = carried_dtype(et);
       if (dt && *dt != g_.type(v).dtype())
-        fail(ErrorCategory::Internal, src_.path, ": output '", vo.name(), "' is ", dtype_name(g_.type(v).dtype()),
+        fail(ErrorCategory::InvalidArgument, src_.path, ": output '", vo.name(), "' is ", dtype_name(g_.type(v).dtype()),
              " but the model declares ", onnx_type_name(et));
     }
     outs.push_back(v);

@@ -16,6 +16,7 @@ constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 // [B, S, H*D] -> [B, H, S, D]
 Value heads_first(NodeCtx& c, Value x, int64_t heads) {
   auto d = c.vdims(x);
+  if (d.size() != 3) c.invalid("with 3-D Q, K and V must be 3-D as well, got rank ", d.size());
   if (heads <= 0 || d[2] % heads) c.invalid("hidden size ", d[2], " is not divisible by ", heads, " heads");
   return c.transpose(c.reshape(x, {d[0], d[1], heads, d[2] / heads}), {0, 2, 1, 3});
 }
@@ -30,6 +31,8 @@ Value neg_inf_where(NodeCtx& c, Value cond, DType t) {
 std::vector<Value> lower_attention(NodeCtx& c) {
   Value q = c.in(0), k = c.in(1), v = c.in(2);
   DType t = c.dtype(0);
+  for (int i = 0; i < 3; ++i)
+    if (c.rank(i) != 3 && c.rank(i) != 4) c.invalid("Q, K, V must be 3-D or 4-D, input ", i, " has rank ", c.rank(i));
   bool three_d = c.rank(0) == 3;
   if (three_d) {
     q = heads_first(c, q, c.attr_int("q_num_heads", 0));
@@ -40,6 +43,8 @@ std::vector<Value> lower_attention(NodeCtx& c) {
   if (qd.size() != 4 || kd.size() != 4 || vd.size() != 4) c.invalid("Q, K, V must be 3-D or 4-D");
   int64_t batch = qd[0], qh = qd[1], qs = qd[2], hs = qd[3], kvh = kd[1], vhs = vd[3];
   int64_t past = 0;
+  for (int i = 4; i < 6; ++i)
+    if (c.has(i) && c.rank(i) != 4) c.invalid("past_key/past_value must be 4-D, input ", i, " has rank ", c.rank(i));
   if (c.has(4)) {
     past = c.dims(4)[2];
     k = c.concat({c.in(4), k}, 2);

@@ -16,7 +16,10 @@ std::vector<int64_t> range_axes(int64_t from, int64_t to) {
 
 // [C] -> [C, 1, ..., 1] to broadcast against [N, C, spatial...].
 Value per_channel(NodeCtx& c, Value v, size_t rank) {
+  // X is [N, C, ...]: a rank below 2 has no channel axis (and `rank - 1` would wrap).
+  if (rank < 2) c.invalid("input X must have rank >= 2 ([N, C, ...]), got rank ", rank);
   auto d = c.vdims(v);
+  if (d.size() != 1) c.invalid("per-channel inputs must be 1-D [C], got rank ", d.size());
   std::vector<int64_t> shape = d;
   while (shape.size() < rank - 1) shape.push_back(1);
   return c.reshape(v, shape);

@@ -4,6 +4,7 @@
 // At build time size-1 output dims are folded into a base offset, neighbouring identity
 // dims are merged, and the innermost dim becomes a list of runs (memcpy, fill or
 // per-element gather). At run time each output row costs one offset sum plus its runs.
+#include "backends/cpu/kernels/elementwise_types.h"
 #include "backends/cpu/kernels/rm_common.h"
 
 namespace rlx::cpu::rm {
@@ -236,24 +237,11 @@ int64_t pad_source(int64_t i, int64_t n, PadMode mode) {
   return r < n ? r : period - r;
 }
 
+// The pad value (a double attribute) as one element of `t`, with Cast semantics: a value
+// out of an integer type's range or NaN must not reach a plain float->int conversion (UB).
 void fill_bytes(DType t, double v, Bytes16& out) {
   uint8_t b[16] = {};
-  auto put = [&](auto x) { std::memcpy(b, &x, sizeof(x)); };
-  switch (t) {
-    case DType::F32: put(float(v)); break;
-    case DType::F64: put(v); break;
-    case DType::F16: put(float_to_half(float(v))); break;
-    case DType::BF16: put(float_to_bf16(float(v))); break;
-    case DType::I8: put(int8_t(v)); break;
-    case DType::I16: put(int16_t(v)); break;
-    case DType::I32: put(int32_t(v)); break;
-    case DType::I64: put(int64_t(v)); break;
-    case DType::U8: put(uint8_t(v)); break;
-    case DType::U32: put(uint32_t(v)); break;
-    case DType::Bool: put(uint8_t(v != 0)); break;
-    case DType::C64: put(std::complex<float>(float(v), 0.0f)); break;
-    case DType::C128: put(std::complex<double>(v, 0.0)); break;
-  }
+  ew::convert_fn(DType::F64, t)(&v, b, 1);
   std::memcpy(&out, b, 16);
 }
 

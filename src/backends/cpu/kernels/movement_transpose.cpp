@@ -92,8 +92,17 @@ KernelCall build_transpose(const Node& node, const std::vector<const Shape*>& in
     if (seen[p]) node_fail(ErrorCategory::InvalidArgument, node, "perm repeats axis ", p);
     seen[p] = true;
   }
+  KernelFn fn = by_elem_size<Transpose>(dtype_size(in[0]->dtype()));
+  if (!fn) node_fail(ErrorCategory::Unsupported, node, "element size ", dtype_size(in[0]->dtype()));
   TransposeCfg c;
   const int64_t numel = prod(d);
+  // An empty tensor moves nothing (so it trivially honours an extent); the row/plane
+  // modes below would divide by a merged extent of 0.
+  if (numel == 0) {
+    c.mode = TransposeCfg::Copy;
+    c.count = 0;
+    return make_call(fn, c, true);
+  }
   const bool extent = rank > 1 && perm[0] == 0 && d[0] > 1;
   // Drop size-1 dims, renumber, then merge input dims p, p+1 that stay adjacent in the
   // output. Under an extent dim 0 stays first in both orders, so it remains the
@@ -160,8 +169,6 @@ KernelCall build_transpose(const Node& node, const std::vector<const Shape*>& in
     const size_t es = dtype_size(in[0]->dtype());
     c.tile = es <= 4 ? 32 : 16;
   }
-  KernelFn fn = by_elem_size<Transpose>(dtype_size(in[0]->dtype()));
-  if (!fn) node_fail(ErrorCategory::Unsupported, node, "element size ", dtype_size(in[0]->dtype()));
   const bool ext = c.lead != 0;
   return make_call(fn, c, ext);
 }
