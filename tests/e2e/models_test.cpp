@@ -235,7 +235,9 @@ TEST(RandomGraphs, MatchInterpreterAndPassesOff) {
     RandomGraph rg(seed);
     Graph g = rg.build(steps);
     for (const Node& n : g.nodes()) kinds.insert(n.kind);
-    for (const Node& n : compile_e2e(g).graph().nodes()) fused_kinds.insert(n.kind);
+    // Keep the CompiledGraph alive: a range-for over a temporary's member dangles.
+    const auto compiled = compile_e2e(g);
+    for (const Node& n : compiled.graph().nodes()) fused_kinds.insert(n.kind);
     Feeds in = random_inputs(g, seed + 1000);
     expect_matches_interpreter(g, in, rg.params(), 5e-5);
     expect_matches_interpreter(g, in, rg.params(), 5e-5, passes_off(default_options(1)));
