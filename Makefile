@@ -42,5 +42,6 @@ clean:
 FUZZ_SECONDS ?= 600
 FUZZ_BUILD ?= build-fuzz
 .PHONY: fuzz-text fuzz-npy
-fuzz-onnx fuzz-text fuzz-npy: deps
+fuzz-onnx fuzz-text fuzz-npy:
+	@bash scripts/install-deps.sh --fuzz
 	@bash fuzz/run.sh $(@:fuzz-%=%) $(FUZZ_BUILD) $(FUZZ_SECONDS) $(JOBS)

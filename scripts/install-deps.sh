@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs every Debian package the build, tests, demo and benchmarks need.
 # Idempotent: packages already present are not touched, so a warm machine pays nothing.
+#   scripts/install-deps.sh          build, tests, demo, benchmarks
+#   scripts/install-deps.sh --fuzz   also clang + libFuzzer (make fuzz-onnx / fuzz-text / fuzz-npy)
 set -euo pipefail
 
 packages=(
@@ -11,6 +13,9 @@ packages=(
   ccache                                # faster rebuilds
   imagemagick fonts-dejavu-core         # the OCR demo renders its input text
 )
+if [ "${1:-}" = "--fuzz" ]; then
+  packages+=(clang libclang-rt-14-dev)   # libFuzzer + sanitizer runtimes for clang
+fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <fstream>
@@ -325,6 +326,41 @@ TEST(OnnxTensor, TypedFieldsAndSubBytePacking) {
   EXPECT_EQ(tensor_to_f64(hf), (std::vector<double>{1.0, -2.0}));
   f.add_int32_data(0);  // one value too many for the dims
   expect_error([&] { decode_tensor(f, "", "f16"); }, ErrorCategory::Parse);
+}
+
+TEST(OnnxTensor, WriteScalarFollowsCastSemanticsForIntegers) {
+  // NaN -> 0, saturate to int64, then wrap to the narrow type (never a UB conversion).
+  auto one = [](DType t, double v) { return make_tensor(t, {1}, {v}); };
+  EXPECT_EQ(tensor_to_i64(one(DType::I64, std::nan(""))), (std::vector<int64_t>{0}));
+  EXPECT_EQ(tensor_to_i64(one(DType::I64, 1e300)), (std::vector<int64_t>{std::numeric_limits<int64_t>::max()}));
+  EXPECT_EQ(tensor_to_i64(one(DType::I64, -1e300)), (std::vector<int64_t>{std::numeric_limits<int64_t>::min()}));
+  EXPECT_EQ(tensor_to_i64(one(DType::U8, 300.7)), (std::vector<int64_t>{44}));
+  EXPECT_EQ(tensor_to_i64(one(DType::I32, -2.9)), (std::vector<int64_t>{-2}));
+  EXPECT_EQ(tensor_to_i64(make_tensor(DType::F32, {1}, {std::nan("")})), (std::vector<int64_t>{0}));
+}
+
+TEST(OnnxImport, RangeOfAbsurdLengthIsRefused) {
+  auto range_model = [](DType t, double start, double limit, double delta) {
+    auto m = make_model(13);
+    for (auto [name, v] : {std::pair{"s", start}, std::pair{"l", limit}, std::pair{"d", delta}}) {
+      if (t == DType::I64) add_i64_initializer(m, name, {}, {int64_t(v)});
+      else add_f32_initializer(m, name, {}, {float(v)});
+    }
+    add_node(m, "Range", {"s", "l", "d"}, {"y"});
+    add_output(m, "y", t == DType::I64 ? 7 : 1);
+    return bytes_of(m);
+  };
+  for (const std::string& b : {range_model(DType::I64, -9.2e18, 9.2e18, 1), range_model(DType::F32, 0, 1e30, 1),
+                               range_model(DType::F32, 0, INFINITY, 1), range_model(DType::F32, 0, NAN, 1)})
+    expect_error([&] { load_onnx_bytes(b.data(), b.size(), "range.onnx"); }, ErrorCategory::InvalidArgument);
+  std::string ok = range_model(DType::I64, 5, -1, -2);
+  OnnxModel m = load_onnx_bytes(ok.data(), ok.size(), "range.onnx");
+  ASSERT_TRUE(m.has_graph);
+  auto out = OnnxRunner(m).run({});
+  ASSERT_EQ(out.size(), 1u);
+  std::vector<int64_t> got(out[0].bytes.size() / 8);
+  std::memcpy(got.data(), out[0].bytes.data(), out[0].bytes.size());
+  EXPECT_EQ(got, (std::vector<int64_t>{5, 3, 1}));
 }
 
 }  // namespace

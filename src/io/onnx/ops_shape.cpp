@@ -164,13 +164,21 @@ std::vector<Value> lower_constant_of_shape(NodeCtx& c) {
   return {c.expand(one, shape)};
 }
 
+// Range is folded into a constant here; past this many elements the model is refused
+// rather than materialising gigabytes at import.
+constexpr int64_t kMaxRangeElements = int64_t(1) << 28;
+
 std::vector<Value> lower_range(NodeCtx& c) {
   DType t = c.dtype(0);
   HostTensor s = c.const_input(0, "start"), l = c.const_input(1, "limit"), d = c.const_input(2, "delta");
   if (is_integer(t)) {
     int64_t start = tensor_to_i64(s).at(0), limit = tensor_to_i64(l).at(0), delta = tensor_to_i64(d).at(0);
     if (delta == 0) c.invalid("delta is 0");
-    int64_t n = std::max<int64_t>(0, (limit - start + delta + (delta > 0 ? -1 : 1)) / delta);
+    // In 128 bits: limit - start can overflow int64.
+    const __int128 span = __int128(limit) - start + delta + (delta > 0 ? -1 : 1);
+    const __int128 cnt = std::max<__int128>(0, span / delta);
+    if (cnt > kMaxRangeElements) c.invalid("Range of ", int64_t(std::min<__int128>(cnt, INT64_MAX)), " elements is too large");
+    int64_t n = int64_t(cnt);
     std::vector<double> v;
     std::vector<int64_t> vi;
     for (int64_t i = 0; i < n; ++i) vi.push_back(start + i * delta);
@@ -180,7 +188,10 @@ std::vector<Value> lower_range(NodeCtx& c) {
   }
   double start = tensor_to_f64(s).at(0), limit = tensor_to_f64(l).at(0), delta = tensor_to_f64(d).at(0);
   if (delta == 0) c.invalid("delta is 0");
-  int64_t n = std::max<int64_t>(0, int64_t(std::ceil((limit - start) / delta)));
+  const double cnt = std::ceil((limit - start) / delta);
+  if (std::isnan(cnt)) c.invalid("Range start ", start, ", limit ", limit, ", delta ", delta, " has no length");
+  if (cnt > double(kMaxRangeElements)) c.invalid("Range of ", cnt, " elements is too large");
+  int64_t n = std::max<int64_t>(0, int64_t(std::max(cnt, 0.0)));
   std::vector<double> v;
   // Accumulate in the output type like the reference (start + i * delta per element).
   for (int64_t i = 0; i < n; ++i) {

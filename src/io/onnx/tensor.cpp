@@ -377,19 +377,31 @@ double read_scalar(const uint8_t* p, DType d) {
   }
 }
 
+namespace {
+// A double as an integer with the runtime Cast's semantics: truncate toward zero, NaN -> 0,
+// saturate to int64; narrower types then wrap. A plain conversion of NaN or an
+// out-of-range value is undefined behaviour.
+int64_t to_i64_saturating(double v) {
+  if (std::isnan(v)) return 0;
+  if (v >= 9.2233720368547758e18) return std::numeric_limits<int64_t>::max();
+  if (v <= -9.2233720368547758e18) return std::numeric_limits<int64_t>::min();
+  return int64_t(v);
+}
+}  // namespace
+
 void write_scalar(uint8_t* p, DType d, double v) {
   switch (d) {
     case DType::F32: { float x = float(v); std::memcpy(p, &x, 4); return; }
     case DType::F64: std::memcpy(p, &v, 8); return;
     case DType::F16: { uint16_t x = f32_to_f16(float(v)); std::memcpy(p, &x, 2); return; }
     case DType::BF16: { uint16_t x = f32_to_bf16(float(v)); std::memcpy(p, &x, 2); return; }
-    case DType::I8: *p = uint8_t(int8_t(v)); return;
-    case DType::U8: *p = uint8_t(v); return;
+    case DType::I8: *p = uint8_t(int8_t(to_i64_saturating(v))); return;
+    case DType::U8: *p = uint8_t(to_i64_saturating(v)); return;
     case DType::Bool: *p = v != 0; return;
-    case DType::I16: { int16_t x = int16_t(v); std::memcpy(p, &x, 2); return; }
-    case DType::I32: { int32_t x = int32_t(v); std::memcpy(p, &x, 4); return; }
-    case DType::U32: { uint32_t x = uint32_t(v); std::memcpy(p, &x, 4); return; }
-    case DType::I64: { int64_t x = int64_t(v); std::memcpy(p, &x, 8); return; }
+    case DType::I16: { int16_t x = int16_t(to_i64_saturating(v)); std::memcpy(p, &x, 2); return; }
+    case DType::I32: { int32_t x = int32_t(to_i64_saturating(v)); std::memcpy(p, &x, 4); return; }
+    case DType::U32: { uint32_t x = uint32_t(to_i64_saturating(v)); std::memcpy(p, &x, 4); return; }
+    case DType::I64: { int64_t x = to_i64_saturating(v); std::memcpy(p, &x, 8); return; }
     default: fail(ErrorCategory::Unsupported, "cannot write a real number as ", dtype_name(d));
   }
 }
@@ -401,7 +413,7 @@ std::vector<int64_t> tensor_to_i64(const HostTensor& t) {
   for (int64_t i = 0; i < n; ++i) {
     const uint8_t* p = t.bytes.data() + size_t(i) * es;
     if (t.dtype == DType::I64) std::memcpy(&v[size_t(i)], p, 8);
-    else v[size_t(i)] = int64_t(read_scalar(p, t.dtype));
+    else v[size_t(i)] = to_i64_saturating(read_scalar(p, t.dtype));
   }
   return v;
 }

@@ -402,9 +402,11 @@ void pool_plane(const PoolCfg& c, const T* x, T* o) {
         Acc m = std::numeric_limits<Acc>::has_infinity ? -std::numeric_limits<Acc>::infinity()
                                                        : std::numeric_limits<Acc>::lowest();
         for (int64_t ky = ty.lo; ky < ty.hi; ++ky) {
-          const T* row = x + (y0 + ky * c.dh) * c.w + x0;
+          // An index, not a row pointer: x0 may be negative (left padding), and forming
+          // x + negative is undefined even when no tap is read.
+          const int64_t row = (y0 + ky * c.dh) * c.w + x0;
           for (int64_t kx = tx.lo; kx < tx.hi; ++kx) {
-            const Acc v = pload(row + kx * c.dw);
+            const Acc v = pload(x + (row + kx * c.dw));
             if (v > m || v != v) m = v;  // NaN propagates
           }
         }
@@ -412,8 +414,8 @@ void pool_plane(const PoolCfg& c, const T* x, T* o) {
       } else {
         Acc s = 0;
         for (int64_t ky = ty.lo; ky < ty.hi; ++ky) {
-          const T* row = x + (y0 + ky * c.dh) * c.w + x0;
-          for (int64_t kx = tx.lo; kx < tx.hi; ++kx) s += pload(row + kx * c.dw);
+          const int64_t row = (y0 + ky * c.dh) * c.w + x0;
+          for (int64_t kx = tx.lo; kx < tx.hi; ++kx) s += pload(x + (row + kx * c.dw));
         }
         const int64_t count = c.count_include_pad ? ty.padded * tx.padded : (ty.hi - ty.lo) * (tx.hi - tx.lo);
         pstore(o + oy * c.ow + ox, count > 0 ? Acc(s / Acc(count)) : Acc(0));
