@@ -3,6 +3,7 @@
 #include <limits>
 #include <vector>
 
+#include "ir/dims.h"
 #include "ir/op_table.h"
 #include "opt/memory_plan.h"
 
@@ -25,12 +26,6 @@ bool static_dims(const Shape& in, const Shape& out, Dims& d) {
 }
 
 // Row-major element strides of `dims`.
-std::vector<int64_t> strides_of(const std::vector<int64_t>& dims) {
-  std::vector<int64_t> s(dims.size(), 1);
-  for (int i = int(dims.size()) - 2; i >= 0; --i) s[i] = s[i + 1] * dims[i + 1];
-  return s;
-}
-
 // Per-axis (start, step) of a slice after ONNX clamping, checked against the inferred
 // output dims; false when the attributes do not describe the output (then: no view).
 bool slice_geometry(const SliceAttrs& a, const Dims& d, std::vector<int64_t>& start,
@@ -89,7 +84,7 @@ std::optional<ViewOf> slice_view(const SliceAttrs& a, const Dims& d) {
   if (k >= 0 && d.out[k] > 1 && step[k] != 1) return std::nullopt;
   for (int i = 0; i < k; ++i)
     if (d.out[i] != 1) return std::nullopt;
-  const std::vector<int64_t> strides = strides_of(d.in);
+  const std::vector<int64_t> strides = row_major_strides(d.in);
   int64_t offset = 0;
   for (int i = 0; i <= k; ++i) offset += start[i] * strides[i];
   // Whole axes after k start at 0 (step 1 over the full extent, or a size-1 axis).
@@ -110,7 +105,7 @@ std::optional<ViewOf> split_view(const Graph& g, const Node& n, int32_t out, con
     if (!s.is_static() || s.rank() != rank) return std::nullopt;
     before += s.dim(axis).value();
   }
-  const std::vector<int64_t> strides = strides_of(d.in);
+  const std::vector<int64_t> strides = row_major_strides(d.in);
   return ViewOf{0, before * strides[axis] * d.elem};
 }
 

@@ -2,6 +2,7 @@
 // Tile, Pad, OneHot, Trilu, CenterCropPad, ReverseSequence. Gathers with computed
 // indices are expressed as one flat gather with int64 index arithmetic.
 #include "io/onnx/ops_table.h"
+#include "ir/dims.h"
 
 namespace rlx::onnx {
 
@@ -13,18 +14,6 @@ Value wrap_indices(NodeCtx& c, Value idx, int64_t n) {
   if (t != DType::I32 && t != DType::I64) idx = c.cast(idx, DType::I64), t = DType::I64;
   Value neg = c.op(OpKind::Less, {idx, c.scalar(0, t)});
   return c.op(OpKind::Where, {neg, c.op(OpKind::Add, {idx, c.scalar(double(n), t)}), idx});
-}
-
-std::vector<int64_t> strides_of(const std::vector<int64_t>& d) {
-  std::vector<int64_t> s(d.size(), 1);
-  for (int i = int(d.size()) - 2; i >= 0; --i) s[size_t(i)] = s[size_t(i + 1)] * d[size_t(i + 1)];
-  return s;
-}
-
-int64_t numel(const std::vector<int64_t>& d) {
-  int64_t n = 1;
-  for (int64_t v : d) n *= v;
-  return n;
 }
 
 }  // namespace
@@ -114,8 +103,8 @@ std::vector<Value> lower_gather_elements(NodeCtx& c) {
   int64_t r = int64_t(d.size());
   if (int64_t(id.size()) != r) c.invalid("indices must have the rank of the data");
   int64_t ax = c.axis(c.attr_int("axis", 0), r);
-  auto xs = strides_of(d), is = strides_of(id);
-  int64_t n = numel(id);
+  auto xs = row_major_strides(d), is = row_major_strides(id);
+  int64_t n = dims_numel(id);
   std::vector<int64_t> base(c.host_size(n));
   for (int64_t i = 0; i < n; ++i) {
     int64_t off = 0;
@@ -126,7 +115,7 @@ std::vector<Value> lower_gather_elements(NodeCtx& c) {
   Value idx = c.cast(wrap_indices(c, c.in(1), d[size_t(ax)]), DType::I64);
   Value lin = c.op(OpKind::Add, {c.im.constant(make_i64(id, base)),
                                  c.op(OpKind::Mul, {idx, c.scalar(double(xs[size_t(ax)]), DType::I64)})});
-  Value flat = c.reshape(c.in(0), {numel(d)});
+  Value flat = c.reshape(c.in(0), {dims_numel(d)});
   return {c.op(OpKind::Gather, {flat, lin}, AxisAttrs{0})};
 }
 
@@ -147,7 +136,7 @@ std::vector<Value> lower_gather_nd(NodeCtx& c) {
   flat_dims.insert(flat_dims.end(), rest.begin(), rest.end());
   Value flat = c.reshape(c.in(0), flat_dims);
   std::vector<int64_t> out_idx(id.begin(), id.end() - 1);  // index grid shape
-  int64_t m = numel(out_idx);
+  int64_t m = dims_numel(out_idx);
   // Batch part: each index row's batch position times P.
   int64_t per_batch = 1;
   for (size_t i = size_t(b); i < out_idx.size(); ++i) per_batch *= out_idx[i];
@@ -312,8 +301,8 @@ std::vector<Value> lower_reverse_sequence(NodeCtx& c) {
   Value src = c.op(OpKind::Where, {inside, rev, t});  // broadcast [.., T, .., B, ..]
   src = c.expand(src, d);
   // Gather along the time axis elementwise: reuse the flat-index form.
-  auto xs = strides_of(d);
-  int64_t n = numel(d);
+  auto xs = row_major_strides(d);
+  int64_t n = dims_numel(d);
   std::vector<int64_t> base(c.host_size(n));
   for (int64_t i = 0; i < n; ++i) base[size_t(i)] = i - ((i / xs[size_t(ta)]) % d[size_t(ta)]) * xs[size_t(ta)];
   Value lin = c.op(OpKind::Add, {c.im.constant(make_i64(d, base)),
@@ -331,8 +320,8 @@ std::vector<Value> lower_compress(NodeCtx& c) {
   if (c.has_attr("axis")) {
     ax = c.axis(c.attr_int("axis", 0), int64_t(d.size()));
   } else {
-    x = c.reshape(x, {numel(d)});
-    d = {numel(d)};
+    x = c.reshape(x, {dims_numel(d)});
+    d = {dims_numel(d)};
   }
   std::vector<int64_t> keep;
   for (int64_t i = 0; i < int64_t(cond.size()) && i < d[size_t(ax)]; ++i)

@@ -5,24 +5,13 @@
 #include <limits>
 
 #include "io/onnx/ops_table.h"
+#include "ir/dims.h"
 
 namespace rlx::onnx {
 
 namespace {
 
 constexpr int64_t kMaxMaskElements = int64_t(1) << 26;
-
-std::vector<int64_t> strides_of(const std::vector<int64_t>& d) {
-  std::vector<int64_t> s(d.size(), 1);
-  for (int i = int(d.size()) - 2; i >= 0; --i) s[size_t(i)] = s[size_t(i + 1)] * d[size_t(i + 1)];
-  return s;
-}
-
-int64_t numel(const std::vector<int64_t>& d) {
-  int64_t n = 1;
-  for (int64_t v : d) n *= v;
-  return n;
-}
 
 Value wrap(NodeCtx& c, Value idx, int64_t n) {
   idx = c.cast(idx, DType::I64);
@@ -79,8 +68,8 @@ std::vector<Value> lower_scatter_elements(NodeCtx& c) {
   int64_t r = int64_t(d.size());
   if (int64_t(id.size()) != r) c.invalid("indices must have the rank of the data");
   int64_t ax = c.axis(c.attr_int("axis", 0), r);
-  auto ds = strides_of(d), is = strides_of(id);
-  int64_t u = numel(id), n = numel(d);
+  auto ds = row_major_strides(d), is = row_major_strides(id);
+  int64_t u = dims_numel(id), n = dims_numel(d);
   std::vector<int64_t> base(c.host_size(u));
   for (int64_t i = 0; i < u; ++i) {
     int64_t off = 0;
@@ -102,11 +91,11 @@ std::vector<Value> lower_scatter_nd(NodeCtx& c) {
   int64_t k = id.back();
   if (k > int64_t(d.size())) c.invalid("index depth ", k, " exceeds the data rank");
   std::vector<int64_t> lead(d.begin(), d.begin() + k), rest(d.begin() + k, d.end());
-  int64_t p = numel(lead), r = numel(rest);
-  int64_t u = numel(id) / std::max<int64_t>(k, 1);
-  if (k == 0) u = numel(std::vector<int64_t>(id.begin(), id.end() - 1));
+  int64_t p = dims_numel(lead), r = dims_numel(rest);
+  int64_t u = dims_numel(id) / std::max<int64_t>(k, 1);
+  if (k == 0) u = dims_numel(std::vector<int64_t>(id.begin(), id.end() - 1));
   Value idx = c.reshape(c.cast(c.in(1), DType::I64), {u, k});
-  auto ls = strides_of(lead);
+  auto ls = row_major_strides(lead);
   Value target = c.full({u}, 0, DType::I64);
   for (int64_t j = 0; j < k; ++j) {
     Value col = wrap(c, c.reshape(c.slice(idx, {j}, {j + 1}, {1}), {u}), d[size_t(j)]);
@@ -142,8 +131,8 @@ std::vector<Value> lower_tensor_scatter(NodeCtx& c) {
   std::vector<int64_t> out_shape = cd;
   relc = c.expand(relc, out_shape);
   // Gather along `axis` of the update at the cache-shaped grid (flat form).
-  auto us = strides_of(ud), os = strides_of(out_shape);
-  int64_t n = numel(out_shape);
+  auto us = row_major_strides(ud), os = row_major_strides(out_shape);
+  int64_t n = dims_numel(out_shape);
   std::vector<int64_t> base(c.host_size(n));
   for (int64_t i = 0; i < n; ++i) {
     int64_t off = 0;
@@ -153,7 +142,7 @@ std::vector<Value> lower_tensor_scatter(NodeCtx& c) {
   }
   Value lin = c.op(OpKind::Add, {c.im.constant(make_i64(out_shape, base)),
                                  c.op(OpKind::Mul, {relc, c.scalar(double(us[size_t(ax)]), DType::I64)})});
-  Value src = c.op(OpKind::Gather, {c.reshape(c.in(1), {numel(ud)}), lin}, AxisAttrs{0});
+  Value src = c.op(OpKind::Gather, {c.reshape(c.in(1), {dims_numel(ud)}), lin}, AxisAttrs{0});
   return {c.op(OpKind::Where, {valid, src, c.in(0)})};
 }
 
@@ -169,7 +158,7 @@ std::vector<Value> lower_max_unpool(NodeCtx& c) {
   // Indices address the inferred unpooled shape; a larger output_shape pads its ends.
   std::vector<int64_t> out{xd[0], xd[1]};
   for (size_t i = 0; i < sp; ++i) out.push_back((xd[i + 2] - 1) * strides[i] - pads[i] - pads[i + sp] + kernel[i]);
-  int64_t n = numel(out), u = numel(xd);
+  int64_t n = dims_numel(out), u = dims_numel(xd);
   Value zeros = c.full({n, 1}, 0, c.dtype(0));
   Value target = c.reshape(c.cast(c.in(1), DType::I64), {u});
   Value y = c.reshape(scatter_rows(c, zeros, target, c.reshape(c.in(0), {u, 1}), "none"), out);
