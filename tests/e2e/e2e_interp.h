@@ -116,29 +116,6 @@ inline T act(const T& x, Activation a, double alpha) {
   return x;
 }
 
-// Clamped start/step/count of a slice on dims (ONNX semantics).
-inline T slice(const T& x, const SliceAttrs& a) {
-  const int r = x.rank();
-  std::vector<int64_t> start(size_t(r), 0), step(size_t(r), 1), count = x.dims;
-  for (size_t i = 0; i < a.starts.size(); ++i) {
-    const int64_t ax = a.axes.empty() ? int64_t(i) : (a.axes[i] < 0 ? a.axes[i] + r : a.axes[i]);
-    const int64_t n = x.dims[size_t(ax)], st = a.steps.empty() ? 1 : a.steps[i];
-    int64_t b = a.starts[i], e = a.ends[i];
-    if (b < 0) b += n;
-    if (e < 0) e += n;
-    if (st > 0) {
-      b = std::clamp<int64_t>(b, 0, n);
-      e = std::clamp<int64_t>(e, 0, n);
-    } else {
-      b = std::clamp<int64_t>(b, 0, n - 1);
-      e = std::clamp<int64_t>(e, -1, n - 1);
-    }
-    start[size_t(ax)] = b, step[size_t(ax)] = st;
-    count[size_t(ax)] = std::max<int64_t>(0, st > 0 ? (e - b + st - 1) / st : (b - e - st - 1) / -st);
-  }
-  return ref::slice(x, start, step, count);
-}
-
 inline int axis_of(int64_t a, int rank) { return int(a < 0 ? a + rank : a); }
 
 }  // namespace interp_detail
@@ -214,7 +191,7 @@ inline std::vector<T> interpret(const Graph& g, const Feeds& inputs, const Feeds
         break;
       }
       case OpKind::Transpose: out.push_back(ref::transpose(in(0), n.attr<TransposeAttrs>().perm)); break;
-      case OpKind::Slice: out.push_back(slice(in(0), n.attr<SliceAttrs>())); break;
+      case OpKind::Slice: out.push_back(ref::slice(in(0), n.attr<SliceAttrs>())); break;
       case OpKind::Concat: {
         std::vector<T> parts;
         for (size_t i = 0; i < n.inputs.size(); ++i) parts.push_back(in(i));
@@ -227,7 +204,7 @@ inline std::vector<T> interpret(const Graph& g, const Feeds& inputs, const Feeds
         int64_t at = 0;
         for (int64_t s : sp.sizes) {
           SliceAttrs a{{at}, {at + s}, {ax}, {}};
-          out.push_back(slice(in(0), a));
+          out.push_back(ref::slice(in(0), a));
           at += s;
         }
         break;

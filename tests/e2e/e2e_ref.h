@@ -268,6 +268,29 @@ inline T slice(const T& x, const std::vector<int64_t>& start, const std::vector<
   });
 }
 
+// Slice with ONNX semantics (negative indices, clamping, negative steps).
+inline T slice(const T& x, const SliceAttrs& a) {
+  const int r = x.rank();
+  std::vector<int64_t> start(size_t(r), 0), step(size_t(r), 1), count = x.dims;
+  for (size_t i = 0; i < a.starts.size(); ++i) {
+    const int64_t ax = a.axes.empty() ? int64_t(i) : (a.axes[i] < 0 ? a.axes[i] + r : a.axes[i]);
+    const int64_t n = x.dims[size_t(ax)], st = a.steps.empty() ? 1 : a.steps[i];
+    int64_t b = a.starts[i], e = a.ends[i];
+    if (b < 0) b += n;
+    if (e < 0) e += n;
+    if (st > 0) {
+      b = std::clamp<int64_t>(b, 0, n);
+      e = std::clamp<int64_t>(e, 0, n);
+    } else {
+      b = std::clamp<int64_t>(b, 0, n - 1);
+      e = std::clamp<int64_t>(e, -1, n - 1);
+    }
+    start[size_t(ax)] = b, step[size_t(ax)] = st;
+    count[size_t(ax)] = std::max<int64_t>(0, st > 0 ? (e - b + st - 1) / st : (b - e - st - 1) / -st);
+  }
+  return slice(x, start, step, count);
+}
+
 inline T concat(const std::vector<T>& xs, int axis) {
   std::vector<int64_t> od = xs[0].dims;
   od[size_t(axis)] = 0;
