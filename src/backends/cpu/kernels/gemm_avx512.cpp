@@ -162,47 +162,6 @@ void gemv(int64_t m, int64_t w, int64_t k, const float* a, int64_t rsa, int64_t 
   }
 }
 
-// 8x8 transposes on AVX registers: rows [r0, r0+8) x k [k0, k0+8) of src become eight
-// k-rows of dst. Rows past `rows` read as zero; lanes past `width` are not stored.
-RLX_AVX512 void transpose_pack(const float* src, int64_t ld, int64_t rows, int64_t kc, int64_t width, float* dst) {
-  const int64_t kv = kc / 8 * 8;
-  for (int64_t r0 = 0; r0 < width; r0 += 8) {
-    const int64_t lanes = width - r0 < 8 ? width - r0 : 8;
-    const __m256i store_mask =
-        _mm256_cmpgt_epi32(_mm256_set1_epi32(int(lanes)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    const float* rp[8];
-    bool live[8];
-    for (int i = 0; i < 8; ++i) {
-      live[i] = r0 + i < rows;
-      rp[i] = src + (live[i] ? r0 + i : 0) * ld;
-    }
-    for (int64_t k0 = 0; k0 < kv; k0 += 8) {
-      __m256 v[8];
-      for (int i = 0; i < 8; ++i) v[i] = live[i] ? _mm256_loadu_ps(rp[i] + k0) : _mm256_setzero_ps();
-      const __m256 t0 = _mm256_unpacklo_ps(v[0], v[1]), t1 = _mm256_unpackhi_ps(v[0], v[1]);
-      const __m256 t2 = _mm256_unpacklo_ps(v[2], v[3]), t3 = _mm256_unpackhi_ps(v[2], v[3]);
-      const __m256 t4 = _mm256_unpacklo_ps(v[4], v[5]), t5 = _mm256_unpackhi_ps(v[4], v[5]);
-      const __m256 t6 = _mm256_unpacklo_ps(v[6], v[7]), t7 = _mm256_unpackhi_ps(v[6], v[7]);
-      const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-      const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-      const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-      const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-      const __m256 w[8] = {_mm256_permute2f128_ps(u0, u4, 0x20), _mm256_permute2f128_ps(u1, u5, 0x20),
-                           _mm256_permute2f128_ps(u2, u6, 0x20), _mm256_permute2f128_ps(u3, u7, 0x20),
-                           _mm256_permute2f128_ps(u0, u4, 0x31), _mm256_permute2f128_ps(u1, u5, 0x31),
-                           _mm256_permute2f128_ps(u2, u6, 0x31), _mm256_permute2f128_ps(u3, u7, 0x31)};
-      float* d = dst + k0 * width + r0;
-      if (lanes == 8) {
-        for (int t = 0; t < 8; ++t) _mm256_storeu_ps(d + t * width, w[t]);
-      } else {
-        for (int t = 0; t < 8; ++t) _mm256_maskstore_ps(d + t * width, store_mask, w[t]);
-      }
-    }
-    for (int64_t k = kv; k < kc; ++k)
-      for (int64_t i = 0; i < lanes; ++i) dst[k * width + r0 + i] = live[i] ? rp[i][k] : 0.0f;
-  }
-}
-
 // ---- vector math
 
 // exp with a degree-6 polynomial on [-ln2/2, ln2/2] (about 2 ulp); inputs below -87.3
@@ -384,7 +343,9 @@ IsaKernels make_table() {
   t.ukr[9] = ukr<9>; t.ukr[10] = ukr<10>; t.ukr[11] = ukr<11>; t.ukr[12] = ukr<12>;
   t.dot = dot;
   t.gemv = gemv;
-  t.transpose_pack = transpose_pack;
+  // The 8x8 transpose needs only 256-bit AVX2 ops; every CPU that passes the AVX-512
+  // check (which requires AVX2 + FMA) runs the AVX2 table's one.
+  t.transpose_pack = avx2_kernels()->transpose_pack;
   t.widen = widen;
   t.activate = activate;
   t.exp_sum = exp_sum;

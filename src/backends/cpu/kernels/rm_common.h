@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backends/cpu/kernel.h"
+#include "backends/cpu/kernels/elementwise_types.h"
 #include "backends/cpu/thread_pool.h"
 #include "rlx/error.h"
 #include "rlx/graph.h"
@@ -23,59 +24,8 @@ namespace rlx::cpu::rm {
 // Most merged dims a strided loop supports (after dropping size-1 dims and merging).
 inline constexpr int kMaxDims = 16;
 
-// ---- half precision (round to nearest even), inline so inner loops stay tight
-inline float half_to_float(uint16_t h) {
-  uint32_t sign = uint32_t(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, bits;
-  if (exp == 0x1f) {
-    bits = sign | 0x7f800000u | (man << 13);
-  } else if (exp != 0) {
-    bits = sign | ((exp + 112) << 23) | (man << 13);
-  } else if (man == 0) {
-    bits = sign;
-  } else {  // subnormal: value = man * 2^-24
-    float f = float(man) * (1.0f / 16777216.0f);
-    return sign ? -f : f;
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-inline uint16_t float_to_half(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  uint16_t sign = uint16_t((x >> 16) & 0x8000u);
-  uint32_t ax = x & 0x7fffffffu;
-  if (ax >= 0x7f800000u) return uint16_t(sign | 0x7c00u | (ax > 0x7f800000u ? 0x200u : 0u));
-  if (ax >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // rounds to >= 65520: inf
-  if (ax < 0x38800000u) {                                   // below 2^-14: subnormal or zero
-    float a;
-    std::memcpy(&a, &ax, 4);
-    // a * 2^24 is exact in float and rounds to nearest even by nearbyint semantics.
-    return uint16_t(sign | uint16_t(std::nearbyint(a * 16777216.0f)));
-  }
-  uint32_t mant_odd = (ax >> 13) & 1u;
-  ax += 0xfffu + mant_odd;  // round to nearest even on the 13 dropped bits
-  return uint16_t(sign | uint16_t((ax - 0x38000000u) >> 13));
-}
-
-inline float bf16_to_float(uint16_t h) {
-  uint32_t bits = uint32_t(h) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-
-inline uint16_t float_to_bf16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return uint16_t((x >> 16) | 0x40u);  // quiet NaN
-  x += 0x7fffu + ((x >> 16) & 1u);
-  return uint16_t(x >> 16);
-}
-
-// ---- element traits: storage type S, accumulator/compute type A.
+// ---- element traits: storage type S, accumulator/compute type A. Half types use the
+// elementwise kernels' inline conversions, so inner loops stay tight.
 template <DType D> struct Elem;
 template <> struct Elem<DType::F32> {
   using S = float; using A = float;
@@ -89,13 +39,13 @@ template <> struct Elem<DType::F64> {
 };
 template <> struct Elem<DType::F16> {
   using S = uint16_t; using A = float;
-  static A load(S v) { return half_to_float(v); }
-  static S store(A v) { return float_to_half(v); }
+  static A load(S v) { return ew::half_to_float(v); }
+  static S store(A v) { return ew::float_to_half(v); }
 };
 template <> struct Elem<DType::BF16> {
   using S = uint16_t; using A = float;
-  static A load(S v) { return bf16_to_float(v); }
-  static S store(A v) { return float_to_bf16(v); }
+  static A load(S v) { return ew::bhalf_to_float(v); }
+  static S store(A v) { return ew::float_to_bhalf(v); }
 };
 template <class T> struct IntElem {
   using S = T; using A = int64_t;
