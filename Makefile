@@ -22,8 +22,9 @@ build: configure
 test: build
 	@cd $(BUILD) && ctest -j$(JOBS) --output-on-failure --timeout 900
 
-demo: build
-	@bash scripts/demo.sh $(BUILD)
+# The demo installs, configures and builds only its own program (scripts/demo.sh), quietly.
+demo:
+	@BUILD_TYPE=$(BUILD_TYPE) JOBS=$(JOBS) bash scripts/demo.sh $(BUILD)
 
 bench: build
 	@bash scripts/bench.sh $(BUILD)

@@ -9,8 +9,10 @@
 // an Internal-category rlx::Error). Under libFuzzer an escaping exception ends in
 // std::terminate, which prints its type and message and aborts.
 //
-// Size limits keep each input fast and inside the 2 GiB RSS budget of a fuzz run: only
-// graphs under kGraphBudget are compiled and run (see fits_budget).
+// Size limits keep each input fast and inside the 2 GiB RSS budget of a fuzz run: every
+// graph of at most max_nodes nodes is compiled, whatever its shapes, under a small memory
+// cap (CompileOptions::max_arena_bytes): huge or overflowing sizes must be refused with
+// rlx::Error there. Only graphs whose values are all small (fits_budget) are also run.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -95,6 +97,7 @@ struct GraphBudget {
   int64_t max_value_elements = 1 << 16;    // per node output
   int64_t max_total_elements = 1 << 20;    // sum over node outputs
   int64_t symbol_size = 2;                 // every symbolic dim is bound to this size
+  int64_t max_arena_bytes = int64_t(64) << 20;  // compile cap on the arena and on the weights
 };
 
 inline constexpr int64_t kSaturated = int64_t(1) << 62;
@@ -112,6 +115,16 @@ inline int64_t bounded_numel(const Shape& s, int64_t symbol_size) {
 }
 
 namespace detail {
+inline bool fits_nodes(const Graph& g, const GraphBudget& b, int64_t& nodes, int depth) {
+  if (depth > 8) return false;
+  for (const Node& n : g.nodes()) {
+    if (++nodes > b.max_nodes) return false;
+    for (const auto& sub : n.subgraphs)
+      if (sub && !fits_nodes(*sub, b, nodes, depth + 1)) return false;
+  }
+  return true;
+}
+
 inline bool fits_budget(const Graph& g, const GraphBudget& b, int64_t& nodes, int64_t& total, int depth) {
   if (depth > 8) return false;
   for (const Node& n : g.nodes()) {
@@ -135,15 +148,24 @@ inline bool fits_budget(const Graph& g, const GraphBudget& b = {}) {
 }
 
 // Compiles `g` on the CPU (one thread, every symbol bound to b.symbol_size, the verifier
-// after each pass), sets params without initial data and runs once on inputs filled from
-// `src`. Graphs over the budget are skipped. rlx::Error propagates to the caller's guard.
+// after each pass, the arena and weights capped at b.max_arena_bytes), then, when every
+// value is small, sets params without initial data and runs once on inputs filled from
+// `src`. Graphs of more than b.max_nodes nodes are skipped. rlx::Error propagates to the
+// caller's guard; a compile that "succeeds" past the cap is a finding.
 inline void compile_and_run(const Graph& g, ByteSource& src, const GraphBudget& b = {}) {
-  if (!fits_budget(g, b)) return;
+  int64_t nodes = 0;
+  if (!detail::fits_nodes(g, b, nodes, 0)) return;
   CompileOptions opts;
   opts.threads = 1;
   opts.verify_each_pass = true;
+  opts.max_arena_bytes = b.max_arena_bytes;
   for (const std::string& s : g.symbols()) opts.dim_bindings[s] = b.symbol_size;
   CompiledGraph cg = Session(Device::Cpu, opts).compile(g);
+  const CompileReport& rep = cg.report();
+  if (rep.arena_bytes > b.max_arena_bytes || rep.weight_bytes - rep.constant_bytes > b.max_arena_bytes)
+    throw Finding("compile accepted a plan above the memory cap: arena " + std::to_string(rep.arena_bytes) +
+                  " bytes, weights " + std::to_string(rep.weight_bytes));
+  if (!fits_budget(cg.graph(), b)) return;
   for (int32_t id : g.param_nodes()) {
     const Node& n = g.node(id);
     const auto& leaf = n.attr<LeafAttrs>();

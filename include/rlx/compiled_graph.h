@@ -52,7 +52,9 @@ struct CompileReport {
   std::string fusion;     // what the fusion passes did
   std::string memory;     // arena bytes vs lower bound, top buffers
   std::string passes;     // pass log: one line per pass, nodes before -> after
-  int64_t arena_bytes = 0, lower_bound_bytes = 0, weight_bytes = 0;
+  // weight_bytes: params + constants (a model's initializers); constant_bytes: the part of
+  // it held in the arena (arena_bytes includes it).
+  int64_t arena_bytes = 0, lower_bound_bytes = 0, weight_bytes = 0, constant_bytes = 0;
   int num_thunks = 0;
 };
 
@@ -111,6 +113,7 @@ class CompiledGraph {
   std::vector<std::string> output_names() const;
   std::vector<std::string> param_names() const;
   Shape input_type(const std::string& name) const;
+  Shape param_type(const std::string& name) const;
   Shape output_type(int index) const;
 
  private:
@@ -123,12 +126,14 @@ class Session {
  public:
   explicit Session(Device device = Device::Cpu, CompileOptions options = {});
   // Runs the pipeline and the backend compile. Throws Error(Unsupported) listing every
-  // unsupported node, Error(Verify) for malformed graphs, Error(Shape) for bad bindings.
+  // unsupported node, Error(Verify) for malformed graphs, Error(Shape) for bad bindings,
+  // Error(ResourceExhausted) for a memory plan above CompileOptions::max_arena_bytes.
   CompiledGraph compile(const Graph& g) const;
   const CompileOptions& options() const { return options_; }
   static std::vector<Device> available_devices();
 
  private:
+  CompiledGraph compile_unguarded(const Graph& g) const;
   Device device_;
   CompileOptions options_;
 };

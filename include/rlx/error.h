@@ -4,6 +4,7 @@
 // offset at fault. Failed calls leave the object they were called on usable.
 #pragma once
 #include <sstream>
+#include <new>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -18,6 +19,7 @@ enum class ErrorCategory {
   Io,               // file system errors
   Verify,           // graph failed the verifier
   Internal,         // invariant broken inside rlx (a bug)
+  ResourceExhausted,  // a plan or allocation above a limit (CompileOptions, the machine's memory)
 };
 
 std::string_view category_name(ErrorCategory c);
@@ -45,6 +47,27 @@ template <class... Args>
 [[noreturn]] void fail(ErrorCategory c, const Args&... args) {
   throw Error(c, detail::concat(args...));
 }
+
+namespace detail {
+// Turns any standard exception escaping `f` into an rlx::Error naming `where`:
+// bad_alloc and length_error (a container asked for more than it can hold) become
+// ResourceExhausted, anything else Internal. Every public entry point runs through it,
+// so callers only ever see rlx::Error.
+template <class F>
+decltype(auto) guard(const char* where, F&& f) {
+  try {
+    return f();
+  } catch (const Error&) {
+    throw;
+  } catch (const std::bad_alloc&) {
+    fail(ErrorCategory::ResourceExhausted, where, ": out of memory");
+  } catch (const std::length_error& e) {
+    fail(ErrorCategory::ResourceExhausted, where, ": size too large (", e.what(), ")");
+  } catch (const std::exception& e) {
+    fail(ErrorCategory::Internal, where, ": ", e.what());
+  }
+}
+}  // namespace detail
 
 }  // namespace rlx
 

@@ -149,6 +149,7 @@ class Graph {
 
  private:
   std::string unique_name(OpKind kind, const std::string& wanted);
+  std::vector<Value> add_unguarded(OpKind kind, std::vector<Value> inputs, Attrs attrs, const std::string& name);
 
   std::string name_;
   std::vector<Node> nodes_;

@@ -81,6 +81,7 @@ class OnnxRunner {
   const OnnxModel& model() const;
 
  private:
+  std::vector<TypedTensor> run_unguarded(const std::map<std::string, TypedTensor>& inputs);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

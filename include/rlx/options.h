@@ -24,7 +24,15 @@ struct CompileOptions {
   bool dispatch_report = false;    // RLX_DISPATCH_REPORT=1
   bool arena_report = false;       // RLX_ARENA_REPORT=1
   bool verify_each_pass = false;   // RLX_VERIFY=1; on in tests
+  // Cap on the planned activation arena and on the weights segment, each (RLX_MAX_ARENA_BYTES).
+  // 0: the machine's physical memory. A plan above the cap is Error(ResourceExhausted)
+  // before anything is allocated; the message gives the planned size.
+  int64_t max_arena_bytes = 0;
 };
+
+// The cap Session::compile applies for these options: max_arena_bytes, or the machine's
+// physical memory when that is 0.
+int64_t effective_memory_cap(const CompileOptions& opts);
 
 struct EnvVar {
   std::string name, meaning;

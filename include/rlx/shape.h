@@ -28,12 +28,21 @@ class Dim {
   int64_t raw_ = 0;
 };
 
+// The largest byte size of one tensor (2^62). No machine rlx runs on can address more,
+// and with every size below 2^62 the sum of two sizes cannot wrap an int64.
+inline constexpr int64_t kMaxTensorBytes = int64_t(1) << 62;
+
+// A Shape always describes a tensor that fits: its static dims (zero dims counted as 1,
+// so strides stay representable too) times the element size are at most kMaxTensorBytes.
+// Every constructor checks this and throws Error(Shape) naming the shape otherwise, so
+// numel() and bytes() never wrap and code computing offsets or strides from a Shape's
+// dims needs no overflow checks of its own.
 class Shape {
  public:
   Shape() = default;
   Shape(std::initializer_list<int64_t> dims, DType dtype);
   Shape(std::vector<int64_t> dims, DType dtype);
-  Shape(std::vector<Dim> dims, DType dtype) : dims_(std::move(dims)), dtype_(dtype) {}
+  Shape(std::vector<Dim> dims, DType dtype);
   static Shape scalar(DType dtype) { return Shape(std::vector<Dim>{}, dtype); }
 
   DType dtype() const { return dtype_; }
@@ -43,7 +52,7 @@ class Shape {
   bool is_static() const;
   std::vector<int64_t> static_dims() const;  // throws if any dim is symbolic
   int64_t numel() const;                     // throws if any dim is symbolic
-  size_t bytes() const { return size_t(numel()) * dtype_size(dtype_); }
+  size_t bytes() const { return size_t(numel()) * dtype_size(dtype_); }  // <= kMaxTensorBytes
 
   Shape with_dtype(DType t) const { return Shape(dims_, t); }
   Shape with_dims(std::vector<Dim> d) const { return Shape(std::move(d), dtype_); }

@@ -1,14 +1,29 @@
 // Internal: arithmetic on static dim lists shared by passes, the importer and kernels' builders.
+// Products and sums of sizes are checked: a result past int64 is Error(Shape), never a wrap.
 #pragma once
 #include <cstdint>
 #include <vector>
 
+#include "rlx/error.h"
+
 namespace rlx {
 
-// Elements of a tensor with these static dims (1 for rank 0).
+// a * b and a + b for non-negative sizes; Error(Shape) naming `what` if the result does not fit.
+inline int64_t checked_mul(int64_t a, int64_t b, const char* what = "size") {
+  int64_t r;
+  if (a < 0 || b < 0 || __builtin_mul_overflow(a, b, &r)) fail(ErrorCategory::Shape, what, " overflows: ", a, " * ", b);
+  return r;
+}
+inline int64_t checked_add(int64_t a, int64_t b, const char* what = "size") {
+  int64_t r;
+  if (a < 0 || b < 0 || __builtin_add_overflow(a, b, &r)) fail(ErrorCategory::Shape, what, " overflows: ", a, " + ", b);
+  return r;
+}
+
+// Elements of a tensor with these static dims (1 for rank 0); checked.
 inline int64_t dims_numel(const std::vector<int64_t>& d) {
   int64_t n = 1;
-  for (int64_t v : d) n *= v;
+  for (int64_t v : d) n = checked_mul(n, v, "element count");
   return n;
 }
 

@@ -11,6 +11,7 @@ std::string_view category_name(ErrorCategory c) {
     case ErrorCategory::Io: return "i/o error";
     case ErrorCategory::Verify: return "verification failed";
     case ErrorCategory::Internal: return "internal error";
+    case ErrorCategory::ResourceExhausted: return "resource exhausted";
   }
   return "error";
 }

@@ -59,6 +59,10 @@ int32_t Graph::append_node(Node node) {
 }
 
 std::vector<Value> Graph::add(OpKind kind, std::vector<Value> inputs, Attrs attrs, const std::string& name) {
+  return detail::guard("Graph::add", [&] { return add_unguarded(kind, std::move(inputs), std::move(attrs), name); });
+}
+
+std::vector<Value> Graph::add_unguarded(OpKind kind, std::vector<Value> inputs, Attrs attrs, const std::string& name) {
   Node n;
   n.kind = kind;
   n.name = unique_name(kind, name);

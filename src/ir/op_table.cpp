@@ -69,7 +69,15 @@ std::vector<Shape> infer_outputs(const Node& node, const std::vector<const Shape
   // Required inputs (all up to min_inputs) must be present.
   for (int i = 0; i < info.min_inputs; ++i)
     if (!inputs[size_t(i)]) ctx.error("input ", i, " is required but absent");
-  auto out = info.infer(ctx);
+  std::vector<Shape> out;
+  try {
+    out = info.infer(ctx);
+  } catch (const Error& e) {
+    // Errors raised below the rule (an output Shape too large to exist, a checked product)
+    // do not know the node: name it here.
+    if (std::string_view(e.what()).starts_with("node '")) throw;
+    fail(e.category(), "node '", node.name, "' (", info.name, "): ", e.what());
+  }
   if (info.num_outputs >= 0 && int(out.size()) != info.num_outputs)
     fail(ErrorCategory::Internal, "node '", node.name, "': inference gave ", out.size(), " outputs");
   return out;

@@ -26,11 +26,38 @@ std::vector<Dim> to_dims(const std::vector<int64_t>& v) {
   }
   return d;
 }
+
+// Enforces the class invariant (see shape.h): static dims, zeros as 1, times the element
+// size stay within kMaxTensorBytes.
+void check_fits(const std::vector<Dim>& dims, DType dtype) {
+  const int64_t limit = kMaxTensorBytes / int64_t(dtype_size(dtype));
+  int64_t n = 1;
+  for (Dim d : dims) {
+    if (d.is_symbolic() || d.raw() <= 1) continue;
+    if (n > limit / d.raw()) {
+      std::string text;
+      for (Dim e : dims) {
+        if (!text.empty()) text += ',';
+        if (e.is_symbolic()) text += 's';
+        text += std::to_string(e.is_static() ? e.raw() : int64_t(e.symbol_id()));
+      }
+      fail(ErrorCategory::Shape, "shape ", dtype_name(dtype), "[", text, "] is too large: its size exceeds 2^62 bytes");
+    }
+    n *= d.raw();
+  }
+}
 }  // namespace
 
 Shape::Shape(std::initializer_list<int64_t> dims, DType dtype)
-    : dims_(to_dims(std::vector<int64_t>(dims))), dtype_(dtype) {}
-Shape::Shape(std::vector<int64_t> dims, DType dtype) : dims_(to_dims(dims)), dtype_(dtype) {}
+    : dims_(to_dims(std::vector<int64_t>(dims))), dtype_(dtype) {
+  check_fits(dims_, dtype_);
+}
+Shape::Shape(std::vector<int64_t> dims, DType dtype) : dims_(to_dims(dims)), dtype_(dtype) {
+  check_fits(dims_, dtype_);
+}
+Shape::Shape(std::vector<Dim> dims, DType dtype) : dims_(std::move(dims)), dtype_(dtype) {
+  check_fits(dims_, dtype_);
+}
 
 Dim Shape::dim(int axis) const { return dims_[size_t(normalize_axis(axis, rank(), "Shape::dim"))]; }
 
@@ -85,7 +112,7 @@ std::vector<Dim> broadcast_dims(const std::vector<Dim>& a, const std::vector<Dim
     else if (da.is_static() && da.value() == 1) out[i] = db;
     else if (db.is_static() && db.value() == 1) out[i] = da;
     else {
-      auto s = [](Dim d) { return d.is_static() ? std::to_string(d.value()) : "s" + std::to_string(d.symbol_id()); };
+      auto s = [](Dim d) { return d.is_static() ? std::to_string(d.value()) : std::string("s").append(std::to_string(d.symbol_id())); };
       fail(ErrorCategory::Shape, "cannot broadcast dims ", s(da), " and ", s(db), " (axis ", i, ")");
     }
   }

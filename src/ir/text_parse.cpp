@@ -346,6 +346,7 @@ class Parser {
   }
 
   Shape parse_type(Graph& g) {
+    Token start = tok_;
     DType dt = parse_dtype();
     std::vector<Dim> dims;
     expect('[');
@@ -363,7 +364,11 @@ class Parser {
       }
     }
     expect(']');
-    return Shape(std::move(dims), dt);
+    try {
+      return Shape(std::move(dims), dt);
+    } catch (const Error& e) {
+      error_at(start, e.what());
+    }
   }
 
   // One scope of value labels per graph (nested bodies have their own).
@@ -541,7 +546,7 @@ class Parser {
 }  // namespace
 
 Graph parse_graph(std::string_view text, std::string_view source) {
-  return Parser(text, source).parse_top();
+  return detail::guard("parsing graph text", [&] { return Parser(text, source).parse_top(); });
 }
 
 }  // namespace rlx

@@ -122,10 +122,11 @@ Graph fuse_elementwise(const Graph& g, std::string* report) {
       fail(ErrorCategory::Internal, "fuse-elementwise: fused node '", nodes[i].name, "' has type ",
            rw.dst().type(f).str(), ", the original ", nodes[i].outputs[0].str());
     rw.set(Value{int32_t(i), 0}, f);
-    rep << "fuse-elementwise: " << grp.members.size() << " ops -> fused_elementwise '"
-        << rw.dst().node(f.node).name << "' (" << ext.size() << " inputs):";
-    for (int32_t m : grp.members) rep << " " << op_name(nodes[size_t(m)].kind) << " '" << nodes[size_t(m)].name << "'";
-    rep << "\n";
+    rep << "fuse-elementwise: node '" << rw.dst().node(f.node).name << "' = fused_elementwise of "
+        << grp.members.size() << " ops [";
+    for (size_t k = 0; k < grp.members.size(); ++k)
+      rep << (k ? ", " : "") << op_name(nodes[size_t(grp.members[k])].kind) << " '" << nodes[size_t(grp.members[k])].name << "'";
+    rep << "], inputs " << ext.size() << "\n";
   }
   if (report) *report += rep.str();
   return rw.finish();

@@ -131,10 +131,11 @@ Graph fuse_matmul_epilogue(const Graph& g, std::string* report) {
     Value f = rw.emit1(OpKind::FusedMatMul, in, FusedMatMulAttrs{c.activation, c.alpha}, rw.name_of(int32_t(i)));
     RLX_CHECK(rw.dst().type(f) == nodes[i].outputs[0], "fused_matmul '", nodes[i].name, "' changed type");
     rw.set(Value{int32_t(i), 0}, f);
-    rep << "fuse-matmul-epilogue: " << op_name(head.kind) << " '" << head.name << "'";
-    if (c.bias_add >= 0) rep << " + add '" << g.node(c.bias_add).name << "'";
-    if (c.act >= 0) rep << " + " << op_name(g.node(c.act).kind) << " '" << g.node(c.act).name << "'";
-    rep << " -> fused_matmul '" << rw.dst().node(f.node).name << "' (" << enum_name(c.activation) << ")\n";
+    rep << "fuse-matmul-epilogue: node '" << rw.dst().node(f.node).name << "' = fused_matmul of [" << op_name(head.kind)
+        << " '" << head.name << "'";
+    if (c.bias_add >= 0) rep << ", add '" << g.node(c.bias_add).name << "' (bias)";
+    if (c.act >= 0) rep << ", " << op_name(g.node(c.act).kind) << " '" << g.node(c.act).name << "' (activation)";
+    rep << "], activation " << enum_name(c.activation) << "\n";
   }
   if (report) *report += rep.str();
   return rw.finish();

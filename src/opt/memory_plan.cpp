@@ -19,7 +19,15 @@
 namespace rlx::opt {
 namespace {
 
-int64_t align_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
+int64_t align_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }  // x <= 2^62, a <= 2^20
+
+// a + b, or Error(ResourceExhausted) when a segment's planned size leaves int64.
+int64_t sum_or_fail(int64_t a, int64_t b, const char* segment) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r))
+    fail(ErrorCategory::ResourceExhausted, "plan-memory: the ", segment, " would exceed 2^63 bytes");
+  return r;
+}
 
 bool pinned(BufferRole r) {
   return r == BufferRole::Input || r == BufferRole::Constant || r == BufferRole::Param;
@@ -250,8 +258,8 @@ std::vector<std::pair<int64_t, int64_t>> merge_ranges(std::vector<std::pair<int6
 }  // namespace
 
 MemoryPlan plan_memory(const Graph& g, int64_t alignment) {
-  if (alignment <= 0)
-    fail(ErrorCategory::InvalidArgument, "plan-memory: alignment must be positive, got ", alignment);
+  if (alignment <= 0 || alignment > (int64_t(1) << 20))
+    fail(ErrorCategory::InvalidArgument, "plan-memory: alignment must be in 1..2^20, got ", alignment);
   Liveness lv = analyze(g);
   MemoryPlan plan;
   plan.alignment = alignment;
@@ -260,14 +268,18 @@ MemoryPlan plan_memory(const Graph& g, int64_t alignment) {
   // Weights: params in node order, each aligned, from offset 0.
   std::vector<int> arena_ids;
   std::vector<Item> items;
+  int64_t items_total = 0;
   for (int b = 0; b < int(lv.buffers.size()); ++b) {
     Buffer& buf = lv.buffers[b];
     if (buf.role == BufferRole::Param) {
       buf.offset = plan.weights_bytes;
-      plan.weights_bytes += align_up(buf.bytes, alignment);
+      plan.weights_bytes = sum_or_fail(plan.weights_bytes, align_up(buf.bytes, alignment), "weights segment");
     } else {
       arena_ids.push_back(b);
       items.push_back(Item{align_up(buf.bytes, alignment), buf.first, buf.last, pinned(buf.role)});
+      // Every offset the packer can produce is at most the sum of all sizes: bounding the
+      // sum bounds all of its arithmetic.
+      items_total = sum_or_fail(items_total, items.back().size, "activation arena");
     }
   }
 
@@ -280,6 +292,7 @@ MemoryPlan plan_memory(const Graph& g, int64_t alignment) {
   for (size_t k = 0; k < arena_ids.size(); ++k) {
     Buffer& buf = lv.buffers[arena_ids[k]];
     buf.offset = best_offsets[k];
+    if (buf.role == BufferRole::Constant) plan.constant_bytes += buf.bytes;
     if (buf.role == BufferRole::Input || buf.role == BufferRole::Constant)
       persistent.emplace_back(buf.offset, buf.offset + items[k].size);
   }
@@ -329,22 +342,28 @@ std::string MemoryPlan::report(const Graph& g, int top) const {
   char ratio[32];
   std::snprintf(ratio, sizeof ratio, "%.3f",
                 lower_bound_bytes > 0 ? double(arena_bytes) / double(lower_bound_bytes) : 1.0);
+  // Weights are what a model carries: params (weights segment) and constants such as
+  // ONNX initializers (placed in the arena's persistent part, so the arena figure holds them too).
+  os << "weights " << weights_bytes + constant_bytes << " bytes: params " << weights_bytes
+     << " bytes (weights segment), constants " << constant_bytes << " bytes (in the arena)\n";
   os << "arena " << arena_bytes << " bytes, lower bound " << lower_bound_bytes << " bytes (ratio "
-     << ratio << "), weights " << weights_bytes << " bytes\n";
-  std::vector<const Buffer*> arena;
-  for (const Buffer& b : buffers)
-    if (b.role != BufferRole::Param) arena.push_back(&b);
-  std::stable_sort(arena.begin(), arena.end(),
-                   [](const Buffer* a, const Buffer* b) { return a->bytes > b->bytes; });
-  const size_t shown = std::min(arena.size(), size_t(std::max(top, 0)));
-  if (shown > 0) os << "top " << shown << " of " << arena.size() << " arena buffers:\n";
-  for (size_t i = 0; i < shown; ++i) {
-    const Buffer& b = *arena[i];
-    const bool named = b.node >= 0 && b.node < int32_t(g.nodes().size());
-    os << "  " << (named ? g.node(b.node).name : std::string("?")) << ":" << b.out << "  "
-       << b.bytes << " bytes @" << b.offset << "  steps " << b.first << ".." << b.last << "  "
-       << role_name(b.role) << "\n";
-  }
+     << ratio << "); activations and inputs " << arena_bytes - constant_bytes << " bytes\n";
+  auto list = [&](const char* what, bool constants, int n) {
+    std::vector<const Buffer*> sel;
+    for (const Buffer& b : buffers)
+      if (b.role != BufferRole::Param && (b.role == BufferRole::Constant) == constants) sel.push_back(&b);
+    std::stable_sort(sel.begin(), sel.end(), [](const Buffer* a, const Buffer* b) { return a->bytes > b->bytes; });
+    const size_t shown = std::min(sel.size(), size_t(std::max(n, 0)));
+    if (shown > 0) os << "top " << shown << " of " << sel.size() << " " << what << ":\n";
+    for (size_t i = 0; i < shown; ++i) {
+      const Buffer& b = *sel[i];
+      const bool named = b.node >= 0 && b.node < int32_t(g.nodes().size());
+      os << "  " << (named ? g.node(b.node).name : std::string("?")) << ":" << b.out << "  " << b.bytes
+         << " bytes @" << b.offset << "  steps " << b.first << ".." << b.last << "  " << role_name(b.role) << "\n";
+    }
+  };
+  list("arena buffers (activations, inputs)", false, top);
+  list("constants", true, std::min(top, 3));
   return os.str();
 }
 

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "opt/passes.h"
+#include "opt/rewrite.h"
 #include "rlx/text.h"
 
 namespace rlx::opt {
@@ -43,6 +44,24 @@ class Runner {
   std::ostringstream log_;
 };
 
+// Compiling specializes: every symbolic dim of an input or param must be bound by now.
+// The message names the symbol as the user wrote it and how to bind it.
+void require_bound(const Graph& g) {
+  for (const Node& n : g.nodes()) {
+    if (n.kind != OpKind::Input && n.kind != OpKind::Param) continue;
+    for (Dim d : n.outputs[0].dims()) {
+      if (!d.is_symbolic()) continue;
+      const auto& syms = g.symbols();
+      std::string sym = "s";
+      if (size_t(d.symbol_id()) < syms.size()) sym = syms[size_t(d.symbol_id())];
+      else sym += std::to_string(d.symbol_id());
+      fail(ErrorCategory::Shape, n.kind == OpKind::Input ? "input '" : "param '", n.attr<LeafAttrs>().name,
+           "' has the unbound symbolic dim '", sym, "' (type ", shape_str(g, n.outputs[0]),
+           "): bind it with CompileOptions::dim_bindings[\"", sym, "\"] or, on the command line, --bind ", sym, "=N");
+    }
+  }
+}
+
 }  // namespace
 
 Plan compile_pipeline(const Graph& g, const PipelineContext& ctx) {
@@ -51,6 +70,7 @@ Plan compile_pipeline(const Graph& g, const PipelineContext& ctx) {
   if (!o.dim_bindings.empty())
     r.step("bind-dims", [&](const Graph& x) { return bind_dims(x, o.dim_bindings); });
   r.verify("");
+  require_bound(r.graph());
   r.step("dce", dce);
   if (o.constant_fold && ctx.evaluate)
     r.step("constant-fold", [&](const Graph& x) { return constant_fold(x, ctx.evaluate); });

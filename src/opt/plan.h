@@ -35,6 +35,7 @@ struct MemoryPlan {
   int64_t arena_bytes = 0;
   int64_t weights_bytes = 0;
   int64_t lower_bound_bytes = 0;          // max total bytes simultaneously live (arena)
+  int64_t constant_bytes = 0;             // constants (e.g. ONNX initializers), held in the arena
   int64_t alignment = 64;
   // Arena ranges [begin, end) that hold inputs/constants (kept across runs); the rest
   // is scratch, cleared per run and released by release_scratch().

@@ -21,39 +21,53 @@ CompiledGraph& CompiledGraph::operator=(CompiledGraph&&) noexcept = default;
 CompiledGraph::CompiledGraph(std::unique_ptr<runtime::Instance> impl) : impl_(std::move(impl)) {}
 
 void CompiledGraph::set_param(const std::string& name, const std::vector<float>& values) {
-  need(impl_).set_param(name, values);
+  detail::guard("CompiledGraph::set_param", [&] { return need(impl_).set_param(name, values); });
 }
 void CompiledGraph::set_param_typed(const std::string& name, const void* bytes, size_t nbytes, DType dtype) {
-  need(impl_).set_param_typed(name, bytes, nbytes, dtype);
+  detail::guard("CompiledGraph::set_param_typed", [&] { return need(impl_).set_param_typed(name, bytes, nbytes, dtype); });
 }
 void CompiledGraph::set_param_range(const std::string& name, size_t byte_offset, const void* bytes, size_t nbytes) {
-  need(impl_).set_param_range(name, byte_offset, bytes, nbytes);
+  detail::guard("CompiledGraph::set_param_range", [&] { return need(impl_).set_param_range(name, byte_offset, bytes, nbytes); });
 }
-void CompiledGraph::finalize_params() { need(impl_).finalize_params(); }
-void CompiledGraph::copy_params_from(const CompiledGraph& other) { need(impl_).copy_params_from(need(other.impl_)); }
-void CompiledGraph::share_params_from(const CompiledGraph& other) { need(impl_).share_params_from(need(other.impl_)); }
+void CompiledGraph::finalize_params() {
+  detail::guard("CompiledGraph::finalize_params", [&] { return need(impl_).finalize_params(); });
+}
+void CompiledGraph::copy_params_from(const CompiledGraph& other) {
+  detail::guard("CompiledGraph::copy_params_from", [&] { return need(impl_).copy_params_from(need(other.impl_)); });
+}
+void CompiledGraph::share_params_from(const CompiledGraph& other) {
+  detail::guard("CompiledGraph::share_params_from", [&] { return need(impl_).share_params_from(need(other.impl_)); });
+}
 
 std::vector<std::vector<float>> CompiledGraph::run(const std::map<std::string, std::vector<float>>& inputs) {
-  return need(impl_).run(inputs);
+  return detail::guard("CompiledGraph::run", [&] { return need(impl_).run(inputs); });
 }
 std::vector<TypedTensor> CompiledGraph::run_typed(const std::map<std::string, TypedTensor>& inputs) {
-  return need(impl_).run_typed(inputs, nullptr);
+  return detail::guard("CompiledGraph::run_typed", [&] { return need(impl_).run_typed(inputs, nullptr); });
 }
 std::vector<TensorView> CompiledGraph::run_slots(const std::vector<std::span<const uint8_t>>& inputs) {
-  return need(impl_).run_slots(inputs);
+  return detail::guard("CompiledGraph::run_slots", [&] { return need(impl_).run_slots(inputs); });
 }
 std::vector<TypedTensor> CompiledGraph::run_read_outputs(const std::map<std::string, TypedTensor>& inputs,
                                                          const std::vector<int>& output_indices) {
-  return need(impl_).run_typed(inputs, &output_indices);
+  return detail::guard("CompiledGraph::run_read_outputs", [&] { return need(impl_).run_typed(inputs, &output_indices); });
 }
 
 void CompiledGraph::bind_handle(const std::string& name, const TypedTensor& initial) {
-  need(impl_).bind_handle(name, initial);
+  detail::guard("CompiledGraph::bind_handle", [&] { return need(impl_).bind_handle(name, initial); });
 }
-TypedTensor CompiledGraph::read_handle(const std::string& name) const { return need(impl_).read_handle(name); }
-void CompiledGraph::set_active_extent(int64_t actual, int64_t upper) { need(impl_).set_active_extent(actual, upper); }
-void CompiledGraph::release_scratch() { need(impl_).release_scratch(); }
-CompiledGraph CompiledGraph::clone() const { return CompiledGraph(need(impl_).clone()); }
+TypedTensor CompiledGraph::read_handle(const std::string& name) const {
+  return detail::guard("CompiledGraph::read_handle", [&] { return need(impl_).read_handle(name); });
+}
+void CompiledGraph::set_active_extent(int64_t actual, int64_t upper) {
+  detail::guard("CompiledGraph::set_active_extent", [&] { return need(impl_).set_active_extent(actual, upper); });
+}
+void CompiledGraph::release_scratch() {
+  detail::guard("CompiledGraph::release_scratch", [&] { return need(impl_).release_scratch(); });
+}
+CompiledGraph CompiledGraph::clone() const {
+  return detail::guard("CompiledGraph::clone", [&] { return CompiledGraph(need(impl_).clone()); });
+}
 
 Capabilities CompiledGraph::capabilities() const {
   runtime::Instance& in = need(impl_);
@@ -91,6 +105,16 @@ Shape CompiledGraph::input_type(const std::string& name) const {
   auto it = f.input_index.find(name);
   if (it == f.input_index.end()) fail(ErrorCategory::InvalidArgument, "unknown input '", name, "'");
   return f.inputs[size_t(it->second)].type;
+}
+Shape CompiledGraph::param_type(const std::string& name) const {
+  const runtime::Interface& f = need(impl_).iface();
+  auto it = f.param_index.find(name);
+  if (it == f.param_index.end()) {
+    std::string known;
+    for (const auto& p : f.params) known += (known.empty() ? "" : ", ") + p.name;
+    fail(ErrorCategory::InvalidArgument, "unknown param '", name, "' (params: ", known.empty() ? "none" : known, ")");
+  }
+  return f.params[size_t(it->second)].type;
 }
 Shape CompiledGraph::output_type(int index) const {
   const runtime::Interface& f = need(impl_).iface();

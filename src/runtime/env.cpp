@@ -2,10 +2,15 @@
 // Values are validated: a malformed value is an Error(InvalidArgument) naming the
 // variable, never silently ignored. An unset or empty variable changes nothing.
 #include <cstdlib>
+#include <climits>
+#include <cstdint>
 #include <string>
+
+#include <unistd.h>
 
 #include "rlx/error.h"
 #include "rlx/options.h"
+#include "rlx/shape.h"
 
 namespace rlx {
 
@@ -17,6 +22,7 @@ const std::vector<EnvVar>& env_registry() {
       {"RLX_DISPATCH_REPORT", "1 prints the dispatch report (per op kind: native, decomposed, unsupported) to stderr at compile"},
       {"RLX_ARENA_REPORT", "1 prints the memory plan (arena bytes vs lower bound, top buffers) to stderr at compile"},
       {"RLX_VERIFY", "1 verifies the graph after every pass and the memory plan, and poisons scratch memory before each run"},
+      {"RLX_MAX_ARENA_BYTES", "cap in bytes on the activation arena and on the weights segment, each (suffixes K, M, G; overrides CompileOptions::max_arena_bytes; default: physical memory)"},
       {"RLX_ISA", "scalar, avx2, avx512 or native (default): the highest instruction set CPU kernels may use (never above what the CPU has)"},
   };
   return vars;
@@ -35,7 +41,34 @@ bool parse_flag(const char* name, const std::string& v) {
   fail(ErrorCategory::InvalidArgument, name, "='", v, "': expected 1 or 0");
 }
 
+// "123", "64K", "512M", "2G" (powers of 1024); positive, within int64.
+int64_t parse_bytes(const char* name, const std::string& v) {
+  size_t digits = 0;
+  while (digits < v.size() && v[digits] >= '0' && v[digits] <= '9') ++digits;
+  int shift = 0;
+  std::string suffix = v.substr(digits);
+  if (suffix == "K" || suffix == "k") shift = 10;
+  else if (suffix == "M" || suffix == "m") shift = 20;
+  else if (suffix == "G" || suffix == "g") shift = 30;
+  else if (!suffix.empty()) digits = 0;
+  int64_t n = 0;
+  bool ok = digits > 0 && digits <= 18;
+  for (size_t i = 0; ok && i < digits; ++i) n = n * 10 + (v[i] - '0');
+  ok = ok && n > 0 && n <= (INT64_MAX >> shift);
+  if (!ok) fail(ErrorCategory::InvalidArgument, name, "='", v, "': expected a positive byte count (suffix K, M or G allowed)");
+  return n << shift;
+}
+
 }  // namespace
+
+int64_t effective_memory_cap(const CompileOptions& opts) {
+  if (opts.max_arena_bytes < 0)
+    fail(ErrorCategory::InvalidArgument, "CompileOptions::max_arena_bytes is ", opts.max_arena_bytes);
+  if (opts.max_arena_bytes > 0) return opts.max_arena_bytes;
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return kMaxTensorBytes;
+  return int64_t(pages) * int64_t(page);
+}
 
 CompileOptions apply_env(CompileOptions opts) {
   if (const char* v = env("RLX_THREADS")) {
@@ -60,6 +93,7 @@ CompileOptions apply_env(CompileOptions opts) {
   if (const char* v = env("RLX_DISPATCH_REPORT")) opts.dispatch_report = parse_flag("RLX_DISPATCH_REPORT", v);
   if (const char* v = env("RLX_ARENA_REPORT")) opts.arena_report = parse_flag("RLX_ARENA_REPORT", v);
   if (const char* v = env("RLX_VERIFY")) opts.verify_each_pass = parse_flag("RLX_VERIFY", v);
+  if (const char* v = env("RLX_MAX_ARENA_BYTES")) opts.max_arena_bytes = parse_bytes("RLX_MAX_ARENA_BYTES", v);
   if (const char* v = env("RLX_ISA")) {
     // Read by the kernels' ISA detection; checked here so a typo is an error at compile.
     std::string s = v;

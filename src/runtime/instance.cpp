@@ -10,7 +10,10 @@ namespace {
 
 std::string dims_str(const std::vector<int64_t>& d) {
   std::string s = "[";
-  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
+  for (size_t i = 0; i < d.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(d[i]);
+  }
   return s + "]";
 }
 
@@ -90,7 +93,8 @@ std::shared_ptr<Interface> make_interface(const Graph& original, const cpu::Prog
   r.passes = plan.pass_log;
   r.arena_bytes = plan.memory.arena_bytes;
   r.lower_bound_bytes = plan.memory.lower_bound_bytes;
-  r.weight_bytes = plan.memory.weights_bytes;
+  r.weight_bytes = plan.memory.weights_bytes + plan.memory.constant_bytes;
+  r.constant_bytes = plan.memory.constant_bytes;
   r.num_thunks = int(program.thunks.size());
   iface->poison_scratch = opts.verify_each_pass;
   return iface;
@@ -442,6 +446,16 @@ void Instance::set_active_extent(int64_t actual, int64_t upper) {
   if (upper < 1 || actual < 1 || actual > upper)
     fail(ErrorCategory::InvalidArgument, "set_active_extent(", actual, ", ", upper,
          "): needs 1 <= actual <= upper");
+  if (actual != upper) {
+    // An extent no dim of the compiled graph has would silently run everything in full.
+    bool found = false;
+    for (const Node& n : program().plan.graph.nodes())
+      for (const Shape& s : n.outputs)
+        for (Dim d : s.dims()) found = found || (d.is_static() && d.value() == upper);
+    if (!found)
+      fail(ErrorCategory::InvalidArgument, "set_active_extent(", actual, ", ", upper, "): no dim of the compiled graph is ",
+           upper, "; 'upper' must be the size the graph was compiled with (e.g. its context length)");
+  }
   exe_->set_extent(actual, upper);
 }
 

@@ -172,11 +172,11 @@ TypedTensor parse_npy(std::span<const uint8_t> bytes, std::string_view source) {
   if (*hp.fortran && t.dims.size() > 1)
     fail(ErrorCategory::Unsupported, source, ": Fortran-order npy arrays are not supported (rewrite in C order)");
   const size_t es = dtype_size(t.dtype);
-  size_t count = 1;
-  for (int64_t d : t.dims) {
-    if (d != 0 && count > SIZE_MAX / es / size_t(d))
-      fail(ErrorCategory::Parse, source, ": npy shape is too large");
-    count *= size_t(d);
+  size_t count = 0;
+  try {
+    count = size_t(Shape(t.dims, t.dtype).numel());  // checked: fits kMaxTensorBytes
+  } catch (const Error& e) {
+    fail(ErrorCategory::Parse, source, ": npy header at byte ", header_start, ": ", e.what());
   }
   const size_t data_start = header_start + header_len;
   const size_t have = bytes.size() - data_start;
@@ -200,10 +200,11 @@ TypedTensor read_npy(const std::string& path) {
 }
 
 std::vector<uint8_t> encode_npy(const TypedTensor& t) {
-  size_t count = 1;
-  for (int64_t d : t.dims) {
-    if (d < 0) fail(ErrorCategory::InvalidArgument, "npy: negative dimension ", d);
-    count *= size_t(d);
+  size_t count = 0;
+  try {
+    count = size_t(Shape(t.dims, t.dtype).numel());  // checked: no negative or overflowing dims
+  } catch (const Error& e) {
+    fail(ErrorCategory::InvalidArgument, "npy: ", e.what());
   }
   if (count * dtype_size(t.dtype) != t.bytes.size())
     fail(ErrorCategory::InvalidArgument, "npy: ", t.bytes.size(), " bytes do not match ", dtype_name(t.dtype),

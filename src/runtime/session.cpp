@@ -77,10 +77,31 @@ Session::Session(Device device, CompileOptions options) : device_(device), optio
 
 std::vector<Device> Session::available_devices() { return {Device::Cpu}; }
 
+namespace {
+// Refuses a plan whose segments exceed the memory cap, before anything is allocated.
+void check_memory_cap(const opt::Plan& plan, const CompileOptions& opts, const std::string& graph) {
+  const int64_t cap = effective_memory_cap(opts);
+  const char* source = opts.max_arena_bytes > 0 ? "CompileOptions::max_arena_bytes / RLX_MAX_ARENA_BYTES"
+                                                : "the machine's physical memory";
+  auto check = [&](int64_t bytes, const char* what) {
+    if (bytes > cap)
+      fail(ErrorCategory::ResourceExhausted, "graph '", graph, "': the planned ", what, " is ", bytes,
+           " bytes, above the cap of ", cap, " bytes (", source, ")");
+  };
+  check(plan.memory.arena_bytes, "activation arena");
+  check(plan.memory.weights_bytes, "weights segment");
+}
+}  // namespace
+
 CompiledGraph Session::compile(const Graph& g) const {
+  return detail::guard("compiling graph", [&] { return compile_unguarded(g); });
+}
+
+CompiledGraph Session::compile_unguarded(const Graph& g) const {
   if (device_ == Device::Cuda)
     fail(ErrorCategory::Unsupported, "CUDA backend not built (available devices: cpu)");
   CompileOptions opts = apply_env(options_);
+  (void)effective_memory_cap(opts);  // validates max_arena_bytes before any work
   if (opts.threads < 0) fail(ErrorCategory::InvalidArgument, "CompileOptions::threads is ", opts.threads);
   if (opts.arena_alignment < 1 || (opts.arena_alignment & (opts.arena_alignment - 1)) != 0)
     fail(ErrorCategory::InvalidArgument, "CompileOptions::arena_alignment ", opts.arena_alignment,
@@ -88,6 +109,7 @@ CompiledGraph Session::compile(const Graph& g) const {
 
   opt::PipelineContext ctx{cpu_claims(), cpu_const_evaluator(), opts};
   opt::Plan plan = opt::compile_pipeline(g, ctx);
+  check_memory_cap(plan, opts, g.name());
   if (opts.verify_each_pass) opt::verify_memory_plan(plan.graph, plan.memory);
   if (opts.dispatch_report) std::cerr << "[rlx] dispatch report for graph '" << g.name() << "':\n" << plan.dispatch_report;
   if (opts.arena_report) std::cerr << "[rlx] memory plan for graph '" << g.name() << "':\n" << plan.memory.report(plan.graph);

@@ -198,5 +198,104 @@ TEST_F(Cli, FileAndDataErrors) {
   expect_one_error_line(rlx("check '" + file + "'", "RLX_THREADS=zero"), "RLX_THREADS");
 }
 
+// The crash of the hardening issue: a 5-line .rlx file whose expand has 2^64 elements.
+TEST_F(Cli, HugeShapesAreErrorsNotCrashes) {
+  std::string big = write_file("big.rlx",
+                               "graph big {\n"
+                               "  %x = input \"x\" : f32[1,4]\n"
+                               "  %e = expand(%x) {shape=[4611686018427387904,4]} : f32[4611686018427387904,4]\n"
+                               "  %r = reduce_sum(%e) {axes=[0]} : f32[1,4]\n"
+                               "  outputs(%r)\n"
+                               "}\n");
+  std::string x = write_npy("x.npy", TypedTensor{DType::F32, {1, 4}, f32_bytes({1, 2, 3, 4})});
+  Result r = rlx("run '" + big + "' --input x='" + x + "' --output-dir '" + dir_.string() + "'");
+  EXPECT_EQ(r.status, 1);
+  expect_one_error_line(r, "big.rlx:3:");
+  EXPECT_NE(r.err.find("too large"), std::string::npos) << r.err;
+  // Fits int64, not memory: ResourceExhausted with the planned size, before allocating.
+  std::string huge = write_file("huge.rlx",
+                                "graph huge {\n"
+                                "  %x = input \"x\" : f32[1,4]\n"
+                                "  %e = expand(%x) {shape=[1099511627776,4]} : f32[1099511627776,4]\n"
+                                "  %r = reduce_sum(%e) {axes=[0]} : f32[1,4]\n"
+                                "  outputs(%r)\n"
+                                "}\n");
+  Result h = rlx("run '" + huge + "' --input x='" + x + "' --output-dir '" + dir_.string() + "'");
+  expect_one_error_line(h, "the planned activation arena is");
+  Result capped = rlx("check '" + huge + "'", "RLX_MAX_ARENA_BYTES=1M");
+  expect_one_error_line(capped, "cap of 1048576 bytes");
+}
+
+TEST_F(Cli, ParamDimsMustMatch) {
+  Graph g("mm");
+  auto x = g.input("x", Shape({1, 4}, DType::F32));
+  auto w = g.param("w", Shape({4, 2}, DType::F32));
+  g.set_outputs({g.matmul(x, w)}, {"y"});
+  std::string file = write_graph("mm.rlx", g);
+  std::string xf = write_npy("x.npy", TypedTensor{DType::F32, {1, 4}, f32_bytes({1, 2, 3, 4})});
+  // The same 8 floats as [2, 4]: a transposed weight must not be taken silently.
+  std::string wt = write_npy("wt.npy", TypedTensor{DType::F32, {2, 4}, f32_bytes({1, 0, 1, 0, 0, 1, 0, 1})});
+  Result r = rlx("run '" + file + "' --input x='" + xf + "' --param w='" + wt + "' --output-dir '" + dir_.string() + "'");
+  expect_one_error_line(r, "param 'w' is f32[4,2]");
+  Result b = rlx("bench '" + file + "' --runs 2 --param w='" + wt + "'");
+  expect_one_error_line(b, "param 'w' is f32[4,2]");
+  std::string wf = write_npy("w.npy", TypedTensor{DType::F32, {4, 2}, f32_bytes({1, 0, 0, 1, 1, 0, 0, 1})});
+  Result ok = rlx("bench '" + file + "' --runs 2 --param w='" + wf + "'");
+  EXPECT_EQ(ok.status, 0) << ok.err;
+  EXPECT_NE(ok.out.find("p50_ms="), std::string::npos) << ok.out;
+  Result typo = rlx("run '" + file + "' --input x='" + xf + "' --param v='" + wf + "' --output-dir '" + dir_.string() + "'");
+  expect_one_error_line(typo, "unknown param 'v' (params: w)");
+}
+
+TEST_F(Cli, SymbolsAndExtentsAreExplained) {
+  Graph g("dyn");
+  auto x = g.input("x", Shape(std::vector<Dim>{g.sym("batch"), Dim(4)}, DType::F32));
+  g.set_outputs({g.relu(x)});
+  std::string file = write_graph("dyn.rlx", g);
+  Result r = rlx("check '" + file + "'");
+  expect_one_error_line(r, "unbound symbolic dim 'batch'");
+  EXPECT_NE(r.err.find("--bind batch=N"), std::string::npos) << r.err;
+  EXPECT_EQ(rlx("check '" + file + "' --bind batch=3").status, 0);
+}
+
+TEST_F(Cli, HelpListsTheFormats) {
+  for (const char* cmd : {"check", "run", "bench"}) {
+    Result h = rlx(std::string(cmd) + " --help");
+    EXPECT_EQ(h.status, 0);
+    EXPECT_NE(h.out.find(".rlx (rlx text IR)"), std::string::npos) << cmd << ":\n" << h.out;
+#ifdef RLX_HAVE_ONNX
+    EXPECT_NE(h.out.find(".onnx (ONNX model)"), std::string::npos) << cmd << ":\n" << h.out;
+#endif
+  }
+  Result t = rlx("test-onnx --help");
+  EXPECT_NE(t.out.find("model.onnx"), std::string::npos) << t.out;
+}
+
+#ifdef RLX_HAVE_ONNX
+TEST_F(Cli, TestOnnxRefusesEmptyPathsAndMissingDevices) {
+  fs::create_directories(dir_ / "empty");
+  Result e = rlx("test-onnx '" + (dir_ / "empty").string() + "'");
+  EXPECT_EQ(e.status, 1);
+  expect_one_error_line(e, "no ONNX test cases under");
+  Result c = rlx("test-onnx '" + (dir_ / "empty").string() + "' --device cuda");
+  expect_one_error_line(c, "--device cuda");
+}
+
+TEST_F(Cli, CheckReadsOnnxModels) {
+  const fs::path model = fs::path(RLX_SOURCE_DIR) / ".cache" / "models" / "ppocr_cls.onnx";
+  if (!fs::exists(model)) GTEST_SKIP() << "models not fetched (scripts/fetch-models.sh)";
+  // Its input is f32[p2o.DynamicDimension.0, 3, .1, .2] and it needs concrete dims to import.
+  Result unbound = rlx("check '" + model.string() + "'");
+  expect_one_error_line(unbound, "--bind p2o.DynamicDimension.0=N");
+  Result r = rlx("check '" + model.string() +
+                 "' --bind p2o.DynamicDimension.0=1 --bind p2o.DynamicDimension.1=48 --bind p2o.DynamicDimension.2=192");
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const char* s : {"== dispatch ==", "== fusion ==", "== memory ==", "constants "})
+    EXPECT_NE(r.out.find(s), std::string::npos) << "missing '" << s << "' in:\n" << r.out;
+  // Its initializers are weights (not "weights 0 bytes").
+  EXPECT_EQ(r.out.find("weights 0 bytes"), std::string::npos) << r.out;
+}
+#endif
+
 }  // namespace
 }  // namespace rlx::test

@@ -126,7 +126,7 @@ inline OpResult run_op(OpKind kind, const std::vector<Tensor>& ins, Attrs attrs,
                        int64_t extent_actual = 0, int64_t extent_upper = 0) {
   Graph g("t");
   std::vector<Value> vals;
-  for (size_t i = 0; i < ins.size(); ++i) vals.push_back(g.input("x" + std::to_string(i), ins[i].shape));
+  for (size_t i = 0; i < ins.size(); ++i) vals.push_back(g.input(std::string("x").append(std::to_string(i)), ins[i].shape));
   Value y = g.add1(kind, vals, std::move(attrs), "op");
   std::vector<std::vector<uint8_t>> bytes;
   for (const auto& t : ins) bytes.push_back(t.bytes);

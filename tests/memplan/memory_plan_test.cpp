@@ -237,15 +237,38 @@ TEST(MemoryPlan, ReportNamesTheLargestBuffers) {
   Graph g = transformer_encoder({2, 16, 64, 4, 256});
   MemoryPlan plan = plan_memory(g, 64);
   const std::string r = plan.report(g, 2);
-  char head[200];
-  std::snprintf(head, sizeof head, "arena %lld bytes, lower bound %lld bytes (ratio %.3f), weights %lld bytes\n",
-                (long long)plan.arena_bytes, (long long)plan.lower_bound_bytes, ratio(plan),
-                (long long)plan.weights_bytes);
+  char head[400];
+  std::snprintf(head, sizeof head,
+                "weights %lld bytes: params %lld bytes (weights segment), constants %lld bytes (in the arena)\n"
+                "arena %lld bytes, lower bound %lld bytes (ratio %.3f); activations and inputs %lld bytes\n",
+                (long long)(plan.weights_bytes + plan.constant_bytes), (long long)plan.weights_bytes,
+                (long long)plan.constant_bytes, (long long)plan.arena_bytes, (long long)plan.lower_bound_bytes,
+                ratio(plan), (long long)(plan.arena_bytes - plan.constant_bytes));
   EXPECT_EQ(r.rfind(head, 0), 0u) << r;
   // The largest arena buffers are the [16, 256] MLP activations (fc1 matmul / add / gelu).
   EXPECT_NE(r.find("16384 bytes"), std::string::npos) << r;
   EXPECT_NE(r.find("steps "), std::string::npos) << r;
-  EXPECT_EQ(std::count(r.begin(), r.end(), '\n'), 4) << r;  // head, "top 2 of", 2 buffers
+  // head (2 lines), "top 2 of", 2 buffers, then the constants list when there are any.
+  const size_t consts = r.find(" constants:\n");
+  EXPECT_EQ(std::count(r.begin(), consts == std::string::npos ? r.end() : r.begin() + long(r.rfind("top ", consts)), '\n'), 5) << r;
+}
+
+// Constants (what ONNX initializers become) are weights in the report, not arena buffers.
+TEST(MemoryPlan, ReportCountsConstantsAsWeights) {
+  Graph g;
+  Value x = g.input("x", Shape({4, 256}, DType::F32));
+  Value w = g.constant_f32({256, 256}, std::vector<float>(256 * 256, 0.5f), "big_initializer");
+  g.set_outputs({g.matmul(x, w)});
+  MemoryPlan plan = plan_memory(g, 64);
+  EXPECT_EQ(plan.constant_bytes, 256 * 256 * 4);
+  EXPECT_EQ(plan.weights_bytes, 0);
+  const std::string r = plan.report(g, 8);
+  EXPECT_EQ(r.rfind("weights 262144 bytes: params 0 bytes (weights segment), constants 262144 bytes", 0), 0u) << r;
+  const size_t arena_list = r.find("arena buffers"), const_list = r.find("of 1 constants:");
+  ASSERT_NE(arena_list, std::string::npos) << r;
+  ASSERT_NE(const_list, std::string::npos) << r;
+  // The initializer is listed under constants only.
+  EXPECT_GT(r.find("big_initializer"), const_list) << r;
 }
 
 }  // namespace

@@ -363,6 +363,71 @@ TEST(OnnxImport, RangeOfAbsurdLengthIsRefused) {
   EXPECT_EQ(got, (std::vector<int64_t>{5, 3, 1}));
 }
 
+// The hostile model of the hardening issue: Expand to [2^62, 4] then ReduceSum. The
+// Expand's output cannot exist (2^64 elements): a Shape error naming the node, at import.
+TEST(OnnxHostile, ExpandPastInt64IsRefusedAtImport) {
+  auto m = make_model();
+  add_input(m, "x", 1, {1, 4});
+  add_i64_initializer(m, "shape", {2}, {int64_t(1) << 62, 4});
+  add_i64_initializer(m, "axes", {1}, {0});
+  add_node(m, "Expand", {"x", "shape"}, {"big"})->set_name("expand_big");
+  add_node(m, "ReduceSum", {"big", "axes"}, {"y"});
+  add_output(m, "y", 1);
+  std::string bytes = bytes_of(m);
+  Error e = expect_error([&] { load_onnx_bytes(bytes.data(), bytes.size(), "hostile.onnx"); }, ErrorCategory::Shape);
+  EXPECT_NE(std::string(e.what()).find("too large"), std::string::npos) << e.what();
+}
+
+// 2^40 x 4 fits int64 but no machine's memory: refused at compile, before any allocation.
+TEST(OnnxHostile, ExpandAboveMemoryIsResourceExhausted) {
+  auto m = make_model();
+  add_input(m, "x", 1, {1, 4});
+  add_i64_initializer(m, "shape", {2}, {int64_t(1) << 40, 4});
+  add_i64_initializer(m, "axes", {1}, {0});
+  add_node(m, "Expand", {"x", "shape"}, {"big"});
+  add_node(m, "ReduceSum", {"big", "axes"}, {"y"});
+  add_output(m, "y", 1);
+  std::string bytes = bytes_of(m);
+  OnnxRunner runner(load_onnx_bytes(bytes.data(), bytes.size(), "big.onnx"));
+  TypedTensor x{DType::F32, {1, 4}, f32_bytes({1, 2, 3, 4})};
+  expect_error([&] { runner.run({{"x", x}}); }, ErrorCategory::ResourceExhausted);
+  expect_error([&] { runner.run({{"x", x}}); }, ErrorCategory::ResourceExhausted);  // still usable
+}
+
+TEST(OnnxHostile, InitializerDimsPastInt64AreRefused) {
+  auto m = make_model();
+  add_input(m, "x", 1, {4});
+  auto* t = add_f32_initializer(m, "w", {int64_t(1) << 40, int64_t(1) << 40}, {});
+  (void)t;
+  add_node(m, "Add", {"x", "w"}, {"y"});
+  add_output(m, "y", 1);
+  std::string bytes = bytes_of(m);
+  try {
+    load_onnx_bytes(bytes.data(), bytes.size(), "init.onnx");
+    ADD_FAILURE() << "expected an rlx::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("init.onnx"), std::string::npos) << e.what();
+  }
+}
+
+TEST(OnnxRunnerErrors, UnknownInputListsTheModelsInputs) {
+  std::string bytes = bytes_of(add_model());
+  OnnxRunner runner(load_onnx_bytes(bytes.data(), bytes.size(), "add.onnx"));
+  TypedTensor x{DType::F32, {4}, f32_bytes({1, 2, 3, 4})};
+  Error e = expect_error([&] { runner.run({{"x", x}, {"typo", x}}); }, ErrorCategory::InvalidArgument);
+  EXPECT_NE(std::string(e.what()).find("'typo'"), std::string::npos) << e.what();
+  EXPECT_NE(std::string(e.what()).find("its inputs: x f32[4]"), std::string::npos) << e.what();
+  // A dtype that does not convert names the input.
+  TypedTensor s{DType::C64, {4}, std::vector<uint8_t>(32, 0)};
+  Error d = expect_error([&] { runner.run({{"x", s}}); }, ErrorCategory::InvalidArgument);
+  EXPECT_NE(std::string(d.what()).find("input 'x'"), std::string::npos) << d.what();
+  // Negative or overflowing dims name the input too.
+  TypedTensor big{DType::F32, {int64_t(1) << 62, 4}, {}};
+  Error b = expect_error([&] { runner.run({{"x", big}}); }, ErrorCategory::Shape);
+  EXPECT_NE(std::string(b.what()).find("input 'x'"), std::string::npos) << b.what();
+  EXPECT_EQ(as_f32(runner.run({{"x", x}})[0].bytes), (std::vector<float>{2, 4, 6, 8}));
+}
+
 }  // namespace
 }  // namespace rlx::onnx::test
 

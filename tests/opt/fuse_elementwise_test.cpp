@@ -27,7 +27,7 @@ graph main {
   outputs(%3 as "out")
 }
 )");
-  EXPECT_EQ(report, "fuse-elementwise: 3 ops -> fused_elementwise 'r' (3 inputs): mul 'm' add 'a' relu 'r'\n");
+  EXPECT_EQ(report, "fuse-elementwise: node 'r' = fused_elementwise of 3 ops [mul 'm', add 'a', relu 'r'], inputs 3\n");
 }
 
 TEST(FuseElementwise, TreeWithSharedInputIsDeduplicated) {
@@ -49,7 +49,7 @@ graph main {
   outputs(%1)
 }
 )");
-  EXPECT_EQ(report, "fuse-elementwise: 4 ops -> fused_elementwise 'twice' (1 inputs): exp 'e' neg 'n' mul 'p' add 'twice'\n");
+  EXPECT_EQ(report, "fuse-elementwise: node 'twice' = fused_elementwise of 4 ops [exp 'e', neg 'n', mul 'p', add 'twice'], inputs 1\n");
 }
 
 TEST(FuseElementwise, SharedIntermediateAndSingleOpsStay) {

@@ -27,7 +27,7 @@ graph main {
   outputs(%3 as "y")
 }
 )");
-  EXPECT_EQ(report, "fuse-matmul-epilogue: matmul 'mm' + add 'biased' + relu 'act' -> fused_matmul 'act' (relu)\n");
+  EXPECT_EQ(report, "fuse-matmul-epilogue: node 'act' = fused_matmul of [matmul 'mm', add 'biased' (bias), relu 'act' (activation)], activation relu\n");
 }
 
 TEST(FuseMatmulEpilogue, CommutedBiasRankedBiasAndActivationOnly) {
@@ -58,9 +58,9 @@ graph main {
 }
 )");
   EXPECT_EQ(report,
-            "fuse-matmul-epilogue: matmul 'mm1' + add 'y1' -> fused_matmul 'y1' (none)\n"
-            "fuse-matmul-epilogue: matmul 'mm2' + gelu 'y2' -> fused_matmul 'y2' (gelu_tanh)\n"
-            "fuse-matmul-epilogue: matmul 'mm3' + leaky_relu 'y3' -> fused_matmul 'y3' (leaky_relu)\n");
+            "fuse-matmul-epilogue: node 'y1' = fused_matmul of [matmul 'mm1', add 'y1' (bias)], activation none\n"
+            "fuse-matmul-epilogue: node 'y2' = fused_matmul of [matmul 'mm2', gelu 'y2' (activation)], activation gelu_tanh\n"
+            "fuse-matmul-epilogue: node 'y3' = fused_matmul of [matmul 'mm3', leaky_relu 'y3' (activation)], activation leaky_relu\n");
 }
 
 TEST(FuseMatmulEpilogue, IntermediatesWithOtherUsersOrNonRowBiasStay) {
@@ -109,7 +109,7 @@ graph main {
   outputs(%5, %6, %8, %9, %11, %14)
 }
 )");
-  EXPECT_EQ(report, "fuse-matmul-epilogue: matmul 'mm2' + add 's2' -> fused_matmul 's2' (none)\n");
+  EXPECT_EQ(report, "fuse-matmul-epilogue: node 's2' = fused_matmul of [matmul 'mm2', add 's2' (bias)], activation none\n");
 }
 
 TEST(FuseMatmulEpilogue, FusedMatmulWithoutActivationAbsorbsOne) {
@@ -137,7 +137,7 @@ graph main {
   outputs(%3, %5)
 }
 )");
-  EXPECT_EQ(report, "fuse-matmul-epilogue: fused_matmul 'fm' + silu 'act' -> fused_matmul 'act' (silu)\n");
+  EXPECT_EQ(report, "fuse-matmul-epilogue: node 'act' = fused_matmul of [fused_matmul 'fm', silu 'act' (activation)], activation silu\n");
 }
 
 }  // namespace

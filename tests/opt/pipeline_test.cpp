@@ -97,9 +97,10 @@ graph main {
             "dce: 14 -> 14 nodes\n");
   EXPECT_EQ(last.rfind("plan-memory: arena ", 0), 0u) << last;
   EXPECT_EQ(plan.fusion_report,
-            "fuse-matmul-epilogue: matmul 'mm' + add 'biased' + relu 'act' -> fused_matmul 'act' (relu)\n"
-            "fuse-elementwise: 4 ops -> fused_elementwise 't' (2 inputs): mul 'times_two' exp 'e1' sub 'zeroish' "
-            "tanh 't'\n");
+            "fuse-matmul-epilogue: node 'act' = fused_matmul of [matmul 'mm', add 'biased' (bias), relu 'act' "
+            "(activation)], activation relu\n"
+            "fuse-elementwise: node 't' = fused_elementwise of 4 ops [mul 'times_two', exp 'e1', sub 'zeroish', "
+            "tanh 't'], inputs 2\n");
   EXPECT_EQ(plan.dispatch_report,
             "dispatch (backend 'fake'): 2 native, 0 native in f32, 1 decomposed, 0 unsupported\n"
             "  fused_elementwise: native 1\n"

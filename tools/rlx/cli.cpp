@@ -4,6 +4,11 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "runtime/npy.h"
+#ifdef RLX_HAVE_ONNX
+#include "rlx/onnx.h"
+#endif
+
 namespace rlx::cli {
 
 const std::vector<Command>& commands() {
@@ -95,11 +100,11 @@ Args parse_args(const Command& cmd, int argc, char** argv, int first) {
 
 std::string command_help(const Command& cmd) {
   std::string s = "usage: rlx " + cmd.name + " " + cmd.usage + "\n\n" + cmd.summary + "\n";
-  if (cmd.name == "check" || cmd.name == "run") {
-    s += "\nModel formats:";
-    for (const ModelFormat& f : model_formats()) s += " " + f.extension + " (" + f.description + ")";
-    s += "\n";
-  }
+  if (cmd.name == "check" || cmd.name == "run" || cmd.name == "bench") s += "\n" + model_formats_line() + "\n";
+  if (cmd.name == "check" || cmd.name == "run") s += "Inputs and params (--input, --param): .npy files.\n";
+  if (cmd.name == "test-onnx")
+    s += "\nPATH: an ONNX backend test case (a directory holding model.onnx and test_data_set_N/ with\n"
+         "input_K.pb / output_K.pb TensorProto files) or a directory of such cases.\n";
   if (!cmd.options.empty()) s += "\nOptions:\n";
   for (const OptionSpec& o : cmd.options) {
     std::string left = "  " + o.name + (o.value.empty() ? "" : " " + o.value);
@@ -112,18 +117,73 @@ std::string command_help(const Command& cmd) {
 
 // ---------------------------------------------------------------- model formats
 
+namespace {
+#ifdef RLX_HAVE_ONNX
+// The model imported with its declared input dims; a model that needs concrete dims to
+// import gets its symbolic dims from --bind.
+Graph load_onnx_graph(const std::string& path, const CompileOptions& opts) {
+  onnx::OnnxModel m = onnx::load_onnx(path);
+  if (m.has_graph) return std::move(m.graph);
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const onnx::OnnxValueInfo& in : m.inputs) {
+    std::vector<int64_t> dims = in.dims;
+    for (size_t i = 0; i < dims.size(); ++i) {
+      if (dims[i] >= 0) continue;
+      const std::string sym = i < in.dim_params.size() ? in.dim_params[i] : "";
+      auto b = sym.empty() ? opts.dim_bindings.end() : opts.dim_bindings.find(sym);
+      if (b == opts.dim_bindings.end())
+        fail(ErrorCategory::Shape, "'", path, "': input '", in.name, "' dim ", i,
+             sym.empty() ? std::string(" is unknown") : " ('" + sym + "') is symbolic",
+             ", and the model needs concrete dims to import (", m.dynamic_reason, ")",
+             sym.empty() ? std::string("") : ": bind it with --bind " + sym + "=N");
+      dims[i] = b->second;
+    }
+    shapes[in.name] = dims;
+  }
+  return onnx::import_graph(m, shapes);
+}
+#endif
+}  // namespace
+
 const std::vector<ModelFormat>& model_formats() {
   static const std::vector<ModelFormat> table = {
-      {".rlx", "rlx text IR", [](const std::string& path) { return load_graph_file(path); }},
+      {".rlx", "rlx text IR", [](const std::string& path, const CompileOptions&) { return load_graph_file(path); }},
+#ifdef RLX_HAVE_ONNX
+      {".onnx", "ONNX model", &load_onnx_graph},
+#endif
   };
   return table;
 }
 
-Graph load_model(const std::string& path) {
+std::string model_formats_line() {
+  std::string s = "Model formats:";
+  for (const ModelFormat& f : model_formats()) s += " " + f.extension + " (" + f.description + ")";
+  return s;
+}
+
+void set_params_from_args(CompiledGraph& net, const Args& args) {
+  for (const std::string& a : args.all("--param")) {
+    auto [name, file] = split_assignment(a, "--param");
+    const Shape want = net.param_type(name);  // names the params when `name` is not one
+    TypedTensor t = runtime::read_npy(file);
+    if (t.dims != want.static_dims()) {
+      std::string have = "[";
+      for (size_t i = 0; i < t.dims.size(); ++i) {
+        if (i) have += ',';
+        have += std::to_string(t.dims[i]);
+      }
+      fail(ErrorCategory::InvalidArgument, "--param ", name, "=", file, ": the file holds ", dtype_name(t.dtype), have,
+           "], param '", name, "' is ", want.str(), " (dims must match exactly)");
+    }
+    net.set_param_typed(name, t.bytes.data(), t.bytes.size(), t.dtype);
+  }
+}
+
+Graph load_model(const std::string& path, const CompileOptions& opts) {
   const std::string ext = std::filesystem::path(path).extension().string();
   std::string known;
   for (const ModelFormat& f : model_formats()) {
-    if (f.extension == ext) return f.load(path);
+    if (f.extension == ext) return f.load(path, opts);
     known += (known.empty() ? "" : ", ") + f.extension;
   }
   fail(ErrorCategory::Unsupported, "'", path, "': unknown model file type '", ext, "' (known: ", known, ")");

@@ -50,14 +50,22 @@ Args parse_args(const Command& cmd, int argc, char** argv, int first);
 std::string command_help(const Command& cmd);
 
 // Model files by extension.
+// `opts` carries --bind: an importer that needs concrete dims to import (ONNX models whose
+// shape arithmetic depends on symbolic input dims) resolves them through it.
 struct ModelFormat {
   std::string extension;    // ".rlx"
   std::string description;
-  Graph (*load)(const std::string& path) = nullptr;
+  Graph (*load)(const std::string& path, const CompileOptions& opts) = nullptr;
 };
 const std::vector<ModelFormat>& model_formats();
+// "Model formats: .rlx (rlx text IR), .onnx (ONNX model)" for --help texts.
+std::string model_formats_line();
 // Loads by extension; throws Error(Unsupported) naming the known extensions.
-Graph load_model(const std::string& path);
+Graph load_model(const std::string& path, const CompileOptions& opts = {});
+
+// --param NAME=FILE.npy ...: each file's dtype converts to the param's, its dims must equal
+// the param's dims (a transposed weight is an error, not a silently wrong result).
+void set_params_from_args(CompiledGraph& net, const Args& args);
 
 // Options shared by compiling commands: --threads, --precision, --bind, --no-fuse.
 std::vector<OptionSpec> compile_option_specs();

@@ -71,8 +71,7 @@ std::string dims_str(const std::vector<int64_t>& dims) {
 
 // The deterministic fill described at the top of this file.
 TypedTensor generated_input(DType dtype, const std::vector<int64_t>& dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
+  const int64_t n = Shape(dims, dtype).numel();  // checked: the tensor can exist
   TypedTensor t{dtype, dims, std::vector<uint8_t>(size_t(n) * dtype_size(dtype), 0)};
   if (!is_float(dtype) && !is_complex(dtype)) return t;  // integers and bools: 0
   uint32_t state = 1;
@@ -195,6 +194,7 @@ int cmd_bench(const Args& args) {
 #ifndef RLX_HAVE_ONNX
     fail(ErrorCategory::Unsupported, "'", path, "': this rlx was built without the ONNX importer");
 #else
+    if (args.has("--param")) throw UsageError("--param is not supported for .onnx models (weights come from the file)");
     onnx::OnnxModel model = onnx::load_onnx(path);
     std::vector<InputDecl> decls;
     for (const onnx::OnnxValueInfo& v : model.inputs) {
@@ -209,7 +209,7 @@ int cmd_bench(const Args& args) {
     threads = effective.threads > 0 ? effective.threads : int(std::max(1u, std::thread::hardware_concurrency()));
 #endif
   } else {
-    Graph g = load_model(path);
+    Graph g = load_model(path, opts);
     std::vector<InputDecl> decls;
     for (int32_t id : g.input_nodes()) {
       const Node& n = g.node(id);
@@ -240,6 +240,7 @@ int cmd_bench(const Args& args) {
     CompiledGraph net;
     t = measure([&] {
           net = Session(Device::Cpu, bound).compile(g);
+          set_params_from_args(net, args);
           net.run_typed(inputs);
         },
         [&] { net.run_typed(inputs); }, warmup, runs);
@@ -255,6 +256,7 @@ Command bench_command() {
             "FILE [--input NAME=FILE.npy ...] [--runs N] [options]", 1, 1, compile_option_specs(), &cmd_bench};
   c.options.insert(c.options.begin(),
                    {{"--input", "NAME=FILE.npy", "feed input NAME from FILE.npy", true},
+                    {"--param", "NAME=FILE.npy", "set param NAME from FILE.npy (.rlx models)", true},
                     {"--shape", "NAME=D0,D1,...", "dims of a generated input ('scalar' for rank 0)", true},
                     {"--runs", "N", "timed runs (default 50)", false},
                     {"--warmup", "N", "untimed runs after the first (default 3)", false},

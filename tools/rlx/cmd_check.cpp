@@ -1,4 +1,5 @@
 // rlx check FILE: parse, verify, compile; print what the compiler did.
+#include <algorithm>
 #include <iostream>
 
 #include "cli.h"
@@ -13,17 +14,29 @@ void section(const std::string& title, const std::string& body) {
 
 std::string leaf_list(const CompiledGraph& net, const std::vector<std::string>& names, bool inputs) {
   std::string s;
-  for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n + (inputs ? " " + net.input_type(n).str() : "");
+  for (const std::string& n : names) {
+    if (!s.empty()) s += ", ";
+    s += n;
+    if (inputs) s.append(" ").append(net.input_type(n).str());
+  }
   return s.empty() ? "(none)" : s;
 }
 }  // namespace
 
 int cmd_check(const Args& args) {
   const std::string& path = args.positional[0];
-  Graph g = load_model(path);
+  CompileOptions opts = compile_options_from(args);
+  Graph g = load_model(path, opts);
+  // An importer that needed concrete dims (ONNX) has used the bindings already: the graph
+  // it gives back has no such symbols left to bind.
+  for (auto it = opts.dim_bindings.begin(); it != opts.dim_bindings.end();) {
+    const auto& syms = g.symbols();
+    const bool in_graph = std::find(syms.begin(), syms.end(), it->first) != syms.end();
+    it = (!in_graph && path.size() > 5 && path.ends_with(".onnx")) ? opts.dim_bindings.erase(it) : std::next(it);
+  }
   verify_graph(g);
   std::cout << "graph '" << g.name() << "': " << g.nodes().size() << " nodes, verified\n";
-  CompiledGraph net = Session(Device::Cpu, compile_options_from(args)).compile(g);
+  CompiledGraph net = Session(Device::Cpu, opts).compile(g);
   const CompileReport& r = net.report();
   std::cout << "inputs: " << leaf_list(net, net.input_names(), true) << "\n";
   std::string outs;

@@ -51,13 +51,10 @@ int cmd_run(const Args& args) {
     fail(ErrorCategory::Unsupported, "this rlx was built without the ONNX importer");
 #endif
   } else {
-    Graph g = load_model(path);
-    CompiledGraph net = Session(Device::Cpu, compile_options_from(args)).compile(g);
-    for (const std::string& a : args.all("--param")) {
-      auto [name, file] = split_assignment(a, "--param");
-      TypedTensor t = runtime::read_npy(file);
-      net.set_param_typed(name, t.bytes.data(), t.bytes.size(), t.dtype);
-    }
+    const CompileOptions opts = compile_options_from(args);
+    Graph g = load_model(path, opts);
+    CompiledGraph net = Session(Device::Cpu, opts).compile(g);
+    set_params_from_args(net, args);
     outs = net.run_typed(inputs);
     names = net.output_names();
     for (size_t i = 0; i < outs.size(); ++i) types.push_back(net.output_type(int(i)).str());

@@ -1,6 +1,7 @@
 // `rlx test-onnx PATH...`: runs ONNX backend test cases (see src/io/onnx/conformance.h).
 // With --expected-failures FILE the exit status is 1 only for cases that fail but are
 // not listed; listed cases that pass are reported so the list can shrink.
+#include <algorithm>
 #include <iostream>
 
 #include "cli.h"
@@ -32,6 +33,17 @@ int cmd_test_onnx(const Args& args) {
   if (dev == "cpu") opts.device = Device::Cpu;
   else if (dev == "cuda") opts.device = Device::Cuda;
   else throw UsageError("--device must be cpu or cuda, got '" + dev + "'");
+  // Fail once, up front, rather than once per case.
+  const std::vector<Device> avail = Session::available_devices();
+  if (std::find(avail.begin(), avail.end(), opts.device) == avail.end())
+    fail(ErrorCategory::Unsupported, "--device ", dev, ": this rlx has no usable ", dev,
+         " backend (not built, or no device/driver found); available: cpu");
+  if (onnx::find_cases(args.positional).empty()) {
+    std::string paths;
+    for (const std::string& p : args.positional) paths += (paths.empty() ? "" : ", ") + p;
+    fail(ErrorCategory::InvalidArgument, "no ONNX test cases under ", paths,
+         " (a case is a directory holding model.onnx and test_data_set_*/)");
+  }
   auto int_opt = [&](const std::string& name, int fallback, int lo) {
     if (!args.has(name)) return fallback;
     try {

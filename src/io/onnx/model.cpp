@@ -121,11 +121,11 @@ OnnxModel make_model(std::shared_ptr<ModelSource> src, const ImportOptions& opts
 
 OnnxModel load_onnx_bytes(const void* data, size_t size, const std::string& name, const std::string& base_dir,
                           const ImportOptions& opts) {
-  return make_model(parse_model(data, size, name, base_dir), opts);
+  return detail::guard("loading ONNX model", [&] { return make_model(parse_model(data, size, name, base_dir), opts); });
 }
 
 OnnxModel load_onnx(const std::string& path, const ImportOptions& opts) {
-  return make_model(parse_model_file(path), opts);
+  return detail::guard("loading ONNX model", [&] { return make_model(parse_model_file(path), opts); });
 }
 
 Graph import_graph(const OnnxModel& model, const std::map<std::string, std::vector<int64_t>>& shapes,

@@ -51,8 +51,9 @@ Window read_window(NodeCtx& c, const std::vector<int64_t>& in_sp, std::vector<in
 std::vector<int64_t> spatial(const std::vector<int64_t>& d) { return std::vector<int64_t>(d.begin() + 2, d.end()); }
 
 int64_t prod(const std::vector<int64_t>& v, size_t from = 0, size_t to = SIZE_MAX) {
+  const size_t end = std::min(to, v.size());
   int64_t p = 1;
-  for (size_t i = from; i < std::min(to, v.size()); ++i) p *= v[i];
+  for (auto it = v.begin() + long(std::min(from, end)); it != v.begin() + long(end); ++it) p *= *it;
   return p;
 }
 

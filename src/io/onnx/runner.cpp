@@ -3,6 +3,7 @@
 #include <mutex>
 
 #include "io/onnx/importer.h"
+#include "ir/dims.h"
 #include "runtime/typed_io.h"
 
 namespace rlx::onnx {
@@ -47,12 +48,22 @@ namespace {
 std::map<std::string, TypedTensor> value_inputs(const std::map<std::string, TypedTensor>& feed, int tier) {
   std::map<std::string, TypedTensor> v;
   for (const auto& [name, t] : feed) {
-    int64_t n = 1;
-    for (int64_t d : t.dims) n *= d;
+    const int64_t n = dims_numel(t.dims);  // checked when the feed was built
     bool shape_like = is_integer(t.dtype) || t.dtype == DType::Bool;
     if (n <= kMaxValueElements && (tier >= 2 || shape_like)) v[name] = t;
   }
   return v;
+}
+
+// "f32[1,3,s,s]"-style text of a declared input (symbolic dims by their names, "?" if unnamed).
+std::string info_str(const OnnxValueInfo& info) {
+  std::string s = std::string(dtype_name(info.dtype)) + "[";
+  for (size_t i = 0; i < info.dims.size(); ++i) {
+    if (i) s += ",";
+    if (info.dims[i] >= 0) s += std::to_string(info.dims[i]);
+    else s += i < info.dim_params.size() && !info.dim_params[i].empty() ? info.dim_params[i] : "?";
+  }
+  return s + "]";
 }
 
 std::string value_key(const std::map<std::string, TypedTensor>& values) {
@@ -95,19 +106,37 @@ CompiledGraph& OnnxRunner::compiled_for(const std::map<std::string, std::vector<
 }
 
 std::vector<TypedTensor> OnnxRunner::run(const std::map<std::string, TypedTensor>& inputs) {
+  return detail::guard("OnnxRunner::run", [&] { return run_unguarded(inputs); });
+}
+
+std::vector<TypedTensor> OnnxRunner::run_unguarded(const std::map<std::string, TypedTensor>& inputs) {
   const OnnxModel& m = impl_->model;
   std::map<std::string, std::vector<int64_t>> shapes;
   std::map<std::string, TypedTensor> feed;
-  for (const auto& info : m.inputs) {
-    auto it = inputs.find(info.name);
-    if (it == inputs.end()) fail(ErrorCategory::InvalidArgument, m.path, ": missing input '", info.name, "'");
-    shapes[info.name] = it->second.dims;
-    if (it->second.dtype == info.dtype) feed[info.name] = it->second;
-    else feed[info.name] = runtime::convert_tensor(it->second, info.dtype);
-  }
+  std::string known;
+  for (const auto& info : m.inputs) known += (known.empty() ? "" : ", ") + info.name + " " + info_str(info);
+  if (known.empty()) known = "none";
   for (const auto& [name, t] : inputs) {
     (void)t;
-    if (!shapes.count(name)) fail(ErrorCategory::InvalidArgument, m.path, ": the model has no input '", name, "'");
+    bool found = false;
+    for (const auto& info : m.inputs) found = found || info.name == name;
+    if (!found)
+      fail(ErrorCategory::InvalidArgument, m.path, ": the model has no input '", name, "' (its inputs: ", known, ")");
+  }
+  for (const auto& info : m.inputs) {
+    auto it = inputs.find(info.name);
+    if (it == inputs.end())
+      fail(ErrorCategory::InvalidArgument, m.path, ": missing input '", info.name, "' (its inputs: ", known, ")");
+    const TypedTensor& t = it->second;
+    try {
+      (void)Shape(t.dims, t.dtype);  // dims are non-negative and the tensor can exist
+      shapes[info.name] = t.dims;
+      if (t.dtype == info.dtype) feed[info.name] = t;
+      else feed[info.name] = runtime::convert_tensor(t, info.dtype);
+    } catch (const Error& e) {
+      fail(e.category(), m.path, ": input '", info.name, "' (", dtype_name(t.dtype), " given, the model takes ",
+           info_str(info), "): ", e.what());
+    }
   }
   CompiledGraph* cg = nullptr;
   while (!cg) {
