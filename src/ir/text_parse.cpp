@@ -414,7 +414,11 @@ class Parser {
     bool leaf_named = n.kind == OpKind::Input || n.kind == OpKind::Param;
     std::string auto_name = op.text + "_" + std::to_string(g.nodes().size());
     if (leaf_named) {
-      auto_name = expect_kind(Tok::String, "the public name (a string)").text;
+      Token pub = expect_kind(Tok::String, "the public name (a string)");
+      auto_name = pub.text;
+      // Public names identify inputs and params at run time: each at most once (the verifier's rule).
+      if ((n.kind == OpKind::Input ? g.find_input(auto_name) : g.find_param(auto_name)) >= 0)
+        error_at(pub, std::string(op.text) + " name \"" + auto_name + "\" is used twice");
       std::get<LeafAttrs>(n.attrs).name = auto_name;
     }
     if (!leaf) {

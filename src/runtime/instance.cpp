@@ -260,7 +260,13 @@ Instance::Feed Instance::check_feed(const Port& p, DType dtype, const void* data
     fail(ErrorCategory::InvalidArgument, p.kind, " '", p.name, "' (", p.slot.str(), ") needs ", *want, " ",
          dtype_name(dtype), " elements, got ", f.user_elems);
   if (dims && !dims->empty()) {
-    if (size_t(numel_of(*dims)) != f.user_elems ||
+    int64_t n = 0;
+    try {
+      n = numel_of(*dims);
+    } catch (const Error& e) {
+      fail(e.category(), p.kind, " '", p.name, "': dims ", dims_str(*dims), ": ", e.what());
+    }
+    if (size_t(n) != f.user_elems ||
         (f.boundary.user_group == f.boundary.slot_group && *dims != p.type.static_dims()))
       fail(ErrorCategory::InvalidArgument, p.kind, " '", p.name, "' has dims ", dims_str(p.type.static_dims()), ", got ",
            dims_str(*dims));

@@ -1,5 +1,7 @@
 #include "runtime/typed_io.h"
 
+#include "ir/dims.h"
+
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -188,9 +190,9 @@ void to_user(const Boundary& b, const void* slot, void* user, size_t user_elems)
 }
 
 int64_t numel_of(const std::vector<int64_t>& dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  return n;
+  for (int64_t d : dims)
+    if (d < 0) fail(ErrorCategory::InvalidArgument, "tensor has a negative dim ", d);
+  return dims_numel(dims);  // checked: an overflowing product is Error(Shape)
 }
 
 TypedTensor convert_tensor(const TypedTensor& t, DType to) {

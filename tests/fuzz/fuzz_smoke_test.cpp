@@ -193,24 +193,34 @@ void run_mutations(const TargetSpec& t, uint64_t seed) {
   EXPECT_GT(r.accepted, 0);
 }
 
-void run_regressions(const std::string& target, const Body& body) {
+// Replays fuzz/regressions/<target>/ (the folder must exist and hold inputs). With
+// `hostile`, every regression is an input that must be refused with rlx::Error: one that
+// is accepted means the bug it records (e.g. a size that wraps) is back.
+void run_regressions(const std::string& target, const Body& body, bool hostile) {
   OpenRegressions open = open_regressions(target);
-  auto inputs = files_in(kFuzzDir / "regressions" / target, open.names);
-  expect_no_findings(replay(target, body, inputs));
+  const fs::path dir = kFuzzDir / "regressions" / target;
+  ASSERT_TRUE(fs::is_directory(dir)) << dir << " is missing";
+  auto inputs = files_in(dir, open.names);
+  ASSERT_FALSE(inputs.empty()) << dir << " holds no regression inputs";
+  ReplayResult r = replay(target, body, inputs);
+  expect_no_findings(r);
+  if (hostile) {
+    EXPECT_EQ(r.accepted, 0) << r.accepted << " hostile regression inputs of " << target << " were accepted";
+  }
   std::printf("[ fuzz     ] %s: %zu fixed regressions replayed, %zu still open (fuzz/regressions/open.txt)\n",
               target.c_str(), inputs.size(), open.names.size());
 }
 
 TEST(FuzzSmoke, NpySeeds) { run_seeds(npy_spec()); }
 TEST(FuzzSmoke, NpyMutations) { run_mutations(npy_spec(), 0x6e7079); }
-TEST(FuzzSmoke, NpyRegressions) { run_regressions("npy", npy_one_input); }
+TEST(FuzzSmoke, NpyRegressions) { run_regressions("npy", npy_one_input, true); }
 TEST(FuzzSmoke, TextSeeds) { run_seeds(text_spec()); }
 TEST(FuzzSmoke, TextMutations) { run_mutations(text_spec(), 0x74657874); }
-TEST(FuzzSmoke, TextRegressions) { run_regressions("text", text_one_input); }
+TEST(FuzzSmoke, TextRegressions) { run_regressions("text", text_one_input, true); }
 #ifdef RLX_HAVE_ONNX
 TEST(FuzzSmoke, OnnxSeeds) { run_seeds(onnx_spec()); }
 TEST(FuzzSmoke, OnnxMutations) { run_mutations(onnx_spec(), 0x6f6e6e78); }
-TEST(FuzzSmoke, OnnxRegressions) { run_regressions("onnx", onnx_one_input); }
+TEST(FuzzSmoke, OnnxRegressions) { run_regressions("onnx", onnx_one_input, false); }
 #endif
 
 // ---- the harness itself can fail

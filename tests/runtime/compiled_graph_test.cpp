@@ -109,6 +109,11 @@ TEST(CompiledGraph, RunInputErrorsLeaveObjectUsable) {
                ErrorCategory::InvalidArgument, "i32");
   expect_error([&] { net.run_typed({{"x", typed<float>(DType::F32, {4, 1}, kX)}}); },
                ErrorCategory::InvalidArgument, "dims");
+  // Dims whose product wraps int64 (2^32 * 2^32 = 2^64 -> 0 when wrapped) or is negative.
+  expect_error([&] { net.run_typed({{"x", typed<float>(DType::F32, {int64_t(1) << 32, int64_t(1) << 32, 4}, kX)}}); },
+               ErrorCategory::Shape, "overflows");
+  expect_error([&] { net.run_typed({{"x", typed<float>(DType::F32, {-1, -4}, kX)}}); },
+               ErrorCategory::InvalidArgument, "negative dim");
   expect_hello_works(net);
 }
 

@@ -207,6 +207,8 @@ TEST(ActiveExtent, LeadingRowsAreExactRestRunOrStay) {
   expect_error([&] { net.set_active_extent(0, rows); }, ErrorCategory::InvalidArgument, "set_active_extent");
   expect_error([&] { net.set_active_extent(9, rows); }, ErrorCategory::InvalidArgument, "set_active_extent");
   expect_error([&] { net.set_active_extent(1, 0); }, ErrorCategory::InvalidArgument, "set_active_extent");
+  // An `upper` that no dim of the graph has would silently run in full: an error.
+  expect_error([&] { net.set_active_extent(2, 977); }, ErrorCategory::InvalidArgument, "no dim of the compiled graph is 977");
   net.set_active_extent(rows, rows);  // back to full runs
   expect_close(net.run({{"x", b}})[0], yb, 1e-5f);
 
