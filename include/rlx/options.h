@@ -4,11 +4,15 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace rlx {
 
-enum class Device { Cpu, Cuda };
+// Null: the null backend (claims no op; for testing the backend interface and as the
+// template of a new backend); Session::available_devices() does not list it.
+enum class Device { Cpu, Cuda, Null };
+std::string_view device_name(Device d);  // "cpu", "cuda", "null"
 enum class Precision { F32, F16, BF16 };
 
 struct CompileOptions {

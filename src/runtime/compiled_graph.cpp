@@ -2,7 +2,6 @@
 // object holds a compiled graph (a default-constructed or moved-from one does not).
 #include "rlx/compiled_graph.h"
 
-#include "backends/cpu/isa.h"
 #include "runtime/instance.h"
 
 namespace rlx {
@@ -69,21 +68,10 @@ CompiledGraph CompiledGraph::clone() const {
   return detail::guard("CompiledGraph::clone", [&] { return CompiledGraph(need(impl_).clone()); });
 }
 
-Capabilities CompiledGraph::capabilities() const {
-  runtime::Instance& in = need(impl_);
-  Capabilities c;
-  c.device = "cpu";
-  c.threads = in.executable().threads();
-  c.isa = std::string(cpu::isa_name(cpu::detect_isa()));
-#ifdef RLX_HAVE_BLAS
-  c.blas = true;
-#endif
-  c.precisions = {"f32", "f16", "bf16"};
-  return c;
-}
+Capabilities CompiledGraph::capabilities() const { return need(impl_).executable().capabilities(); }
 
 const CompileReport& CompiledGraph::report() const { return need(impl_).iface().report; }
-const Graph& CompiledGraph::graph() const { return need(impl_).program().plan.graph; }
+const Graph& CompiledGraph::graph() const { return need(impl_).plan().graph; }
 
 std::vector<std::string> CompiledGraph::input_names() const {
   std::vector<std::string> v;

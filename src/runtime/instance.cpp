@@ -30,15 +30,16 @@ bool needs_binding(const Graph& g) {
   return false;
 }
 
-Port make_port(const std::string& kind, const std::string& name, const Shape& type, const Shape* slot,
-               cpu::BufRef ref) {
+Port make_port(const std::string& kind, const std::string& name, const Shape& type, const Shape* slot, Value value,
+               bool stored) {
   Port p;
   p.kind = kind;
   p.name = name;
   p.type = type;
   p.present = slot != nullptr;
   p.slot = slot ? *slot : type;
-  p.ref = slot ? ref : cpu::BufRef{};
+  p.value = value;
+  p.stored = slot != nullptr && stored;
   if (p.slot.static_dims() != p.type.static_dims())
     fail(ErrorCategory::Internal, kind, " '", name, "' is ", type.str(), " but compiled as ", p.slot.str());
   const std::string what = kind + " '" + name + "'";
@@ -49,10 +50,10 @@ Port make_port(const std::string& kind, const std::string& name, const Shape& ty
 
 }  // namespace
 
-std::shared_ptr<Interface> make_interface(const Graph& original, const cpu::Program& program,
+std::shared_ptr<Interface> make_interface(const Graph& original, const backend::Executable& exe,
                                           const CompileOptions& opts) {
   auto iface = std::make_shared<Interface>();
-  const Graph& cg = program.plan.graph;
+  const Graph& cg = exe.plan().graph;
   Graph bound;
   const Graph* src = &original;
   if (needs_binding(original)) {
@@ -65,14 +66,15 @@ std::shared_ptr<Interface> make_interface(const Graph& original, const cpu::Prog
     int32_t c = cg.find_input(name);
     iface->input_index[name] = int(iface->inputs.size());
     iface->inputs.push_back(make_port("input", name, n.outputs[0], c >= 0 ? &cg.node(c).outputs[0] : nullptr,
-                                      c >= 0 ? program.values[size_t(c)][0] : cpu::BufRef{}));
+                                      Value{c, 0}, c >= 0 && exe.stored(Value{c, 0})));
   }
   for (int32_t id : src->param_nodes()) {
     const Node& n = src->node(id);
     const std::string& name = n.attr<LeafAttrs>().name;
     int32_t c = cg.find_param(name);
     iface->param_index[name] = int(iface->params.size());
-    iface->params.push_back(make_port("param", name, n.outputs[0], c >= 0 ? &cg.node(c).outputs[0] : nullptr, {}));
+    iface->params.push_back(make_port("param", name, n.outputs[0], c >= 0 ? &cg.node(c).outputs[0] : nullptr,
+                                      Value{c, 0}, false));
   }
   if (src->outputs().size() != cg.outputs().size())
     fail(ErrorCategory::Internal, "compiled graph has ", cg.outputs().size(), " outputs, the graph ",
@@ -81,11 +83,10 @@ std::shared_ptr<Interface> make_interface(const Graph& original, const cpu::Prog
     const GraphOutput& o = src->outputs()[i];
     const Value cv = cg.outputs()[i].value;
     iface->output_index.emplace(o.name, int(i));
-    iface->outputs.push_back(make_port("output", o.name, src->type(o.value), &cg.type(cv),
-                                       program.values[size_t(cv.node)][size_t(cv.out)]));
+    iface->outputs.push_back(make_port("output", o.name, src->type(o.value), &cg.type(cv), cv, exe.stored(cv)));
   }
 
-  const opt::Plan& plan = program.plan;
+  const opt::Plan& plan = exe.plan();
   CompileReport& r = iface->report;
   r.dispatch = plan.dispatch_report;
   r.fusion = plan.fusion_report;
@@ -95,15 +96,15 @@ std::shared_ptr<Interface> make_interface(const Graph& original, const cpu::Prog
   r.lower_bound_bytes = plan.memory.lower_bound_bytes;
   r.weight_bytes = plan.memory.weights_bytes + plan.memory.constant_bytes;
   r.constant_bytes = plan.memory.constant_bytes;
-  r.num_thunks = int(program.thunks.size());
+  r.num_thunks = exe.num_kernel_calls();
   iface->poison_scratch = opts.verify_each_pass;
   return iface;
 }
 
 // ---------------------------------------------------------------- lifecycle
 
-Instance::Instance(std::shared_ptr<const cpu::Program> program, std::shared_ptr<const Interface> iface)
-    : iface_(std::move(iface)), exe_(std::make_unique<cpu::Executable>(std::move(program), iface_->threads)) {
+Instance::Instance(std::unique_ptr<backend::Executable> exe, std::shared_ptr<const Interface> iface)
+    : iface_(std::move(iface)), exe_(std::move(exe)) {
   exe_->set_poison_scratch(iface_->poison_scratch);
   feeds_.resize(iface_->inputs.size());
   input_handle_.assign(iface_->inputs.size(), -1);
@@ -117,6 +118,7 @@ std::unique_ptr<Instance> Instance::clone() const {
   c->input_handle_ = input_handle_;
   c->handles_ = handles_;
   c->params_ready_ = params_ready_;
+  c->slot_views_.resize(slot_views_.size());
   return c;
 }
 
@@ -136,11 +138,25 @@ const Port& Instance::param_port(const std::string& name) const {
   return iface_->params[size_t(it->second)];
 }
 
-const cpu::Weights::Entry* Instance::param_entry(const Port& p) const {
-  if (!p.present) return nullptr;
-  const cpu::Weights::Entry* e = exe_->weights()->find(p.name);
-  RLX_CHECK(e != nullptr, "param '", p.name, "' missing from the weights segment");
-  return e;
+void Instance::write_param_converted(const Port& p, const Boundary& b, const void* src, size_t n) {
+  if (uint8_t* dst = exe_->param_host_data(p.name)) {
+    to_slot(b, src, dst, n);
+  } else {
+    staging_.assign(p.slot.bytes(), 0);
+    to_slot(b, src, staging_.data(), n);
+    exe_->write_param(p.name, 0, staging_.data(), staging_.size());
+  }
+  exe_->mark_param_set(p.name);
+}
+
+void Instance::write_value_converted(const Port& p, const Boundary& b, const void* src, size_t n) {
+  if (uint8_t* dst = exe_->host_data(p.value)) {
+    to_slot(b, src, dst, n);
+    return;
+  }
+  staging_.assign(p.slot.bytes(), 0);
+  to_slot(b, src, staging_.data(), n);
+  exe_->upload(p.value, staging_.data(), staging_.size());
 }
 
 // ---------------------------------------------------------------- params
@@ -152,19 +168,13 @@ void Instance::set_param(const std::string& name, const std::vector<float>& valu
   if (!want || *want != values.size())
     fail(ErrorCategory::InvalidArgument, "param '", name, "' (", p.slot.str(), ") needs ", want ? *want : slot_n,
          " f32 values, got ", values.size());
-  if (const cpu::Weights::Entry* e = param_entry(p)) {
-    to_slot(p.lenient, values.data(), exe_->weights()->data(*e), values.size());
-    exe_->weights()->mark_set(*e);
-  }
+  if (p.present) write_param_converted(p, p.lenient, values.data(), values.size());
 }
 
 void Instance::set_param_typed(const std::string& name, const void* bytes, size_t nbytes, DType dtype) {
   const Port& p = param_port(name);
   Feed f = check_feed(p, dtype, bytes, nbytes, false, nullptr);
-  if (const cpu::Weights::Entry* e = param_entry(p)) {
-    to_slot(f.boundary, bytes, exe_->weights()->data(*e), f.user_elems);
-    exe_->weights()->mark_set(*e);
-  }
+  if (p.present) write_param_converted(p, f.boundary, bytes, f.user_elems);
 }
 
 void Instance::set_param_range(const std::string& name, size_t byte_offset, const void* bytes, size_t nbytes) {
@@ -174,17 +184,17 @@ void Instance::set_param_range(const std::string& name, size_t byte_offset, cons
     fail(ErrorCategory::InvalidArgument, "set_param_range: bytes [", byte_offset, ", ", byte_offset + nbytes,
          ") do not fit param '", name, "' (", p.slot.str(), ", ", total, " bytes)");
   if (nbytes && !bytes) fail(ErrorCategory::InvalidArgument, "set_param_range: null data for param '", name, "'");
-  if (const cpu::Weights::Entry* e = param_entry(p)) {
-    if (nbytes) std::memcpy(exe_->weights()->data(*e) + byte_offset, bytes, nbytes);
+  if (p.present) {
+    exe_->write_param(name, byte_offset, bytes, nbytes);
     // A range write counts as giving the param a value: loaders stream params in pieces.
-    exe_->weights()->mark_set(*e);
+    exe_->mark_param_set(name);
   }
 }
 
 void Instance::finalize_params() {
   std::string missing;
   for (const Port& p : iface_->params)
-    if (const cpu::Weights::Entry* e = param_entry(p); e && !e->set) missing += (missing.empty() ? "" : ", ") + p.name;
+    if (p.present && !exe_->param_set(p.name)) missing += (missing.empty() ? "" : ", ") + p.name;
   if (!missing.empty()) fail(ErrorCategory::InvalidArgument, "finalize_params: params without a value: ", missing);
   params_ready_ = true;
 }
@@ -202,30 +212,16 @@ void Instance::check_same_params(const Instance& other, const char* what) const 
 }
 
 void Instance::copy_params_from(const Instance& other) {
-  if (&other == this || other.exe_->weights() == exe_->weights()) return;
+  if (&other == this || exe_->shares_params_with(*other.exe_)) return;
   check_same_params(other, "copy_params_from");
-  std::vector<std::pair<const cpu::Weights::Entry*, const cpu::Weights::Entry*>> pairs;
-  for (const Port& p : iface_->params) {
-    const cpu::Weights::Entry* mine = param_entry(p);
-    if (!mine) continue;
-    const cpu::Weights::Entry* theirs = other.exe_->weights()->find(p.name);
-    if (!theirs || !(theirs->type == mine->type))
-      fail(ErrorCategory::InvalidArgument, "copy_params_from: the source does not store param '", p.name, "' as ",
-           mine->type.str());
-    pairs.emplace_back(mine, theirs);
-  }
-  for (const auto& [mine, theirs] : pairs) {
-    const size_t n = mine->type.bytes();
-    if (n) std::memcpy(exe_->weights()->data(*mine), other.exe_->weights()->data(*theirs), n);
-    if (theirs->set) exe_->weights()->mark_set(*mine);
-  }
+  exe_->copy_params_from(*other.exe_);
   params_ready_ = false;
 }
 
 void Instance::share_params_from(const Instance& other) {
   check_same_params(other, "share_params_from");
   try {
-    exe_->use_weights(other.exe_->weights());
+    exe_->share_params_from(*other.exe_);
   } catch (const Error& e) {
     fail(e.category(), "share_params_from: ", e.what());
   }
@@ -283,7 +279,7 @@ void Instance::check_complete() const {
            iface_->inputs[i].type.str(), ")");
   if (params_ready_) return;
   for (const Port& p : iface_->params)
-    if (const cpu::Weights::Entry* e = param_entry(p); e && !e->set)
+    if (p.present && !exe_->param_set(p.name))
       fail(ErrorCategory::InvalidArgument, "param '", p.name, "' (", p.type.str(),
            ") has no value: give it one with set_param before running");
   params_ready_ = true;
@@ -293,24 +289,30 @@ void Instance::execute() {
   for (size_t i = 0; i < feeds_.size(); ++i) {
     const Feed& f = feeds_[i];
     const Port& p = iface_->inputs[i];
-    if (f.given && !p.ref.absent()) to_slot(f.boundary, f.data, exe_->locate(p.ref), f.user_elems);
+    if (f.given && p.stored) write_value_converted(p, f.boundary, f.data, f.user_elems);
   }
   exe_->run();
   for (Handle& h : handles_) {
     if (h.output < 0) continue;
     const Port& out = iface_->outputs[size_t(h.output)];
-    const uint8_t* src = exe_->locate(out.ref);
-    if (!src) continue;
+    if (!out.stored) continue;
     const size_t n = out.slot.bytes();
-    if (h.input >= 0 && !iface_->inputs[size_t(h.input)].ref.absent())
-      std::memmove(exe_->locate(iface_->inputs[size_t(h.input)].ref), src, n);  // may alias
+    if (h.input >= 0 && iface_->inputs[size_t(h.input)].stored)
+      exe_->copy_value(out.value, iface_->inputs[size_t(h.input)].value, n);  // stays on the backend's side
     else
-      std::memcpy(h.store.data(), src, n);
+      exe_->download(out.value, h.store.data(), n);
   }
 }
 
 void Instance::read_output(const Port& p, const Boundary& b, void* dst, size_t user_elems) const {
-  if (const uint8_t* src = exe_->locate(p.ref)) to_user(b, src, dst, user_elems);
+  if (!p.stored) return;
+  if (const uint8_t* src = exe_->host_data(p.value)) {
+    to_user(b, src, dst, user_elems);
+    return;
+  }
+  staging_.resize(p.slot.bytes());
+  exe_->download(p.value, staging_.data(), staging_.size());
+  to_user(b, staging_.data(), dst, user_elems);
 }
 
 std::vector<std::vector<float>> Instance::run(const std::map<std::string, std::vector<float>>& inputs) {
@@ -388,8 +390,17 @@ std::vector<TensorView> Instance::run_slots(const std::vector<std::span<const ui
   execute();
   std::vector<TensorView> out;
   out.reserve(iface_->outputs.size());
-  for (const Port& p : iface_->outputs)
-    out.push_back(TensorView{p.slot.dtype(), p.slot.static_dims(), exe_->locate(p.ref), p.slot.bytes()});
+  slot_views_.resize(iface_->outputs.size());
+  for (size_t k = 0; k < iface_->outputs.size(); ++k) {
+    const Port& p = iface_->outputs[k];
+    const uint8_t* data = p.stored ? exe_->host_data(p.value) : nullptr;
+    if (p.stored && !data) {  // a backend without host memory: a host copy, valid until the next run
+      slot_views_[k].resize(p.slot.bytes());
+      exe_->download(p.value, slot_views_[k].data(), slot_views_[k].size());
+      data = slot_views_[k].data();
+    }
+    out.push_back(TensorView{p.slot.dtype(), p.slot.static_dims(), data, p.slot.bytes()});
+  }
   return out;
 }
 
@@ -415,14 +426,12 @@ void Instance::bind_handle(const std::string& name, const TypedTensor& initial) 
   Feed f = check_feed(p, initial.dtype, initial.bytes.data(), initial.bytes.size(), false, &initial.dims);
 
   Handle h{name, in, out, {}};
-  uint8_t* dst = nullptr;
-  if (in >= 0 && !p.ref.absent()) {
-    dst = exe_->locate(p.ref);
+  if (in >= 0 && p.stored) {
+    if (f.user_elems) write_value_converted(p, f.boundary, f.data, f.user_elems);
   } else {
     h.store.resize(p.slot.bytes());
-    dst = h.store.data();
+    if (f.user_elems) to_slot(f.boundary, f.data, h.store.data(), f.user_elems);
   }
-  if (f.user_elems) to_slot(f.boundary, f.data, dst, f.user_elems);
   int k = find_handle(name);
   if (k < 0) {
     k = int(handles_.size());
@@ -438,13 +447,16 @@ TypedTensor Instance::read_handle(const std::string& name) const {
   if (k < 0) fail(ErrorCategory::InvalidArgument, "read_handle: no handle named '", name, "'");
   const Handle& h = handles_[size_t(k)];
   const Port& p = h.input >= 0 ? iface_->inputs[size_t(h.input)] : iface_->outputs[size_t(h.output)];
-  const uint8_t* src = (h.input >= 0 && !p.ref.absent()) ? exe_->locate(p.ref) : h.store.data();
   TypedTensor t;
   t.dtype = p.type.dtype();
   t.dims = p.type.static_dims();
   const size_t n = size_t(p.type.numel());
   t.bytes.resize(n * dtype_size(t.dtype));
-  if (n) to_user(p.typed, src, t.bytes.data(), n);
+  if (!n) return t;
+  if (h.input >= 0 && p.stored)
+    read_output(p, p.typed, t.bytes.data(), n);  // the handle's state lives in the input's storage
+  else
+    to_user(p.typed, h.store.data(), t.bytes.data(), n);
   return t;
 }
 
@@ -455,7 +467,7 @@ void Instance::set_active_extent(int64_t actual, int64_t upper) {
   if (actual != upper) {
     // An extent no dim of the compiled graph has would silently run everything in full.
     bool found = false;
-    for (const Node& n : program().plan.graph.nodes())
+    for (const Node& n : plan().graph.nodes())
       for (const Shape& s : n.outputs)
         for (Dim d : s.dims()) found = found || (d.is_static() && d.value() == upper);
     if (!found)

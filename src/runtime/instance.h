@@ -1,6 +1,8 @@
-// runtime::Instance: what a CompiledGraph holds. It pairs a CPU Executable with the
-// graph's public interface (named inputs, outputs and params with their public types),
-// converts data at the boundary (typed_io.h), and keeps handle state.
+// runtime::Instance: what a CompiledGraph holds. It pairs a backend's Executable
+// (backends/backend.h) with the graph's public interface (named inputs, outputs and params
+// with their public types), converts data at the boundary (typed_io.h), and keeps handle
+// state. It talks to the executable only through that interface: straight into host
+// memory where the backend offers it (host_data), through a staging buffer otherwise.
 //
 // Public vs slot types: a port's public type is what the caller's graph declared (dims
 // bound); its slot type is what the compiled graph stores. They differ only when a
@@ -18,7 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "backends/cpu/executable.h"
+#include "backends/backend.h"
 #include "rlx/compiled_graph.h"
 #include "runtime/typed_io.h"
 
@@ -29,7 +31,8 @@ struct Port {
   std::string name;
   Shape type;             // public type (static dims)
   Shape slot;             // compiled type (same dims)
-  cpu::BufRef ref;        // inputs/outputs: where the value lives; absent if dropped or empty
+  Value value;            // inputs/outputs: the value in the compiled graph
+  bool stored = false;    // inputs/outputs: the executable holds it (false: dropped or empty)
   bool present = false;   // the compiled graph has this leaf / value
   Boundary lenient;       // f32 <-> slot, for run() and set_param()
   Boundary typed;         // public dtype <-> slot (run_typed, handles)
@@ -44,17 +47,17 @@ struct Interface {
 };
 
 // Builds the interface of `original` compiled into `program` (names, public types).
-std::shared_ptr<Interface> make_interface(const Graph& original, const cpu::Program& program,
+std::shared_ptr<Interface> make_interface(const Graph& original, const backend::Executable& exe,
                                           const CompileOptions& opts);
 
 class Instance {
  public:
-  Instance(std::shared_ptr<const cpu::Program> program, std::shared_ptr<const Interface> iface);
+  Instance(std::unique_ptr<backend::Executable> exe, std::shared_ptr<const Interface> iface);
   std::unique_ptr<Instance> clone() const;
 
   const Interface& iface() const { return *iface_; }
-  const cpu::Program& program() const { return exe_->program(); }
-  cpu::Executable& executable() { return *exe_; }
+  const opt::Plan& plan() const { return exe_->plan(); }
+  const backend::Executable& executable() const { return *exe_; }
 
   void set_param(const std::string& name, const std::vector<float>& values);
   void set_param_typed(const std::string& name, const void* bytes, size_t nbytes, DType dtype);
@@ -92,7 +95,10 @@ class Instance {
   size_t fed_input(const std::string& name) const;
   void check_same_params(const Instance& other, const char* what) const;
   const Port& param_port(const std::string& name) const;
-  const cpu::Weights::Entry* param_entry(const Port& p) const;
+  // Converts `n` user elements through `b` into the param's storage and marks it set.
+  void write_param_converted(const Port& p, const Boundary& b, const void* src, size_t n);
+  // Converts `n` user elements through `b` into the value's storage (host or staged).
+  void write_value_converted(const Port& p, const Boundary& b, const void* src, size_t n);
   Feed check_feed(const Port& p, DType dtype, const void* data, size_t nbytes, bool lenient,
                   const std::vector<int64_t>* dims) const;
   void check_complete() const;   // every input fed or handle-bound; every param set
@@ -101,7 +107,9 @@ class Instance {
   int find_handle(const std::string& name) const;
 
   std::shared_ptr<const Interface> iface_;
-  std::unique_ptr<cpu::Executable> exe_;
+  std::unique_ptr<backend::Executable> exe_;
+  mutable std::vector<uint8_t> staging_;            // slot bytes for backends without host memory
+  std::vector<std::vector<uint8_t>> slot_views_;    // run_slots outputs of such backends
   std::vector<Feed> feeds_;           // per input, reused across runs (no allocation)
   std::vector<int> input_handle_;     // per input: handle index or -1
   std::vector<Handle> handles_;

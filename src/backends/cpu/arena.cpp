@@ -33,14 +33,14 @@ Arena::Arena(int64_t bytes, int64_t alignment) {
     alloc_bytes_ = size_t((bytes + page_size() - 1) / page_size() * page_size());
     void* p = mmap(nullptr, alloc_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED)
-      fail(ErrorCategory::Io, "cannot map an arena of ", bytes, " bytes: ", std::strerror(errno));
+      fail(ErrorCategory::ResourceExhausted, "cannot map an arena of ", bytes, " bytes: ", std::strerror(errno));
     data_ = static_cast<uint8_t*>(p);
     mapped_ = true;
     return;
   }
   alloc_bytes_ = size_t((bytes + alignment - 1) / alignment * alignment);
   void* p = std::aligned_alloc(size_t(alignment), alloc_bytes_);
-  if (!p) fail(ErrorCategory::Io, "cannot allocate an arena of ", bytes, " bytes");
+  if (!p) fail(ErrorCategory::ResourceExhausted, "cannot allocate an arena of ", bytes, " bytes");
   std::memset(p, 0, alloc_bytes_);
   data_ = static_cast<uint8_t*>(p);
 }

@@ -17,7 +17,7 @@ class Arena {
 
   Arena() = default;
   // alignment: a power of two; bytes may be 0 (data() is then nullptr).
-  // Throws Error(Io) when the memory cannot be obtained.
+  // Throws Error(ResourceExhausted) when the memory cannot be obtained.
   Arena(int64_t bytes, int64_t alignment);
   ~Arena();
   Arena(Arena&& o) noexcept;

@@ -1,4 +1,4 @@
-// Internal: evaluates one IR node on constant inputs with the CPU kernels (used by the
+// Internal: evaluates one IR node on constant inputs with the host evaluator (used by the
 // importer to fold shape arithmetic while importing). Returns nullopt when no CPU
 // kernel handles the node; other errors propagate.
 #pragma once

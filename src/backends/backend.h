@@ -1,0 +1,86 @@
+// The contract between the runtime and a backend: a Backend compiles a Plan into an
+// Executable, which the runtime's CompiledGraph forwards every call to.
+//
+// It sits at the bottom of the backends layer (it needs opt's Plan and the public
+// types only), so each backend implements it without depending on the runtime, and the
+// runtime drives every backend through it alone: apart from its registry
+// (src/runtime/backend_registry.cpp), no runtime file names a backend.
+//
+// Values are named as the compiled graph names them: Value{node, out} of plan().graph.
+// A backend may keep them anywhere (host or device memory); the runtime moves data only
+// through upload / download / copy_value and the param calls, and uses host_data() as a
+// zero-copy shortcut where the backend has host memory to offer (CPU: always; a device
+// backend: never, or for mapped buffers).
+//
+// Contract for every method: validate, then act; a throw (rlx::Error only) leaves the
+// executable as it was. One executable runs on one thread at a time; clone() gives an
+// independent one.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "opt/pipeline.h"
+#include "opt/plan.h"
+#include "rlx/compiled_graph.h"
+#include "rlx/options.h"
+
+namespace rlx::backend {
+
+class Executable {
+ public:
+  virtual ~Executable() = default;
+
+  virtual const opt::Plan& plan() const = 0;          // the compiled graph and its memory plan
+  virtual Capabilities capabilities() const = 0;
+  virtual int num_kernel_calls() const = 0;           // for the compile report
+
+  // ---- values of plan().graph
+  // True when the value has storage (false: empty, or dropped by the backend).
+  virtual bool stored(Value v) const = 0;
+  // Host pointer to the value's bytes, or nullptr when the backend keeps it elsewhere.
+  // Valid until the next run / release_scratch.
+  virtual uint8_t* host_data(Value v) = 0;
+  // Whole-value transfers of exactly the value's byte size (its slot type).
+  virtual void upload(Value v, const void* src, size_t bytes) = 0;
+  virtual void download(Value v, void* dst, size_t bytes) const = 0;
+  // dst <- src on the backend's side (handles feeding an output back into an input);
+  // the two may be the same or overlapping storage.
+  virtual void copy_value(Value src, Value dst, size_t bytes) = 0;
+
+  // ---- params, by public name (only params the compiled graph kept are present)
+  virtual bool has_param(const std::string& name) const = 0;
+  virtual uint8_t* param_host_data(const std::string& name) = 0;  // nullptr: not host memory
+  virtual void write_param(const std::string& name, size_t offset, const void* src, size_t bytes) = 0;
+  virtual void mark_param_set(const std::string& name) = 0;
+  virtual bool param_set(const std::string& name) const = 0;
+  // Copies every param this executable has from `other` (same backend; types checked).
+  virtual void copy_params_from(const Executable& other) = 0;
+  // Reads params from `other`'s weights from now on (no copy).
+  virtual void share_params_from(const Executable& other) = 0;
+  virtual bool shares_params_with(const Executable& other) const = 0;
+
+  // ---- running
+  virtual void run() = 0;  // throws Error naming the node whose kernel failed
+  virtual void set_extent(int64_t actual, int64_t upper) = 0;
+  virtual void release_scratch() = 0;
+  virtual void set_poison_scratch(bool on) = 0;  // RLX_VERIFY: scratch poisoned before each run
+  virtual std::unique_ptr<Executable> clone() const = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;   // "cpu", "null", "cuda"
+  virtual Device device() const = 0;
+  // Can this backend run here (device present, driver loaded)? If not, `why` says why.
+  virtual bool available(std::string* why) const = 0;
+  // What legalize asks: the ops (with input types) this backend runs natively.
+  virtual opt::BackendClaims claims() const = 0;
+  // Evaluates one node on constant inputs for constant folding (empty: no folding).
+  virtual opt::ConstEvaluator const_evaluator() const = 0;
+  virtual std::unique_ptr<Executable> compile(opt::Plan plan, const CompileOptions& opts) const = 0;
+};
+
+}  // namespace rlx::backend
