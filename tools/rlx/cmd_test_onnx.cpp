@@ -7,7 +7,7 @@
 #include "cli.h"
 
 #ifdef RLX_HAVE_ONNX
-#include "io/onnx/conformance.h"
+#include "onnx_conformance.h"
 #endif
 
 namespace rlx::cli {

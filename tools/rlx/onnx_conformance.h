@@ -1,4 +1,5 @@
-// ONNX backend conformance runner (`rlx test-onnx`).
+// ONNX backend conformance runner (`rlx test-onnx`). Test tooling, so it lives with the
+// CLI rather than in the library (process management: fork/wait per case).
 //
 // A case is a folder with model.onnx and test_data_set_N/{input,output}_K.pb; a path
 // may also be a folder of case folders. Each case prints one line:

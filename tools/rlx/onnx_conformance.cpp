@@ -1,6 +1,7 @@
 // The conformance runner: case discovery, skip rules, running, comparison, and
-// optional fork isolation with parallel jobs.
-#include "io/onnx/conformance.h"
+// optional fork isolation with parallel jobs. Built into the CLI when the importer is.
+#ifdef RLX_HAVE_ONNX
+#include "onnx_conformance.h"
 
 #include <poll.h>
 #include <signal.h>
@@ -410,3 +411,5 @@ ExpectationReport check_expected(const ConformanceSummary& s, const std::map<std
 }
 
 }  // namespace rlx::onnx
+
+#endif  // RLX_HAVE_ONNX
