@@ -38,6 +38,14 @@ const OpInfo& op_info(OpKind k) {
 
 bool has_trait(OpKind k, Trait t) { return (op_info(k).traits & t) != 0; }
 
+bool is_float_unary(OpKind k) { return has_trait(k, kUnary) && has_trait(k, kFloatOnly) && !has_trait(k, kBoolResult); }
+
+int elementwise_arity(OpKind k) {
+  const OpInfo& op = op_info(k);
+  if (!(op.traits & kElementwise) || op.min_inputs != op.max_inputs) return -1;  // fused_elementwise: variadic
+  return op.min_inputs;
+}
+
 bool op_from_name(std::string_view name, OpKind& out) {
   static const auto index = [] {
     std::unordered_map<std::string_view, OpKind> m;

@@ -8,21 +8,29 @@
 
 namespace rlx::ir {
 
+// Op traits. Each is true of exactly the ops that carry it, and code reads it instead of
+// keeping a list of its own; tests/ir/op_traits_test.cpp checks every trait against the
+// code it describes.
 enum Trait : uint32_t {
-  kLeaf = 1u << 0,
-  kUnary = 1u << 1,
-  kBinary = 1u << 2,
-  kElementwise = 1u << 3,
-  kCompare = 1u << 4,
-  kReduction = 1u << 5,
-  kDataMovement = 1u << 6,
-  kView = 1u << 7,          // may alias its input (reshape, identity)
-  kFusable = 1u << 8,       // may join a fused elementwise chain
-  kHasDecomposition = 1u << 9,
-  kNondeterministic = 1u << 10,
-  kCommutative = 1u << 11,
-  kFloatOnly = 1u << 12,    // accepts only floating dtypes
+  kLeaf = 1u << 0,           // no inputs: input, param, constant
+  kUnary = 1u << 1,          // elementwise, one input
+  kBinary = 1u << 2,         // elementwise, two broadcasting inputs
+  kElementwise = 1u << 3,    // output[i] depends on input[i] only (with broadcasting)
+  kBoolResult = 1u << 4,     // the output dtype is bool (comparisons, logical ops, is_nan, is_inf)
+  kReduction = 1u << 5,      // reduces along axes (precision keeps these in f32)
+  kDataMovement = 1u << 6,   // moves elements without arithmetic
+  kView = 1u << 7,           // may alias its input (reshape, identity)
+  kFusable = 1u << 8,        // may join a fused elementwise chain
+  kHasDecomposition = 1u << 9,  // opt::decompose lowers it into other ops (legalize's fallback)
+  kCommutative = 1u << 11,   // binary op with f(a, b) == f(b, a) (cse canonicalizes operands)
+  kFloatOnly = 1u << 12,     // accepts only floating dtypes
 };
+
+// Elementwise ops whose input and output are both floating (the float-only unary ops
+// that do not answer with bool).
+bool is_float_unary(OpKind k);
+// Number of operands of an elementwise op (1, 2, or 3 for where); -1 for other ops.
+int elementwise_arity(OpKind k);
 
 // Inputs to shape inference. in[i] is nullptr for an absent optional input.
 struct InferCtx {

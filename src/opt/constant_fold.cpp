@@ -11,7 +11,7 @@ namespace {
 constexpr size_t kMaxFoldBytes = size_t(16) << 20;
 
 bool foldable(const Graph& dst, const Node& n, const std::vector<Value>& in) {
-  if (ir::has_trait(n.kind, ir::kLeaf) || ir::has_trait(n.kind, ir::kNondeterministic)) return false;
+  if (ir::has_trait(n.kind, ir::kLeaf)) return false;
   if (!n.subgraphs.empty()) return false;
   bool any = false;
   for (Value v : in) {

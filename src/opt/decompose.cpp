@@ -303,35 +303,20 @@ Out unary(Builder& b, const Node& n) {
   }
 }
 
-bool is_unary_rule(OpKind k) {
-  switch (k) {
-    case OpKind::Identity: case OpKind::Neg: case OpKind::Reciprocal: case OpKind::Rsqrt:
-    case OpKind::Relu: case OpKind::Sigmoid: case OpKind::Tanh: case OpKind::Silu: case OpKind::Gelu:
-    case OpKind::Softplus: case OpKind::Softsign: case OpKind::Mish: case OpKind::HardSigmoid:
-    case OpKind::HardSwish: case OpKind::LeakyRelu: case OpKind::Elu: case OpKind::Selu: case OpKind::Celu:
-    case OpKind::ThresholdedRelu: case OpKind::Clip:
-      return true;
-    default:
-      return false;
-  }
-}
-
 }  // namespace
 
-bool has_decomposition(OpKind kind) {
-  switch (kind) {
-    case OpKind::LayerNorm: case OpKind::RmsNorm: case OpKind::FusedMatMul: case OpKind::Attention:
-    case OpKind::Rotary: case OpKind::Softmax: case OpKind::LogSoftmax: case OpKind::FusedElementwise:
-      return true;
-    default:
-      return is_unary_rule(kind);
-  }
-}
+bool has_decomposition(OpKind kind) { return ir::has_trait(kind, ir::kHasDecomposition); }
 
+// The trait is the gate: an op decomposes exactly when ops.def says so (tests check that
+// each op with the trait really does).
 std::optional<std::vector<Value>> decompose(Emitter& e, const Node& n, std::string* why) {
-  Builder b(e, n);
   std::string dummy;
   if (!why) why = &dummy;
+  if (!has_decomposition(n.kind)) {
+    *why = "no decomposition for " + std::string(op_name(n.kind));
+    return std::nullopt;
+  }
+  Builder b(e, n);
   switch (n.kind) {
     case OpKind::LayerNorm: return layer_norm(b, n);
     case OpKind::RmsNorm: return rms_norm(b, n);
@@ -342,9 +327,10 @@ std::optional<std::vector<Value>> decompose(Emitter& e, const Node& n, std::stri
     case OpKind::LogSoftmax: return softmax(b, n, true);
     case OpKind::FusedElementwise: return unfuse(b, n);
     default:
-      if (is_unary_rule(n.kind)) return unary(b, n);
-      *why = "no decomposition for " + std::string(op_name(n.kind));
-      return std::nullopt;
+      if (ir::has_trait(n.kind, ir::kUnary)) {
+        if (auto r = unary(b, n)) return r;
+      }
+      fail(ErrorCategory::Internal, "decompose: ", op_name(n.kind), " has the kHasDecomposition trait but no rule");
   }
 }
 

@@ -63,7 +63,7 @@ std::vector<Value> Importer::emit(OpKind k, std::vector<Value> in, Attrs a) {
       all_const = all_const && is_const(v);
     }
   }
-  if (all_const && any && !ir::has_trait(k, ir::kNondeterministic)) {
+  if (all_const && any) {
     n.outputs = ir::infer_outputs(n, types);
     bool small = true;
     for (const Shape& s : n.outputs) small = small && s.is_static() && s.numel() <= opts_.fold_max_elements;

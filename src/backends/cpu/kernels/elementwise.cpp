@@ -6,6 +6,7 @@
 
 #include "backends/cpu/kernel.h"
 #include "backends/cpu/kernels/elementwise_engine.h"
+#include "ir/op_table.h"
 #include "backends/cpu/thread_pool.h"
 #include "rlx/error.h"
 
@@ -80,27 +81,15 @@ bool supports_elementwise(const Node& node, const std::vector<const Shape*>& in)
   return ew::program_supported({spec_of(node, in.size(), node.outputs[0].dtype())}, dtypes, why);
 }
 
-// Identity is registered by the movement family (a copy / view); programs of
-// fused_elementwise still accept it through the engine.
-constexpr OpKind kElementwiseKinds[] = {
-    OpKind::Abs, OpKind::Neg, OpKind::Exp, OpKind::Log, OpKind::Sqrt,
-    OpKind::Rsqrt, OpKind::Reciprocal, OpKind::Sin, OpKind::Cos, OpKind::Tan, OpKind::Asin,
-    OpKind::Acos, OpKind::Atan, OpKind::Sinh, OpKind::Cosh, OpKind::Asinh, OpKind::Acosh,
-    OpKind::Atanh, OpKind::Tanh, OpKind::Sigmoid, OpKind::Relu, OpKind::Gelu, OpKind::Silu,
-    OpKind::Softplus, OpKind::Softsign, OpKind::Mish, OpKind::HardSwish, OpKind::HardSigmoid,
-    OpKind::LeakyRelu, OpKind::Elu, OpKind::Selu, OpKind::Celu, OpKind::ThresholdedRelu,
-    OpKind::Clip, OpKind::Erf, OpKind::Floor, OpKind::Ceil, OpKind::Round, OpKind::Sign,
-    OpKind::IsNaN, OpKind::IsInf, OpKind::Not, OpKind::BitwiseNot, OpKind::Cast,
-    OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Div, OpKind::Pow, OpKind::Max, OpKind::Min,
-    OpKind::Mod, OpKind::BitwiseAnd, OpKind::BitwiseOr, OpKind::BitwiseXor, OpKind::And,
-    OpKind::Or, OpKind::Xor, OpKind::Equal, OpKind::NotEqual, OpKind::Less, OpKind::LessEqual,
-    OpKind::Greater, OpKind::GreaterEqual, OpKind::Where,
-};
-
 }  // namespace
 
+// Every elementwise op of the table with a fixed arity. Identity is registered by the
+// movement family (a copy / view; programs of fused_elementwise still accept it through
+// the engine) and fused_elementwise by its own file.
 void register_elementwise_kernels(KernelRegistry& r) {
-  for (OpKind k : kElementwiseKinds) r.add(k, &build_elementwise, &supports_elementwise);
+  for (const ir::OpInfo& op : ir::all_ops())
+    if (ir::elementwise_arity(op.kind) > 0 && op.kind != OpKind::Identity)
+      r.add(op.kind, &build_elementwise, &supports_elementwise);
 }
 
 }  // namespace rlx::cpu

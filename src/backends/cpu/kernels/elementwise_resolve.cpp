@@ -4,27 +4,11 @@
 #include <limits>
 
 #include "backends/cpu/kernels/elementwise_engine.h"
+#include "ir/op_table.h"
 #include "rlx/error.h"
 
 namespace rlx::cpu::ew {
 namespace {
-
-bool is_float_only_unary(OpKind k) {
-  switch (k) {
-    case OpKind::Exp: case OpKind::Log: case OpKind::Sqrt: case OpKind::Rsqrt:
-    case OpKind::Reciprocal: case OpKind::Sin: case OpKind::Cos: case OpKind::Tan:
-    case OpKind::Asin: case OpKind::Acos: case OpKind::Atan: case OpKind::Sinh:
-    case OpKind::Cosh: case OpKind::Asinh: case OpKind::Acosh: case OpKind::Atanh:
-    case OpKind::Tanh: case OpKind::Sigmoid: case OpKind::Gelu: case OpKind::Silu:
-    case OpKind::Softplus: case OpKind::Softsign: case OpKind::Mish: case OpKind::HardSwish:
-    case OpKind::HardSigmoid: case OpKind::LeakyRelu: case OpKind::Elu: case OpKind::Selu:
-    case OpKind::Celu: case OpKind::ThresholdedRelu: case OpKind::Erf: case OpKind::Floor:
-    case OpKind::Ceil: case OpKind::Round:
-      return true;
-    default:
-      return false;
-  }
-}
 
 int op_cost(OpKind k) {
   switch (k) {
@@ -69,29 +53,6 @@ void int_bounds(DType t, double alpha, double beta, OpParams& p) {
                            : int64_t(b);
 }
 
-bool arity_of(OpKind k, int& n) {
-  switch (k) {
-    case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div: case OpKind::Pow:
-    case OpKind::Max: case OpKind::Min: case OpKind::Mod: case OpKind::BitwiseAnd:
-    case OpKind::BitwiseOr: case OpKind::BitwiseXor: case OpKind::And: case OpKind::Or:
-    case OpKind::Xor: case OpKind::Equal: case OpKind::NotEqual: case OpKind::Less:
-    case OpKind::LessEqual: case OpKind::Greater: case OpKind::GreaterEqual:
-      n = 2;
-      return true;
-    case OpKind::Where:
-      n = 3;
-      return true;
-    case OpKind::Identity: case OpKind::Abs: case OpKind::Neg: case OpKind::Relu:
-    case OpKind::Sign: case OpKind::Clip: case OpKind::IsNaN: case OpKind::IsInf:
-    case OpKind::Not: case OpKind::BitwiseNot: case OpKind::Cast:
-      n = 1;
-      return true;
-    default:
-      n = 1;
-      return is_float_only_unary(k);
-  }
-}
-
 }  // namespace
 
 bool resolve_op(OpKind k, const std::vector<DType>& in, DType out, double alpha, double beta,
@@ -104,8 +65,8 @@ bool resolve_op(OpKind k, const std::vector<DType>& in, DType out, double alpha,
   op.params.beta = beta;
   op.params.alpha_f = float(alpha);
   op.params.beta_f = float(beta);
-  int n = 0;
-  if (!arity_of(k, n)) {
+  const int n = ir::elementwise_arity(k);
+  if (n < 0) {
     why = std::string("'") + std::string(op_name(k)) + "' is not an elementwise op";
     return false;
   }
@@ -209,7 +170,7 @@ bool resolve_op(OpKind k, const std::vector<DType>& in, DType out, double alpha,
       break;
   }
   // Remaining unary ops: compute in the output's compute dtype.
-  if (is_float_only_unary(k) && !(is_float(in[0]) && is_float(out))) return unsupported();
+  if (ir::is_float_unary(k) && !(is_float(in[0]) && is_float(out))) return unsupported();
   const DType c = compute_dtype(out);
   if (k == OpKind::Clip) int_bounds(c, alpha, beta, op.params);
   if (k == OpKind::Gelu) op.params.flag = alpha == 1;
