@@ -158,7 +158,8 @@ int main(int argc, char** argv) {
     double conf = 0;
     std::string text = ctc_decode(out.at(0), keys, conf);
 
-    const rlx::CompiledGraph& net = runner.compiled({{input_name, {1, 3, 48, W}}});
+    const std::shared_ptr<rlx::CompiledGraph> compiled = runner.compiled({{input_name, {1, 3, 48, W}}});
+    const rlx::CompiledGraph& net = *compiled;
     const rlx::CompileReport& rep = net.report();
     std::printf("== compile reports (input 1x3x48x%d)\n", W);
     std::printf("-- dispatch\n%s", rep.dispatch.c_str());

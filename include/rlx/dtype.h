@@ -7,7 +7,8 @@
 
 namespace rlx {
 
-// Order is part of the text format and the C API: append only.
+// Append only: the numeric values index per-dtype tables (kNumDTypes entries) and may be
+// stored by users; the text format and .npy files name dtypes, not numbers.
 enum class DType : uint8_t { F32, F16, BF16, F64, I8, I16, I32, I64, U8, U32, Bool, C64, C128 };
 inline constexpr int kNumDTypes = 13;
 

@@ -3,7 +3,10 @@
 // constants are leaf nodes. Builder methods infer output types and throw a Shape
 // error naming the node when the inputs do not fit.
 //
-// Thread safety: a Graph is a value; concurrent reads are safe, writes are not.
+// Copies: copying a Graph copies its nodes, but control-flow bodies (Node::subgraphs) are
+// held by shared_ptr and shared between the copies; passes never modify a body in place
+// (a pass that changes one builds a new Graph), so treat bodies as immutable.
+// Thread safety: concurrent reads of one Graph are safe, writes are not.
 #pragma once
 #include <cstdint>
 #include <memory>

@@ -63,6 +63,10 @@ Graph import_graph(const OnnxModel& model, const std::map<std::string, std::vect
 // Compiles per concrete input shapes (cache key: the bound input dims) and runs. When
 // the model needs a graph input's value at compile time (a shape or axes fed as an
 // input), small inputs are bound by value too and their values join the cache key.
+// The cache keeps the 32 most recently used compiled graphs; compiled() hands out shared
+// ownership, so a graph a caller holds stays valid after the cache evicts it.
+// Threading: like CompiledGraph, one OnnxRunner is used from one thread at a time (run()
+// updates the cache and runs a cached graph); give each thread its own runner.
 class OnnxRunner {
  public:
   explicit OnnxRunner(OnnxModel model, Session session = Session(Device::Cpu), ImportOptions opts = {});
@@ -73,9 +77,9 @@ class OnnxRunner {
   std::vector<TypedTensor> run(const std::map<std::string, TypedTensor>& inputs);
   // The compiled graph for these input shapes (the most recently used one when inputs
   // were bound by value); compiles without values when there is none.
-  CompiledGraph& compiled(const std::map<std::string, std::vector<int64_t>>& shapes);
+  std::shared_ptr<CompiledGraph> compiled(const std::map<std::string, std::vector<int64_t>>& shapes);
   // Same, with the inputs in `values` bound by value.
-  CompiledGraph& compiled_for(const std::map<std::string, std::vector<int64_t>>& shapes,
+  std::shared_ptr<CompiledGraph> compiled_for(const std::map<std::string, std::vector<int64_t>>& shapes,
                               const std::map<std::string, TypedTensor>& values);
   size_t cache_size() const;
   const OnnxModel& model() const;

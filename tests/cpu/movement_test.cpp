@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <functional>
 
-#include "cpu/rm_test_util.h"
+#include "cpu/reduce_movement_test_util.h"
 
-namespace rlx::test::rm {
+namespace rlx::test::reduce_movement {
 namespace {
 
 // One dtype per element size: 1, 2, 4, 8, 16 bytes (and bool).
@@ -402,4 +402,4 @@ TEST(CopyKernel, ReshapeAndIdentityCopyBytes) {
 }
 
 }  // namespace
-}  // namespace rlx::test::rm
+}  // namespace rlx::test::reduce_movement

@@ -1,8 +1,8 @@
 // softmax / log_softmax / layer_norm / rms_norm kernels against plain reference code,
 // at every ISA level the machine has (RLX_ISA caps the level the builder picks).
-#include "cpu/rm_test_util.h"
+#include "cpu/reduce_movement_test_util.h"
 
-namespace rlx::test::rm {
+namespace rlx::test::reduce_movement {
 namespace {
 
 const char* const kIsas[] = {"scalar", "avx2", "avx512"};
@@ -220,4 +220,4 @@ TEST(LayerNormKernel, ManyRowsThreadsIdenticalAndExtent) {
 }
 
 }  // namespace
-}  // namespace rlx::test::rm
+}  // namespace rlx::test::reduce_movement

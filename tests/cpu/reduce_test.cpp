@@ -2,9 +2,9 @@
 #include <algorithm>
 #include <numeric>
 
-#include "cpu/rm_test_util.h"
+#include "cpu/reduce_movement_test_util.h"
 
-namespace rlx::test::rm {
+namespace rlx::test::reduce_movement {
 namespace {
 
 enum class R { Sum, Mean, Max, Min, Prod };
@@ -323,4 +323,4 @@ TEST(TopKKernel, NaNIsGreatestAndKZero) {
 }
 
 }  // namespace
-}  // namespace rlx::test::rm
+}  // namespace rlx::test::reduce_movement

@@ -84,7 +84,9 @@ void check_extent(const Graph& g, const Feeds& base, const Feeds& params, bool e
       a.dims[0] = b.dims[0] = actual;
       expect_bitwise_equal(b, a, "output " + std::to_string(o));
     }
-    if (expect_truncation && actual < R) EXPECT_GT(truncated, int(full.size()) / 2) << "the extent was not applied";
+    if (expect_truncation && actual < R) {
+      EXPECT_GT(truncated, int(full.size()) / 2) << "the extent was not applied";
+    }
   }
 }
 

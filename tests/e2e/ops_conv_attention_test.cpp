@@ -48,10 +48,10 @@ OpCase attention_case(const std::string& name, AttnShape s, bool causal, int mas
             Rng rng(uint32_t(600 + s.sq * 3 + s.sk + causal * 101 + mask_rank));
             T q = rng.tensor({s.b, s.hq, s.sq, s.d}, -1.5, 1.5), k = rng.tensor({s.b, s.hkv, s.sk, s.d}, -1.5, 1.5);
             T v = rng.tensor({s.b, s.hkv, s.sk, s.dv});
-            std::vector<int64_t> md;
-            if (mask_rank == 2) md = {s.sq, s.sk};
-            if (mask_rank == 4) md = {s.b, 1, s.sq, s.sk};
-            T m = rng.tensor(md.empty() ? std::vector<int64_t>{1} : md, -2, 0.5);
+            const std::vector<int64_t> md = mask_rank == 2   ? std::vector<int64_t>{s.sq, s.sk}
+                                            : mask_rank == 4 ? std::vector<int64_t>{s.b, 1, s.sq, s.sk}
+                                                             : std::vector<int64_t>{1};
+            T m = rng.tensor(md, -2, 0.5);
             // Some fully masked-out keys (but never a whole row).
             if (!md.empty())
               for (size_t i = 1; i < m.v.size(); i += 5) m.v[i] = -INFINITY;

@@ -41,8 +41,9 @@ void check_policy(const Graph& g, const Feeds& in, const Feeds& params, Precisio
     ++kept;
     EXPECT_EQ(n.outputs[0].dtype(), DType::F32) << op_name(n.kind) << " '" << n.name << "' left f32";
     for (Value v : n.inputs)
-      if (v.valid() && is_float(cg.type(v).dtype()))
+      if (v.valid() && is_float(cg.type(v).dtype())) {
         EXPECT_EQ(cg.type(v).dtype(), DType::F32) << op_name(n.kind) << " '" << n.name << "' reads a low input";
+      }
   }
   EXPECT_GT(low_compute, 0) << "no matmul/attention runs in " << dtype_name(low);
   EXPECT_GT(kept, 0) << "the graph should keep some softmax/norm/reduction";

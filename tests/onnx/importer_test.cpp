@@ -210,6 +210,13 @@ TEST(OnnxImport, SymbolicInputStaysSymbolicAndTheRunnerCompilesPerShape) {
   EXPECT_EQ(as_f32(a[0].bytes), (std::vector<float>{0, 2}));
   EXPECT_EQ(as_f32(c[0].bytes), (std::vector<float>{0, 2, 0, 4, 5, 0}));
   EXPECT_EQ(c[0].dims, (std::vector<int64_t>{3, 2}));
+
+  // A compiled graph handed out stays valid after the cache (32 entries) evicts it.
+  std::shared_ptr<CompiledGraph> first = runner.compiled({{"x", {1, 2}}});
+  for (int64_t n = 10; n < 50; ++n) runner.compiled({{"x", {n, 2}}});
+  EXPECT_EQ(runner.cache_size(), 32u);
+  auto again = first->run_typed({{"x", TypedTensor{DType::F32, {1, 2}, f32_bytes({-4, 4})}}});
+  EXPECT_EQ(as_f32(again[0].bytes), (std::vector<float>{0, 4}));
 }
 
 TEST(OnnxImport, ShapeOfASymbolicInputNeedsConcreteShapes) {

@@ -35,7 +35,9 @@ std::optional<DType> infer_dtype(OpKind kind) {
 TEST(OpTraits, ArityTraits) {
   for (const ir::OpInfo& op : ir::all_ops()) {
     SCOPED_TRACE(std::string(op.name));
-    if (op.traits & ir::kLeaf) EXPECT_TRUE(op.min_inputs == 0 && op.max_inputs == 0);
+    if (op.traits & ir::kLeaf) {
+      EXPECT_TRUE(op.min_inputs == 0 && op.max_inputs == 0);
+    }
     if (op.traits & ir::kUnary) {
       EXPECT_TRUE(op.traits & ir::kElementwise);
       EXPECT_EQ(ir::elementwise_arity(op.kind), 1);
@@ -44,9 +46,15 @@ TEST(OpTraits, ArityTraits) {
       EXPECT_TRUE(op.traits & ir::kElementwise);
       EXPECT_EQ(ir::elementwise_arity(op.kind), 2);
     }
-    if (op.traits & ir::kCommutative) EXPECT_TRUE(op.traits & ir::kBinary);
-    if (op.traits & ir::kFusable) EXPECT_TRUE(op.traits & ir::kElementwise);
-    if (!(op.traits & ir::kElementwise)) EXPECT_EQ(ir::elementwise_arity(op.kind), -1);
+    if (op.traits & ir::kCommutative) {
+      EXPECT_TRUE(op.traits & ir::kBinary);
+    }
+    if (op.traits & ir::kFusable) {
+      EXPECT_TRUE(op.traits & ir::kElementwise);
+    }
+    if (!(op.traits & ir::kElementwise)) {
+      EXPECT_EQ(ir::elementwise_arity(op.kind), -1);
+    }
   }
 }
 

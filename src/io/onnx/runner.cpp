@@ -29,8 +29,8 @@ struct OnnxRunner::Impl {
   OnnxModel model;
   Session session;
   ImportOptions opts;
-  // Most recently used first.
-  std::list<std::pair<std::string, CompiledGraph>> cache;
+  // Most recently used first. Shared: a graph handed out by compiled() outlives its eviction.
+  std::list<std::pair<std::string, std::shared_ptr<CompiledGraph>>> cache;
   int by_value = 0;  // 0: none; 1: small integer/bool inputs; 2: all small inputs (see onnx.h)
 };
 
@@ -78,7 +78,7 @@ std::string value_key(const std::map<std::string, TypedTensor>& values) {
 
 }  // namespace
 
-CompiledGraph& OnnxRunner::compiled(const std::map<std::string, std::vector<int64_t>>& shapes) {
+std::shared_ptr<CompiledGraph> OnnxRunner::compiled(const std::map<std::string, std::vector<int64_t>>& shapes) {
   // A graph compiled for these shapes with inputs bound by value counts too (the most
   // recently used one).
   std::string prefix = shape_key(shapes) + "|";
@@ -88,7 +88,7 @@ CompiledGraph& OnnxRunner::compiled(const std::map<std::string, std::vector<int6
   return compiled_for(shapes, {});
 }
 
-CompiledGraph& OnnxRunner::compiled_for(const std::map<std::string, std::vector<int64_t>>& shapes,
+std::shared_ptr<CompiledGraph> OnnxRunner::compiled_for(const std::map<std::string, std::vector<int64_t>>& shapes,
                                         const std::map<std::string, TypedTensor>& values) {
   std::string key = shape_key(shapes) + "|" + value_key(values);
   auto& cache = impl_->cache;
@@ -99,7 +99,7 @@ CompiledGraph& OnnxRunner::compiled_for(const std::map<std::string, std::vector<
     }
   }
   Graph g = import_graph(impl_->model, shapes, impl_->opts, values);
-  CompiledGraph cg = impl_->session.compile(g);
+  auto cg = std::make_shared<CompiledGraph>(impl_->session.compile(g));
   cache.emplace_front(key, std::move(cg));
   if (cache.size() > kMaxCached) cache.pop_back();
   return cache.front().second;
@@ -138,10 +138,10 @@ std::vector<TypedTensor> OnnxRunner::run_unguarded(const std::map<std::string, T
            info_str(info), "): ", e.what());
     }
   }
-  CompiledGraph* cg = nullptr;
+  std::shared_ptr<CompiledGraph> cg;
   while (!cg) {
     try {
-      cg = &compiled_for(shapes, impl_->by_value ? value_inputs(feed, impl_->by_value) : std::map<std::string, TypedTensor>{});
+      cg = compiled_for(shapes, impl_->by_value ? value_inputs(feed, impl_->by_value) : std::map<std::string, TypedTensor>{});
     } catch (const ConstantRequiredError&) {
       if (impl_->by_value >= 2) throw;
       ++impl_->by_value;

@@ -2,16 +2,16 @@
 // concat, split and gather. Everything moves raw bytes, so every dtype is supported.
 // The other ops live in movement_index.cpp (slice, expand, pad, tile) and
 // movement_transpose.cpp.
-#include "backends/cpu/kernels/rm_common.h"
+#include "backends/cpu/kernels/reduce_movement_common.h"
 
 namespace rlx::cpu {
-namespace rm {
+namespace reduce_movement {
 void register_index_copy_kernels(KernelRegistry& r);  // movement_index.cpp
 void register_transpose_kernel(KernelRegistry& r);    // movement_transpose.cpp
 }
 
 namespace {
-using namespace rm;
+using namespace reduce_movement;
 
 constexpr int64_t kCopyPiece = 1 << 16;  // bytes per parallel piece of a flat copy
 
@@ -211,8 +211,8 @@ void register_movement_kernels(KernelRegistry& r) {
   r.add(OpKind::Concat, build_concat);
   r.add(OpKind::Split, build_split);
   r.add(OpKind::Gather, build_gather, gather_supports);
-  rm::register_index_copy_kernels(r);
-  rm::register_transpose_kernel(r);
+  reduce_movement::register_index_copy_kernels(r);
+  reduce_movement::register_transpose_kernel(r);
 }
 
 }  // namespace rlx::cpu

@@ -5,9 +5,9 @@
 // dims are merged, and the innermost dim becomes a list of runs (memcpy, fill or
 // per-element gather). At run time each output row costs one offset sum plus its runs.
 #include "backends/cpu/kernels/elementwise_types.h"
-#include "backends/cpu/kernels/rm_common.h"
+#include "backends/cpu/kernels/reduce_movement_common.h"
 
-namespace rlx::cpu::rm {
+namespace rlx::cpu::reduce_movement {
 namespace {
 
 struct Run {
@@ -300,4 +300,4 @@ void register_index_copy_kernels(KernelRegistry& r) {
   r.add(OpKind::Tile, build_tile);
 }
 
-}  // namespace rlx::cpu::rm
+}  // namespace rlx::cpu::reduce_movement

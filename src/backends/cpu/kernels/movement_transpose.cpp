@@ -2,9 +2,9 @@
 // input dims that stay adjacent and in order are merged, which turns most permutations
 // into a plain copy, a row gather (innermost dim kept: one memcpy per row) or a batch
 // of 2-D planes (innermost dim moved), transposed in cache-sized square tiles.
-#include "backends/cpu/kernels/rm_common.h"
+#include "backends/cpu/kernels/reduce_movement_common.h"
 
-namespace rlx::cpu::rm {
+namespace rlx::cpu::reduce_movement {
 namespace {
 
 struct TransposeCfg {
@@ -177,4 +177,4 @@ KernelCall build_transpose(const Node& node, const std::vector<const Shape*>& in
 
 void register_transpose_kernel(KernelRegistry& r) { r.add(OpKind::Transpose, build_transpose); }
 
-}  // namespace rlx::cpu::rm
+}  // namespace rlx::cpu::reduce_movement

@@ -4,11 +4,11 @@
 // Softmax over an inner axis walks column chunks and keeps per-column running values.
 // Work is split by rows only, so results are identical for any thread count.
 #include "backends/cpu/kernels/norm_rows.h"
-#include "backends/cpu/kernels/rm_common.h"
+#include "backends/cpu/kernels/reduce_movement_common.h"
 
 namespace rlx::cpu {
 namespace {
-using namespace rm;
+using namespace reduce_movement;
 
 constexpr int64_t kColChunk = 64;
 

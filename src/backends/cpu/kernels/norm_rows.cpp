@@ -14,7 +14,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
-namespace rlx::cpu::rm {
+namespace rlx::cpu::reduce_movement {
 namespace {
 
 // ---- scalar (any float type): 8 lane accumulators in a fixed combine order
@@ -343,4 +343,4 @@ const NormRows<double>& norm_rows_f64() {
   return scalar;
 }
 
-}  // namespace rlx::cpu::rm
+}  // namespace rlx::cpu::reduce_movement

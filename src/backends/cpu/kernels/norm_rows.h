@@ -7,7 +7,7 @@
 
 #include "backends/cpu/isa.h"
 
-namespace rlx::cpu::rm {
+namespace rlx::cpu::reduce_movement {
 
 template <class A> struct NormRows {
   void (*softmax)(const A* x, A* y, int64_t n) = nullptr;
@@ -21,4 +21,4 @@ template <class A> struct NormRows {
 const NormRows<float>& norm_rows_f32(Isa isa);
 const NormRows<double>& norm_rows_f64();
 
-}  // namespace rlx::cpu::rm
+}  // namespace rlx::cpu::reduce_movement

@@ -12,15 +12,15 @@
 // their own precision. max/min propagate NaN.
 #include <algorithm>
 
-#include "backends/cpu/kernels/rm_common.h"
+#include "backends/cpu/kernels/reduce_movement_common.h"
 
 namespace rlx::cpu {
-namespace rm {
+namespace reduce_movement {
 void register_arg_reduce_kernels(KernelRegistry& r);  // reduce_arg.cpp
 }
 
 namespace {
-using namespace rm;
+using namespace reduce_movement;
 
 constexpr int64_t kLanes = 8;
 constexpr int64_t kMaxPartials = 256;  // stack partials per blocked group
@@ -319,7 +319,7 @@ void register_reduce_kernels(KernelRegistry& r) {
   for (OpKind k : {OpKind::ReduceSum, OpKind::ReduceMean, OpKind::ReduceMax, OpKind::ReduceMin,
                    OpKind::ReduceProd})
     r.add(k, build_reduce, reduce_supports);
-  rm::register_arg_reduce_kernels(r);
+  reduce_movement::register_arg_reduce_kernels(r);
 }
 
 }  // namespace rlx::cpu

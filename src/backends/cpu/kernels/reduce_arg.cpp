@@ -6,9 +6,9 @@
 // topk always returns its k results sorted, also when sorted=false.
 #include <algorithm>
 
-#include "backends/cpu/kernels/rm_common.h"
+#include "backends/cpu/kernels/reduce_movement_common.h"
 
-namespace rlx::cpu::rm {
+namespace rlx::cpu::reduce_movement {
 namespace {
 
 constexpr int64_t kColChunk = 256;
@@ -230,4 +230,4 @@ void register_arg_reduce_kernels(KernelRegistry& r) {
   r.add(OpKind::TopK, build_topk, real_input);
 }
 
-}  // namespace rlx::cpu::rm
+}  // namespace rlx::cpu::reduce_movement

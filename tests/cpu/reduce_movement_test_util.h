@@ -15,7 +15,7 @@
 #include "cpu/harness.h"
 #include "rlx/rlx.h"
 
-namespace rlx::test::rm {
+namespace rlx::test::reduce_movement {
 
 // Scalars per element: 2 for complex (re, im), else 1.
 inline int parts(DType t) { return is_complex(t) ? 2 : 1; }
@@ -167,4 +167,4 @@ struct ScopedIsa {
   ~ScopedIsa() { unsetenv("RLX_ISA"); }
 };
 
-}  // namespace rlx::test::rm
+}  // namespace rlx::test::reduce_movement

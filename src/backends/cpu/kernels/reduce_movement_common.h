@@ -19,7 +19,7 @@
 #include "rlx/error.h"
 #include "rlx/graph.h"
 
-namespace rlx::cpu::rm {
+namespace rlx::cpu::reduce_movement {
 
 // Most merged dims a strided loop supports (after dropping size-1 dims and merging).
 inline constexpr int kMaxDims = 16;
@@ -200,4 +200,4 @@ struct Odometer {
   }
 };
 
-}  // namespace rlx::cpu::rm
+}  // namespace rlx::cpu::reduce_movement
