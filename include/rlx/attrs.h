@@ -3,6 +3,7 @@
 // (CSE) and the verifier all go through visit(), so adding a field is one line.
 #pragma once
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -61,9 +62,25 @@ struct ConstantAttrs {
   Blob value;
   template <class V> void visit(V& v) { v("value", value); }
 };
-struct ScalarAttrs {  // per-op meaning documented in ops.def
+struct ScalarAttrs {  // the ONNX alpha / beta (gamma) of an activation; per op in ops.def
   double alpha = 0, beta = 0;
   template <class V> void visit(V& v) { v("alpha", alpha); v("beta", beta); }
+};
+struct ClipAttrs {  // clip(x, min, max); an infinite bound is no bound
+  double min = -std::numeric_limits<double>::infinity(), max = std::numeric_limits<double>::infinity();
+  template <class V> void visit(V& v) { v("min", min); v("max", max); }
+};
+struct GeluAttrs {  // tanh_approx: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); else the erf form
+  bool tanh_approx = false;
+  template <class V> void visit(V& v) { v("tanh_approx", tanh_approx); }
+};
+struct ModAttrs {  // fmod: C fmod (sign of the dividend); else Python floor-mod (sign of the divisor)
+  bool fmod = false;
+  template <class V> void visit(V& v) { v("fmod", fmod); }
+};
+struct IsInfAttrs {  // which infinities answer true (ONNX IsInf: both by default)
+  bool detect_negative = true, detect_positive = true;
+  template <class V> void visit(V& v) { v("detect_negative", detect_negative); v("detect_positive", detect_positive); }
 };
 struct CastAttrs {
   DType to = DType::F32;
@@ -159,7 +176,7 @@ struct FusedMatMulAttrs {  // act(matmul(a, b) + bias)
 struct FusedOp {
   OpKind kind = OpKind::Identity;
   std::vector<int32_t> args;
-  double alpha = 0, beta = 0;  // ScalarAttrs of the original op
+  double alpha = 0, beta = 0;  // the op's attributes as two numbers (ir::scalar_params)
   DType type = DType::F32;     // result dtype (for cast: the target)
   friend bool operator==(const FusedOp&, const FusedOp&) = default;
 };
@@ -172,7 +189,7 @@ using Attrs = std::variant<NoAttrs, LeafAttrs, ConstantAttrs, ScalarAttrs, CastA
                            ReduceAttrs, ArgReduceAttrs, TopKAttrs, NormAttrs, ShapeAttrs,
                            TransposeAttrs, SliceAttrs, SplitAttrs, PadAttrs, TileAttrs, ConvAttrs,
                            PoolAttrs, AttentionAttrs, RotaryAttrs, FusedMatMulAttrs,
-                           FusedElementwiseAttrs>;
+                           FusedElementwiseAttrs, ClipAttrs, GeluAttrs, ModAttrs, IsInfAttrs>;
 
 // The attribute struct an op kind carries (default-constructed).
 Attrs default_attrs(OpKind k);

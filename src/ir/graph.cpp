@@ -213,10 +213,10 @@ std::vector<int32_t> Graph::param_nodes() const {
 
 // ---- builder methods with attributes
 
-Value Graph::gelu(Value x, bool tanh_approx) { return add1(OpKind::Gelu, {x}, ScalarAttrs{tanh_approx ? 1.0 : 0.0, 0}); }
+Value Graph::gelu(Value x, bool tanh_approx) { return add1(OpKind::Gelu, {x}, GeluAttrs{tanh_approx}); }
 Value Graph::leaky_relu(Value x, double alpha) { return add1(OpKind::LeakyRelu, {x}, ScalarAttrs{alpha, 0}); }
-Value Graph::clip(Value x, double lo, double hi) { return add1(OpKind::Clip, {x}, ScalarAttrs{lo, hi}); }
-Value Graph::mod(Value a, Value b, bool fmod) { return add1(OpKind::Mod, {a, b}, ScalarAttrs{fmod ? 1.0 : 0.0, 0}); }
+Value Graph::clip(Value x, double lo, double hi) { return add1(OpKind::Clip, {x}, ClipAttrs{lo, hi}); }
+Value Graph::mod(Value a, Value b, bool fmod) { return add1(OpKind::Mod, {a, b}, ModAttrs{fmod}); }
 Value Graph::cast(Value x, DType to) { return add1(OpKind::Cast, {x}, CastAttrs{to}); }
 Value Graph::fused_matmul(Value a, Value b, Value bias, Activation act, double alpha) {
   std::vector<Value> in{a, b};

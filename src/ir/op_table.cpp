@@ -38,6 +38,36 @@ const OpInfo& op_info(OpKind k) {
 
 bool has_trait(OpKind k, Trait t) { return (op_info(k).traits & t) != 0; }
 
+void scalar_params(const Attrs& a, double& alpha, double& beta) {
+  alpha = beta = 0;
+  if (const auto* s = std::get_if<ScalarAttrs>(&a)) alpha = s->alpha, beta = s->beta;
+  else if (const auto* c = std::get_if<ClipAttrs>(&a)) alpha = c->min, beta = c->max;
+  else if (const auto* g = std::get_if<GeluAttrs>(&a)) alpha = g->tanh_approx;
+  else if (const auto* m = std::get_if<ModAttrs>(&a)) alpha = m->fmod;
+  else if (const auto* i = std::get_if<IsInfAttrs>(&a)) alpha = i->detect_negative, beta = i->detect_positive;
+}
+
+bool has_scalar_params(const Attrs& a) {
+  return std::holds_alternative<NoAttrs>(a) || std::holds_alternative<ScalarAttrs>(a) ||
+         std::holds_alternative<ClipAttrs>(a) || std::holds_alternative<GeluAttrs>(a) ||
+         std::holds_alternative<ModAttrs>(a) || std::holds_alternative<IsInfAttrs>(a);
+}
+
+Attrs attrs_from_params(OpKind kind, double alpha, double beta) {
+  Attrs a = default_attrs(kind);
+  auto flag = [&](double v, const char* what) {
+    if (v != 0 && v != 1) fail(ErrorCategory::Shape, op_name(kind), ": ", what, " must be 0 or 1, got ", v);
+    return v == 1;
+  };
+  if (auto* s = std::get_if<ScalarAttrs>(&a)) *s = ScalarAttrs{alpha, beta};
+  else if (auto* c = std::get_if<ClipAttrs>(&a)) *c = ClipAttrs{alpha, beta};
+  else if (auto* g = std::get_if<GeluAttrs>(&a)) g->tanh_approx = flag(alpha, "tanh_approx");
+  else if (auto* m = std::get_if<ModAttrs>(&a)) m->fmod = flag(alpha, "fmod");
+  else if (auto* i = std::get_if<IsInfAttrs>(&a)) *i = IsInfAttrs{flag(alpha, "detect_negative"), flag(beta, "detect_positive")};
+  else if (alpha != 0 || beta != 0) fail(ErrorCategory::Shape, op_name(kind), " takes no alpha/beta");
+  return a;
+}
+
 bool is_float_unary(OpKind k) { return has_trait(k, kUnary) && has_trait(k, kFloatOnly) && !has_trait(k, kBoolResult); }
 
 int elementwise_arity(OpKind k) {

@@ -26,6 +26,16 @@ enum Trait : uint32_t {
   kFloatOnly = 1u << 12,     // accepts only floating dtypes
 };
 
+// The attributes of an elementwise op as two numbers, the form fused_elementwise programs
+// (FusedOp::alpha/beta) and the CPU elementwise engine carry: ScalarAttrs as they are,
+// clip (min, max), gelu (tanh_approx, 0), mod (fmod, 0), is_inf (detect_negative,
+// detect_positive), 0/0 for attribute-less ops. attrs_from_params is the inverse for
+// `kind`; it throws Error(Shape) for numbers the op's attributes cannot take.
+void scalar_params(const Attrs& a, double& alpha, double& beta);
+Attrs attrs_from_params(OpKind kind, double alpha, double beta);
+// True when scalar_params() represents these attributes completely.
+bool has_scalar_params(const Attrs& a);
+
 // Elementwise ops whose input and output are both floating (the float-only unary ops
 // that do not answer with bool).
 bool is_float_unary(OpKind k);

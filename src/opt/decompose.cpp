@@ -50,8 +50,8 @@ Value apply_activation(Builder& b, Activation act, double alpha, Value x, bool f
   switch (act) {
     case Activation::None: return x;
     case Activation::Relu: return emit(OpKind::Relu, NoAttrs{});
-    case Activation::Gelu: return emit(OpKind::Gelu, ScalarAttrs{0, 0});
-    case Activation::GeluTanh: return emit(OpKind::Gelu, ScalarAttrs{1, 0});
+    case Activation::Gelu: return emit(OpKind::Gelu, GeluAttrs{false});
+    case Activation::GeluTanh: return emit(OpKind::Gelu, GeluAttrs{true});
     case Activation::Silu: return emit(OpKind::Silu, NoAttrs{});
     case Activation::Sigmoid: return emit(OpKind::Sigmoid, NoAttrs{});
     case Activation::Tanh: return emit(OpKind::Tanh, NoAttrs{});
@@ -211,8 +211,7 @@ Out unfuse(Builder& b, const Node& n) {
   std::vector<Value> results;
   for (size_t i = 0; i < prog.size(); ++i) {
     const FusedOp& op = prog[i];
-    Attrs a = default_attrs(op.kind);
-    if (auto* s = std::get_if<ScalarAttrs>(&a)) *s = ScalarAttrs{op.alpha, op.beta};
+    Attrs a = ir::attrs_from_params(op.kind, op.alpha, op.beta);
     if (auto* c = std::get_if<CastAttrs>(&a)) c->to = op.type;
     std::vector<Value> in;
     for (int32_t arg : op.args) in.push_back(arg < n_in ? n.inputs[size_t(arg)] : results[size_t(arg - n_in)]);
@@ -225,8 +224,8 @@ Out unfuse(Builder& b, const Node& n) {
 Out unary(Builder& b, const Node& n) {
   Value x = n.inputs[0];
   auto k = [&](double v) { return b.scalar_like(v, x); };
-  const ScalarAttrs* sa = std::get_if<ScalarAttrs>(&n.attrs);
-  double alpha = sa ? sa->alpha : 0, beta = sa ? sa->beta : 0;
+  double alpha = 0, beta = 0;
+  ir::scalar_params(n.attrs, alpha, beta);  // clip: (min, max); gelu: (tanh_approx, 0)
   switch (n.kind) {
     case OpKind::Identity:
       return one(x);
@@ -268,10 +267,10 @@ Out unary(Builder& b, const Node& n) {
       return one(b.last(OpKind::Mul, {x, b.op(OpKind::Tanh, {b.op(OpKind::Softplus, {x})})}));
     case OpKind::HardSigmoid:  // clip(alpha x + beta, 0, 1)
       return one(b.last(OpKind::Clip, {b.op(OpKind::Add, {b.op(OpKind::Mul, {x, k(alpha)}), k(beta)})},
-                        ScalarAttrs{0, 1}));
+                        ClipAttrs{0, 1}));
     case OpKind::HardSwish: {  // x * clip(x/6 + 1/2, 0, 1)
       Value h = b.op(OpKind::Clip, {b.op(OpKind::Add, {b.op(OpKind::Mul, {x, k(1.0 / 6)}), k(0.5)})},
-                     ScalarAttrs{0, 1});
+                     ClipAttrs{0, 1});
       return one(b.last(OpKind::Mul, {x, h}));
     }
     case OpKind::LeakyRelu:  // max(x, 0) + alpha * min(x, 0)

@@ -18,8 +18,7 @@ constexpr size_t kMaxInputs = 64;
 bool fusable(const Node& n) {
   if (!ir::has_trait(n.kind, ir::kFusable) || n.outputs.size() != 1 || !n.subgraphs.empty()) return false;
   // FusedOp carries only scalar attributes and a result dtype.
-  return std::holds_alternative<NoAttrs>(n.attrs) || std::holds_alternative<ScalarAttrs>(n.attrs) ||
-         std::holds_alternative<CastAttrs>(n.attrs);
+  return ir::has_scalar_params(n.attrs) || std::holds_alternative<CastAttrs>(n.attrs);
 }
 
 struct Group {
@@ -107,10 +106,7 @@ Graph fuse_elementwise(const Graph& g, std::string* report) {
       FusedOp op;
       op.kind = mn.kind;
       for (Value v : mn.inputs) op.args.push_back(operand(v));
-      if (const auto* s = std::get_if<ScalarAttrs>(&mn.attrs)) {
-        op.alpha = s->alpha;
-        op.beta = s->beta;
-      }
+      ir::scalar_params(mn.attrs, op.alpha, op.beta);
       op.type = mn.outputs[0].dtype();
       slot[m] = int32_t(attrs.program.size());
       attrs.program.push_back(op);

@@ -29,7 +29,7 @@ bool activation_of(const Node& n, Activation& a, double& alpha) {
     case OpKind::Sigmoid: a = Activation::Sigmoid; return true;
     case OpKind::Tanh: a = Activation::Tanh; return true;
     case OpKind::Gelu:
-      a = n.attr<ScalarAttrs>().alpha == 1 ? Activation::GeluTanh : Activation::Gelu;
+      a = n.attr<GeluAttrs>().tanh_approx ? Activation::GeluTanh : Activation::Gelu;
       return true;
     case OpKind::LeakyRelu:
       a = Activation::LeakyRelu;

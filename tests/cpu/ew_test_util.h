@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/op_table.h"
 #include "harness.h"
 #include "rlx/graph.h"
 
@@ -134,13 +135,11 @@ inline OpResult run_op(OpKind kind, const std::vector<Tensor>& ins, Attrs attrs,
   return {g.type(y), outs.at(0)};
 }
 
+// The op's attributes from two numbers (ScalarAttrs, or clip/gelu/mod/is_inf's own structs
+// through ir::attrs_from_params); ops without such attributes ignore them.
 inline Attrs scalar_attrs(OpKind k, double alpha = 0, double beta = 0) {
   Attrs a = default_attrs(k);
-  if (auto* s = std::get_if<ScalarAttrs>(&a)) {
-    s->alpha = alpha;
-    s->beta = beta;
-  }
-  return a;
+  return ir::has_scalar_params(a) && !std::holds_alternative<NoAttrs>(a) ? ir::attrs_from_params(k, alpha, beta) : a;
 }
 
 // Runs `fn` with RLX_ISA set to `isa` (restored afterwards).

@@ -131,8 +131,8 @@ inline std::vector<T> interpret(const Graph& g, const Feeds& inputs, const Feeds
     const Shape& os = n.outputs[0];
     const DType od = os.dtype();
     std::vector<T> out;
-    const ScalarAttrs* sa = std::get_if<ScalarAttrs>(&n.attrs);
-    const double alpha = sa ? sa->alpha : 0, beta = sa ? sa->beta : 0;
+    double alpha = 0, beta = 0;  // ScalarAttrs, or clip/gelu/mod/is_inf's attributes as numbers
+    ir::scalar_params(n.attrs, alpha, beta);
     switch (n.kind) {
       case OpKind::Input: out.push_back(inputs.at(n.attr<LeafAttrs>().name)); break;
       case OpKind::Param: {

@@ -56,12 +56,13 @@ Graph every_op_graph() {
       continue;
     }
     Attrs a = default_attrs(op.kind);
-    if (auto* s = std::get_if<ScalarAttrs>(&a)) *s = ScalarAttrs{op.kind == OpKind::Gelu ? 1.0 : 0.2, 0.5};
-    if (op.kind == OpKind::Clip) a = ScalarAttrs{-inf, inf};
+    if (auto* s = std::get_if<ScalarAttrs>(&a)) *s = ScalarAttrs{0.2, 0.5};
+    if (op.kind == OpKind::Gelu) a = GeluAttrs{true};
+    if (op.kind == OpKind::Clip) a = ClipAttrs{-inf, 0.5};
     outs.push_back(g.add1(op.kind, {xs}, a));
   }
   outs.push_back(g.add1(OpKind::IsNaN, {xs}));
-  outs.push_back(g.add1(OpKind::IsInf, {xs}, ScalarAttrs{1, 0}));
+  outs.push_back(g.add1(OpKind::IsInf, {xs}, IsInfAttrs{true, false}));
   outs.push_back(g.logical_not(m));
   outs.push_back(g.cast(xs, DType::F16));
   for (OpKind k : {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Div, OpKind::Pow, OpKind::Max, OpKind::Min})

@@ -120,7 +120,7 @@ TEST(FuseElementwise, ScalarAttributesTravelIntoTheProgram) {
 graph main {
   %0 = input "x" : f32[4]
   %1 = leaky_relu(%0) {alpha=0.5} name="l" : f32[4]
-  %2 = clip(%1) {alpha=-1, beta=2} name="c" : f32[4]
+  %2 = clip(%1) {min=-1, max=2} name="c" : f32[4]
   outputs(%2)
 }
 )");

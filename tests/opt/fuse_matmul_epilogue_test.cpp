@@ -39,7 +39,7 @@ graph main {
   %3 = matmul(%0, %1) name="mm1" : f32[2,2,3]
   %4 = add(%2, %3) name="y1" : f32[2,2,3]
   %5 = matmul(%0, %1) name="mm2" : f32[2,2,3]
-  %6 = gelu(%5) {alpha=1} name="y2" : f32[2,2,3]
+  %6 = gelu(%5) {tanh_approx=true} name="y2" : f32[2,2,3]
   %7 = matmul(%0, %1) name="mm3" : f32[2,2,3]
   %8 = leaky_relu(%7) {alpha=0.25} name="y3" : f32[2,2,3]
   outputs(%4, %6, %8)

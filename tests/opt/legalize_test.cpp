@@ -261,10 +261,10 @@ TEST(Legalize, ActivationDecompositionsTypeCheck) {
   for (const char* dt : {"f32", "f16"}) {
     std::string t = std::string(dt) + "[2,3]";
     std::string text = "graph main {\n  %0 = input \"x\" : " + t + "\n";
-    const char* ops[] = {"sigmoid", "tanh", "silu", "gelu", "gelu {alpha=1}", "softplus", "softsign", "mish",
+    const char* ops[] = {"sigmoid", "tanh", "silu", "gelu", "gelu {tanh_approx=true}", "softplus", "softsign", "mish",
                          "hard_sigmoid {alpha=0.2, beta=0.5}", "hard_swish", "leaky_relu {alpha=0.1}",
                          "elu {alpha=1}", "selu {alpha=1.67, beta=1.05}", "celu {alpha=1}",
-                         "thresholded_relu {alpha=1}", "clip {alpha=-1, beta=1}", "relu", "neg", "reciprocal",
+                         "thresholded_relu {alpha=1}", "clip {min=-1, max=1}", "relu", "neg", "reciprocal",
                          "rsqrt", "identity", "log_softmax {axis=1}", "softmax {axis=0}"};
     int id = 1;
     std::string outs;

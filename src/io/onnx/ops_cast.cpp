@@ -73,7 +73,7 @@ Value round_to_e8m0(NodeCtx& c, Value x, const std::string& mode, bool saturate)
   Value pos = c.op(OpKind::Greater, {xd, c.scalar(0, DType::F64)});
   Value safe = c.op(OpKind::Where, {pos, xd, c.scalar(1, DType::F64)});
   Value est = c.op(OpKind::Floor, {c.op(OpKind::Div, {c.op(OpKind::Log, {safe}), c.scalar(std::log(2.0), DType::F64)})});
-  Value k = c.cast(c.op(OpKind::Clip, {est}, ScalarAttrs{-127, 127}), DType::I64);
+  Value k = c.cast(c.op(OpKind::Clip, {est}, ClipAttrs{-127, 127}), DType::I64);
   // Make 2^k <= x < 2^(k+1) (within the clip range).
   Value one = c.scalar(1, DType::I64);
   k = c.op(OpKind::Where, {c.op(OpKind::Greater, {two_to(k), safe}), c.op(OpKind::Sub, {k, one}), k});
@@ -86,7 +86,7 @@ Value round_to_e8m0(NodeCtx& c, Value x, const std::string& mode, bool saturate)
     r = c.op(OpKind::Where, {c.op(OpKind::GreaterEqual, {c.op(OpKind::Sub, {safe, lo}), c.op(OpKind::Sub, {hi, safe})}),
                              c.op(OpKind::Add, {k, one}), k});
   Value over = c.op(OpKind::Greater, {r, c.scalar(127, DType::I64)});
-  r = c.op(OpKind::Clip, {r}, ScalarAttrs{-127, 127});
+  r = c.op(OpKind::Clip, {r}, ClipAttrs{-127, 127});
   Value y = c.cast(two_to(r), f);
   const double nan = std::numeric_limits<double>::quiet_NaN();
   if (!saturate) y = c.op(OpKind::Where, {over, c.scalar(nan, f), y});
@@ -216,7 +216,7 @@ std::vector<Value> lower_quantize_linear(NodeCtx& c) {
   quant_range(to, lo, hi);
   y = c.op(OpKind::Round, {y});
   if (c.has(2)) y = c.op(OpKind::Add, {y, qparam(c, c.cast(c.in(2), f), xd, axis, block)});
-  y = c.op(OpKind::Clip, {y}, ScalarAttrs{lo, hi});
+  y = c.op(OpKind::Clip, {y}, ClipAttrs{lo, hi});
   c.set_out_type(0, to);
   return {c.cast(y, *carried_dtype(to))};
 }
@@ -247,9 +247,9 @@ std::vector<Value> lower_dynamic_quantize_linear(NodeCtx& c) {
   Value mn = c.op(OpKind::Min, {c.reduce(OpKind::ReduceMin, x, {}, false), zero});
   Value scale = c.op(OpKind::Div, {c.op(OpKind::Sub, {mx, mn}), c.scalar(255, f)});
   Value zp = c.op(OpKind::Clip, {c.op(OpKind::Round, {c.op(OpKind::Div, {c.op(OpKind::Neg, {mn}), scale})})},
-                  ScalarAttrs{0, 255});
+                  ClipAttrs{0, 255});
   Value y = c.op(OpKind::Round, {c.op(OpKind::Div, {x, scale})});
-  y = c.op(OpKind::Clip, {c.op(OpKind::Add, {y, zp})}, ScalarAttrs{0, 255});
+  y = c.op(OpKind::Clip, {c.op(OpKind::Add, {y, zp})}, ClipAttrs{0, 255});
   return {c.cast(y, DType::U8), scale, c.cast(zp, DType::U8)};
 }
 

@@ -103,7 +103,7 @@ std::vector<Value> lower_activation(NodeCtx& c) {
 std::vector<Value> lower_gelu(NodeCtx& c) {
   std::string approx = c.attr_str("approximate", "none");
   if (approx != "none" && approx != "tanh") c.invalid("approximate must be 'none' or 'tanh', got '", approx, "'");
-  return {c.op(OpKind::Gelu, {c.in(0)}, ScalarAttrs{approx == "tanh" ? 1.0 : 0.0, 0})};
+  return {c.op(OpKind::Gelu, {c.in(0)}, GeluAttrs{approx == "tanh"})};
 }
 
 // x * sigmoid(alpha * x)
@@ -150,7 +150,7 @@ std::vector<Value> lower_is_inf(NodeCtx& c) {
 
 std::vector<Value> lower_mod(NodeCtx& c) {
   bool fmod = c.attr_int("fmod", 0) != 0;
-  return {c.op(OpKind::Mod, {c.in(0), c.in(1)}, ScalarAttrs{fmod ? 1.0 : 0.0, 0})};
+  return {c.op(OpKind::Mod, {c.in(0), c.in(1)}, ModAttrs{fmod})};
 }
 
 std::vector<Value> lower_variadic(NodeCtx& c) {
@@ -176,7 +176,7 @@ std::vector<Value> lower_clip(NodeCtx& c) {
   if (c.opset < 11) {
     lo = double(float(c.attr_float("min", -3.4028234663852886e38)));
     hi = double(float(c.attr_float("max", 3.4028234663852886e38)));
-    return {c.op(OpKind::Clip, {x}, ScalarAttrs{lo, hi})};
+    return {c.op(OpKind::Clip, {x}, ClipAttrs{lo, hi})};
   }
   bool lo_const = !c.has(1) || c.is_const(1), hi_const = !c.has(2) || c.is_const(2);
   if (lo_const && hi_const) {
@@ -194,7 +194,7 @@ std::vector<Value> lower_clip(NodeCtx& c) {
       if (c.has(2)) x = c.op(OpKind::Min, {x, c.cast(c.in(2), t)});
       return {x};
     }
-    return {c.op(OpKind::Clip, {x}, ScalarAttrs{lo, hi})};
+    return {c.op(OpKind::Clip, {x}, ClipAttrs{lo, hi})};
   }
   if (c.has(1)) x = c.op(OpKind::Max, {x, c.in(1)});
   if (c.has(2)) x = c.op(OpKind::Min, {x, c.in(2)});
@@ -230,7 +230,7 @@ std::vector<Value> lower_bitshift(NodeCtx& c) {
   Value is_zero = c.op(OpKind::Equal, {pw, zero});
   Value safe = c.op(OpKind::Where, {is_zero, c.scalar(1, t), pw});
   // Floor division (arithmetic shift): (x - floor_mod(x, p)) / p is exact.
-  Value q = c.op(OpKind::Div, {c.op(OpKind::Sub, {x, c.op(OpKind::Mod, {x, safe}, ScalarAttrs{0, 0})}), safe});
+  Value q = c.op(OpKind::Div, {c.op(OpKind::Sub, {x, c.op(OpKind::Mod, {x, safe}, ModAttrs{false})}), safe});
   Value fill = zero;
   if (is_signed(t)) fill = c.op(OpKind::Where, {c.op(OpKind::Less, {x, zero}), c.scalar(-1, t), zero});
   return {c.op(OpKind::Where, {is_zero, fill, q})};

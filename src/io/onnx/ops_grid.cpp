@@ -18,7 +18,7 @@ Value reflect(NodeCtx& c, Value x, double lo, double hi) {
   auto side = [&](Value dx, bool low) {  // dx >= 0: distance past the border
     Value n = c.op(OpKind::Floor, {c.op(OpKind::Div, {dx, s(rng)})});
     Value r = c.op(OpKind::Sub, {dx, c.op(OpKind::Mul, {n, s(rng)})});
-    Value even = c.op(OpKind::Equal, {c.op(OpKind::Mod, {n, s(2)}, ScalarAttrs{1, 0}), s(0)});
+    Value even = c.op(OpKind::Equal, {c.op(OpKind::Mod, {n, s(2)}, ModAttrs{true}), s(0)});
     Value a = low ? c.op(OpKind::Add, {s(lo), r}) : c.op(OpKind::Sub, {s(hi), r});
     Value b = low ? c.op(OpKind::Sub, {s(hi), r}) : c.op(OpKind::Add, {s(lo), r});
     return c.op(OpKind::Where, {even, a, b});
@@ -76,7 +76,7 @@ std::vector<Value> lower_grid_sample(NodeCtx& c) {
     double lo = align ? 0 : -0.5, hi = align ? len - 1 : len - 0.5;
     if (pad == "border") {
       Value out = c.op(OpKind::Or, {c.op(OpKind::Less, {x, s(lo)}), c.op(OpKind::Greater, {x, s(hi)})});
-      x = c.op(OpKind::Where, {out, c.op(OpKind::Clip, {x}, ScalarAttrs{0, len - 1}), x});
+      x = c.op(OpKind::Where, {out, c.op(OpKind::Clip, {x}, ClipAttrs{0, len - 1}), x});
     } else if (pad == "reflection") {
       x = reflect(c, x, lo, hi);
     } else if (pad != "zeros") {
@@ -131,13 +131,13 @@ std::vector<Value> lower_grid_sample(NodeCtx& c) {
         Value ok = c.op(OpKind::And, {c.op(OpKind::GreaterEqual, {idx, c.scalar(0, DType::I64)}),
                                       c.op(OpKind::Less, {idx, c.scalar(len, DType::I64)})});
         valid = valid.valid() ? c.op(OpKind::And, {valid, ok}) : ok;
-        idx = c.op(OpKind::Clip, {idx}, ScalarAttrs{0, len - 1});
+        idx = c.op(OpKind::Clip, {idx}, ClipAttrs{0, len - 1});
       } else if (pad == "border") {
-        idx = c.op(OpKind::Clip, {idx}, ScalarAttrs{0, len - 1});
+        idx = c.op(OpKind::Clip, {idx}, ClipAttrs{0, len - 1});
       } else {
         double lo = align ? 0 : -0.5, hi = align ? len - 1 : len - 0.5;
         idx = c.cast(c.op(OpKind::Floor, {reflect(c, c.cast(idx, t), lo, hi)}), DType::I64);
-        idx = c.op(OpKind::Clip, {idx}, ScalarAttrs{0, len - 1});
+        idx = c.op(OpKind::Clip, {idx}, ClipAttrs{0, len - 1});
       }
       stride /= dims[i];
       lin = c.op(OpKind::Add, {lin, c.op(OpKind::Mul, {idx, c.scalar(double(stride), DType::I64)})});
@@ -279,9 +279,9 @@ std::vector<Value> lower_deform_conv(NodeCtx& c) {
                                                              c.op(OpKind::Less, {yy, c.scalar(double(h), DType::I64)})}),
                                         c.op(OpKind::And, {c.op(OpKind::GreaterEqual, {xx, c.scalar(0, DType::I64)}),
                                                            c.op(OpKind::Less, {xx, c.scalar(double(w), DType::I64)})})});
-          Value lin = c.op(OpKind::Add, {c.op(OpKind::Mul, {c.op(OpKind::Clip, {yy}, ScalarAttrs{0, double(h - 1)}),
+          Value lin = c.op(OpKind::Add, {c.op(OpKind::Mul, {c.op(OpKind::Clip, {yy}, ClipAttrs{0, double(h - 1)}),
                                                              c.scalar(double(w), DType::I64)}),
-                                         c.op(OpKind::Clip, {xx}, ScalarAttrs{0, double(w - 1)})});
+                                         c.op(OpKind::Clip, {xx}, ClipAttrs{0, double(w - 1)})});
           Value at = c.op(OpKind::Add, {base, c.reshape(lin, {n, og, 1, p})});  // [N, og, C/og, P]
           Value v = c.op(OpKind::Where, {c.reshape(ok, {n, og, 1, p}), c.op(OpKind::Gather, {flat, at}, AxisAttrs{0}), s(0)});
           Value wy = dy ? fy : c.op(OpKind::Sub, {s(1), fy}), wx = dx ? fx : c.op(OpKind::Sub, {s(1), fx});

@@ -56,7 +56,7 @@ Value requantize(NodeCtx& c, Value acc, Value scale, Value y_zp, int y_type) {
   y = c.op(OpKind::Round, {y});
   double lo, hi;
   int_range(y_type, lo, hi);
-  y = c.op(OpKind::Clip, {y}, ScalarAttrs{lo, hi});
+  y = c.op(OpKind::Clip, {y}, ClipAttrs{lo, hi});
   return c.cast(y, *carried_dtype(y_type));
 }
 

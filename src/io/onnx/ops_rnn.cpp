@@ -67,7 +67,7 @@ Value slice0(NodeCtx& c, Value v, int64_t i) {  // v[i] dropping axis 0
 
 Value clip_gate(NodeCtx& c, Value x, double clip) {
   if (clip <= 0) return x;
-  return c.op(OpKind::Clip, {x}, ScalarAttrs{-clip, clip});
+  return c.op(OpKind::Clip, {x}, ClipAttrs{-clip, clip});
 }
 
 }  // namespace

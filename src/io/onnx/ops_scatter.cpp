@@ -123,11 +123,11 @@ std::vector<Value> lower_tensor_scatter(NodeCtx& c) {
   std::vector<int64_t> iota(c.host_size(len));
   for (int64_t i = 0; i < len; ++i) iota[size_t(i)] = i;
   Value rel = c.op(OpKind::Sub, {c.im.constant(make_i64(jshape, iota)), c.reshape(w, bshape)});  // j - w[b]
-  if (mode == "circular") rel = c.op(OpKind::Mod, {rel, c.scalar(double(len), DType::I64)}, ScalarAttrs{0, 0});
+  if (mode == "circular") rel = c.op(OpKind::Mod, {rel, c.scalar(double(len), DType::I64)}, ModAttrs{false});
   else if (mode != "linear") c.invalid("unknown mode '", mode, "'");
   Value valid = c.op(OpKind::And, {c.op(OpKind::GreaterEqual, {rel, c.scalar(0, DType::I64)}),
                                    c.op(OpKind::Less, {rel, c.scalar(double(s), DType::I64)})});
-  Value relc = c.op(OpKind::Clip, {rel}, ScalarAttrs{0, double(s - 1)});
+  Value relc = c.op(OpKind::Clip, {rel}, ClipAttrs{0, double(s - 1)});
   std::vector<int64_t> out_shape = cd;
   relc = c.expand(relc, out_shape);
   // Gather along `axis` of the update at the cache-shaped grid (flat form).

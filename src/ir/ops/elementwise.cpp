@@ -12,11 +12,6 @@ namespace {
 
 bool is_int_or_bool(DType t) { return is_integer(t) || t == DType::Bool; }
 
-// ScalarAttrs switches documented as 0/1 in ops.def.
-void check_flag(const InferCtx& ctx, double v, const char* what) {
-  if (v != 0 && v != 1) ctx.error(what, " must be 0 or 1, got ", v);
-}
-
 }  // namespace
 
 std::vector<Shape> infer_unary(const InferCtx& ctx) {
@@ -36,7 +31,6 @@ std::vector<Shape> infer_unary(const InferCtx& ctx) {
     case OpKind::BitwiseNot:
       if (!is_int_or_bool(x.dtype())) ctx.error("input 0 must be an integer or bool type, got ", x.str());
       break;
-    case OpKind::Gelu: check_flag(ctx, ctx.node.attr<ScalarAttrs>().alpha, "alpha (tanh approximation)"); break;
     case OpKind::Softmax:
     case OpKind::LogSoftmax: norm_axis(ctx, ctx.node.attr<AxisAttrs>().axis, x.rank(), "axis"); break;
     default: break;
@@ -49,11 +43,6 @@ std::vector<Shape> infer_unary_bool(const InferCtx& ctx) {
   check_float_only(ctx);
   if (ctx.node.kind == OpKind::Not && x.dtype() != DType::Bool)
     ctx.error("input 0 must be bool, got ", x.str());
-  if (ctx.node.kind == OpKind::IsInf) {
-    const auto& a = ctx.node.attr<ScalarAttrs>();
-    check_flag(ctx, a.alpha, "alpha (detect -inf)");
-    check_flag(ctx, a.beta, "beta (detect +inf)");
-  }
   return {x.with_dtype(DType::Bool)};
 }
 
@@ -76,7 +65,6 @@ std::vector<Shape> infer_binary(const InferCtx& ctx) {
     if (t == DType::Bool) ctx.error("arithmetic on bool operands (", a.str(), ", ", b.str(), "); cast first");
     if ((k == OpKind::Max || k == OpKind::Min || k == OpKind::Mod) && is_complex(t))
       ctx.error("operands must be real types, got ", a.str(), " and ", b.str());
-    if (k == OpKind::Mod) check_flag(ctx, ctx.node.attr<ScalarAttrs>().alpha, "alpha (fmod)");
   }
   return {Shape(std::move(dims), t)};
 }
@@ -142,12 +130,10 @@ std::vector<Shape> infer_fused_elementwise(const InferCtx& ctx) {
     Node sub;
     sub.kind = op.kind;
     sub.name = ctx.node.name + "." + where;
-    sub.attrs = default_attrs(op.kind);
-    if (auto* s = std::get_if<ScalarAttrs>(&sub.attrs)) {
-      s->alpha = op.alpha;
-      s->beta = op.beta;
-    } else if (op.alpha != 0 || op.beta != 0) {
-      ctx.error(where, ": ", info.name, " takes no alpha/beta");
+    try {
+      sub.attrs = attrs_from_params(op.kind, op.alpha, op.beta);
+    } catch (const Error& e) {
+      ctx.error(where, ": ", e.what());
     }
     if (auto* c = std::get_if<CastAttrs>(&sub.attrs)) c->to = op.type;
     std::vector<const Shape*> operands;

@@ -20,10 +20,7 @@ std::string who(const Node& node) {
 ew::InstrSpec spec_of(const Node& node, size_t num_inputs, DType out) {
   ew::InstrSpec s{node.kind, {}, 0, 0, out};
   for (size_t i = 0; i < num_inputs; ++i) s.args.push_back(int32_t(i));
-  if (const auto* a = std::get_if<ScalarAttrs>(&node.attrs)) {
-    s.alpha = a->alpha;
-    s.beta = a->beta;
-  }
+  ir::scalar_params(node.attrs, s.alpha, s.beta);
   return s;
 }
 

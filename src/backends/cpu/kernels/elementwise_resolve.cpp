@@ -99,7 +99,7 @@ bool resolve_op(OpKind k, const std::vector<DType>& in, DType out, double alpha,
       if (!is_float(in[0])) return unsupported();
       const DType c = compute_dtype(in[0]);
       stage(0, c);
-      // is_inf ScalarAttrs: alpha = detect_negative, beta = detect_positive (ONNX IsInf).
+      // is_inf (ir::scalar_params): alpha = detect_negative, beta = detect_positive.
       op.params.detect_neg = alpha != 0;
       op.params.detect_pos = beta != 0;
       op.unary = unary_span(k, c, isa);
