@@ -113,20 +113,22 @@ std::vector<TypedTensor> OnnxRunner::run_unguarded(const std::map<std::string, T
   const OnnxModel& m = impl_->model;
   std::map<std::string, std::vector<int64_t>> shapes;
   std::map<std::string, TypedTensor> feed;
-  std::string known;
-  for (const auto& info : m.inputs) known += (known.empty() ? "" : ", ") + info.name + " " + info_str(info);
-  if (known.empty()) known = "none";
+  auto known = [&] {  // built only for a message
+    std::string s;
+    for (const auto& info : m.inputs) s += (s.empty() ? "" : ", ") + info.name + " " + info_str(info);
+    return s.empty() ? std::string("none") : s;
+  };
   for (const auto& [name, t] : inputs) {
     (void)t;
     bool found = false;
     for (const auto& info : m.inputs) found = found || info.name == name;
     if (!found)
-      fail(ErrorCategory::InvalidArgument, m.path, ": the model has no input '", name, "' (its inputs: ", known, ")");
+      fail(ErrorCategory::InvalidArgument, m.path, ": the model has no input '", name, "' (its inputs: ", known(), ")");
   }
   for (const auto& info : m.inputs) {
     auto it = inputs.find(info.name);
     if (it == inputs.end())
-      fail(ErrorCategory::InvalidArgument, m.path, ": missing input '", info.name, "' (its inputs: ", known, ")");
+      fail(ErrorCategory::InvalidArgument, m.path, ": missing input '", info.name, "' (its inputs: ", known(), ")");
     const TypedTensor& t = it->second;
     try {
       (void)Shape(t.dims, t.dtype);  // dims are non-negative and the tensor can exist
