@@ -72,7 +72,11 @@ struct Im2colCtx {
 // Short copies and fills with baseline SSE moves: library calls cost more than the copy
 // for segments of a few dozen floats, so GCC must not turn these loops back into them
 // (the packer carries the same attribute so the helpers still inline into it).
+#if defined(__GNUC__) && !defined(__clang__)
 #define RLX_NO_LIBCALL __attribute__((optimize("no-tree-loop-distribute-patterns")))
+#else
+#define RLX_NO_LIBCALL  // clang does not turn such loops into calls, and has no such attribute
+#endif
 RLX_NO_LIBCALL inline void copy_floats(float* __restrict d, const float* __restrict s, int64_t n) {
   int64_t i = 0;
   for (; i + 4 <= n; i += 4) _mm_storeu_ps(d + i, _mm_loadu_ps(s + i));

@@ -187,7 +187,10 @@ void pack_b(const IsaKernels& K, const SgemmProblem& p, int64_t k0, int64_t kc, 
 
 // Fixed-width copy with baseline SSE moves; GCC must not turn it into a memmove call.
 template <int W>
-__attribute__((optimize("no-tree-loop-distribute-patterns"))) inline void copy_fixed(const float* __restrict src, float* __restrict dst) {
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("no-tree-loop-distribute-patterns")))
+#endif
+inline void copy_fixed(const float* __restrict src, float* __restrict dst) {
   for (int j = 0; j < W; j += 4) _mm_storeu_ps(dst + j, _mm_loadu_ps(src + j));
 }
 
