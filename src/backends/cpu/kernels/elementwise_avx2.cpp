@@ -15,50 +15,7 @@
 
 namespace rlx::cpu::ew::avx2_impl {
 namespace {
-struct V {
-  using F = __m256;
-  using M = __m256;
-  static constexpr int W = 8;
-  static F set1(float v) { return _mm256_set1_ps(v); }
-  static F load(const float* p) { return _mm256_loadu_ps(p); }
-  static void store(float* p, F v) { _mm256_storeu_ps(p, v); }
-  static F add(F a, F b) { return _mm256_add_ps(a, b); }
-  static F sub(F a, F b) { return _mm256_sub_ps(a, b); }
-  static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
-  static F div(F a, F b) { return _mm256_div_ps(a, b); }
-  static F fmadd(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }   // a*b + c
-  static F fnmadd(F a, F b, F c) { return _mm256_fnmadd_ps(a, b, c); } // c - a*b
-  static F fmsub(F a, F b, F c) { return _mm256_fmsub_ps(a, b, c); }   // a*b - c
-  static F max(F a, F b) { return _mm256_max_ps(a, b); }  // b when either is NaN
-  static F min(F a, F b) { return _mm256_min_ps(a, b); }
-  static F clamp(F x, float lo, float hi) { return min(set1(hi), max(set1(lo), x)); }
-  static F round(F x) { return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
-  static F pow2(__m256i e) {
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(e, _mm256_set1_epi32(127)), 23));
-  }
-  static F scale_pow2(F p, F n) {  // p * 2^n for integral n in [-150, 128]
-    const __m256i ni = _mm256_cvtps_epi32(n);
-    const __m256i n1 = _mm256_srai_epi32(ni, 1);
-    return mul(mul(p, pow2(n1)), pow2(_mm256_sub_epi32(ni, n1)));
-  }
-  static void split_exp(F x, F& m, F& e) {  // x = m * 2^e, m in [1, 2); x normal, > 0
-    const __m256i b = _mm256_castps_si256(x);
-    e = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(b, 23), _mm256_set1_epi32(127)));
-    m = _mm256_castsi256_ps(_mm256_or_si256(_mm256_and_si256(b, _mm256_set1_epi32(0x007fffff)),
-                                            _mm256_set1_epi32(0x3f800000)));
-  }
-  static F neg(F x) { return _mm256_xor_ps(x, set1(-0.0f)); }
-  static F abs(F x) { return _mm256_andnot_ps(set1(-0.0f), x); }
-  static F copysign(F mag, F s) {
-    const F m = set1(-0.0f);
-    return _mm256_or_ps(_mm256_andnot_ps(m, mag), _mm256_and_ps(m, s));
-  }
-  static F sqrt(F x) { return _mm256_sqrt_ps(x); }
-  static M lt(F a, F b) { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); }
-  static M le(F a, F b) { return _mm256_cmp_ps(a, b, _CMP_LE_OQ); }
-  static M isnan(F a) { return _mm256_cmp_ps(a, a, _CMP_UNORD_Q); }
-  static F select(M m, F a, F b) { return _mm256_blendv_ps(b, a, m); }
-};
+#include "backends/cpu/kernels/vec_traits_avx2.h"
 }  // namespace
 }  // namespace rlx::cpu::ew::avx2_impl
 

@@ -13,8 +13,34 @@
 #define RLX_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define RLX_AVX2_INLINE RLX_AVX2 inline __attribute__((always_inline))
 
+// The shared vector math (vec_math.h) over this ISA's traits, compiled with the same target
+// as the functions below so that it inlines into them.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+namespace rlx::cpu::gemm_avx2_math {
+namespace {
+#include "backends/cpu/kernels/vec_traits_avx2.h"
+#include "backends/cpu/kernels/vec_math.h"
+}  // namespace
+}  // namespace rlx::cpu::gemm_avx2_math
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
+#endif
+
 namespace rlx::cpu {
 namespace {
+
+namespace vm = gemm_avx2_math;
 
 constexpr int kMr = 6, kNr = 16;
 
@@ -204,50 +230,7 @@ RLX_AVX2 void transpose_pack(const float* src, int64_t ld, int64_t rows, int64_t
 
 // ---- vector math
 
-// exp with a degree-6 polynomial on [-ln2/2, ln2/2] (about 2 ulp); inputs below -87.3
-// (including -inf) give 0, NaN stays NaN, inputs above 88 saturate near FLT_MAX/2.
-RLX_AVX2_INLINE __m256 exp_ps(__m256 x) {
-  const __m256 lo = _mm256_set1_ps(-87.3365447f);
-  __m256 t = _mm256_min_ps(_mm256_set1_ps(88.0f), _mm256_max_ps(lo, x));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(t, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), t);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-  // 2^n through the exponent field; n is in [-126, 127] after the clamp.
-  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  p = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-  const __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
-  return _mm256_andnot_ps(under, p);
-}
-
-RLX_AVX2_INLINE __m256 sigmoid_ps(__m256 x) {
-  const __m256 one = _mm256_set1_ps(1.0f);
-  return _mm256_div_ps(one, _mm256_add_ps(one, exp_ps(_mm256_sub_ps(_mm256_setzero_ps(), x))));
-}
-
-// 1 + erf(x / sqrt(2)), via erfc(|z|) (Abramowitz-Stegun 7.1.26, |error| < 1.5e-7) so
-// the negative side keeps its relative accuracy.
-RLX_AVX2_INLINE __m256 one_plus_erf_ps(__m256 x) {
-  const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-  const __m256 z = _mm256_mul_ps(_mm256_and_ps(x, absmask), _mm256_set1_ps(0.70710678118654752f));
-  const __m256 t = _mm256_div_ps(_mm256_set1_ps(1.0f),
-                                 _mm256_fmadd_ps(z, _mm256_set1_ps(0.3275911f), _mm256_set1_ps(1.0f)));
-  __m256 p = _mm256_set1_ps(1.061405429f);
-  p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-1.453152027f));
-  p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(1.421413741f));
-  p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-0.284496736f));
-  p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(0.254829592f));
-  const __m256 q = _mm256_mul_ps(_mm256_mul_ps(p, t), exp_ps(_mm256_mul_ps(_mm256_sub_ps(_mm256_setzero_ps(), z), z)));
-  const __m256 neg = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ);
-  return _mm256_blendv_ps(_mm256_sub_ps(_mm256_set1_ps(2.0f), q), q, neg);
-}
+// exp, sigmoid, tanh and gelu are the shared ones (vec_math.h, through vm:: above).
 
 RLX_AVX2_INLINE __m256 activate_ps(__m256 x, Activation act, __m256 alpha) {
   const __m256 zero = _mm256_setzero_ps();
@@ -256,18 +239,11 @@ RLX_AVX2_INLINE __m256 activate_ps(__m256 x, Activation act, __m256 alpha) {
     case Activation::Relu: return _mm256_max_ps(zero, x);
     case Activation::LeakyRelu:
       return _mm256_blendv_ps(x, _mm256_mul_ps(x, alpha), _mm256_cmp_ps(x, zero, _CMP_LT_OQ));
-    case Activation::Sigmoid: return sigmoid_ps(x);
-    case Activation::Silu: return _mm256_mul_ps(x, sigmoid_ps(x));
-    case Activation::Tanh: {
-      const __m256 two = _mm256_set1_ps(2.0f);
-      return _mm256_fmsub_ps(two, sigmoid_ps(_mm256_mul_ps(two, x)), _mm256_set1_ps(1.0f));
-    }
-    case Activation::Gelu: return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), x), one_plus_erf_ps(x));
-    case Activation::GeluTanh: {
-      const __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
-      const __m256 u = _mm256_fmadd_ps(x3, _mm256_set1_ps(0.044715f), x);
-      return _mm256_mul_ps(x, sigmoid_ps(_mm256_mul_ps(u, _mm256_set1_ps(1.5957691216057308f))));
-    }
+    case Activation::Sigmoid: return vm::vsigmoid(x);
+    case Activation::Silu: return _mm256_mul_ps(x, vm::vsigmoid(x));
+    case Activation::Tanh: return vm::vtanh(x);
+    case Activation::Gelu: return vm::vgelu_erf(x);
+    case Activation::GeluTanh: return vm::vgelu_tanh(x);
   }
   return x;
 }
@@ -297,36 +273,9 @@ void activate(float* x, int64_t n, Activation act, float alpha) {
   }
 }
 
-RLX_AVX2 float exp_sum(float* x, int64_t n, float shift) {
-  const __m256 s = _mm256_set1_ps(shift);
-  __m256 acc = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 e = exp_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), s));
-    _mm256_storeu_ps(x + i, e);
-    acc = _mm256_add_ps(acc, e);
-  }
-  if (i < n) {
-    const __m256i m = tail_mask(n - i);
-    const __m256 e = _mm256_and_ps(_mm256_castsi256_ps(m),
-                                   exp_ps(_mm256_sub_ps(_mm256_maskload_ps(x + i, m), s)));
-    _mm256_maskstore_ps(x + i, m, e);
-    acc = _mm256_add_ps(acc, e);
-  }
-  return hsum(acc);
-}
+RLX_AVX2 float exp_sum(float* x, int64_t n, float shift) { return vm::vexp_sum_row(x, x, n, shift, true); }
 
-RLX_AVX2 float max(const float* x, int64_t n) {
-  __m256 acc = _mm256_set1_ps(-INFINITY);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) acc = _mm256_max_ps(acc, _mm256_loadu_ps(x + i));
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, acc);
-  float m = lanes[0];
-  for (int l = 1; l < 8; ++l) m = lanes[l] > m ? lanes[l] : m;
-  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
-  return m;
-}
+RLX_AVX2 float max(const float* x, int64_t n) { return vm::vmax_row(x, n); }
 
 RLX_AVX2 void scale(float* y, int64_t n, float s) {
   const __m256 vs = _mm256_set1_ps(s);

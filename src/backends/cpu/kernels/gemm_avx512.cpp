@@ -15,8 +15,34 @@
 #define RLX_AVX512 __attribute__((target("avx512f,avx512dq,avx512vl,avx2,fma,f16c")))
 #define RLX_AVX512_INLINE RLX_AVX512 inline __attribute__((always_inline))
 
+// The shared vector math (vec_math.h) over this ISA's traits, compiled with the same target
+// as the functions below so that it inlines into them.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512dq,avx512vl,avx2,fma,f16c"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512dq,avx512vl,avx2,fma,f16c")
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+namespace rlx::cpu::gemm_avx512_math {
+namespace {
+#include "backends/cpu/kernels/vec_traits_avx512.h"
+#include "backends/cpu/kernels/vec_math.h"
+}  // namespace
+}  // namespace rlx::cpu::gemm_avx512_math
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
+#endif
+
 namespace rlx::cpu {
 namespace {
+
+namespace vm = gemm_avx512_math;
 
 constexpr int kMr = 12, kNr = 32;
 
@@ -164,47 +190,7 @@ void gemv(int64_t m, int64_t w, int64_t k, const float* a, int64_t rsa, int64_t 
 
 // ---- vector math
 
-// exp with a degree-6 polynomial on [-ln2/2, ln2/2] (about 2 ulp); inputs below -87.3
-// (including -inf) give 0, NaN stays NaN, inputs above 88 saturate near FLT_MAX/2.
-RLX_AVX512_INLINE __m512 exp_ps(__m512 x) {
-  const __m512 lo = _mm512_set1_ps(-87.3365447f);
-  __m512 t = _mm512_min_ps(_mm512_set1_ps(88.0f), _mm512_max_ps(lo, x));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(t, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), t);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  p = _mm512_scalef_ps(p, n);
-  const __mmask16 under = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
-  return _mm512_mask_blend_ps(under, p, _mm512_setzero_ps());
-}
-
-RLX_AVX512_INLINE __m512 sigmoid_ps(__m512 x) {
-  const __m512 one = _mm512_set1_ps(1.0f);
-  return _mm512_div_ps(one, _mm512_add_ps(one, exp_ps(_mm512_sub_ps(_mm512_setzero_ps(), x))));
-}
-
-// 1 + erf(x / sqrt(2)), via erfc(|z|) (Abramowitz-Stegun 7.1.26, |error| < 1.5e-7) so
-// the negative side keeps its relative accuracy.
-RLX_AVX512_INLINE __m512 one_plus_erf_ps(__m512 x) {
-  const __m512 z = _mm512_mul_ps(_mm512_abs_ps(x), _mm512_set1_ps(0.70710678118654752f));
-  const __m512 t = _mm512_div_ps(_mm512_set1_ps(1.0f),
-                                 _mm512_fmadd_ps(z, _mm512_set1_ps(0.3275911f), _mm512_set1_ps(1.0f)));
-  __m512 p = _mm512_set1_ps(1.061405429f);
-  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-1.453152027f));
-  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(1.421413741f));
-  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(-0.284496736f));
-  p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(0.254829592f));
-  const __m512 q = _mm512_mul_ps(_mm512_mul_ps(p, t), exp_ps(_mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), z), z)));
-  const __mmask16 neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
-  return _mm512_mask_blend_ps(neg, _mm512_sub_ps(_mm512_set1_ps(2.0f), q), q);
-}
+// exp, sigmoid, tanh and gelu are the shared ones (vec_math.h, through vm:: above).
 
 RLX_AVX512_INLINE __m512 activate_ps(__m512 x, Activation act, __m512 alpha) {
   const __m512 zero = _mm512_setzero_ps();
@@ -213,18 +199,11 @@ RLX_AVX512_INLINE __m512 activate_ps(__m512 x, Activation act, __m512 alpha) {
     case Activation::Relu: return _mm512_max_ps(zero, x);
     case Activation::LeakyRelu:
       return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, zero, _CMP_LT_OQ), x, _mm512_mul_ps(x, alpha));
-    case Activation::Sigmoid: return sigmoid_ps(x);
-    case Activation::Silu: return _mm512_mul_ps(x, sigmoid_ps(x));
-    case Activation::Tanh: {
-      const __m512 two = _mm512_set1_ps(2.0f);
-      return _mm512_fmsub_ps(two, sigmoid_ps(_mm512_mul_ps(two, x)), _mm512_set1_ps(1.0f));
-    }
-    case Activation::Gelu: return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), x), one_plus_erf_ps(x));
-    case Activation::GeluTanh: {
-      const __m512 x3 = _mm512_mul_ps(_mm512_mul_ps(x, x), x);
-      const __m512 u = _mm512_fmadd_ps(x3, _mm512_set1_ps(0.044715f), x);
-      return _mm512_mul_ps(x, sigmoid_ps(_mm512_mul_ps(u, _mm512_set1_ps(1.5957691216057308f))));
-    }
+    case Activation::Sigmoid: return vm::vsigmoid(x);
+    case Activation::Silu: return _mm512_mul_ps(x, vm::vsigmoid(x));
+    case Activation::Tanh: return vm::vtanh(x);
+    case Activation::Gelu: return vm::vgelu_erf(x);
+    case Activation::GeluTanh: return vm::vgelu_tanh(x);
   }
   return x;
 }
@@ -254,35 +233,9 @@ void activate(float* x, int64_t n, Activation act, float alpha) {
   }
 }
 
-RLX_AVX512 float exp_sum(float* x, int64_t n, float shift) {
-  const __m512 s = _mm512_set1_ps(shift);
-  __m512 acc = _mm512_setzero_ps();
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m512 e = exp_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i), s));
-    _mm512_storeu_ps(x + i, e);
-    acc = _mm512_add_ps(acc, e);
-  }
-  if (i < n) {
-    const __mmask16 m = __mmask16((1u << (n - i)) - 1);
-    const __m512 e = _mm512_maskz_mov_ps(m, exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), s)));
-    _mm512_mask_storeu_ps(x + i, m, e);
-    acc = _mm512_add_ps(acc, e);
-  }
-  return hsum(acc);
-}
+RLX_AVX512 float exp_sum(float* x, int64_t n, float shift) { return vm::vexp_sum_row(x, x, n, shift, true); }
 
-RLX_AVX512 float max(const float* x, int64_t n) {
-  __m512 acc = _mm512_set1_ps(-INFINITY);
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) acc = _mm512_max_ps(acc, _mm512_loadu_ps(x + i));
-  alignas(64) float lanes[16];
-  _mm512_store_ps(lanes, acc);
-  float m = lanes[0];
-  for (int l = 1; l < 16; ++l) m = lanes[l] > m ? lanes[l] : m;
-  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
-  return m;
-}
+RLX_AVX512 float max(const float* x, int64_t n) { return vm::vmax_row(x, n); }
 
 RLX_AVX512 void scale(float* y, int64_t n, float s) {
   const __m512 vs = _mm512_set1_ps(s);

@@ -20,5 +20,8 @@ template <class A> struct NormRows {
 // Best available for `isa` (falls back to a lower level when not compiled in).
 const NormRows<float>& norm_rows_f32(Isa isa);
 const NormRows<double>& norm_rows_f64();
+// The vector versions (nullptr where not compiled in); call only when the CPU has the ISA.
+const NormRows<float>* norm_rows_f32_avx2();
+const NormRows<float>* norm_rows_f32_avx512();
 
 }  // namespace rlx::cpu::reduce_movement
