@@ -11,6 +11,7 @@
 #include "backends/cpu/isa.h"
 #include "backends/cpu/kernels/gemm.h"
 #include "backends/cpu/thread_pool.h"
+#include "backends/cpu/kernels/row_kernels.h"
 #include "gemm_test_util.h"
 
 namespace rlx::cpu {
@@ -279,7 +280,7 @@ TEST(VectorMath, ActivationsMatchScalarReference) {
   std::vector<float> x = random_floats(203, 9, -12.0f, 12.0f);
   x.insert(x.end(), {0.0f, -0.0f, 1e-6f, -1e-6f, 88.0f, -88.0f, -100.0f, 100.0f});
   for (Isa isa : isa_levels()) {
-    const IsaKernels& ks = isa_kernels(isa);
+    const RowKernels& ks = row_kernels(isa);
     for (Activation act : {Activation::None, Activation::Relu, Activation::LeakyRelu, Activation::Sigmoid,
                            Activation::Silu, Activation::Tanh, Activation::Gelu, Activation::GeluTanh}) {
       std::vector<float> y = x;
@@ -297,7 +298,7 @@ TEST(VectorMath, ExpSumMaxScale) {
   std::vector<float> x = random_floats(77, 10, -30.0f, 5.0f);
   x[3] = -INFINITY;
   for (Isa isa : isa_levels()) {
-    const IsaKernels& ks = isa_kernels(isa);
+    const RowKernels& ks = row_kernels(isa);
     EXPECT_EQ(ks.max(x.data(), int64_t(x.size())), *std::max_element(x.begin(), x.end()));
     EXPECT_EQ(ks.max(x.data(), 0), -INFINITY);
     std::vector<float> y = x;

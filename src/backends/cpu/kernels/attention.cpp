@@ -18,6 +18,7 @@
 #include "backends/cpu/isa.h"
 #include "backends/cpu/kernel.h"
 #include "backends/cpu/kernels/gemm.h"
+#include "backends/cpu/kernels/row_kernels.h"
 #include "backends/cpu/thread_pool.h"
 
 namespace rlx::cpu {
@@ -34,6 +35,7 @@ struct AttnCfg {
   int64_t mask_st[4] = {0, 0, 0, 0};  // element strides over [B, Hq, Sq, Sk]; 0 broadcasts
   int64_t bq = 64, bk = 256;           // query / key block sizes
   const IsaKernels* kernels = nullptr;
+  const RowKernels* rows = nullptr;  // online-softmax steps
 };
 
 // Exclusive end of the keys query i may see.
@@ -61,6 +63,7 @@ struct PackedKv {
 void attend_block(const AttnCfg& c, const PackedKv& kv, const void* q, const void* k, const void* v, const void* mask,
                   void* out, int64_t bi, int64_t h, int64_t i0) {
   const IsaKernels& K = *c.kernels;
+  const RowKernels& R = *c.rows;
   const size_t esz = dtype_size(c.type);
   const int64_t rows = std::min(c.bq, c.sq - i0);
   const int64_t hk = h / (c.hq / c.hkv);
@@ -100,7 +103,7 @@ void attend_block(const AttnCfg& c, const PackedKv& kv, const void* q, const voi
       const int64_t i = i0 + r;
       float* srow = S + r * c.bk;
       const int64_t valid = std::clamp<int64_t>(key_end(c, i) - j0, 0, cols);
-      K.scale(srow, valid, c.scale);
+      R.scale(srow, valid, c.scale);
       if (c.has_mask && valid > 0) {
         const int64_t base = bi * c.mask_st[0] + h * c.mask_st[1] + i * c.mask_st[2] + j0 * c.mask_st[3];
         if (c.type == DType::F32 && c.mask_st[3] == 1) {
@@ -110,15 +113,15 @@ void attend_block(const AttnCfg& c, const PackedKv& kv, const void* q, const voi
           for (int64_t j = 0; j < valid; ++j) srow[j] += load_as_f32(mask, c.type, base + j * c.mask_st[3]);
         }
       }
-      const float m_new = std::max(sc.m[size_t(r)], K.max(srow, valid));
+      const float m_new = std::max(sc.m[size_t(r)], R.max(srow, valid));
       if (m_new == -INFINITY) {  // nothing visible yet: this block contributes nothing
         std::fill(srow, srow + cols, 0.0f);
         continue;
       }
-      const float sum = K.exp_sum(srow, valid, m_new);
+      const float sum = R.exp_sum(srow, valid, m_new);
       std::fill(srow + valid, srow + cols, 0.0f);
       const float corr = sc.m[size_t(r)] == -INFINITY ? 0.0f : std::exp(sc.m[size_t(r)] - m_new);
-      if (corr != 1.0f) K.scale(O + r * c.dv, c.dv, corr);
+      if (corr != 1.0f) R.scale(O + r * c.dv, c.dv, corr);
       sc.l[size_t(r)] = sc.l[size_t(r)] * corr + sum;
       sc.m[size_t(r)] = m_new;
     }
@@ -277,6 +280,7 @@ KernelCall build_attention(const Node& node, const std::vector<const Shape*>& in
   c.bq = std::clamp<int64_t>(c.sq, 1, 48);  // a multiple of every microkernel's mr
   c.bk = 256;
   c.kernels = &isa_kernels(detect_isa());
+  c.rows = &row_kernels(detect_isa());
   return make_call(run_attention, std::move(c));
 }
 

@@ -91,13 +91,6 @@ struct IsaKernels {
   TransposePack transpose_pack = nullptr;
   // dst[i] = src[i] widened from F16 (bf16 == false) or BF16 to F32, i < n.
   void (*widen)(const uint16_t* src, float* dst, int64_t n, bool bf16) = nullptr;
-  // x[i] = act(x[i]) for i < n (alpha: leaky_relu slope).
-  void (*activate)(float* x, int64_t n, Activation act, float alpha) = nullptr;
-  // x[i] = exp(x[i] - shift); returns the sum. exp(-inf) is 0.
-  float (*exp_sum)(float* x, int64_t n, float shift) = nullptr;
-  float (*max)(const float* x, int64_t n) = nullptr;  // -inf for n == 0
-  // y[i] = y[i] * s (used to rescale running attention outputs).
-  void (*scale)(float* y, int64_t n, float s) = nullptr;
   // One output row of a stride-1 direct convolution: for t < taps (in order) and
   // x in [lo[t], hi[t]): out[x] += w[t] * src[t][x]. [ilo, ihi) must lie inside every
   // tap's range; there all taps are summed in registers.
@@ -133,8 +126,6 @@ struct DgemmProblem {
 };
 void dgemm(const DgemmProblem& p, ThreadPool* pool);
 
-// Scalar reference of one activation (used by the scalar ISA and for tails).
-float activate_scalar(float x, Activation act, float alpha);
 
 // Element access for the float types the compute kernels accept (F32, F16, BF16, F64).
 inline float load_as_f32(const void* p, DType t, int64_t i) {

@@ -1,5 +1,5 @@
-// AVX2+FMA kernels: the 6x16 SGEMM microkernel family, the small-M dot kernel and the
-// vector math (exp, activations) used by GEMM epilogues and attention. Every function
+// AVX2+FMA kernels: the 6x16 SGEMM microkernel family, the small-M dot kernel, GEMV, packing,
+// half widening and the direct-convolution row (the vector math is row_kernels / vec_math.h). Every function
 // carries its own target attribute; the file is compiled for the baseline ISA, and all
 // symbols except the table getter have internal linkage, so nothing here can be picked
 // by the linker for code that runs on machines without AVX2.
@@ -13,34 +13,10 @@
 #define RLX_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define RLX_AVX2_INLINE RLX_AVX2 inline __attribute__((always_inline))
 
-// The shared vector math (vec_math.h) over this ISA's traits, compiled with the same target
-// as the functions below so that it inlines into them.
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-namespace rlx::cpu::gemm_avx2_math {
-namespace {
-#include "backends/cpu/kernels/vec_traits_avx2.h"
-#include "backends/cpu/kernels/vec_math.h"
-}  // namespace
-}  // namespace rlx::cpu::gemm_avx2_math
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC diagnostic pop
-#pragma GCC pop_options
-#endif
 
 namespace rlx::cpu {
 namespace {
 
-namespace vm = gemm_avx2_math;
 
 constexpr int kMr = 6, kNr = 16;
 
@@ -230,59 +206,6 @@ RLX_AVX2 void transpose_pack(const float* src, int64_t ld, int64_t rows, int64_t
 
 // ---- vector math
 
-// exp, sigmoid, tanh and gelu are the shared ones (vec_math.h, through vm:: above).
-
-RLX_AVX2_INLINE __m256 activate_ps(__m256 x, Activation act, __m256 alpha) {
-  const __m256 zero = _mm256_setzero_ps();
-  switch (act) {
-    case Activation::None: return x;
-    case Activation::Relu: return _mm256_max_ps(zero, x);
-    case Activation::LeakyRelu:
-      return _mm256_blendv_ps(x, _mm256_mul_ps(x, alpha), _mm256_cmp_ps(x, zero, _CMP_LT_OQ));
-    case Activation::Sigmoid: return vm::vsigmoid(x);
-    case Activation::Silu: return _mm256_mul_ps(x, vm::vsigmoid(x));
-    case Activation::Tanh: return vm::vtanh(x);
-    case Activation::Gelu: return vm::vgelu_erf(x);
-    case Activation::GeluTanh: return vm::vgelu_tanh(x);
-  }
-  return x;
-}
-
-// One loop per activation so the switch is resolved outside the loop.
-template <Activation A>
-RLX_AVX2 void activate_loop(float* x, int64_t n, float alpha) {
-  const __m256 va = _mm256_set1_ps(alpha);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, activate_ps(_mm256_loadu_ps(x + i), A, va));
-  if (i < n) {
-    const __m256i m = tail_mask(n - i);
-    _mm256_maskstore_ps(x + i, m, activate_ps(_mm256_maskload_ps(x + i, m), A, va));
-  }
-}
-
-void activate(float* x, int64_t n, Activation act, float alpha) {
-  switch (act) {
-    case Activation::None: return;
-    case Activation::Relu: return activate_loop<Activation::Relu>(x, n, alpha);
-    case Activation::Gelu: return activate_loop<Activation::Gelu>(x, n, alpha);
-    case Activation::GeluTanh: return activate_loop<Activation::GeluTanh>(x, n, alpha);
-    case Activation::Silu: return activate_loop<Activation::Silu>(x, n, alpha);
-    case Activation::Sigmoid: return activate_loop<Activation::Sigmoid>(x, n, alpha);
-    case Activation::Tanh: return activate_loop<Activation::Tanh>(x, n, alpha);
-    case Activation::LeakyRelu: return activate_loop<Activation::LeakyRelu>(x, n, alpha);
-  }
-}
-
-RLX_AVX2 float exp_sum(float* x, int64_t n, float shift) { return vm::vexp_sum_row(x, x, n, shift, true); }
-
-RLX_AVX2 float max(const float* x, int64_t n) { return vm::vmax_row(x, n); }
-
-RLX_AVX2 void scale(float* y, int64_t n, float s) {
-  const __m256 vs = _mm256_set1_ps(s);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), vs));
-  for (; i < n; ++i) y[i] *= s;
-}
 
 RLX_AVX2 void conv_row(float* out, int64_t taps, const float* const* src, const float* w, const int64_t* lo,
                     const int64_t* hi, int64_t ilo, int64_t ihi) {
@@ -334,10 +257,6 @@ IsaKernels make_table() {
   t.gemv = gemv;
   t.transpose_pack = transpose_pack;
   t.widen = widen;
-  t.activate = activate;
-  t.exp_sum = exp_sum;
-  t.max = max;
-  t.scale = scale;
   t.conv_row = conv_row;
   return t;
 }

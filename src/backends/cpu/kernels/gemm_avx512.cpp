@@ -1,5 +1,5 @@
-// AVX-512 kernels: the 12x32 SGEMM microkernel family, the small-M dot kernel and the
-// vector math (exp, activations) used by GEMM epilogues and attention. Every function
+// AVX-512 kernels: the 12x32 SGEMM microkernel family, the small-M dot kernel, GEMV, packing,
+// half widening and the direct-convolution row (the vector math is row_kernels / vec_math.h). Every function
 // carries its own target attribute; the file is compiled for the baseline ISA, and all
 // symbols except the table getter have internal linkage, so nothing here can be picked
 // by the linker for code that runs on machines without AVX-512.
@@ -15,34 +15,10 @@
 #define RLX_AVX512 __attribute__((target("avx512f,avx512dq,avx512vl,avx2,fma,f16c")))
 #define RLX_AVX512_INLINE RLX_AVX512 inline __attribute__((always_inline))
 
-// The shared vector math (vec_math.h) over this ISA's traits, compiled with the same target
-// as the functions below so that it inlines into them.
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512dq,avx512vl,avx2,fma,f16c"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512dq,avx512vl,avx2,fma,f16c")
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-namespace rlx::cpu::gemm_avx512_math {
-namespace {
-#include "backends/cpu/kernels/vec_traits_avx512.h"
-#include "backends/cpu/kernels/vec_math.h"
-}  // namespace
-}  // namespace rlx::cpu::gemm_avx512_math
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC diagnostic pop
-#pragma GCC pop_options
-#endif
 
 namespace rlx::cpu {
 namespace {
 
-namespace vm = gemm_avx512_math;
 
 constexpr int kMr = 12, kNr = 32;
 
@@ -190,59 +166,6 @@ void gemv(int64_t m, int64_t w, int64_t k, const float* a, int64_t rsa, int64_t 
 
 // ---- vector math
 
-// exp, sigmoid, tanh and gelu are the shared ones (vec_math.h, through vm:: above).
-
-RLX_AVX512_INLINE __m512 activate_ps(__m512 x, Activation act, __m512 alpha) {
-  const __m512 zero = _mm512_setzero_ps();
-  switch (act) {
-    case Activation::None: return x;
-    case Activation::Relu: return _mm512_max_ps(zero, x);
-    case Activation::LeakyRelu:
-      return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, zero, _CMP_LT_OQ), x, _mm512_mul_ps(x, alpha));
-    case Activation::Sigmoid: return vm::vsigmoid(x);
-    case Activation::Silu: return _mm512_mul_ps(x, vm::vsigmoid(x));
-    case Activation::Tanh: return vm::vtanh(x);
-    case Activation::Gelu: return vm::vgelu_erf(x);
-    case Activation::GeluTanh: return vm::vgelu_tanh(x);
-  }
-  return x;
-}
-
-// One loop per activation so the switch is resolved outside the loop.
-template <Activation A>
-RLX_AVX512 void activate_loop(float* x, int64_t n, float alpha) {
-  const __m512 va = _mm512_set1_ps(alpha);
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, activate_ps(_mm512_loadu_ps(x + i), A, va));
-  if (i < n) {
-    const __mmask16 m = __mmask16((1u << (n - i)) - 1);
-    _mm512_mask_storeu_ps(x + i, m, activate_ps(_mm512_maskz_loadu_ps(m, x + i), A, va));
-  }
-}
-
-void activate(float* x, int64_t n, Activation act, float alpha) {
-  switch (act) {
-    case Activation::None: return;
-    case Activation::Relu: return activate_loop<Activation::Relu>(x, n, alpha);
-    case Activation::Gelu: return activate_loop<Activation::Gelu>(x, n, alpha);
-    case Activation::GeluTanh: return activate_loop<Activation::GeluTanh>(x, n, alpha);
-    case Activation::Silu: return activate_loop<Activation::Silu>(x, n, alpha);
-    case Activation::Sigmoid: return activate_loop<Activation::Sigmoid>(x, n, alpha);
-    case Activation::Tanh: return activate_loop<Activation::Tanh>(x, n, alpha);
-    case Activation::LeakyRelu: return activate_loop<Activation::LeakyRelu>(x, n, alpha);
-  }
-}
-
-RLX_AVX512 float exp_sum(float* x, int64_t n, float shift) { return vm::vexp_sum_row(x, x, n, shift, true); }
-
-RLX_AVX512 float max(const float* x, int64_t n) { return vm::vmax_row(x, n); }
-
-RLX_AVX512 void scale(float* y, int64_t n, float s) {
-  const __m512 vs = _mm512_set1_ps(s);
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_mul_ps(_mm512_loadu_ps(y + i), vs));
-  for (; i < n; ++i) y[i] *= s;
-}
 
 RLX_AVX512 void conv_row(float* out, int64_t taps, const float* const* src, const float* w, const int64_t* lo,
                     const int64_t* hi, int64_t ilo, int64_t ihi) {
@@ -300,10 +223,6 @@ IsaKernels make_table() {
   // check (which requires AVX2 + FMA) runs the AVX2 table's one.
   t.transpose_pack = avx2_kernels()->transpose_pack;
   t.widen = widen;
-  t.activate = activate;
-  t.exp_sum = exp_sum;
-  t.max = max;
-  t.scale = scale;
   t.conv_row = conv_row;
   return t;
 }

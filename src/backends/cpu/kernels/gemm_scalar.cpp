@@ -7,23 +7,6 @@
 
 namespace rlx::cpu {
 
-float activate_scalar(float x, Activation act, float alpha) {
-  switch (act) {
-    case Activation::None: return x;
-    case Activation::Relu: return x < 0.0f ? 0.0f : x;
-    case Activation::LeakyRelu: return x < 0.0f ? x * alpha : x;
-    case Activation::Sigmoid: return 1.0f / (1.0f + std::exp(-x));
-    case Activation::Silu: return x / (1.0f + std::exp(-x));
-    case Activation::Tanh: return std::tanh(x);
-    case Activation::Gelu: return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f));
-    case Activation::GeluTanh: {
-      const float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
-      return 0.5f * x * (1.0f + std::tanh(u));
-    }
-  }
-  return x;
-}
-
 namespace {
 
 constexpr int kScalarMr = 4, kScalarNr = 16;
@@ -70,30 +53,6 @@ void transpose_pack_scalar(const float* src, int64_t ld, int64_t rows, int64_t k
     for (int64_t r = 0; r < width; ++r) dst[k * width + r] = r < rows ? src[r * ld + k] : 0.0f;
 }
 
-void activate_scalar_n(float* x, int64_t n, Activation act, float alpha) {
-  if (act == Activation::None) return;
-  for (int64_t i = 0; i < n; ++i) x[i] = activate_scalar(x[i], act, alpha);
-}
-
-float exp_sum_scalar(float* x, int64_t n, float shift) {
-  float s = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    x[i] = std::exp(x[i] - shift);
-    s += x[i];
-  }
-  return s;
-}
-
-float max_scalar(const float* x, int64_t n) {
-  float m = -INFINITY;
-  for (int64_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
-  return m;
-}
-
-void scale_scalar(float* y, int64_t n, float s) {
-  for (int64_t i = 0; i < n; ++i) y[i] *= s;
-}
-
 void conv_row_scalar(float* out, int64_t taps, const float* const* src, const float* w, const int64_t* lo,
                      const int64_t* hi, int64_t ilo, int64_t ihi) {
   for (int64_t t = 0; t < taps; ++t)
@@ -120,10 +79,6 @@ IsaKernels make_scalar_table() {
   t.gemv = gemv_scalar;
   t.transpose_pack = transpose_pack_scalar;
   t.widen = widen_scalar;
-  t.activate = activate_scalar_n;
-  t.exp_sum = exp_sum_scalar;
-  t.max = max_scalar;
-  t.scale = scale_scalar;
   t.conv_row = conv_row_scalar;
   return t;
 }

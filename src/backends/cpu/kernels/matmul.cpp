@@ -10,6 +10,7 @@
 #include "backends/cpu/isa.h"
 #include "backends/cpu/kernel.h"
 #include "backends/cpu/kernels/gemm.h"
+#include "backends/cpu/kernels/row_kernels.h"
 #include "backends/cpu/thread_pool.h"
 
 namespace rlx::cpu {
@@ -34,6 +35,7 @@ struct MatmulCfg {
   Activation act = Activation::None;
   float alpha = 0;
   const IsaKernels* kernels = nullptr;
+  const RowKernels* rows = nullptr;  // the epilogue activation
 };
 
 // Contiguous strides of `dims`, with 0 where the dim is 1 (broadcast).
@@ -101,7 +103,7 @@ void tile_epilogue(const void* vctx, float* c, int64_t ldc, int64_t i0, int64_t 
         for (int64_t j = 0; j < n; ++j) row[j] += load_as_f32(t.bias, cfg.type, off + j * cfg.bias_cs);
       }
     }
-    cfg.kernels->activate(row, n, cfg.act, cfg.alpha);
+    cfg.rows->activate(row, n, cfg.act, cfg.alpha);
     if (t.out)
       for (int64_t j = 0; j < n; ++j) store_from_f32(t.out, cfg.type, gi * cfg.n + j0 + j, row[j]);
   }
@@ -338,6 +340,7 @@ KernelCall build_matmul(const Node& node, const std::vector<const Shape*>& in, c
   }
   const bool extent_ok = cfg.lead > 0;
   cfg.kernels = &isa_kernels(detect_isa());
+  cfg.rows = &row_kernels(detect_isa());
   if (cfg.folded) cfg.batch = 1;
   return make_call(run_matmul, std::move(cfg), extent_ok);
 }

@@ -1,0 +1,62 @@
+// The scalar RowKernels (any CPU; also the reference activation) and the choice by ISA.
+#include "backends/cpu/kernels/row_kernels.h"
+
+#include <cmath>
+
+namespace rlx::cpu {
+
+float activate_scalar(float x, Activation act, float alpha) {
+  switch (act) {
+    case Activation::None: return x;
+    case Activation::Relu: return x < 0.0f ? 0.0f : x;
+    case Activation::LeakyRelu: return x < 0.0f ? x * alpha : x;
+    case Activation::Sigmoid: return 1.0f / (1.0f + std::exp(-x));
+    case Activation::Silu: return x / (1.0f + std::exp(-x));
+    case Activation::Tanh: return std::tanh(x);
+    case Activation::Gelu: return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f));
+    case Activation::GeluTanh: {
+      const float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+      return 0.5f * x * (1.0f + std::tanh(u));
+    }
+  }
+  return x;
+}
+
+namespace {
+
+void activate_scalar_n(float* x, int64_t n, Activation act, float alpha) {
+  if (act == Activation::None) return;
+  for (int64_t i = 0; i < n; ++i) x[i] = activate_scalar(x[i], act, alpha);
+}
+
+float exp_sum_scalar(float* x, int64_t n, float shift) {
+  float s = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - shift);
+    s += x[i];
+  }
+  return s;
+}
+
+float max_scalar(const float* x, int64_t n) {
+  float m = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
+  return m;
+}
+
+void scale_scalar(float* y, int64_t n, float s) {
+  for (int64_t i = 0; i < n; ++i) y[i] *= s;
+}
+
+}  // namespace
+
+const RowKernels& row_kernels(Isa isa) {
+  static const RowKernels scalar{activate_scalar_n, exp_sum_scalar, max_scalar, scale_scalar};
+  if (isa == Isa::Avx512)
+    if (const RowKernels* t = row_kernels_avx512()) return *t;
+  if (isa == Isa::Avx512 || isa == Isa::Avx2)
+    if (const RowKernels* t = row_kernels_avx2()) return *t;
+  return scalar;
+}
+
+}  // namespace rlx::cpu

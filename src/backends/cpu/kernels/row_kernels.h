@@ -1,0 +1,30 @@
+// Vector row helpers shared by several kernel families, chosen by ISA like the GEMM tables:
+// the fused-matmul epilogue activation and the online-softmax steps of attention. One
+// implementation (row_kernels_vec.h over vec_math.h) compiled per ISA, plus a scalar one.
+#pragma once
+#include <cstdint>
+
+#include "backends/cpu/isa.h"
+#include "rlx/attrs.h"
+
+namespace rlx::cpu {
+
+struct RowKernels {
+  // x[i] = act(x[i]) for i < n (alpha: leaky_relu slope).
+  void (*activate)(float* x, int64_t n, Activation act, float alpha) = nullptr;
+  // x[i] = exp(x[i] - shift); returns the sum. exp(-inf) is 0.
+  float (*exp_sum)(float* x, int64_t n, float shift) = nullptr;
+  float (*max)(const float* x, int64_t n) = nullptr;  // -inf for n == 0
+  // y[i] = y[i] * s (rescales running attention outputs).
+  void (*scale)(float* y, int64_t n, float s) = nullptr;
+};
+
+// Best available for `isa` (a level this build lacks falls back to the next lower one).
+const RowKernels& row_kernels(Isa isa);
+// The vector tables (nullptr where not compiled in); use only when the CPU has the ISA.
+const RowKernels* row_kernels_avx2();
+const RowKernels* row_kernels_avx512();
+// The scalar activation, the reference the vector versions are tested against.
+float activate_scalar(float x, Activation act, float alpha);
+
+}  // namespace rlx::cpu
