@@ -13,6 +13,28 @@
 #define RLX_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define RLX_AVX2_INLINE RLX_AVX2 inline __attribute__((always_inline))
 
+// The shared microkernel (gemm_ukr_vec.h) over this ISA's traits, compiled with the same
+// target as the rest of this file.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+#endif
+namespace rlx::cpu::gemm_avx2_ukr {
+namespace {
+#include "backends/cpu/kernels/vec_traits_avx2.h"
+using F = V::F;
+constexpr int W = V::W;
+#include "backends/cpu/kernels/gemm_ukr_vec.h"
+}  // namespace
+}  // namespace rlx::cpu::gemm_avx2_ukr
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+
 
 namespace rlx::cpu {
 namespace {
@@ -20,36 +42,8 @@ namespace {
 
 constexpr int kMr = 6, kNr = 16;
 
-// acc starts at zero and is added to C at the end (never FMA'd into C) so that every
-// path (full tile, edge tile through a temporary) performs the same arithmetic.
-template <int M>
-RLX_AVX2 void ukr(int64_t kc, const float* a, const float* b, int64_t ldb, float* c,
-                  int64_t ldc, bool accumulate) {
-  __m256 c0[M], c1[M];
-#pragma GCC unroll 8
-  for (int i = 0; i < M; ++i) c0[i] = c1[i] = _mm256_setzero_ps();
-  for (int64_t k = 0; k < kc; ++k) {
-    const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
-#pragma GCC unroll 8
-    for (int i = 0; i < M; ++i) {
-      const __m256 ai = _mm256_broadcast_ss(a + i);
-      c0[i] = _mm256_fmadd_ps(ai, b0, c0[i]);
-      c1[i] = _mm256_fmadd_ps(ai, b1, c1[i]);
-    }
-    a += kMr;
-    b += ldb;
-  }
-#pragma GCC unroll 8
-  for (int i = 0; i < M; ++i) {
-    float* ci = c + i * ldc;
-    if (accumulate) {
-      c0[i] = _mm256_add_ps(_mm256_loadu_ps(ci), c0[i]);
-      c1[i] = _mm256_add_ps(_mm256_loadu_ps(ci + 8), c1[i]);
-    }
-    _mm256_storeu_ps(ci, c0[i]);
-    _mm256_storeu_ps(ci + 8, c1[i]);
-  }
-}
+// The microkernel is the shared one (gemm_ukr_vec.h, instantiated in gemm_ISA_ukr above).
+template <int M> constexpr GemmMicroKernel ukr = &gemm_avx2_ukr::ukr_vec<M, kMr>;
 
 // Horizontal sum in a fixed order.
 RLX_AVX2_INLINE float hsum(__m256 v) {

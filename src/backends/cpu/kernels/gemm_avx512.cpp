@@ -15,6 +15,28 @@
 #define RLX_AVX512 __attribute__((target("avx512f,avx512dq,avx512vl,avx2,fma,f16c")))
 #define RLX_AVX512_INLINE RLX_AVX512 inline __attribute__((always_inline))
 
+// The shared microkernel (gemm_ukr_vec.h) over this ISA's traits, compiled with the same
+// target as the rest of this file.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512dq,avx512vl,avx2,fma,f16c"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512dq,avx512vl,avx2,fma,f16c")
+#endif
+namespace rlx::cpu::gemm_avx512_ukr {
+namespace {
+#include "backends/cpu/kernels/vec_traits_avx512.h"
+using F = V::F;
+constexpr int W = V::W;
+#include "backends/cpu/kernels/gemm_ukr_vec.h"
+}  // namespace
+}  // namespace rlx::cpu::gemm_avx512_ukr
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+
 
 namespace rlx::cpu {
 namespace {
@@ -22,36 +44,8 @@ namespace {
 
 constexpr int kMr = 12, kNr = 32;
 
-// acc starts at zero and is added to C at the end (never FMA'd into C) so that every
-// path (full tile, edge tile through a temporary) performs the same arithmetic.
-template <int M>
-RLX_AVX512 void ukr(int64_t kc, const float* a, const float* b, int64_t ldb, float* c,
-                    int64_t ldc, bool accumulate) {
-  __m512 c0[M], c1[M];
-#pragma GCC unroll 16
-  for (int i = 0; i < M; ++i) c0[i] = c1[i] = _mm512_setzero_ps();
-  for (int64_t k = 0; k < kc; ++k) {
-    const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
-#pragma GCC unroll 16
-    for (int i = 0; i < M; ++i) {
-      const __m512 ai = _mm512_set1_ps(a[i]);
-      c0[i] = _mm512_fmadd_ps(ai, b0, c0[i]);
-      c1[i] = _mm512_fmadd_ps(ai, b1, c1[i]);
-    }
-    a += kMr;
-    b += ldb;
-  }
-#pragma GCC unroll 16
-  for (int i = 0; i < M; ++i) {
-    float* ci = c + i * ldc;
-    if (accumulate) {
-      c0[i] = _mm512_add_ps(_mm512_loadu_ps(ci), c0[i]);
-      c1[i] = _mm512_add_ps(_mm512_loadu_ps(ci + 16), c1[i]);
-    }
-    _mm512_storeu_ps(ci, c0[i]);
-    _mm512_storeu_ps(ci + 16, c1[i]);
-  }
-}
+// The microkernel is the shared one (gemm_ukr_vec.h, instantiated in gemm_ISA_ukr above).
+template <int M> constexpr GemmMicroKernel ukr = &gemm_avx512_ukr::ukr_vec<M, kMr>;
 
 // Horizontal sum in a fixed order (determinism does not depend on the compiler's choice).
 RLX_AVX512_INLINE float hsum(__m512 v) {
