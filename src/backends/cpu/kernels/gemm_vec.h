@@ -1,0 +1,156 @@
+// Internal: the SGEMM microkernel, the small-M dot and GEMV kernels and the direct-convolution
+// row, written once over the vector-traits struct V of the
+// including namespace and pasted into a region compiled for that ISA (gemm_avx2.cpp,
+// gemm_avx512.cpp). A tile is M (<= Mr) rows by NR = 2 * V::W columns; A is packed in
+// Mr-row panels, B in NR-column panels (gemm.h). No include guard: one copy per ISA.
+//
+// acc starts at zero and is added to C at the end (never FMA'd into C) so that every
+// path (full tile, edge tile through a temporary) performs the same arithmetic.
+template <int M, int Mr>
+void ukr_vec(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+  F c0[M], c1[M];
+#pragma GCC unroll 16
+  for (int i = 0; i < M; ++i) c0[i] = c1[i] = V::zero();
+  for (int64_t k = 0; k < kc; ++k) {
+    const F b0 = V::load(b), b1 = V::load(b + W);
+#pragma GCC unroll 16
+    for (int i = 0; i < M; ++i) {
+      const F ai = V::set1(a[i]);
+      c0[i] = V::fmadd(ai, b0, c0[i]);
+      c1[i] = V::fmadd(ai, b1, c1[i]);
+    }
+    a += Mr;
+    b += ldb;
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < M; ++i) {
+    float* ci = c + i * ldc;
+    if (accumulate) {
+      c0[i] = V::add(V::load(ci), c0[i]);
+      c1[i] = V::add(V::load(ci + W), c1[i]);
+    }
+    V::store(ci, c0[i]);
+    V::store(ci + W, c1[i]);
+  }
+}
+
+// Small-M products: C[i][j] (+)= dot(A row i, B row j) over k, M, N <= 4 rows each. Full
+// vectors then one masked tail, summed per (i, j) in a fixed order.
+template <int M, int N>
+void dot_mn(int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t rsc, int64_t csc,
+            bool accumulate) {
+  F acc[M][N];
+#pragma GCC unroll 4
+  for (int i = 0; i < M; ++i)
+#pragma GCC unroll 4
+    for (int j = 0; j < N; ++j) acc[i][j] = V::zero();
+  auto step = [&](auto load) {
+    F bv[N];
+#pragma GCC unroll 4
+    for (int j = 0; j < N; ++j) bv[j] = load(b + j * ldb);
+#pragma GCC unroll 4
+    for (int i = 0; i < M; ++i) {
+      const F av = load(a + i * lda);
+#pragma GCC unroll 4
+      for (int j = 0; j < N; ++j) acc[i][j] = V::fmadd(av, bv[j], acc[i][j]);
+    }
+  };
+  int64_t kk = 0;
+  for (; kk + W <= k; kk += W) step([&](const float* p) { return V::load(p + kk); });
+  if (kk < k) {
+    const auto t = V::tail(k - kk);
+    step([&](const float* p) { return V::load_tail(p + kk, t, 0.0f); });
+  }
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j) {
+      const float s = V::hsum(acc[i][j]);
+      float& cij = c[i * rsc + j * csc];
+      cij = accumulate ? cij + s : s;
+    }
+}
+
+using DotFn = void (*)(int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t, int64_t, bool);
+template <int M>
+constexpr DotFn kDotRow[4] = {dot_mn<M, 1>, dot_mn<M, 2>, dot_mn<M, 3>, dot_mn<M, 4>};
+constexpr const DotFn* kDot[4] = {kDotRow<1>, kDotRow<2>, kDotRow<3>, kDotRow<4>};
+
+void dot(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+         int64_t rsc, int64_t csc, bool accumulate) {
+  kDot[m - 1][n - 1](k, a, lda, b, ldb, c, rsc, csc, accumulate);
+}
+
+// acc rows live in L1 (w <= 1024 floats each); every B row segment is one contiguous
+// run. Each element sums over k in order.
+template <int M>
+void gemv_m(int64_t w, int64_t k, const float* a, int64_t rsa, int64_t csa, const float* b, int64_t ldb,
+            float* acc) {
+  const int64_t wv = w / W * W;
+  for (int i = 0; i < M; ++i)
+    for (int64_t j = 0; j < w; ++j) acc[i * w + j] = 0.0f;
+  for (int64_t kk = 0; kk < k; ++kk) {
+    const float* bk = b + kk * ldb;
+    F av[M];
+    float as[M];
+#pragma GCC unroll 4
+    for (int i = 0; i < M; ++i) {
+      as[i] = a[i * rsa + kk * csa];
+      av[i] = V::set1(as[i]);
+    }
+    int64_t j = 0;
+    const float* ahead = bk + 4 * ldb;  // rows are separate pages: prefetch 4 rows ahead
+    for (; j + 2 * W <= wv; j += 2 * W) {
+      if (kk + 4 < k)
+        for (int p = 0; p < 2 * W; p += 16) _mm_prefetch(reinterpret_cast<const char*>(ahead + j + p), _MM_HINT_T0);
+      const F b0 = V::load(bk + j), b1 = V::load(bk + j + W);
+#pragma GCC unroll 4
+      for (int i = 0; i < M; ++i) {
+        float* ci = acc + i * w + j;
+        V::store(ci, V::fmadd(av[i], b0, V::load(ci)));
+        V::store(ci + W, V::fmadd(av[i], b1, V::load(ci + W)));
+      }
+    }
+    for (; j < wv; j += W) {
+      const F b0 = V::load(bk + j);
+#pragma GCC unroll 4
+      for (int i = 0; i < M; ++i) V::store(acc + i * w + j, V::fmadd(av[i], b0, V::load(acc + i * w + j)));
+    }
+    for (; j < w; ++j)
+      for (int i = 0; i < M; ++i) acc[i * w + j] = std::fma(as[i], bk[j], acc[i * w + j]);
+  }
+}
+
+void gemv(int64_t m, int64_t w, int64_t k, const float* a, int64_t rsa, int64_t csa, const float* b, int64_t ldb,
+          float* acc) {
+  switch (m) {
+    case 1: return gemv_m<1>(w, k, a, rsa, csa, b, ldb, acc);
+    case 2: return gemv_m<2>(w, k, a, rsa, csa, b, ldb, acc);
+    case 3: return gemv_m<3>(w, k, a, rsa, csa, b, ldb, acc);
+    default: return gemv_m<4>(w, k, a, rsa, csa, b, ldb, acc);
+  }
+}
+
+// One output row of a stride-1 direct convolution (contract in gemm.h): edge columns tap by
+// tap in scalar FMAs; the interior with four independent accumulators (masked at the end)
+// to hide the FMA latency.
+void conv_row(float* out, int64_t taps, const float* const* src, const float* w, const int64_t* lo, const int64_t* hi,
+              int64_t ilo, int64_t ihi) {
+  for (int64_t t = 0; t < taps; ++t) {
+    const int64_t e0 = ilo < hi[t] ? ilo : hi[t], e1 = ihi > lo[t] ? ihi : lo[t];
+    for (int64_t x = lo[t]; x < e0; ++x) out[x] = std::fma(w[t], src[t][x], out[x]);
+    for (int64_t x = e1; x < hi[t]; ++x) out[x] = std::fma(w[t], src[t][x], out[x]);
+  }
+  for (int64_t x = ilo; x < ihi; x += 4 * W) {
+    decltype(V::tail(0)) m[4];
+    for (int c = 0; c < 4; ++c) {
+      const int64_t lanes = ihi - x - c * W;
+      m[c] = V::tail(lanes < 0 ? 0 : lanes > W ? W : lanes);
+    }
+    F acc[4];
+    for (int c = 0; c < 4; ++c) acc[c] = V::load_tail(out + x + c * W, m[c], 0.0f);
+    for (int64_t t = 0; t < taps; ++t) {
+      const F wv = V::set1(w[t]);
+      for (int c = 0; c < 4; ++c) acc[c] = V::fmadd(wv, V::load_tail(src[t] + x + c * W, m[c], 0.0f), acc[c]);
+    }
+    for (int c = 0; c < 4; ++c) V::store_tail(out + x + c * W, m[c], acc[c]);
+  }
+}
