@@ -16,6 +16,7 @@
 #include "backends/cpu/isa.h"
 #include "backends/cpu/kernel.h"
 #include "backends/cpu/kernels/gemm.h"
+#include "backends/cpu/kernels/row_kernels.h"
 #include "backends/cpu/thread_pool.h"
 
 namespace rlx::cpu {
@@ -34,6 +35,7 @@ struct ConvCfg {
   int64_t kx_interior[2] = {0, 0};  // columns inside every kx's [lo, hi)
   int n_in = 2;  // node inputs (the output pointer follows them)
   const IsaKernels* kernels = nullptr;
+  const RowKernels* rows = nullptr;  // conv_row
 };
 
 // Runs f(i) for i in [0, n) on the pool, one index per task.
@@ -255,7 +257,7 @@ void conv_direct_plane(const ConvCfg& cfg, const T* x, const T* w, const T* bias
               tap_lo[taps] = lo;
               tap_hi[taps] = hi;
               if (++taps == kMaxTaps) {
-                cfg.kernels->conv_row(acc, taps, tap_src, tap_w, tap_lo, tap_hi, cfg.kx_interior[0], cfg.kx_interior[1]);
+                cfg.rows->conv_row(acc, taps, tap_src, tap_w, tap_lo, tap_hi, cfg.kx_interior[0], cfg.kx_interior[1]);
                 taps = 0;
               }
               continue;
@@ -266,7 +268,7 @@ void conv_direct_plane(const ConvCfg& cfg, const T* x, const T* w, const T* bias
       }
     }
     if constexpr (std::is_same_v<T, float>) {
-      if (taps) cfg.kernels->conv_row(acc, taps, tap_src, tap_w, tap_lo, tap_hi, cfg.kx_interior[0], cfg.kx_interior[1]);
+      if (taps) cfg.rows->conv_row(acc, taps, tap_src, tap_w, tap_lo, tap_hi, cfg.kx_interior[0], cfg.kx_interior[1]);
     }
     if constexpr (!std::is_same_v<T, Acc>)
       for (int64_t ox = 0; ox < cfg.ow; ++ox) store(o + oy * cfg.ow + ox, acc[ox]);
@@ -357,6 +359,7 @@ KernelCall build_conv(const Node& node, const std::vector<const Shape*>& in, con
   c.n_in = int(in.size());
   c.has_bias = in.size() > 2 && in[2];
   c.kernels = &isa_kernels(detect_isa());
+  c.rows = &row_kernels(detect_isa());
   return make_call(run_conv, std::move(c));
 }
 

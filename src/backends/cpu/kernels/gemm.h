@@ -91,11 +91,6 @@ struct IsaKernels {
   TransposePack transpose_pack = nullptr;
   // dst[i] = src[i] widened from F16 (bf16 == false) or BF16 to F32, i < n.
   void (*widen)(const uint16_t* src, float* dst, int64_t n, bool bf16) = nullptr;
-  // One output row of a stride-1 direct convolution: for t < taps (in order) and
-  // x in [lo[t], hi[t]): out[x] += w[t] * src[t][x]. [ilo, ihi) must lie inside every
-  // tap's range; there all taps are summed in registers.
-  void (*conv_row)(float* out, int64_t taps, const float* const* src, const float* w, const int64_t* lo,
-                   const int64_t* hi, int64_t ilo, int64_t ihi) = nullptr;
 };
 
 // Kernels for `isa` (a level this build lacks falls back to the next lower one).

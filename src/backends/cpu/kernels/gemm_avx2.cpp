@@ -120,7 +120,6 @@ IsaKernels make_table() {
   t.gemv = gemm_avx2_vec::gemv;
   t.transpose_pack = transpose_pack;
   t.widen = widen;
-  t.conv_row = gemm_avx2_vec::conv_row;
   return t;
 }
 

@@ -85,7 +85,6 @@ IsaKernels make_table() {
   // check (which requires AVX2 + FMA) runs the AVX2 table's one.
   t.transpose_pack = avx2_kernels()->transpose_pack;
   t.widen = widen;
-  t.conv_row = gemm_avx512_vec::conv_row;
   return t;
 }
 

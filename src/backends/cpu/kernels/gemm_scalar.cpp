@@ -53,11 +53,6 @@ void transpose_pack_scalar(const float* src, int64_t ld, int64_t rows, int64_t k
     for (int64_t r = 0; r < width; ++r) dst[k * width + r] = r < rows ? src[r * ld + k] : 0.0f;
 }
 
-void conv_row_scalar(float* out, int64_t taps, const float* const* src, const float* w, const int64_t* lo,
-                     const int64_t* hi, int64_t ilo, int64_t ihi) {
-  for (int64_t t = 0; t < taps; ++t)
-    for (int64_t x = lo[t]; x < hi[t]; ++x) out[x] += w[t] * src[t][x];
-}
 
 void widen_scalar(const uint16_t* src, float* dst, int64_t n, bool bf16) {
   for (int64_t i = 0; i < n; ++i) dst[i] = bf16 ? bf16_to_f32(src[i]) : f16_to_f32(src[i]);
@@ -79,7 +74,6 @@ IsaKernels make_scalar_table() {
   t.gemv = gemv_scalar;
   t.transpose_pack = transpose_pack_scalar;
   t.widen = widen_scalar;
-  t.conv_row = conv_row_scalar;
   return t;
 }
 

@@ -48,10 +48,16 @@ void scale_scalar(float* y, int64_t n, float s) {
   for (int64_t i = 0; i < n; ++i) y[i] *= s;
 }
 
+void conv_row_scalar(float* out, int64_t taps, const float* const* src, const float* w, const int64_t* lo,
+                     const int64_t* hi, int64_t ilo, int64_t ihi) {
+  for (int64_t t = 0; t < taps; ++t)
+    for (int64_t x = lo[t]; x < hi[t]; ++x) out[x] += w[t] * src[t][x];
+}
+
 }  // namespace
 
 const RowKernels& row_kernels(Isa isa) {
-  static const RowKernels scalar{activate_scalar_n, exp_sum_scalar, max_scalar, scale_scalar};
+  static const RowKernels scalar{activate_scalar_n, exp_sum_scalar, max_scalar, scale_scalar, conv_row_scalar};
   if (isa == Isa::Avx512)
     if (const RowKernels* t = row_kernels_avx512()) return *t;
   if (isa == Isa::Avx512 || isa == Isa::Avx2)

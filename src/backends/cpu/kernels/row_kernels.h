@@ -1,5 +1,6 @@
-// Vector row helpers shared by several kernel families, chosen by ISA like the GEMM tables:
-// the fused-matmul epilogue activation and the online-softmax steps of attention. One
+// Vector row helpers of the kernel families, chosen by ISA like the GEMM tables: the
+// fused-matmul epilogue activation, the online-softmax steps of attention and the
+// direct-convolution row. One
 // implementation (row_kernels_vec.h over vec_math.h) compiled per ISA, plus a scalar one.
 #pragma once
 #include <cstdint>
@@ -17,6 +18,11 @@ struct RowKernels {
   float (*max)(const float* x, int64_t n) = nullptr;  // -inf for n == 0
   // y[i] = y[i] * s (rescales running attention outputs).
   void (*scale)(float* y, int64_t n, float s) = nullptr;
+  // One output row of a stride-1 direct convolution: for t < taps (in order) and
+  // x in [lo[t], hi[t]): out[x] += w[t] * src[t][x]. [ilo, ihi) must lie inside every
+  // tap's range; there all taps are summed in registers.
+  void (*conv_row)(float* out, int64_t taps, const float* const* src, const float* w, const int64_t* lo,
+                   const int64_t* hi, int64_t ilo, int64_t ihi) = nullptr;
 };
 
 // Best available for `isa` (a level this build lacks falls back to the next lower one).

@@ -3,6 +3,7 @@
 // row_kernels() returns when detect_isa() says the CPU has AVX-512.
 #include "backends/cpu/kernels/row_kernels.h"
 
+#include <cmath>
 #include <cstdint>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -35,7 +36,7 @@ namespace {
 namespace rlx::cpu {
 const RowKernels* row_kernels_avx512() {
   using namespace avx512_row_kernels;
-  static const RowKernels table{activate_row, exp_sum_row, max_row, scale_row};
+  static const RowKernels table{activate_row, exp_sum_row, max_row, scale_row, conv_row};
   return &table;
 }
 }  // namespace rlx::cpu

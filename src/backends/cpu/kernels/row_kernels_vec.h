@@ -53,3 +53,29 @@ void scale_row(float* y, int64_t n, float s) {
     V::store_tail(y + i, t, V::mul(V::load_tail(y + i, t, 0.0f), vs));
   }
 }
+
+// One output row of a stride-1 direct convolution (contract in row_kernels.h): edge columns tap by
+// tap in scalar FMAs; the interior with four independent accumulators (masked at the end)
+// to hide the FMA latency.
+void conv_row(float* out, int64_t taps, const float* const* src, const float* w, const int64_t* lo, const int64_t* hi,
+              int64_t ilo, int64_t ihi) {
+  for (int64_t t = 0; t < taps; ++t) {
+    const int64_t e0 = ilo < hi[t] ? ilo : hi[t], e1 = ihi > lo[t] ? ihi : lo[t];
+    for (int64_t x = lo[t]; x < e0; ++x) out[x] = std::fma(w[t], src[t][x], out[x]);
+    for (int64_t x = e1; x < hi[t]; ++x) out[x] = std::fma(w[t], src[t][x], out[x]);
+  }
+  for (int64_t x = ilo; x < ihi; x += 4 * W) {
+    decltype(V::tail(0)) m[4];
+    for (int c = 0; c < 4; ++c) {
+      const int64_t lanes = ihi - x - c * W;
+      m[c] = V::tail(lanes < 0 ? 0 : lanes > W ? W : lanes);
+    }
+    F acc[4];
+    for (int c = 0; c < 4; ++c) acc[c] = V::load_tail(out + x + c * W, m[c], 0.0f);
+    for (int64_t t = 0; t < taps; ++t) {
+      const F wv = V::set1(w[t]);
+      for (int c = 0; c < 4; ++c) acc[c] = V::fmadd(wv, V::load_tail(src[t] + x + c * W, m[c], 0.0f), acc[c]);
+    }
+    for (int c = 0; c < 4; ++c) V::store_tail(out + x + c * W, m[c], acc[c]);
+  }
+}
