@@ -1,6 +1,6 @@
-// Packed, cache-blocked single-precision GEMM and the small vector-math helpers the
-// compute kernels share (activations, exp, row max), with one implementation per ISA
-// chosen when a kernel call is built.
+// Packed, cache-blocked single-precision GEMM (and double-precision for f64), with the ISA's
+// microkernel, dot, GEMV, packing and widening chosen when a kernel call is built. The row
+// helpers other kernels share (activations, exp-sum, row max, conv row) are row_kernels.h.
 //
 // Contract:
 // - sgemm computes C = A*B (or C += A*B) for any element strides of A and B, so

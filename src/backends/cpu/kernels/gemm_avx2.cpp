@@ -1,6 +1,6 @@
-// AVX2+FMA kernels: the 6x16 SGEMM microkernel family, the small-M dot kernel, GEMV, packing,
-// half widening and the direct-convolution row (the vector math is row_kernels / vec_math.h). Every function
-// carries its own target attribute; the file is compiled for the baseline ISA, and all
+// AVX2+FMA kernels: the GEMM table (6x16 microkernel, dot and GEMV from gemm_vec.h) and the
+// AVX-specific pieces: the 8x8 transposing pack and half widening. Every function carries its
+// own target attribute or sits in a target region; the file is compiled for the baseline ISA, and all
 // symbols except the table getter have internal linkage, so nothing here can be picked
 // by the linker for code that runs on machines without AVX2.
 #include <immintrin.h>

@@ -1,11 +1,13 @@
-// AVX-512 kernels: the 12x32 SGEMM microkernel family, the small-M dot kernel, GEMV, packing,
-// half widening and the direct-convolution row (the vector math is row_kernels / vec_math.h). Every function
-// carries its own target attribute; the file is compiled for the baseline ISA, and all
+// AVX-512 kernels: the GEMM table (12x32 microkernel, dot and GEMV from gemm_vec.h, the AVX2
+// file's transposing pack, and this file's half widening). Every function carries its own target
+// attribute or sits in a target region; the file is compiled for the baseline ISA, and all
 // symbols except the table getter have internal linkage, so nothing here can be picked
 // by the linker for code that runs on machines without AVX-512.
+#if !defined(__clang__)
 // GCC 12's AVX-512 headers trip -W(maybe-)uninitialized on _mm512_undefined_ps().
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include <cmath>
