@@ -1,6 +1,6 @@
 // Row functions for softmax, log_softmax, layer_norm and rms_norm (see norm_rows.h): the
 // scalar versions and the choice by ISA. The vector versions are one implementation
-// (norm_rows_vec.h) compiled per ISA in norm_rows_avx2.cpp / norm_rows_avx512.cpp.
+// (norm_rows_vec.h) compiled per ISA in vec_kernels_avx2.cpp / vec_kernels_avx512.cpp.
 #include "backends/cpu/kernels/norm_rows.h"
 
 #include <cmath>

@@ -1,7 +1,7 @@
 // Internal: the vectorized f32 norm rows (softmax, log_softmax, layer_norm, rms_norm; see
 // norm_rows.h), written once over the vector-traits struct V and vec_math.h of the
 // including namespace, and pasted into a region compiled for that ISA
-// (norm_rows_avx2.cpp, norm_rows_avx512.cpp). Every reduction runs full vectors then one
+// (vec_kernels_avx2.cpp, vec_kernels_avx512.cpp). Every reduction runs full vectors then one
 // masked tail, in a fixed lane order. No include guard: one copy per ISA namespace.
 
 // y = (x - shift) * mul [* s] [+ b] - post

@@ -1,6 +1,6 @@
 // Internal: the vector RowKernels (row_kernels.h), written once over the V of the including
 // namespace and vec_math.h, pasted into a region compiled for that ISA
-// (row_kernels_avx2.cpp, row_kernels_avx512.cpp). No include guard: one copy per ISA.
+// (vec_kernels_avx2.cpp, vec_kernels_avx512.cpp). No include guard: one copy per ISA.
 
 inline F activate_v(F x, Activation act, F alpha) {
   switch (act) {

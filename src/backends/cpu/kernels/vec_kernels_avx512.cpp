@@ -1,10 +1,13 @@
-// AVX-512 row kernels: row_kernels_vec.h over vec_traits_avx512.h. Only this file's functions
-// carry the AVX-512 target; they are reached only through row_kernels_avx512(), which
-// row_kernels() returns when detect_isa() says the CPU has AVX-512.
-#include "backends/cpu/kernels/row_kernels.h"
-
+// AVX-512 instances of the kernels written once over the vector traits: the norm rows
+// (norm_rows_vec.h) and the row kernels (row_kernels_vec.h), over vec_traits_avx512.h and
+// vec_math.h. Only this file's functions carry the AVX-512 target; they are reached only
+// through norm_rows_f32_avx512() and row_kernels_avx512(), which are used when detect_isa()
+// says the CPU has AVX-512.
 #include <cmath>
 #include <cstdint>
+
+#include "backends/cpu/kernels/norm_rows.h"
+#include "backends/cpu/kernels/row_kernels.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -19,13 +22,14 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
-namespace rlx::cpu::avx512_row_kernels {
+namespace rlx::cpu::avx512_vec_kernels {
 namespace {
 #include "backends/cpu/kernels/vec_traits_avx512.h"
 #include "backends/cpu/kernels/vec_math.h"
+#include "backends/cpu/kernels/norm_rows_vec.h"
 #include "backends/cpu/kernels/row_kernels_vec.h"
 }  // namespace
-}  // namespace rlx::cpu::avx512_row_kernels
+}  // namespace rlx::cpu::avx512_vec_kernels
 
 #if defined(__clang__)
 #pragma clang attribute pop
@@ -34,8 +38,16 @@ namespace {
 #endif
 
 namespace rlx::cpu {
+namespace reduce_movement {
+const NormRows<float>* norm_rows_f32_avx512() {
+  using namespace avx512_vec_kernels;
+  static const NormRows<float> rows{softmax_row, log_softmax_row, layer_norm_row, rms_norm_row};
+  return &rows;
+}
+}  // namespace reduce_movement
+
 const RowKernels* row_kernels_avx512() {
-  using namespace avx512_row_kernels;
+  using namespace avx512_vec_kernels;
   static const RowKernels table{activate_row, exp_sum_row, max_row, scale_row, conv_row};
   return &table;
 }
@@ -43,6 +55,9 @@ const RowKernels* row_kernels_avx512() {
 
 #else
 namespace rlx::cpu {
+namespace reduce_movement {
+const NormRows<float>* norm_rows_f32_avx512() { return nullptr; }
+}  // namespace reduce_movement
 const RowKernels* row_kernels_avx512() { return nullptr; }
 }  // namespace rlx::cpu
 #endif
