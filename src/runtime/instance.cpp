@@ -1,5 +1,6 @@
 #include "runtime/instance.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "opt/pipeline.h"
@@ -97,6 +98,12 @@ std::shared_ptr<Interface> make_interface(const Graph& original, const backend::
   r.weight_bytes = plan.memory.weights_bytes + plan.memory.constant_bytes;
   r.constant_bytes = plan.memory.constant_bytes;
   r.num_thunks = exe.num_kernel_calls();
+  for (const Node& n : cg.nodes())
+    for (const Shape& s : n.outputs)
+      for (Dim d : s.dims())
+        if (d.is_static()) iface->dim_sizes.push_back(d.value());
+  std::sort(iface->dim_sizes.begin(), iface->dim_sizes.end());
+  iface->dim_sizes.erase(std::unique(iface->dim_sizes.begin(), iface->dim_sizes.end()), iface->dim_sizes.end());
   iface->poison_scratch = opts.verify_each_pass;
   return iface;
 }
@@ -466,11 +473,8 @@ void Instance::set_active_extent(int64_t actual, int64_t upper) {
          "): needs 1 <= actual <= upper");
   if (actual != upper) {
     // An extent no dim of the compiled graph has would silently run everything in full.
-    bool found = false;
-    for (const Node& n : plan().graph.nodes())
-      for (const Shape& s : n.outputs)
-        for (Dim d : s.dims()) found = found || (d.is_static() && d.value() == upper);
-    if (!found)
+    // (Decode loops call this every step: a lookup, not a walk over the graph.)
+    if (!std::binary_search(iface_->dim_sizes.begin(), iface_->dim_sizes.end(), upper))
       fail(ErrorCategory::InvalidArgument, "set_active_extent(", actual, ", ", upper, "): no dim of the compiled graph is ",
            upper, "; 'upper' must be the size the graph was compiled with (e.g. its context length)");
   }

@@ -42,8 +42,9 @@ struct Interface {
   std::vector<Port> inputs, outputs, params;
   std::unordered_map<std::string, int> input_index, output_index, param_index;
   CompileReport report;
-  int threads = 1;
   bool poison_scratch = false;
+  // Every static dim size of the compiled graph, sorted: set_active_extent's `upper` must be one.
+  std::vector<int64_t> dim_sizes;
 };
 
 // Builds the interface of `original` compiled into `program` (names, public types).

@@ -59,7 +59,6 @@ CompiledGraph Session::compile_unguarded(const Graph& g) const {
 
   std::unique_ptr<backend::Executable> exe = be.compile(std::move(plan), opts);
   std::shared_ptr<runtime::Interface> iface = runtime::make_interface(g, *exe, opts);
-  iface->threads = exe->capabilities().threads;
   return CompiledGraph(std::make_unique<runtime::Instance>(std::move(exe), std::move(iface)));
 }
 

@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <set>
 
 #include "runtime/npy.h"
 #ifdef RLX_HAVE_ONNX
@@ -121,10 +122,11 @@ namespace {
 #ifdef RLX_HAVE_ONNX
 // The model imported with its declared input dims; a model that needs concrete dims to
 // import gets its symbolic dims from --bind.
-Graph load_onnx_graph(const std::string& path, const CompileOptions& opts) {
+Graph load_onnx_graph(const std::string& path, CompileOptions& opts) {
   onnx::OnnxModel m = onnx::load_onnx(path);
   if (m.has_graph) return std::move(m.graph);
   std::map<std::string, std::vector<int64_t>> shapes;
+  std::set<std::string> used;
   for (const onnx::OnnxValueInfo& in : m.inputs) {
     std::vector<int64_t> dims = in.dims;
     for (size_t i = 0; i < dims.size(); ++i) {
@@ -137,17 +139,20 @@ Graph load_onnx_graph(const std::string& path, const CompileOptions& opts) {
              ", and the model needs concrete dims to import (", m.dynamic_reason, ")",
              sym.empty() ? std::string("") : ": bind it with --bind " + sym + "=N");
       dims[i] = b->second;
+      used.insert(sym);
     }
     shapes[in.name] = dims;
   }
-  return onnx::import_graph(m, shapes);
+  Graph g = onnx::import_graph(m, shapes);
+  for (const std::string& sym : used) opts.dim_bindings.erase(sym);  // now static in `g`
+  return g;
 }
 #endif
 }  // namespace
 
 const std::vector<ModelFormat>& model_formats() {
   static const std::vector<ModelFormat> table = {
-      {".rlx", "rlx text IR", [](const std::string& path, const CompileOptions&) { return load_graph_file(path); }},
+      {".rlx", "rlx text IR", [](const std::string& path, CompileOptions&) { return load_graph_file(path); }},
 #ifdef RLX_HAVE_ONNX
       {".onnx", "ONNX model", &load_onnx_graph},
 #endif
@@ -179,7 +184,7 @@ void set_params_from_args(CompiledGraph& net, const Args& args) {
   }
 }
 
-Graph load_model(const std::string& path, const CompileOptions& opts) {
+Graph load_model(const std::string& path, CompileOptions& opts) {
   const std::string ext = std::filesystem::path(path).extension().string();
   std::string known;
   for (const ModelFormat& f : model_formats()) {

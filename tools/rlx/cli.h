@@ -51,17 +51,18 @@ std::string command_help(const Command& cmd);
 
 // Model files by extension.
 // `opts` carries --bind: an importer that needs concrete dims to import (ONNX models whose
-// shape arithmetic depends on symbolic input dims) resolves them through it.
+// shape arithmetic depends on symbolic input dims) resolves them through it and removes the
+// bindings it used, so that compiling the graph it returns does not look for those symbols.
 struct ModelFormat {
   std::string extension;    // ".rlx"
   std::string description;
-  Graph (*load)(const std::string& path, const CompileOptions& opts) = nullptr;
+  Graph (*load)(const std::string& path, CompileOptions& opts) = nullptr;
 };
 const std::vector<ModelFormat>& model_formats();
 // "Model formats: .rlx (rlx text IR), .onnx (ONNX model)" for --help texts.
 std::string model_formats_line();
 // Loads by extension; throws Error(Unsupported) naming the known extensions.
-Graph load_model(const std::string& path, const CompileOptions& opts = {});
+Graph load_model(const std::string& path, CompileOptions& opts);
 
 // --param NAME=FILE.npy ...: each file's dtype converts to the param's, its dims must equal
 // the param's dims (a transposed weight is an error, not a silently wrong result).

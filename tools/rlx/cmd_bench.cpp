@@ -209,7 +209,8 @@ int cmd_bench(const Args& args) {
     threads = effective.threads > 0 ? effective.threads : int(std::max(1u, std::thread::hardware_concurrency()));
 #endif
   } else {
-    Graph g = load_model(path, opts);
+    CompileOptions loaded = opts;  // what the loader leaves to bind
+    Graph g = load_model(path, loaded);
     std::vector<InputDecl> decls;
     for (int32_t id : g.input_nodes()) {
       const Node& n = g.node(id);
@@ -223,7 +224,7 @@ int cmd_bench(const Args& args) {
     }
     const std::map<std::string, TypedTensor> inputs = gather_inputs(args, decls, opts);
     // Symbols not bound by --bind take their sizes from the inputs (given or --shape).
-    CompileOptions bound = opts;
+    CompileOptions bound = loaded;
     for (const InputDecl& d : decls) {
       const std::vector<int64_t>& dims = inputs.at(d.name).dims;
       if (dims.size() != d.dims.size())

@@ -1,5 +1,4 @@
 // rlx check FILE: parse, verify, compile; print what the compiler did.
-#include <algorithm>
 #include <iostream>
 
 #include "cli.h"
@@ -26,14 +25,7 @@ std::string leaf_list(const CompiledGraph& net, const std::vector<std::string>& 
 int cmd_check(const Args& args) {
   const std::string& path = args.positional[0];
   CompileOptions opts = compile_options_from(args);
-  Graph g = load_model(path, opts);
-  // An importer that needed concrete dims (ONNX) has used the bindings already: the graph
-  // it gives back has no such symbols left to bind.
-  for (auto it = opts.dim_bindings.begin(); it != opts.dim_bindings.end();) {
-    const auto& syms = g.symbols();
-    const bool in_graph = std::find(syms.begin(), syms.end(), it->first) != syms.end();
-    it = (!in_graph && path.size() > 5 && path.ends_with(".onnx")) ? opts.dim_bindings.erase(it) : std::next(it);
-  }
+  Graph g = load_model(path, opts);  // drops the bindings an importer used up
   verify_graph(g);
   std::cout << "graph '" << g.name() << "': " << g.nodes().size() << " nodes, verified\n";
   CompiledGraph net = Session(Device::Cpu, opts).compile(g);

@@ -51,7 +51,7 @@ int cmd_run(const Args& args) {
     fail(ErrorCategory::Unsupported, "this rlx was built without the ONNX importer");
 #endif
   } else {
-    const CompileOptions opts = compile_options_from(args);
+    CompileOptions opts = compile_options_from(args);
     Graph g = load_model(path, opts);
     CompiledGraph net = Session(Device::Cpu, opts).compile(g);
     set_params_from_args(net, args);

@@ -35,7 +35,6 @@ class NullExecutable final : public backend::Executable {
                             !leaf.init.empty() || n.outputs[0].bytes() == 0};
         if (!leaf.init.empty()) e.bytes.assign(leaf.init.data(), leaf.init.data() + leaf.init.size());
         params_->entries.emplace(leaf.name, std::move(e));
-        param_node_[leaf.name] = int32_t(i);
       }
     }
   }
@@ -126,7 +125,6 @@ class NullExecutable final : public backend::Executable {
   opt::Plan plan_;
   std::vector<std::vector<std::vector<uint8_t>>> values_;  // [node][out]
   std::shared_ptr<ParamStore> params_;
-  std::map<std::string, int32_t> param_node_;
 };
 
 class NullBackend final : public backend::Backend {

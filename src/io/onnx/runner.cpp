@@ -131,7 +131,7 @@ std::vector<TypedTensor> OnnxRunner::run_unguarded(const std::map<std::string, T
       fail(ErrorCategory::InvalidArgument, m.path, ": missing input '", info.name, "' (its inputs: ", known(), ")");
     const TypedTensor& t = it->second;
     try {
-      (void)Shape(t.dims, t.dtype);  // dims are non-negative and the tensor can exist
+      (void)runtime::numel_of(t.dims);  // dims are non-negative and their product fits (no allocation)
       shapes[info.name] = t.dims;
       if (t.dtype == info.dtype) feed[info.name] = t;
       else feed[info.name] = runtime::convert_tensor(t, info.dtype);
