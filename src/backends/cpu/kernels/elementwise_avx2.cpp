@@ -1,17 +1,13 @@
 // AVX2 + FMA F32 spans. Only this file's functions carry the AVX2 target; they are
 // reached only through f32_vec_table_avx2(), which callers use when detect_isa() says
 // the CPU has AVX2 (the rest of the binary stays baseline x86-64).
+#include "backends/cpu/kernels/isa_region.h"
 #include "backends/cpu/kernels/elementwise_types.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
-#endif
+RLX_ISA_REGION_BEGIN("avx2,fma,f16c")
 
 namespace rlx::cpu::ew::avx2_impl {
 namespace {
@@ -81,11 +77,7 @@ void fill_converters(F32VecTable& t) {
 #include "backends/cpu/kernels/elementwise_vec_impl.h"
 #undef RLX_VEC_NS
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+RLX_ISA_REGION_END()
 
 namespace rlx::cpu::ew {
 const F32VecTable& f32_vec_table_avx2() {

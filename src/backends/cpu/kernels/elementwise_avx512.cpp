@@ -1,19 +1,13 @@
 // AVX-512 (F, BW, DQ, VL) F32 spans. Only this file's functions carry the AVX-512 target; they are
 // reached only through f32_vec_table_avx512(), which callers use when detect_isa() says
 // the CPU has AVX-512 (the rest of the binary stays baseline x86-64).
+#include "backends/cpu/kernels/isa_region.h"
 #include "backends/cpu/kernels/elementwise_types.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")
-// GCC 12 reports its own _mm512_undefined_ps() as maybe-uninitialized.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+RLX_ISA_REGION_BEGIN("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")
 
 namespace rlx::cpu::ew::avx512_impl {
 namespace {
@@ -25,11 +19,7 @@ namespace {
 #include "backends/cpu/kernels/elementwise_vec_impl.h"
 #undef RLX_VEC_NS
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+RLX_ISA_REGION_END()
 
 namespace rlx::cpu::ew {
 const F32VecTable& f32_vec_table_avx512() {

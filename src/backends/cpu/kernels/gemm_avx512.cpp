@@ -12,6 +12,7 @@
 
 #include <cmath>
 
+#include "backends/cpu/kernels/isa_region.h"
 #include "backends/cpu/kernels/gemm.h"
 
 #define RLX_AVX512 __attribute__((target("avx512f,avx512dq,avx512vl,avx2,fma,f16c")))
@@ -19,12 +20,7 @@
 
 // The shared kernels (gemm_vec.h: microkernel, dot, GEMV, conv row) over this ISA's traits,
 // compiled with the same target as the rest of this file.
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512dq,avx512vl,avx2,fma,f16c"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512dq,avx512vl,avx2,fma,f16c")
-#endif
+RLX_ISA_REGION_BEGIN("avx512f,avx512dq,avx512vl,avx2,fma,f16c")
 namespace rlx::cpu::gemm_avx512_vec {
 namespace {
 #include "backends/cpu/kernels/vec_traits_avx512.h"
@@ -33,11 +29,7 @@ constexpr int W = V::W;
 #include "backends/cpu/kernels/gemm_vec.h"
 }  // namespace
 }  // namespace rlx::cpu::gemm_avx512_vec
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+RLX_ISA_REGION_END()
 
 
 namespace rlx::cpu {

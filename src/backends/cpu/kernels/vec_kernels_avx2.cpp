@@ -6,21 +6,14 @@
 #include <cmath>
 #include <cstdint>
 
+#include "backends/cpu/kernels/isa_region.h"
 #include "backends/cpu/kernels/norm_rows.h"
 #include "backends/cpu/kernels/row_kernels.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
-// GCC 12 reports its own _mm512_undefined_* (inside _mm512_reduce_*) as uninitialized.
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+RLX_ISA_REGION_BEGIN("avx2,fma,f16c")
 
 namespace rlx::cpu::avx2_vec_kernels {
 namespace {
@@ -31,11 +24,7 @@ namespace {
 }  // namespace
 }  // namespace rlx::cpu::avx2_vec_kernels
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+RLX_ISA_REGION_END()
 
 namespace rlx::cpu {
 namespace reduce_movement {
