@@ -140,21 +140,6 @@ void float_gemm(const MatmulCfg& cfg, ThreadPool* pool, const void* a, const voi
 
 // ---------------------------------------------------------------- f64 and integers
 
-double activate_f64(double x, Activation act, double alpha) {
-  switch (act) {
-    case Activation::None: return x;
-    case Activation::Relu: return x < 0 ? 0.0 : x;
-    case Activation::LeakyRelu: return x < 0 ? x * alpha : x;
-    case Activation::Sigmoid: return 1.0 / (1.0 + std::exp(-x));
-    case Activation::Silu: return x / (1.0 + std::exp(-x));
-    case Activation::Tanh: return std::tanh(x);
-    case Activation::Gelu: return 0.5 * x * (1.0 + std::erf(x * 0.70710678118654752));
-    case Activation::GeluTanh:
-      return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
-  }
-  return x;
-}
-
 void f64_gemm(const MatmulCfg& cfg, ThreadPool* pool, const void* a, const void* b, const void* bias,
               void* out, int64_t batch, int64_t m) {
   DgemmProblem p;
@@ -176,7 +161,7 @@ void f64_gemm(const MatmulCfg& cfg, ThreadPool* pool, const void* a, const void*
     for (int64_t j = 0; j < cfg.n; ++j) {
       double v = row[j];
       if (bp) v += bp[cfg.bias_off[size_t(bb)] + i * cfg.bias_rs + j * cfg.bias_cs];
-      row[j] = activate_f64(v, cfg.act, cfg.alpha);
+      row[j] = activate_scalar<double>(v, cfg.act, cfg.alpha);
     }
   }
 }

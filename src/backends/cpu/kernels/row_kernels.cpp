@@ -5,23 +5,6 @@
 
 namespace rlx::cpu {
 
-float activate_scalar(float x, Activation act, float alpha) {
-  switch (act) {
-    case Activation::None: return x;
-    case Activation::Relu: return x < 0.0f ? 0.0f : x;
-    case Activation::LeakyRelu: return x < 0.0f ? x * alpha : x;
-    case Activation::Sigmoid: return 1.0f / (1.0f + std::exp(-x));
-    case Activation::Silu: return x / (1.0f + std::exp(-x));
-    case Activation::Tanh: return std::tanh(x);
-    case Activation::Gelu: return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f));
-    case Activation::GeluTanh: {
-      const float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
-      return 0.5f * x * (1.0f + std::tanh(u));
-    }
-  }
-  return x;
-}
-
 namespace {
 
 void activate_scalar_n(float* x, int64_t n, Activation act, float alpha) {

@@ -3,6 +3,7 @@
 // direct-convolution row. One
 // implementation (row_kernels_vec.h over vec_math.h) compiled per ISA, plus a scalar one.
 #pragma once
+#include <cmath>
 #include <cstdint>
 
 #include "backends/cpu/isa.h"
@@ -30,7 +31,20 @@ const RowKernels& row_kernels(Isa isa);
 // The vector tables (nullptr where not compiled in); use only when the CPU has the ISA.
 const RowKernels* row_kernels_avx2();
 const RowKernels* row_kernels_avx512();
-// The scalar activation, the reference the vector versions are tested against.
-float activate_scalar(float x, Activation act, float alpha);
+// The scalar activation in T (float: the reference the vector versions are tested against;
+// double: the f64 matmul epilogue).
+template <class T> T activate_scalar(T x, Activation act, T alpha) {
+  switch (act) {
+    case Activation::None: return x;
+    case Activation::Relu: return x < T(0) ? T(0) : x;
+    case Activation::LeakyRelu: return x < T(0) ? x * alpha : x;
+    case Activation::Sigmoid: return T(1) / (T(1) + std::exp(-x));
+    case Activation::Silu: return x / (T(1) + std::exp(-x));
+    case Activation::Tanh: return std::tanh(x);
+    case Activation::Gelu: return T(0.5) * x * (T(1) + std::erf(x * T(0.70710678118654752)));
+    case Activation::GeluTanh: return T(0.5) * x * (T(1) + std::tanh(T(0.7978845608028654) * (x + T(0.044715) * x * x * x)));
+  }
+  return x;
+}
 
 }  // namespace rlx::cpu
