@@ -10,6 +10,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev   # tests, micro benchmarks
   libprotobuf-dev protobuf-compiler libonnx-dev  # ONNX importer (protobuf types)
   libopenblas-dev                       # optional BLAS peer / large GEMMs
+  libicu-dev                            # tokenizer: Unicode classes, pre-tokenizer regexes
   ccache                                # faster rebuilds
   imagemagick fonts-dejavu-core         # the OCR demo renders its input text
 )

@@ -39,6 +39,7 @@ const std::vector<Command>& commands() {
 #ifdef RLX_HAVE_ONNX
     t.push_back(onnx_coverage_command());
 #endif
+    for (Command& c : gguf_commands()) t.push_back(std::move(c));
     return t;
   }();
   return table;
