@@ -28,7 +28,7 @@
  * library is compiled for baseline x86-64: no FMA contraction in ggml-quants.c).
  *
  * All pseudo-random numbers come from a splitmix64 generator and are turned into floats
- * with exact IEEE arithmetic only (the only libm calls are the exact ldexp and fabs), so the inputs are identical on every
+ * with exact IEEE arithmetic only (the only libm calls are the exact ldexp, fabs and nextafter), so the inputs are identical on every
  * platform. "Gaussian" values are Irwin-Hall approximations (sum of 12 uniforms - 6).
  */
 
@@ -83,7 +83,16 @@ struct Rng {
   }
 };
 
-// Fills one group of 32 values with the given "character" (kind 0..8).
+// Leaves x as is (an exact tie), or moves it one ulp up or down.
+float nudge(Rng& r, float x) {
+  switch (r.range(0, 2)) {
+    case 0: return std::nextafter(x, -std::numeric_limits<float>::infinity());
+    case 1: return std::nextafter(x, std::numeric_limits<float>::infinity());
+    default: return x;
+  }
+}
+
+// Fills one group of 32 values with the given "character" (kind 0..11).
 void fill_group32(Rng& r, float* x, int kind) {
   const int n = 32;
   double s = r.scale(-8, 4);
@@ -123,6 +132,30 @@ void fill_group32(Rng& r, float* x, int kind) {
       for (int i = 0; i < n; ++i) x[i] = float(p * 0.5 * r.range(-16, 16));
       break;
     }
+    case 9: {  // Q8_0 ties: amax = 127p makes d = p exact, others at (j + 1/2)p, some 1 ulp off
+      double p = std::ldexp(1.0, r.range(-8, 0));
+      for (int i = 0; i < n; ++i) x[i] = nudge(r, float(p * (r.range(-127, 126) + 0.5)));
+      x[r.range(0, n - 1)] = float(r.sign() * 127.0 * p);
+      break;
+    }
+    case 10: {  // Q4_0 ties: max = -8p makes d = p exact, others at half-integers * p, 1 ulp off
+      double p = r.sign() * std::ldexp(1.0, r.range(-8, 0));
+      for (int i = 0; i < n; ++i) x[i] = nudge(r, float(p * (r.range(-8, 7) + 0.5)));
+      x[r.range(0, n - 1)] = float(-8.0 * p);
+      break;
+    }
+    case 11: {  // Q4_1/Q5_1 ties: max - min = 15p or 31p, others at min + half-integers * p
+      const int levels = (r.next() & 1) ? 15 : 31;
+      double p = std::ldexp(1.0, r.range(-8, 0));
+      double mn = (r.next() & 1) ? 0.0 : -p * r.range(1, levels);
+      for (int i = 0; i < n; ++i) x[i] = nudge(r, float(mn + p * (r.range(0, levels - 1) + 0.5)));
+      const int o = r.range(0, n - 1);
+      x[o] = float(mn);
+      x[(o + 11) % n] = float(mn + levels * p);
+      // Just below the first half step: with mn = 0, (x - min) * id + 0.5f rounds up to 1.
+      x[(o + 23) % n] = std::nextafter(float(mn + 0.5 * p), float(mn));
+      break;
+    }
     default:
       std::abort();
   }
@@ -135,7 +168,7 @@ std::vector<float> make_input(Rng& r, ggml_type type, int64_t n) {
   if (blck == 256) {
     // Super-block characters; the sub-blocks (32) of one super-block vary within it.
     static const int kMixed[8] = {0, 1, 2, 3, 4, 5, 6, 7};
-    static const int kMixed2[8] = {5, 6, 8, 3, 5, 6, 8, 0};
+    static const int kMixed2[8] = {5, 6, 8, 3, 9, 10, 11, 0};
     for (int64_t b = 0; b < n / 256; ++b) {
       float* sb = x.data() + b * 256;
       const int kind = int(b % 6);
@@ -168,7 +201,7 @@ std::vector<float> make_input(Rng& r, ggml_type type, int64_t n) {
       }
     }
   } else {
-    for (int64_t b = 0; b < n / 32; ++b) fill_group32(r, x.data() + b * 32, int(b % 9));
+    for (int64_t b = 0; b < n / 32; ++b) fill_group32(r, x.data() + b * 32, int(b % 12));
   }
   if (type == GGML_TYPE_F16 || type == GGML_TYPE_BF16) {
     // The last group of the quantized part holds conversion edge cases
