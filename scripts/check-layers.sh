@@ -26,7 +26,7 @@ try runtime io/onnx/importer.h no
 try io runtime/backend_registry.h yes
 try io backends/cpu/kernel.h no
 try io backends/null/backend.h no
-try io llm/model.h no
+try io llm/arch.h no
 try llm runtime/instance.h yes
 try llm backends/cpu/kernel.h no
 [ "$fail" -eq 0 ] && echo "layer include roots: every allowed include compiles, every wrong-way include fails"

@@ -1,0 +1,106 @@
+// LLM engine: GGUF models built as rlx graphs, a KV cache, sampling.
+//
+// llm::Model reads a GGUF file (memory-mapped), its hyperparameters and tokenizer, and
+// knows how to build the graph of its architecture family (llama, qwen2, qwen3, gpt2;
+// see src/llm/arch_*.cpp). An unknown general.architecture is Error(Unsupported) naming
+// it and the families rlx has.
+//
+// llm::Engine runs a model: eval(tokens) appends the tokens at the current position and
+// returns their logits. Graphs are compiled by the normal pipeline per (number of new
+// tokens, cache bucket), the cache bucket being the context capacity rounded up to a
+// power of two (at least 256), so a short context does not pay for a long one; all
+// graphs share one weights segment. The KV cache is preallocated per bucket and held by
+// the engine, F16 by default (F32 selectable); appending a token writes only its rows.
+//
+// Weights: matrices are stored transposed ([n_in, n_out], the layout rlx's matmul
+// reads) in F32. Types other than F32 are dequantized while loading, and the engine says
+// so in load_report() (quantized matmul kernels that read the packed blocks directly are
+// not built yet).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "rlx/compiled_graph.h"
+#include "rlx/gguf.h"
+#include "rlx/tokenizer.h"
+
+namespace rlx::llm {
+
+enum class RopeKind { None, Norm, Neox };  // Norm: pairs (2i, 2i+1); Neox: (i, i + n_rot/2)
+
+struct HParams {
+  std::string arch;
+  int64_t n_vocab = 0, n_ctx_train = 0, n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0;
+  int64_t head_dim = 0, n_ff = 0, n_rot = 0;
+  double rope_base = 10000, norm_eps = 1e-5, attn_scale = 0;  // attn_scale 0: 1/sqrt(head_dim)
+  RopeKind rope = RopeKind::Norm;
+  bool layer_norm = false;  // LayerNorm (with bias) instead of RMSNorm
+  int64_t n_expert = 0, n_expert_used = 0;
+};
+
+struct Model {
+  // Error(Io/Parse) for unreadable files, Error(Unsupported) for unknown families.
+  static std::shared_ptr<const Model> load(const std::string& path);
+  gguf::File file;
+  HParams hp;
+  std::shared_ptr<const Tokenizer> tokenizer;  // null when the vocab is not a supported tokenizer
+  std::string tokenizer_error;                 // why it is null
+};
+
+// Names of the architecture families rlx can build.
+std::vector<std::string> architectures();
+
+struct EngineOptions {
+  int threads = 0;           // 0: hardware concurrency
+  int64_t n_ctx = 0;         // 0: min(the model's training context, 4096)
+  DType kv_type = DType::F16;  // F16 or F32
+};
+
+class Engine {
+ public:
+  Engine(std::shared_ptr<const Model> model, EngineOptions opts = {});
+  ~Engine();
+  Engine(Engine&&) noexcept;
+
+  // Appends `tokens` at the current position; returns logits row-major [rows, n_vocab]:
+  // every token's row when `all_rows`, else only the last token's. Error(InvalidArgument)
+  // for token ids outside the vocabulary or a context overflow (nothing is appended then).
+  std::vector<float> eval(std::span<const int32_t> tokens, bool all_rows = false);
+  int64_t position() const;
+  int64_t context() const;
+  void reset();  // empties the cache (position 0)
+
+  const Model& model() const;
+  std::string load_report() const;  // what loading did to the weights (types, bytes)
+  int64_t compiled_graphs() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+struct SamplerOptions {
+  float temperature = 0;  // 0: greedy (argmax; lowest id on ties)
+  int top_k = 40;         // 0: off
+  float top_p = 0.95f;    // 1: off
+  float min_p = 0.05f;    // 0: off
+  float repeat_penalty = 1.0f;  // 1: off
+  int repeat_last_n = 64;
+  uint64_t seed = 0;
+};
+
+// Seeded and reproducible: the same options, logits and history give the same ids.
+class Sampler {
+ public:
+  explicit Sampler(SamplerOptions o = {});
+  int32_t sample(std::span<const float> logits, std::span<const int32_t> history);
+
+ private:
+  SamplerOptions o_;
+  uint64_t state_;
+};
+
+}  // namespace rlx::llm

@@ -1,0 +1,171 @@
+// BuildCtx (params and inputs of one forward pass), the family registry, Model::load.
+#include "llm/arch.h"
+
+#include <algorithm>
+
+namespace rlx::llm {
+
+BuildCtx::BuildCtx(const Model& m, int64_t t, int64_t cache, DType kv, bool all)
+    : model(m), hp(m.hp), T(t), C(cache), kv_type(kv), all_rows(all),
+      kc_(static_cast<size_t>(m.hp.n_layer)), vc_(static_cast<size_t>(m.hp.n_layer)),
+      kv_out_(static_cast<size_t>(m.hp.n_layer)) {}
+
+bool BuildCtx::has(const std::string& tensor) const { return model.file.find_tensor(tensor) != nullptr; }
+
+Value BuildCtx::param(const std::string& name, const std::string& tensor, bool transpose, std::vector<int64_t> dims) {
+  if (int32_t id = g.find_param(name); id >= 0) return Value{id, 0};
+  params_.push_back(ParamSource{name, tensor, transpose, dims});
+  return g.param(name, Shape(dims, DType::F32));
+}
+
+Value BuildCtx::matrix(const std::string& tensor) { return matrix_from(tensor, tensor); }
+
+Value BuildCtx::matrix_from(const std::string& name, const std::string& tensor) {
+  const gguf::TensorInfo& t = model.file.tensor(tensor);
+  if (t.dims.size() != 2)
+    fail(ErrorCategory::Parse, "GGUF file '", model.file.path(), "': tensor '", tensor, "' has ", t.dims.size(),
+         " dims, a matrix needs 2");
+  return param(name, tensor, true, {t.dims[0], t.dims[1]});
+}
+
+Value BuildCtx::vec(const std::string& tensor) {
+  const gguf::TensorInfo& t = model.file.tensor(tensor);
+  return param(tensor, tensor, false, {t.elements()});
+}
+
+Value BuildCtx::table(const std::string& tensor) {
+  const gguf::TensorInfo& t = model.file.tensor(tensor);
+  if (t.dims.size() != 2)
+    fail(ErrorCategory::Parse, "GGUF file '", model.file.path(), "': tensor '", tensor, "' has ", t.dims.size(),
+         " dims, a table needs 2");
+  return param(tensor, tensor, false, {t.dims[1], t.dims[0]});
+}
+
+Value BuildCtx::tokens() {
+  if (!tokens_.valid()) tokens_ = g.input("tokens", Shape({T}, DType::I64));
+  return tokens_;
+}
+Value BuildCtx::positions() {
+  if (!positions_.valid()) positions_ = g.input("positions", Shape({T}, DType::I64));
+  return positions_;
+}
+Value BuildCtx::rope_cos() {
+  if (!cos_.valid()) cos_ = g.input("rope_cos", Shape({T, hp.n_rot / 2}, DType::F32));
+  return cos_;
+}
+Value BuildCtx::rope_sin() {
+  if (!sin_.valid()) sin_ = g.input("rope_sin", Shape({T, hp.n_rot / 2}, DType::F32));
+  return sin_;
+}
+Value BuildCtx::mask() {
+  if (!mask_.valid()) mask_ = g.input("mask", Shape({T, C + T}, DType::F32));
+  return mask_;
+}
+Value BuildCtx::k_cache(int64_t il) {
+  Value& v = kc_[static_cast<size_t>(il)];
+  if (!v.valid()) v = g.input("k_cache." + std::to_string(il), Shape({1, hp.n_head_kv, C, hp.head_dim}, kv_type));
+  return v;
+}
+Value BuildCtx::v_cache(int64_t il) {
+  Value& v = vc_[static_cast<size_t>(il)];
+  if (!v.valid()) v = g.input("v_cache." + std::to_string(il), Shape({1, hp.n_head_kv, C, hp.head_dim}, kv_type));
+  return v;
+}
+
+void BuildCtx::add_kv_out(int64_t il, Value k, Value v) { kv_out_[static_cast<size_t>(il)] = {k, v}; }
+
+void BuildCtx::finish() {
+  std::vector<Value> outs{logits_};
+  std::vector<std::string> names{"logits"};
+  for (size_t il = 0; il < kv_out_.size(); ++il) {
+    outs.push_back(kv_out_[il].first);
+    outs.push_back(kv_out_[il].second);
+    names.push_back("k_new." + std::to_string(il));
+    names.push_back("v_new." + std::to_string(il));
+  }
+  g.set_outputs(outs, names);
+}
+
+const std::vector<ArchSpec>& arch_registry() {
+  static const std::vector<ArchSpec> r{arch_llama(), arch_qwen2(), arch_qwen3(), arch_gpt2()};
+  return r;
+}
+
+const ArchSpec* find_arch(const std::string& name) {
+  for (const ArchSpec& a : arch_registry())
+    if (a.name == name) return &a;
+  return nullptr;
+}
+
+std::vector<std::string> architectures() {
+  std::vector<std::string> n;
+  for (const ArchSpec& a : arch_registry()) n.push_back(a.name);
+  return n;
+}
+
+namespace {
+
+// Keys every family shares, as llama.cpp reads them ("<arch>.embedding_length", ...).
+void read_common(const gguf::File& f, HParams& hp) {
+  const std::string& a = hp.arch;
+  auto need = [&](const std::string& key) {
+    int64_t v = f.get_int(a + "." + key);
+    if (v <= 0 || v > (int64_t(1) << 24))
+      fail(ErrorCategory::Parse, "GGUF file '", f.path(), "': ", a, ".", key, " = ", v, " is out of range");
+    return v;
+  };
+  hp.n_embd = need("embedding_length");
+  hp.n_layer = need("block_count");
+  hp.n_head = need("attention.head_count");
+  hp.n_head_kv = f.get_int(a + ".attention.head_count_kv", hp.n_head);
+  hp.n_ctx_train = need("context_length");
+  hp.n_ff = f.get_int(a + ".feed_forward_length", 0);
+  hp.head_dim = f.get_int(a + ".attention.key_length", hp.n_embd / hp.n_head);
+  int64_t vdim = f.get_int(a + ".attention.value_length", hp.head_dim);
+  if (vdim != hp.head_dim)
+    fail(ErrorCategory::Unsupported, "GGUF file '", f.path(), "': key length ", hp.head_dim, " != value length ", vdim);
+  hp.n_rot = f.get_int(a + ".rope.dimension_count", hp.head_dim);
+  hp.rope_base = f.get_float(a + ".rope.freq_base", 10000.0);
+  hp.n_expert = f.get_int(a + ".expert_count", 0);
+  hp.n_expert_used = f.get_int(a + ".expert_used_count", 0);
+  if (hp.n_head_kv <= 0 || hp.n_head % hp.n_head_kv != 0)
+    fail(ErrorCategory::Parse, "GGUF file '", f.path(), "': ", hp.n_head, " heads are not a multiple of ", hp.n_head_kv,
+         " KV heads");
+  if (hp.n_rot <= 0 || hp.n_rot > hp.head_dim || hp.n_rot % 2)
+    fail(ErrorCategory::Parse, "GGUF file '", f.path(), "': rope dimension ", hp.n_rot, " does not fit head dim ",
+         hp.head_dim);
+  const gguf::TensorInfo& emb = f.tensor("token_embd.weight");
+  hp.n_vocab = emb.dims.size() == 2 ? emb.dims[1] : 0;
+  if (hp.n_vocab <= 0 || emb.dims[0] != hp.n_embd)
+    fail(ErrorCategory::Parse, "GGUF file '", f.path(), "': token_embd.weight is not [n_embd ", hp.n_embd, ", n_vocab]");
+}
+
+}  // namespace
+
+std::shared_ptr<const Model> Model::load(const std::string& path) {
+  return detail::guard("llm::Model::load", [&] {
+    auto m = std::make_shared<Model>();
+    m->file = gguf::File::open(path);
+    m->hp.arch = m->file.get_string("general.architecture");
+    const ArchSpec* spec = find_arch(m->hp.arch);
+    if (!spec) {
+      std::string known;
+      for (const std::string& n : architectures()) known += (known.empty() ? "" : ", ") + n;
+      fail(ErrorCategory::Unsupported, "GGUF file '", path, "': architecture '", m->hp.arch,
+           "' is not supported (rlx builds: ", known, ")");
+    }
+    read_common(m->file, m->hp);
+    spec->hparams(m->file, m->hp);
+    if (m->hp.n_expert > 0)
+      fail(ErrorCategory::Unsupported, "GGUF file '", path, "': mixture-of-experts layers (", m->hp.n_expert,
+           " experts) are not supported yet");
+    try {
+      m->tokenizer = std::make_shared<Tokenizer>(Tokenizer::from_gguf(m->file));
+    } catch (const Error& e) {
+      m->tokenizer_error = e.what();
+    }
+    return std::shared_ptr<const Model>(m);
+  });
+}
+
+}  // namespace rlx::llm

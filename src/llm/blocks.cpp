@@ -1,0 +1,116 @@
+// Shared LLM blocks (see blocks.h).
+#include "llm/blocks.h"
+
+#include <cmath>
+
+namespace rlx::llm {
+
+std::string blk(int64_t il, const std::string& name) { return "blk." + std::to_string(il) + "." + name; }
+
+Value linear(BuildCtx& c, Value x, const std::string& name, bool use_bias, bool use_scale, bool scale_first) {
+  Graph& g = c.g;
+  Value y = g.matmul(x, c.matrix(name + ".weight"));
+  const bool bias = use_bias && c.has(name + ".bias");
+  const bool scale = use_scale && c.has(name + ".scale");
+  if (scale && scale_first) y = g.mul(y, c.vec(name + ".scale"));
+  if (bias) y = g.add(y, c.vec(name + ".bias"));
+  if (scale && !scale_first) y = g.mul(y, c.vec(name + ".scale"));
+  return y;
+}
+
+Value rms_norm(BuildCtx& c, Value x, const std::string& weight) {
+  return c.g.rms_norm(x, c.vec(weight), -1, c.hp.norm_eps);
+}
+
+Value layer_norm(BuildCtx& c, Value x, const std::string& weight, const std::string& bias) {
+  return c.g.layer_norm(x, c.vec(weight), c.vec(bias), -1, c.hp.norm_eps);
+}
+
+namespace {
+// [T, H*D] -> [1, H, T, D]
+Value heads(Graph& g, Value x, int64_t T, int64_t H, int64_t D) {
+  return g.reshape(g.transpose(g.reshape(x, {T, H, D}), {1, 0, 2}), {1, H, T, D});
+}
+}  // namespace
+
+Value self_attention(BuildCtx& c, int64_t il, Value x, const AttnOpts& o) {
+  Graph& g = c.g;
+  const HParams& hp = c.hp;
+  const int64_t T = c.T, D = hp.head_dim;
+  Value q, k, v;
+  if (c.has(blk(il, "attn_qkv.weight"))) {  // one fused projection, split [q | k | v]
+    std::vector<Value> p = g.split(linear(c, x, blk(il, "attn_qkv"), true, true, true), -1,
+                                   {hp.n_head * D, hp.n_head_kv * D, hp.n_head_kv * D});
+    q = p[0], k = p[1], v = p[2];
+  } else {
+    q = linear(c, x, blk(il, "attn_q"), true, true, true);
+    k = linear(c, x, blk(il, "attn_k"), true, true, true);
+    v = linear(c, x, blk(il, "attn_v"), true, true, true);
+  }
+  q = heads(g, q, T, hp.n_head, D);
+  k = heads(g, k, T, hp.n_head_kv, D);
+  v = heads(g, v, T, hp.n_head_kv, D);
+  if (o.qk_norm) {
+    q = rms_norm(c, q, blk(il, "attn_q_norm.weight"));
+    k = rms_norm(c, k, blk(il, "attn_k_norm.weight"));
+  }
+  if (o.rope && hp.rope != RopeKind::None) {
+    const bool interleaved = hp.rope == RopeKind::Norm;
+    q = g.rotary(q, c.rope_cos(), c.rope_sin(), interleaved);
+    k = g.rotary(k, c.rope_cos(), c.rope_sin(), interleaved);
+  }
+  // The new rows are stored in the cache's type (and read back from it, like llama.cpp
+  // does): with an F16 cache the current token's K/V are rounded too.
+  if (c.kv_type != DType::F32) {
+    k = g.cast(k, c.kv_type);
+    v = g.cast(v, c.kv_type);
+  }
+  c.add_kv_out(il, k, v);
+  Value kall = g.concat({c.k_cache(il), k}, 2);
+  Value vall = g.concat({c.v_cache(il), v}, 2);
+  if (c.kv_type != DType::F32) {
+    kall = g.cast(kall, DType::F32);
+    vall = g.cast(vall, DType::F32);
+  }
+  const double scale = hp.attn_scale != 0 ? hp.attn_scale : 1.0 / std::sqrt(double(D));
+  Value a = g.attention(q, kall, vall, c.mask(), false, scale);  // [1, H, T, D]
+  a = g.reshape(g.transpose(g.reshape(a, {hp.n_head, T, D}), {1, 0, 2}), {T, hp.n_head * D});
+  return linear(c, a, blk(il, "attn_output"), o.out_bias, true, true);
+}
+
+Value swiglu_ffn(BuildCtx& c, int64_t il, Value x, bool biases, bool scales) {
+  Graph& g = c.g;
+  Value up = linear(c, x, blk(il, "ffn_up"), biases, scales, false);
+  Value gate = linear(c, x, blk(il, "ffn_gate"), biases, scales, false);
+  return linear(c, g.mul(g.silu(gate), up), blk(il, "ffn_down"), biases, scales, false);
+}
+
+// GELU (tanh form) as llama.cpp's CPU backend evaluates it: through a table indexed by
+// the f16 value of x, holding f16 results, with x <= -10 -> 0 and x >= 10 -> x. The f16
+// rounding moves logits by ~1e-4, so matching llama.cpp means rounding the same way.
+Value gelu_f16_table(Graph& g, Value x) {
+  Value xh = g.cast(g.cast(x, DType::F16), DType::F32);
+  Value y = g.cast(g.cast(g.gelu(xh, true), DType::F16), DType::F32);
+  y = g.where(g.ge(x, g.scalar(10.0, DType::F32)), x, y);
+  return g.where(g.le(x, g.scalar(-10.0, DType::F32)), g.scalar(0.0, DType::F32), y);
+}
+
+Value gelu_ffn(BuildCtx& c, int64_t il, Value x) {
+  Value up = linear(c, x, blk(il, "ffn_up"), true, false, false);
+  return linear(c, gelu_f16_table(c.g, up), blk(il, "ffn_down"), true, false, false);
+}
+
+Value embed(BuildCtx& c) { return c.g.gather(c.table("token_embd.weight"), c.tokens(), 0); }
+
+void lm_head(BuildCtx& c, Value x, bool use_layer_norm, bool output_bias) {
+  Graph& g = c.g;
+  if (!c.all_rows && c.T > 1) x = g.slice(x, {c.T - 1}, {c.T}, {0});
+  x = use_layer_norm ? layer_norm(c, x, "output_norm.weight", "output_norm.bias") : rms_norm(c, x, "output_norm.weight");
+  Value w = c.has("output.weight") ? c.matrix("output.weight") : c.matrix_from("output.weight", "token_embd.weight");
+  Value y = g.matmul(x, w);
+  if (output_bias && c.has("output.bias")) y = g.add(y, c.vec("output.bias"));
+  c.set_logits(y);
+  c.finish();
+}
+
+}  // namespace rlx::llm
