@@ -42,7 +42,7 @@ clean:
 # for FUZZ_SECONDS over a copy of fuzz/corpus/NAME; non-zero exit on a finding (see fuzz/run.sh).
 FUZZ_SECONDS ?= 600
 FUZZ_BUILD ?= build-fuzz
-.PHONY: fuzz-text fuzz-npy
-fuzz-onnx fuzz-text fuzz-npy:
+.PHONY: fuzz-text fuzz-npy fuzz-gguf
+fuzz-onnx fuzz-text fuzz-npy fuzz-gguf:
 	@bash scripts/install-deps.sh --fuzz
 	@bash fuzz/run.sh $(@:fuzz-%=%) $(FUZZ_BUILD) $(FUZZ_SECONDS) $(JOBS)

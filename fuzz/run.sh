@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds one libFuzzer target and runs it over a copy of its seed corpus.
-#   fuzz/run.sh TARGET [BUILD_DIR] [SECONDS] [JOBS]      TARGET: onnx | text | npy
+#   fuzz/run.sh TARGET [BUILD_DIR] [SECONDS] [JOBS]      TARGET: onnx | text | npy | gguf
 # Configures BUILD_DIR (default build-fuzz) with clang++ -DRLX_FUZZ=ON (library with
 # fuzzer-no-link + ASan + UBSan), builds rlx_fuzz_TARGET, copies fuzz/corpus/TARGET to
 # BUILD_DIR/fuzz-work/TARGET/corpus (new inputs land there, the seeds stay untouched)
@@ -11,14 +11,14 @@
 # of a run instead of stopping at the first: FUZZ_FLAGS="-fork=1 -ignore_crashes=1".
 set -euo pipefail
 
-target=${1:?usage: fuzz/run.sh onnx|text|npy [BUILD_DIR] [SECONDS] [JOBS]}
+target=${1:?usage: fuzz/run.sh onnx|text|npy|gguf [BUILD_DIR] [SECONDS] [JOBS]}
 build=${2:-build-fuzz}
 seconds=${3:-600}
 jobs=${4:-$(nproc)}
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
-case "$target" in onnx|text|npy) ;; *) echo "fuzz/run.sh: unknown target '$target' (onnx, text, npy)" >&2; exit 2 ;; esac
+case "$target" in onnx|text|npy|gguf) ;; *) echo "fuzz/run.sh: unknown target '$target' (onnx, text, npy, gguf)" >&2; exit 2 ;; esac
 cxx=${FUZZ_CXX:-clang++}
 if ! command -v "$cxx" >/dev/null 2>&1; then
   echo "fuzz/run.sh: $cxx not found; libFuzzer needs clang (Debian: apt-get install clang libclang-rt-14-dev)" >&2

@@ -15,6 +15,7 @@
 #include <functional>
 #include <set>
 
+#include "../../fuzz/gguf_target.h"
 #include "../../fuzz/npy_target.h"
 #include "../../fuzz/text_target.h"
 #ifdef RLX_HAVE_ONNX
@@ -211,6 +212,18 @@ void run_regressions(const std::string& target, const Body& body, bool hostile) 
               target.c_str(), inputs.size(), open.names.size());
 }
 
+TargetSpec gguf_spec() {
+  return {"gguf", gguf_one_input, 6000,
+          {"GGUF", "\x03\x00\x00\x00", "\x02\x00\x00\x00", "general.alignment", "tokenizer.ggml.model",
+           "tokenizer.ggml.tokens", "tokenizer.ggml.merges", "tokenizer.ggml.pre", "llama", "gpt2", "qwen2",
+           "\x08\x00\x00\x00", "\x09\x00\x00\x00", "\x0c\x00\x00\x00", "\xff\xff\xff\xff\xff\xff\xff\x7f",
+           "\x00\x00\x00\x00\x00\x00\x00\x00", "\x20\x00\x00\x00\x00\x00\x00\x00", "<0x41>", "\xe2\x96\x81"},
+          1.0};
+}
+
+TEST(FuzzSmoke, GgufSeeds) { run_seeds(gguf_spec()); }
+TEST(FuzzSmoke, GgufMutations) { run_mutations(gguf_spec(), 0x67677566); }
+TEST(FuzzSmoke, GgufRegressions) { run_regressions("gguf", gguf_one_input, true); }
 TEST(FuzzSmoke, NpySeeds) { run_seeds(npy_spec()); }
 TEST(FuzzSmoke, NpyMutations) { run_mutations(npy_spec(), 0x6e7079); }
 TEST(FuzzSmoke, NpyRegressions) { run_regressions("npy", npy_one_input, true); }

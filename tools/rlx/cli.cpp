@@ -40,6 +40,7 @@ const std::vector<Command>& commands() {
     t.push_back(onnx_coverage_command());
 #endif
     for (Command& c : gguf_commands()) t.push_back(std::move(c));
+    for (Command& c : generate_commands()) t.push_back(std::move(c));
     return t;
   }();
   return table;

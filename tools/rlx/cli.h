@@ -83,5 +83,6 @@ int cmd_test_onnx(const Args& args);            // tools/rlx/cmd_test_onnx.cpp
 std::vector<OptionSpec> test_onnx_option_specs();
 Command onnx_coverage_command();  // tools/rlx/cmd_onnx_coverage.cpp (ONNX builds only)
 std::vector<Command> gguf_commands();  // tools/rlx/cmd_gguf.cpp: inspect, quantize
+std::vector<Command> generate_commands();  // tools/rlx/cmd_generate.cpp: generate, tokenize
 
 }  // namespace rlx::cli
