@@ -13,6 +13,7 @@ packages=(
   libicu-dev                            # tokenizer: Unicode classes, pre-tokenizer regexes
   ccache                                # faster rebuilds
   imagemagick fonts-dejavu-core         # the OCR demo renders its input text
+  python3-numpy                         # bench: generates the synthetic LLM (../shared/gguf/tools)
 )
 if [ "${1:-}" = "--fuzz" ]; then
   packages+=(clang libclang-rt-14-dev)   # libFuzzer + sanitizer runtimes for clang

@@ -105,6 +105,8 @@ class Tokenizer {
   // " " + t when t is non-empty (the added prefix space); with remove_prefix_space it is t.
   std::string decode(std::span<const int32_t> ids, DecodeOptions opt = {}) const;
 
+  // The vocab as used: empty token texts renamed "[EMPTY_<id>]" and eot / eom filled in from
+  // the token texts when the file names none, as llama.cpp does.
   const Vocab& vocab() const;
   int32_t n_vocab() const;
   int32_t token_id(std::string_view text) const;  // exact token text -> id, -1 if none

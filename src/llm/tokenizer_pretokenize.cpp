@@ -2,6 +2,7 @@
 // UTF-8 handling that goes with them.
 //
 // The regexes are those of the models' tokenizer.json, written for ICU:
+//   * \p{L} and \p{N} follow llama.cpp's Unicode 15.1 tables (see letters() below).
 //   * `\s` is spelled \p{White_Space}: ICU's own \s is [\t\n\f\r\p{Z}], which leaves out U+000B
 //     and U+0085; llama.cpp (and the original Rust/Python regex engines) count them as space.
 //   * (?i:'s|...) is spelled with explicit case classes ('[sS]|...), as llama.cpp does.
@@ -12,6 +13,7 @@
 // when regexes run in sequence, `\s+(?!\S)` at the end of a piece takes all of its spaces,
 // which is what llama.cpp's splitters do.
 #include <unicode/regex.h>
+#include <unicode/uchar.h>
 #include <unicode/unistr.h>
 #include <unicode/utypes.h>
 
@@ -24,17 +26,43 @@ namespace {
 #define RLX_WS "\\p{White_Space}"
 #define RLX_NOT_WS "\\P{White_Space}"
 
-const char* const kGpt2 =
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" RLX_WS "\\p{L}\\p{N}]+|" RLX_WS
-    "+(?!" RLX_NOT_WS ")|" RLX_WS "+";
+// \p{L} and \p{N} as llama.cpp's tables (Unicode 15.1) define them, as ICU set expressions
+// usable inside [...]. ICU 72 knows Unicode 15.0, which lacks CJK Extension I
+// (U+2EBF0..U+2EE5D, letters in 15.1), so it is added; an ICU on a newer Unicode version would
+// know letters and digits assigned after 15.1 that llama.cpp does not, so they are cut off by
+// age there. (Checked over all code points against llama.cpp v0.5.0's unicode-data.cpp: with
+// this, letters, numbers and White_Space agree everywhere.)
+bool icu_newer_than_15_1() {
+  UVersionInfo v;
+  u_getUnicodeVersion(v);
+  return v[0] > 15 || (v[0] == 15 && v[1] > 1);
+}
+std::string letters() {
+  const std::string base = "\\p{L}\\x{2EBF0}-\\x{2EE5D}";
+  return icu_newer_than_15_1() ? "[[" + base + "]&&[\\p{Age=15.1}]]" : base;
+}
+std::string numbers() {
+  return icu_newer_than_15_1() ? "[[\\p{N}]&&[\\p{Age=15.1}]]" : "\\p{N}";
+}
 
-// Llama 3 and Qwen 2 differ only in the digit runs: up to three digits, or one.
-std::string llama3_like(const char* digits) {
-  return std::string("'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD]"
-                     "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|") +
-         digits +
-         "| ?[^" RLX_WS "\\p{L}\\p{N}]+[\\r\\n]*|" RLX_WS "*[\\r\\n]+|" RLX_WS "+(?!" RLX_NOT_WS
-         ")|" RLX_WS "+";
+const char* const kContractions = "'s|'t|'re|'ve|'m|'ll|'d";
+const char* const kContractionsAnyCase = "'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD]";
+
+// GPT-2: 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+std::string gpt2_regex() {
+  const std::string L = letters(), N = numbers();
+  return std::string(kContractions) + "| ?[" + L + "]+| ?[" + N + "]+| ?[^" RLX_WS + L + N +
+         "]+|" RLX_WS "+(?!" RLX_NOT_WS ")|" RLX_WS "+";
+}
+
+// Llama 3 / Qwen 2: (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|<digits>|
+//   ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+// with <digits> \p{N}{1,3} (Llama 3) or \p{N} (Qwen 2).
+std::string llama3_regex(bool three_digits) {
+  const std::string L = letters(), N = numbers();
+  return std::string(kContractionsAnyCase) + "|[^\\r\\n" + L + N + "]?[" + L + "]+|[" + N +
+         "]" + (three_digits ? "{1,3}" : "") + "| ?[^" RLX_WS + L + N +
+         "]+[\\r\\n]*|" RLX_WS "*[\\r\\n]+|" RLX_WS "+(?!" RLX_NOT_WS ")|" RLX_WS "+";
 }
 
 bool one_of(const std::string& s, std::initializer_list<const char*> names) {
@@ -49,19 +77,24 @@ PreTokenizerSpec pre_tokenizer_spec(const std::string& pre) {
   PreTokenizerSpec spec;
   if (one_of(pre, {"gpt-2", "phi-2", "mpt", "olmo", "jais", "exaone4", "gigachat", "a.x-4.0",
                    "mellum"})) {
-    spec.patterns = {kGpt2};
+    spec.patterns = {gpt2_regex()};
   } else if (one_of(pre, {"llama-bpe", "llama3", "llama-v3", "falcon3", "falcon-h1", "pixtral",
                           "midm-2.0", "lfm2"})) {
-    spec.patterns = {llama3_like("\\p{N}{1,3}")};
+    spec.patterns = {llama3_regex(true)};
     spec.ignore_merges = true;
     spec.default_add_bos = true;
   } else if (one_of(pre, {"dbrx", "smaug-bpe"})) {
-    spec.patterns = {llama3_like("\\p{N}{1,3}")};
+    spec.patterns = {llama3_regex(true)};
   } else if (one_of(pre, {"qwen2", "deepseek-r1-qwen", "megrez", "stablelm2"})) {
-    spec.patterns = {llama3_like("\\p{N}")};
+    spec.patterns = {llama3_regex(false)};
   } else if (one_of(pre, {"smollm", "starcoder", "refact", "codeshell", "exaone",
                           "minerva-7b"})) {
-    spec.patterns = {"\\p{N}", kGpt2};
+    spec.patterns = {"[" + numbers() + "]", gpt2_regex()};
+  } else if (pre.empty()) {
+    fail(ErrorCategory::Unsupported,
+         "tokenizer: gpt2 (byte-level BPE) vocabulary without tokenizer.ggml.pre; llama.cpp "
+         "would guess its 'default' regex, rlx does not (supported: gpt-2, llama-bpe, qwen2, "
+         "smollm and their aliases)");
   } else {
     fail(ErrorCategory::Unsupported, "tokenizer: unsupported pre-tokenizer '", pre,
          "' (tokenizer.ggml.pre) for a gpt2 (byte-level BPE) vocabulary; supported: gpt-2, "

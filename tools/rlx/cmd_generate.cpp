@@ -95,13 +95,11 @@ int cmd_generate(const Args& a) {
     int32_t id = sampler.sample(logits, history);
     history.push_back(id);
     generated.push_back(id);
-    if (stream) {
-      std::cout << stream->push(id) << std::flush;
-    }
-    if (tok && tok->is_eog(id)) {
+    if (tok && tok->is_eog(id)) {  // end of generation: not printed
       ++produced;
       break;
     }
+    if (stream) std::cout << stream->push(id) << std::flush;
     if (produced + 1 == n_gen || engine.position() >= engine.context()) {
       ++produced;
       break;

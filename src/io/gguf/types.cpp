@@ -1,38 +1,26 @@
-// GGUF / ggml element types: block geometry and names.
-#include <cctype>
-
+// GGUF tensor types: the block formats of rlx/quant.h under GGUF's names.
 #include "rlx/gguf.h"
+#include "rlx/quant.h"
 
 namespace rlx::gguf {
 
 namespace {
-
-struct Entry {
-  uint32_t id;
-  TypeTraits traits;
-};
-// Block sizes follow ggml's block structs (ggml-common.h): e.g. Q4_K is two f16 scales,
-// 12 packed 6-bit sub-block scales and 128 bytes of nibbles for 256 elements.
-constexpr Entry kTypes[] = {
-    {0, {"f32", 1, 4}},          {1, {"f16", 1, 2}},         {2, {"q4_0", 32, 18}},
-    {3, {"q4_1", 32, 20}},       {6, {"q5_0", 32, 22}},      {7, {"q5_1", 32, 24}},
-    {8, {"q8_0", 32, 34}},       {9, {"q8_1", 32, 36}},      {10, {"q2_K", 256, 84}},
-    {11, {"q3_K", 256, 110}},    {12, {"q4_K", 256, 144}},   {13, {"q5_K", 256, 176}},
-    {14, {"q6_K", 256, 210}},    {15, {"q8_K", 256, 292}},   {16, {"iq2_xxs", 256, 66}},
-    {17, {"iq2_xs", 256, 74}},   {18, {"iq3_xxs", 256, 98}}, {19, {"iq1_s", 256, 50}},
-    {20, {"iq4_nl", 32, 18}},    {21, {"iq3_s", 256, 110}},  {22, {"iq2_s", 256, 82}},
-    {23, {"iq4_xs", 256, 136}},  {24, {"i8", 1, 1}},         {25, {"i16", 1, 2}},
-    {26, {"i32", 1, 4}},         {27, {"i64", 1, 8}},        {28, {"f64", 1, 8}},
-    {29, {"iq1_m", 256, 56}},    {30, {"bf16", 1, 2}},       {34, {"tq1_0", 256, 54}},
-    {35, {"tq2_0", 256, 66}},    {39, {"mxfp4", 32, 17}},
-};
-
+// TypeTraits mirror of the quant table (built once; the pointers stay valid).
+const TypeTraits* traits_table() {
+  static TypeTraits t[64];
+  static const bool init = [] {
+    for (uint32_t id = 0; id < 64; ++id)
+      if (const quant::Format* f = quant::find(id)) t[id] = TypeTraits{f->name, f->block_elems, f->block_bytes};
+    return true;
+  }();
+  (void)init;
+  return t;
+}
 }  // namespace
 
 const TypeTraits* type_traits(uint32_t type) {
-  for (const Entry& e : kTypes)
-    if (e.id == type) return &e.traits;
-  return nullptr;
+  if (type >= 64 || !quant::find(type)) return nullptr;
+  return &traits_table()[type];
 }
 
 const TypeTraits& type_traits(TensorType type) {
@@ -44,27 +32,20 @@ const TypeTraits& type_traits(TensorType type) {
 const char* type_name(TensorType type) { return type_traits(type).name; }
 
 bool type_from_name(const std::string& name, TensorType& out) {
-  for (const Entry& e : kTypes) {
-    std::string n = e.traits.name;
-    if (n.size() != name.size()) continue;
-    bool same = true;
-    for (size_t i = 0; i < n.size() && same; ++i)
-      same = std::tolower(static_cast<unsigned char>(n[i])) == std::tolower(static_cast<unsigned char>(name[i]));
-    if (same) {
-      out = static_cast<TensorType>(e.id);
-      return true;
-    }
-  }
-  return false;
+  uint32_t id = 0;
+  if (!quant::from_name(name.c_str(), id)) return false;
+  out = static_cast<TensorType>(id);
+  return true;
 }
 
-int64_t row_bytes(TensorType type, int64_t elems) {
-  const TypeTraits& t = type_traits(type);
-  if (elems < 0 || elems % t.block_elems != 0)
-    fail(ErrorCategory::InvalidArgument, "a row of ", elems, " elements is not a whole number of ", t.name,
-         " blocks (", t.block_elems, " elements each)");
-  return elems / t.block_elems * t.block_bytes;
+int64_t row_bytes(TensorType type, int64_t elems) { return quant::row_bytes(static_cast<uint32_t>(type), elems); }
+
+bool can_dequantize(TensorType t) { return quant::can_dequantize(static_cast<uint32_t>(t)); }
+void dequantize(TensorType t, const void* src, float* dst, int64_t n) {
+  quant::dequantize(static_cast<uint32_t>(t), src, dst, n);
 }
+bool can_quantize(TensorType t) { return quant::can_quantize(static_cast<uint32_t>(t)); }
+void quantize(TensorType t, const float* src, void* dst, int64_t n) { quant::quantize(static_cast<uint32_t>(t), src, dst, n); }
 
 const char* value_type_name(ValueType t) {
   switch (t) {

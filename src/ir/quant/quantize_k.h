@@ -3,9 +3,9 @@
 #pragma once
 #include <cstdint>
 
-namespace rlx::gguf {
+namespace rlx::quant {
 
 void quantize_block_q4_k(const float* x, uint8_t* block);  // 144 bytes
 void quantize_block_q6_k(const float* x, uint8_t* block);  // 210 bytes
 
-}  // namespace rlx::gguf
+}  // namespace rlx::quant

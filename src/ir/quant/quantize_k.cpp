@@ -2,7 +2,7 @@
 // quantizers step for step (same candidate scales, same weights, same rounding, same
 // float operation order; the target compiles with -ffp-contract=off), so the bytes
 // match what llama-quantize writes without an importance matrix.
-#include "io/gguf/quantize_k.h"
+#include "ir/quant/quantize_k.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,7 +10,7 @@
 
 #include "rlx/dtype.h"
 
-namespace rlx::gguf {
+namespace rlx::quant {
 
 namespace {
 
@@ -252,4 +252,4 @@ void quantize_block_q6_k(const float* x, uint8_t* y) {
   }
 }
 
-}  // namespace rlx::gguf
+}  // namespace rlx::quant

@@ -4,13 +4,22 @@
 #include <cmath>
 #include <cstring>
 
-#include "io/gguf/quantize_k.h"
-#include "rlx/dtype.h"
-#include "rlx/gguf.h"
+#include "ir/quant/quantize_k.h"
 
-namespace rlx::gguf {
+#include <algorithm>
+#include "rlx/dtype.h"
+#include "rlx/error.h"
+#include "rlx/quant.h"
+
+namespace rlx::quant {
 
 namespace {
+
+// ggml type numbers of the formats handled here.
+enum : uint32_t {
+  F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q2_K = 10, Q3_K = 11, Q4_K = 12,
+  Q5_K = 13, Q6_K = 14, IQ4_NL = 20, IQ4_XS = 23, F64 = 28, BF16 = 30,
+};
 
 inline void put_f16(uint8_t* p, float v) {
   uint16_t h = f32_to_f16(v);
@@ -111,36 +120,36 @@ void q_q5_1(const float* x, uint8_t* b) {
 
 using BlockFn = void (*)(const float*, uint8_t*);
 
-BlockFn block_fn(TensorType t) {
+BlockFn block_fn(uint32_t t) {
   switch (t) {
-    case TensorType::Q8_0: return q_q8_0;
-    case TensorType::Q4_0: return q_q4_0;
-    case TensorType::Q4_1: return q_q4_1;
-    case TensorType::Q5_0: return q_q5_0;
-    case TensorType::Q5_1: return q_q5_1;
-    case TensorType::Q4_K: return quantize_block_q4_k;
-    case TensorType::Q6_K: return quantize_block_q6_k;
+    case Q8_0: return q_q8_0;
+    case Q4_0: return q_q4_0;
+    case Q4_1: return q_q4_1;
+    case Q5_0: return q_q5_0;
+    case Q5_1: return q_q5_1;
+    case Q4_K: return quantize_block_q4_k;
+    case Q6_K: return quantize_block_q6_k;
     default: return nullptr;
   }
 }
 
 }  // namespace
 
-bool can_quantize(TensorType t) {
-  return t == TensorType::F32 || t == TensorType::F16 || t == TensorType::BF16 || block_fn(t) != nullptr;
+bool can_quantize(uint32_t t) {
+  return t == F32 || t == F16 || t == BF16 || block_fn(t) != nullptr;
 }
 
-void quantize(TensorType type, const float* src, void* dst, int64_t n) {
-  const TypeTraits& tr = type_traits(type);
-  if (!can_quantize(type)) fail(ErrorCategory::Unsupported, "quantization to GGUF type ", tr.name, " is not supported");
+void quantize(uint32_t type, const float* src, void* dst, int64_t n) {
+  const Format& tr = get(type);
+  if (!can_quantize(type)) fail(ErrorCategory::Unsupported, "quantization to ", tr.name, " is not supported");
   row_bytes(type, n);  // throws unless n is a whole number of blocks
   uint8_t* p = static_cast<uint8_t*>(dst);
   switch (type) {
-    case TensorType::F32: std::memcpy(p, src, static_cast<size_t>(n) * 4); return;
-    case TensorType::F16:
+    case F32: std::memcpy(p, src, static_cast<size_t>(n) * 4); return;
+    case F16:
       for (int64_t i = 0; i < n; ++i) put_f16(p + 2 * i, src[i]);
       return;
-    case TensorType::BF16:
+    case BF16:
       for (int64_t i = 0; i < n; ++i) {
         uint16_t h = f32_to_bf16(src[i]);
         std::memcpy(p + 2 * i, &h, 2);
@@ -153,4 +162,4 @@ void quantize(TensorType type, const float* src, void* dst, int64_t n) {
   (void)h2f;
 }
 
-}  // namespace rlx::gguf
+}  // namespace rlx::quant

@@ -4,11 +4,18 @@
 #include <cstring>
 
 #include "rlx/dtype.h"
-#include "rlx/gguf.h"
+#include "rlx/error.h"
+#include "rlx/quant.h"
 
-namespace rlx::gguf {
+namespace rlx::quant {
 
 namespace {
+
+// ggml type numbers of the formats handled here.
+enum : uint32_t {
+  F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q2_K = 10, Q3_K = 11, Q4_K = 12,
+  Q5_K = 13, Q6_K = 14, IQ4_NL = 20, IQ4_XS = 23, F64 = 28, BF16 = 30,
+};
 
 inline float h2f(const uint8_t* p) {
   uint16_t h;
@@ -224,49 +231,49 @@ void dq_iq4_xs(const uint8_t* b, float* y) {
 
 using BlockFn = void (*)(const uint8_t*, float*);
 
-BlockFn block_fn(TensorType t) {
+BlockFn block_fn(uint32_t t) {
   switch (t) {
-    case TensorType::Q4_0: return dq_q4_0;
-    case TensorType::Q4_1: return dq_q4_1;
-    case TensorType::Q5_0: return dq_q5_0;
-    case TensorType::Q5_1: return dq_q5_1;
-    case TensorType::Q8_0: return dq_q8_0;
-    case TensorType::Q2_K: return dq_q2_k;
-    case TensorType::Q3_K: return dq_q3_k;
-    case TensorType::Q4_K: return dq_q4_k;
-    case TensorType::Q5_K: return dq_q5_k;
-    case TensorType::Q6_K: return dq_q6_k;
-    case TensorType::IQ4_NL: return dq_iq4_nl;
-    case TensorType::IQ4_XS: return dq_iq4_xs;
+    case Q4_0: return dq_q4_0;
+    case Q4_1: return dq_q4_1;
+    case Q5_0: return dq_q5_0;
+    case Q5_1: return dq_q5_1;
+    case Q8_0: return dq_q8_0;
+    case Q2_K: return dq_q2_k;
+    case Q3_K: return dq_q3_k;
+    case Q4_K: return dq_q4_k;
+    case Q5_K: return dq_q5_k;
+    case Q6_K: return dq_q6_k;
+    case IQ4_NL: return dq_iq4_nl;
+    case IQ4_XS: return dq_iq4_xs;
     default: return nullptr;
   }
 }
 
 }  // namespace
 
-bool can_dequantize(TensorType t) {
-  return t == TensorType::F32 || t == TensorType::F16 || t == TensorType::BF16 || t == TensorType::F64 ||
+bool can_dequantize(uint32_t t) {
+  return t == F32 || t == F16 || t == BF16 || t == F64 ||
          block_fn(t) != nullptr;
 }
 
-void dequantize(TensorType type, const void* src, float* dst, int64_t n) {
-  const TypeTraits& tr = type_traits(type);
-  if (!can_dequantize(type)) fail(ErrorCategory::Unsupported, "dequantization of GGUF type ", tr.name, " is not supported");
+void dequantize(uint32_t type, const void* src, float* dst, int64_t n) {
+  const Format& tr = get(type);
+  if (!can_dequantize(type)) fail(ErrorCategory::Unsupported, "dequantization of ", tr.name, " is not supported");
   if (n < 0 || n % tr.block_elems) row_bytes(type, n);  // throws naming the type
   const uint8_t* p = static_cast<const uint8_t*>(src);
   switch (type) {
-    case TensorType::F32: std::memcpy(dst, p, static_cast<size_t>(n) * 4); return;
-    case TensorType::F16:
+    case F32: std::memcpy(dst, p, static_cast<size_t>(n) * 4); return;
+    case F16:
       for (int64_t i = 0; i < n; ++i) dst[i] = h2f(p + 2 * i);
       return;
-    case TensorType::BF16:
+    case BF16:
       for (int64_t i = 0; i < n; ++i) {
         uint16_t h;
         std::memcpy(&h, p + 2 * i, 2);
         dst[i] = bf16_to_f32(h);
       }
       return;
-    case TensorType::F64:
+    case F64:
       for (int64_t i = 0; i < n; ++i) {
         double v;
         std::memcpy(&v, p + 8 * i, 8);
@@ -279,4 +286,4 @@ void dequantize(TensorType type, const void* src, float* dst, int64_t n) {
   for (int64_t b = 0; b < n / tr.block_elems; ++b) fn(p + b * tr.block_bytes, dst + b * tr.block_elems);
 }
 
-}  // namespace rlx::gguf
+}  // namespace rlx::quant
