@@ -164,6 +164,11 @@ struct RotaryAttrs {
   bool interleaved = false;  // true: rotate pairs (2i, 2i+1); false: halves (i, i+R/2)
   template <class V> void visit(V& v) { v("interleaved", interleaved); }
 };
+struct QMatMulAttrs {  // x[..., K] @ W^T with W: N rows of K elements in a block format (rlx/quant.h)
+  int64_t format = 0;  // ggml type number of W's rows
+  int64_t k = 0;       // elements per row of W (= x's last dim)
+  template <class V> void visit(V& v) { v("format", format); v("k", k); }
+};
 struct FusedMatMulAttrs {  // act(matmul(a, b) + bias)
   Activation activation = Activation::None;
   double alpha = 0;  // leaky_relu slope
@@ -188,7 +193,7 @@ struct FusedElementwiseAttrs {
 using Attrs = std::variant<NoAttrs, LeafAttrs, ConstantAttrs, ScalarAttrs, CastAttrs, AxisAttrs,
                            ReduceAttrs, ArgReduceAttrs, TopKAttrs, NormAttrs, ShapeAttrs,
                            TransposeAttrs, SliceAttrs, SplitAttrs, PadAttrs, TileAttrs, ConvAttrs,
-                           PoolAttrs, AttentionAttrs, RotaryAttrs, FusedMatMulAttrs,
+                           PoolAttrs, AttentionAttrs, RotaryAttrs, FusedMatMulAttrs, QMatMulAttrs,
                            FusedElementwiseAttrs, ClipAttrs, GeluAttrs, ModAttrs, IsInfAttrs>;
 
 // The attribute struct an op kind carries (default-constructed).

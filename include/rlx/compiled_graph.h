@@ -98,6 +98,10 @@ class CompiledGraph {
   // run; a handle named like an output is refreshed from it after every run.
   void bind_handle(const std::string& name, const TypedTensor& initial);
   TypedTensor read_handle(const std::string& name) const;
+  // Overwrites bytes [byte_offset, byte_offset + nbytes) of a bound handle's state with raw
+  // bytes in the handle's own dtype (no conversion), without touching the rest: O(1) appends
+  // to a resident KV cache. InvalidArgument for an unknown handle or a range past its end.
+  void write_handle(const std::string& name, size_t byte_offset, const void* bytes, size_t nbytes);
 
   // Run only the leading `actual` of `upper` rows along dims compiled as `upper`, where
   // every kernel allows it (others run in full). actual == upper restores full runs.

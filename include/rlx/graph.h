@@ -114,6 +114,8 @@ class Graph {
   Value where(Value cond, Value a, Value b) { return add1(OpKind::Where, {cond, a, b}); }
   Value cast(Value x, DType to);
   Value fused_matmul(Value a, Value b, Value bias, Activation act, double alpha = 0);
+  // x @ W^T for W stored as N rows of k elements in block format `format` (rlx/quant.h), w u8[N, row bytes].
+  Value qmatmul(Value x, Value w, uint32_t format, int64_t k);
 
   Value reduce_sum(Value x, std::vector<int64_t> axes, bool keepdims = true);
   Value reduce_mean(Value x, std::vector<int64_t> axes, bool keepdims = true);

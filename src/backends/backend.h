@@ -45,6 +45,9 @@ class Executable {
   // Whole-value transfers of exactly the value's byte size (its slot type).
   virtual void upload(Value v, const void* src, size_t bytes) = 0;
   virtual void download(Value v, void* dst, size_t bytes) const = 0;
+  // Writes `bytes` at byte `offset` of the value (offset + bytes within its size): the
+  // row-sized updates of a resident KV cache.
+  virtual void upload_range(Value v, size_t offset, const void* src, size_t bytes) = 0;
   // dst <- src on the backend's side (handles feeding an output back into an input);
   // the two may be the same or overlapping storage.
   virtual void copy_value(Value src, Value dst, size_t bytes) = 0;

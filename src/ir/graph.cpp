@@ -224,6 +224,10 @@ Value Graph::fused_matmul(Value a, Value b, Value bias, Activation act, double a
   return add1(OpKind::FusedMatMul, std::move(in), FusedMatMulAttrs{act, alpha});
 }
 
+Value Graph::qmatmul(Value x, Value w, uint32_t format, int64_t k) {
+  return add1(OpKind::QMatMul, {x, w}, QMatMulAttrs{int64_t(format), k});
+}
+
 Value Graph::reduce_sum(Value x, std::vector<int64_t> axes, bool keepdims) { return add1(OpKind::ReduceSum, {x}, ReduceAttrs{std::move(axes), keepdims}); }
 Value Graph::reduce_mean(Value x, std::vector<int64_t> axes, bool keepdims) { return add1(OpKind::ReduceMean, {x}, ReduceAttrs{std::move(axes), keepdims}); }
 Value Graph::reduce_max(Value x, std::vector<int64_t> axes, bool keepdims) { return add1(OpKind::ReduceMax, {x}, ReduceAttrs{std::move(axes), keepdims}); }

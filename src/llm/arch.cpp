@@ -12,20 +12,23 @@ BuildCtx::BuildCtx(const Model& m, int64_t t, int64_t cache, DType kv, bool all)
 
 bool BuildCtx::has(const std::string& tensor) const { return model.file.find_tensor(tensor) != nullptr; }
 
-Value BuildCtx::param(const std::string& name, const std::string& tensor, bool transpose, std::vector<int64_t> dims) {
+Value BuildCtx::param(const std::string& name, const std::string& tensor, bool raw, std::vector<int64_t> dims) {
   if (int32_t id = g.find_param(name); id >= 0) return Value{id, 0};
-  params_.push_back(ParamSource{name, tensor, transpose, dims});
-  return g.param(name, Shape(dims, DType::F32));
+  params_.push_back(ParamSource{name, tensor, raw, dims});
+  return g.param(name, Shape(dims, raw ? DType::U8 : DType::F32));
 }
 
-Value BuildCtx::matrix(const std::string& tensor) { return matrix_from(tensor, tensor); }
-
-Value BuildCtx::matrix_from(const std::string& name, const std::string& tensor) {
+Value BuildCtx::project(Value x, const std::string& tensor) {
   const gguf::TensorInfo& t = model.file.tensor(tensor);
   if (t.dims.size() != 2)
     fail(ErrorCategory::Parse, "GGUF file '", model.file.path(), "': tensor '", tensor, "' has ", t.dims.size(),
          " dims, a matrix needs 2");
-  return param(name, tensor, true, {t.dims[0], t.dims[1]});
+  if (!gguf::can_dequantize(t.type))
+    fail(ErrorCategory::Unsupported, "GGUF file '", model.file.path(), "': tensor '", tensor, "' is ",
+         gguf::type_name(t.type), ", a format rlx cannot read yet");
+  const int64_t k = t.dims[0], n = t.dims[1];
+  Value w = param(tensor, tensor, true, {n, gguf::row_bytes(t.type, k)});
+  return g.qmatmul(x, w, static_cast<uint32_t>(t.type), k);
 }
 
 Value BuildCtx::vec(const std::string& tensor) {
@@ -33,21 +36,9 @@ Value BuildCtx::vec(const std::string& tensor) {
   return param(tensor, tensor, false, {t.elements()});
 }
 
-Value BuildCtx::table(const std::string& tensor) {
-  const gguf::TensorInfo& t = model.file.tensor(tensor);
-  if (t.dims.size() != 2)
-    fail(ErrorCategory::Parse, "GGUF file '", model.file.path(), "': tensor '", tensor, "' has ", t.dims.size(),
-         " dims, a table needs 2");
-  return param(tensor, tensor, false, {t.dims[1], t.dims[0]});
-}
-
-Value BuildCtx::tokens() {
-  if (!tokens_.valid()) tokens_ = g.input("tokens", Shape({T}, DType::I64));
-  return tokens_;
-}
-Value BuildCtx::positions() {
-  if (!positions_.valid()) positions_ = g.input("positions", Shape({T}, DType::I64));
-  return positions_;
+Value BuildCtx::embeddings() {
+  if (!embd_.valid()) embd_ = g.input("embd", Shape({T, hp.n_embd}, DType::F32));
+  return embd_;
 }
 Value BuildCtx::rope_cos() {
   if (!cos_.valid()) cos_ = g.input("rope_cos", Shape({T, hp.n_rot / 2}, DType::F32));

@@ -15,7 +15,7 @@ namespace rlx::llm {
 struct ParamSource {
   std::string param;   // param name in the graph
   std::string tensor;  // GGUF tensor it comes from
-  bool transpose = false;  // ggml [n_in, n_out] matrix -> rlx [n_in, n_out] (row-major transpose)
+  bool raw = false;    // true: the tensor's bytes as stored (u8, a qmatmul weight); false: f32
   std::vector<int64_t> dims;  // the param's rlx dims
 };
 
@@ -32,18 +32,16 @@ class BuildCtx {
   const bool all_rows;
 
   bool has(const std::string& tensor) const;
-  // Params from GGUF tensors (names as in the file). matrix(): y = x @ W for ggml's
-  // [n_in, n_out] W; vec(): 1-D as stored; table(): 2-D rows as stored (embeddings).
-  Value matrix(const std::string& tensor);
+  // Params from GGUF tensors (names as in the file). project(x, W): x @ W^T for ggml's
+  // [n_in, n_out] W, read in its stored block format (qmatmul); vec(): 1-D, as f32.
+  Value project(Value x, const std::string& tensor);
   Value vec(const std::string& tensor);
-  Value table(const std::string& tensor);
-  // The same as matrix(), from the tensor of another name (tied output = embedding).
-  Value matrix_from(const std::string& param, const std::string& tensor);
 
-  // Inputs (created on first use): token ids [T] i64, positions [T] i64, rotary cos/sin
+  // Inputs (created on first use): the token embeddings [T, n_embd] (rows of
+  // token_embd.weight, plus position_embd.weight for learned positions, gathered on the
+  // host: T rows of the table, not a graph over the whole table), rotary cos/sin
   // [T, n_rot/2], additive mask [T, C+T], layer il's K/V cache [1, Hkv, C, head_dim].
-  Value tokens();
-  Value positions();
+  Value embeddings();
   Value rope_cos();
   Value rope_sin();
   Value mask();
@@ -58,9 +56,9 @@ class BuildCtx {
   const std::vector<ParamSource>& params() const { return params_; }
 
  private:
-  Value param(const std::string& name, const std::string& tensor, bool transpose, std::vector<int64_t> dims);
+  Value param(const std::string& name, const std::string& tensor, bool raw, std::vector<int64_t> dims);
   std::vector<ParamSource> params_;
-  Value tokens_, positions_, cos_, sin_, mask_;
+  Value embd_, cos_, sin_, mask_;
   std::vector<Value> kc_, vc_;
   Value logits_;
   std::vector<std::pair<Value, Value>> kv_out_;

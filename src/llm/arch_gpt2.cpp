@@ -13,7 +13,7 @@ ArchSpec arch_gpt2() {
   };
   a.build = [](BuildCtx& c) {
     Graph& g = c.g;
-    Value x = g.add(embed(c), g.gather(c.table("position_embd.weight"), c.positions(), 0));
+    Value x = embed(c);  // token + position embedding rows, added on the host
     AttnOpts o;
     o.rope = false;
     for (int64_t il = 0; il < c.hp.n_layer; ++il) {

@@ -9,7 +9,7 @@ std::string blk(int64_t il, const std::string& name) { return "blk." + std::to_s
 
 Value linear(BuildCtx& c, Value x, const std::string& name, bool use_bias, bool use_scale, bool scale_first) {
   Graph& g = c.g;
-  Value y = g.matmul(x, c.matrix(name + ".weight"));
+  Value y = c.project(x, name + ".weight");
   const bool bias = use_bias && c.has(name + ".bias");
   const bool scale = use_scale && c.has(name + ".scale");
   if (scale && scale_first) y = g.mul(y, c.vec(name + ".scale"));
@@ -100,14 +100,14 @@ Value gelu_ffn(BuildCtx& c, int64_t il, Value x) {
   return linear(c, gelu_f16_table(c.g, up), blk(il, "ffn_down"), true, false, false);
 }
 
-Value embed(BuildCtx& c) { return c.g.gather(c.table("token_embd.weight"), c.tokens(), 0); }
+Value embed(BuildCtx& c) { return c.embeddings(); }
 
 void lm_head(BuildCtx& c, Value x, bool use_layer_norm, bool output_bias) {
   Graph& g = c.g;
   if (!c.all_rows && c.T > 1) x = g.slice(x, {c.T - 1}, {c.T}, {0});
   x = use_layer_norm ? layer_norm(c, x, "output_norm.weight", "output_norm.bias") : rms_norm(c, x, "output_norm.weight");
-  Value w = c.has("output.weight") ? c.matrix("output.weight") : c.matrix_from("output.weight", "token_embd.weight");
-  Value y = g.matmul(x, w);
+  // Tied embeddings: the output projection reads token_embd.weight's blocks.
+  Value y = c.project(x, c.has("output.weight") ? "output.weight" : "token_embd.weight");
   if (output_bias && c.has("output.bias")) y = g.add(y, c.vec("output.bias"));
   c.set_logits(y);
   c.finish();

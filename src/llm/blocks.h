@@ -31,7 +31,7 @@ Value swiglu_ffn(BuildCtx& c, int64_t il, Value x, bool biases, bool scales);
 // GELU feed-forward (up, down) with biases (gpt2).
 Value gelu_ffn(BuildCtx& c, int64_t il, Value x);
 
-// Token embedding lookup: [T, n_embd].
+// The token embeddings (looked up on the host, see BuildCtx::embeddings): [T, n_embd].
 Value embed(BuildCtx& c);
 // Final rows (the last one only unless all_rows) -> norm -> logits; sets the graph outputs.
 void lm_head(BuildCtx& c, Value x, bool layer_norm, bool output_bias);

@@ -31,62 +31,84 @@ struct Engine::Impl {
   size_t kv_elt = 2;
   // Per layer, [Hkv, C, head_dim] in kv_type.
   std::vector<std::vector<uint8_t>> kc, vc;
-  std::map<std::tuple<int64_t, int64_t, bool>, CompiledGraph> graphs;
+  // A compiled pass and how far its resident cache handles are filled.
+  struct Pass {
+    CompiledGraph net;
+    int64_t synced = 0;  // rows [0, synced) of its caches hold the engine's rows
+    std::vector<int> input_kind;  // per graph input: 0 embd, 1 cos, 2 sin, 3 mask, 4 cache handle
+  };
+  std::map<std::tuple<int64_t, int64_t, bool>, Pass> graphs;
   CompiledGraph* weights_owner = nullptr;
   std::string report;
   std::vector<float> rope_factors;  // rope_freqs.weight, empty when absent
   // Per-run host buffers (reused).
-  std::vector<int64_t> tok, posv;
-  std::vector<float> cosv, sinv, maskv;
+  std::vector<float> embd, cosv, sinv, maskv, row;
 
-  CompiledGraph& graph(int64_t T, bool all_rows);
+  Pass& graph(int64_t T, bool all_rows);
+  void sync(Pass& p, int64_t from, int64_t to);  // rows [from, to) of every cache into p's handles
   void fill_params(CompiledGraph& net, const std::vector<ParamSource>& params);
   void grow(int64_t need);
   void rope_tables(int64_t T);
+  void embed(std::span<const int32_t> tokens);
 };
+
+// Rows of token_embd.weight (any block format) for the tokens, plus the learned position
+// rows when the model has them, in f32: the graph's `embd` input.
+void Engine::Impl::embed(std::span<const int32_t> tokens) {
+  const gguf::File& f = model->file;
+  const int64_t E = model->hp.n_embd, T = static_cast<int64_t>(tokens.size());
+  embd.resize(static_cast<size_t>(T * E));
+  const gguf::TensorInfo& te = f.tensor("token_embd.weight");
+  const int64_t rb = gguf::row_bytes(te.type, E);
+  for (int64_t t = 0; t < T; ++t)
+    gguf::dequantize(te.type, f.data(te) + tokens[static_cast<size_t>(t)] * rb, embd.data() + t * E, E);
+  if (const gguf::TensorInfo* pe = f.find_tensor("position_embd.weight")) {
+    const int64_t prb = gguf::row_bytes(pe->type, E);
+    if (pe->dims.size() != 2 || pe->dims[0] != E || pe->dims[1] < n_ctx)
+      fail(ErrorCategory::Parse, "GGUF file '", f.path(), "': position_embd.weight must be [", E, ", >= ", n_ctx, "]");
+    row.resize(static_cast<size_t>(E));
+    for (int64_t t = 0; t < T; ++t) {
+      gguf::dequantize(pe->type, f.data(*pe) + (pos + t) * prb, row.data(), E);
+      for (int64_t i = 0; i < E; ++i) embd[static_cast<size_t>(t * E + i)] += row[static_cast<size_t>(i)];
+    }
+  }
+}
 
 void Engine::Impl::fill_params(CompiledGraph& net, const std::vector<ParamSource>& params) {
   const gguf::File& f = model->file;
   std::map<std::string, std::pair<int, uint64_t>> by_type;
-  uint64_t f32_bytes = 0;
-  std::vector<float> tmp, out;
+  uint64_t bytes = 0;
+  std::vector<float> tmp;
   for (const ParamSource& p : params) {
     const gguf::TensorInfo& t = f.tensor(p.tensor);
-    const int64_t n = t.elements();
-    if (!gguf::can_dequantize(t.type))
-      fail(ErrorCategory::Unsupported, "GGUF file '", f.path(), "': tensor '", t.name, "' is ", gguf::type_name(t.type),
-           ", which rlx cannot read yet");
-    tmp.resize(static_cast<size_t>(n));
-    gguf::dequantize(t.type, f.data(t), tmp.data(), n);
-    const float* src = tmp.data();
-    if (p.transpose) {  // ggml [d0 = n_in, d1 = n_out]: rows of n_in -> rlx [n_in, n_out]
-      const int64_t d0 = t.dims[0], d1 = t.dims[1];
-      out.resize(static_cast<size_t>(n));
-      for (int64_t j = 0; j < d1; ++j)
-        for (int64_t i = 0; i < d0; ++i) out[static_cast<size_t>(i * d1 + j)] = tmp[static_cast<size_t>(j * d0 + i)];
-      src = out.data();
+    if (p.raw) {  // a qmatmul weight: the blocks as stored
+      net.set_param_typed(p.param, f.data(t), t.bytes, DType::U8);
+      bytes += t.bytes;
+    } else {
+      const int64_t n = t.elements();
+      tmp.resize(static_cast<size_t>(n));
+      gguf::dequantize(t.type, f.data(t), tmp.data(), n);
+      net.set_param_typed(p.param, tmp.data(), static_cast<size_t>(n) * 4, DType::F32);
+      bytes += static_cast<uint64_t>(n) * 4;
     }
-    net.set_param_typed(p.param, src, static_cast<size_t>(n) * 4, DType::F32);
     auto& e = by_type[gguf::type_name(t.type)];
     e.first++;
     e.second += t.bytes;
-    f32_bytes += static_cast<uint64_t>(n) * 4;
   }
   net.finalize_params();
   std::ostringstream os;
-  os << "weights: " << params.size() << " tensors read (";
+  os << "weights: " << params.size() << " tensors (";
   bool first = true;
   for (const auto& [name, e] : by_type) {
     os << (first ? "" : ", ") << name << " x" << e.first << " " << e.second << " bytes";
     first = false;
   }
-  os << "), held as f32 matrices in rlx's layout: " << f32_bytes << " bytes";
-  if (by_type.size() != 1 || by_type.begin()->first != std::string("f32"))
-    os << " (non-f32 weights are dequantized at load: quantized matmul kernels are not built yet)";
+  os << ") in one weights segment of " << bytes << " bytes: matrices in their stored block format, "
+     << "vectors as f32 (copied from the mapped file once; token embeddings are read from the mapping)";
   report = os.str();
 }
 
-CompiledGraph& Engine::Impl::graph(int64_t T, bool all_rows) {
+Engine::Impl::Pass& Engine::Impl::graph(int64_t T, bool all_rows) {
   auto key = std::make_tuple(T, C, all_rows);
   auto it = graphs.find(key);
   if (it != graphs.end()) return it->second;
@@ -94,15 +116,42 @@ CompiledGraph& Engine::Impl::graph(int64_t T, bool all_rows) {
   find_arch(model->hp.arch)->build(c);
   CompileOptions co;
   co.threads = opts.threads;
-  CompiledGraph net = Session(Device::Cpu, co).compile(c.g);
-  if (!weights_owner) {
-    fill_params(net, c.params());
-  } else {
-    net.share_params_from(*weights_owner);
+  Pass p;
+  p.net = Session(Device::Cpu, co).compile(c.g);
+  if (!weights_owner) fill_params(p.net, c.params());
+  else p.net.share_params_from(*weights_owner);
+  // The caches are resident handles: bound once here with the rows so far, then kept in
+  // step by row-sized writes (sync), never copied whole per run.
+  const HParams& hp = model->hp;
+  for (const std::string& name : p.net.input_names()) {
+    int kind = name == "embd" ? 0 : name == "rope_cos" ? 1 : name == "rope_sin" ? 2 : name == "mask" ? 3 : 4;
+    p.input_kind.push_back(kind);
+    if (kind != 4) continue;
+    const bool is_k = name.rfind("k_cache.", 0) == 0;
+    if (!is_k && name.rfind("v_cache.", 0) != 0) fail(ErrorCategory::Internal, "llm::Engine: unexpected input '", name, "'");
+    const std::vector<uint8_t>& src = (is_k ? kc : vc)[std::stoul(name.substr(8))];
+    TypedTensor t{opts.kv_type, {1, hp.n_head_kv, C, hp.head_dim}, src};
+    p.net.bind_handle(name, t);
   }
-  auto [pos_it, ok] = graphs.emplace(key, std::move(net));
-  if (!weights_owner) weights_owner = &pos_it->second;  // std::map nodes do not move
+  p.synced = pos;
+  auto [pos_it, ok] = graphs.emplace(key, std::move(p));
+  if (!weights_owner) weights_owner = &pos_it->second.net;  // std::map nodes do not move
   return pos_it->second;
+}
+
+void Engine::Impl::sync(Pass& p, int64_t from, int64_t to) {
+  if (to <= from) return;
+  const HParams& hp = model->hp;
+  const size_t row = static_cast<size_t>(hp.head_dim) * kv_elt;
+  for (int64_t il = 0; il < hp.n_layer; ++il)
+    for (int kv = 0; kv < 2; ++kv) {
+      const std::string name = (kv ? "v_cache." : "k_cache.") + std::to_string(il);
+      const std::vector<uint8_t>& cache = (kv ? vc : kc)[static_cast<size_t>(il)];
+      for (int64_t h = 0; h < hp.n_head_kv; ++h) {
+        const size_t off = static_cast<size_t>(h * C + from) * row;
+        p.net.write_handle(name, off, cache.data() + off, static_cast<size_t>(to - from) * row);
+      }
+    }
 }
 
 void Engine::Impl::grow(int64_t need) {
@@ -123,6 +172,10 @@ void Engine::Impl::grow(int64_t need) {
     }
   }
   C = nc;
+  for (auto it = graphs.begin(); it != graphs.end();) {  // passes of other buckets are not used again
+    if (std::get<1>(it->first) != C && &it->second.net != weights_owner) it = graphs.erase(it);
+    else ++it;
+  }
 }
 
 // Rotary angles exactly as llama.cpp's CPU rope computes them (float arithmetic):
@@ -176,7 +229,10 @@ Engine::Engine(Engine&&) noexcept = default;
 
 int64_t Engine::position() const { return impl_->pos; }
 int64_t Engine::context() const { return impl_->n_ctx; }
-void Engine::reset() { impl_->pos = 0; }
+void Engine::reset() {
+  impl_->pos = 0;
+  for (auto& [key, p] : impl_->graphs) p.synced = 0;  // rows past the position are masked anyway
+}
 const Model& Engine::model() const { return *impl_->model; }
 std::string Engine::load_report() const { return impl_->report; }
 int64_t Engine::compiled_graphs() const { return static_cast<int64_t>(impl_->graphs.size()); }
@@ -195,11 +251,10 @@ std::vector<float> Engine::eval(std::span<const int32_t> tokens, bool all_rows) 
         fail(ErrorCategory::InvalidArgument, "llm::Engine::eval: token id ", id, " is outside the vocabulary [0, ",
              hp.n_vocab, ")");
     m.grow(m.pos + T);
-    CompiledGraph& net = m.graph(T, all_rows);
+    Impl::Pass& pass = m.graph(T, all_rows);
     const int64_t C = m.C;
-    m.tok.assign(tokens.begin(), tokens.end());
-    m.posv.resize(static_cast<size_t>(T));
-    for (int64_t t = 0; t < T; ++t) m.posv[static_cast<size_t>(t)] = m.pos + t;
+    m.sync(pass, pass.synced, m.pos);
+    m.embed(tokens);
     m.rope_tables(T);
     m.maskv.assign(static_cast<size_t>(T * (C + T)), -INFINITY);
     for (int64_t t = 0; t < T; ++t) {
@@ -211,18 +266,18 @@ std::vector<float> Engine::eval(std::span<const int32_t> tokens, bool all_rows) 
       return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(v[0]));
     };
     std::vector<std::span<const uint8_t>> in;
-    for (const std::string& name : net.input_names()) {
-      if (name == "tokens") in.push_back(bytes(m.tok));
-      else if (name == "positions") in.push_back(bytes(m.posv));
-      else if (name == "rope_cos") in.push_back(bytes(m.cosv));
-      else if (name == "rope_sin") in.push_back(bytes(m.sinv));
-      else if (name == "mask") in.push_back(bytes(m.maskv));
-      else if (name.rfind("k_cache.", 0) == 0) in.push_back(bytes(m.kc[std::stoul(name.substr(8))]));
-      else if (name.rfind("v_cache.", 0) == 0) in.push_back(bytes(m.vc[std::stoul(name.substr(8))]));
-      else fail(ErrorCategory::Internal, "llm::Engine: unexpected graph input '", name, "'");
+    for (int kind : pass.input_kind) {
+      switch (kind) {
+        case 0: in.push_back(bytes(m.embd)); break;
+        case 1: in.push_back(bytes(m.cosv)); break;
+        case 2: in.push_back(bytes(m.sinv)); break;
+        case 3: in.push_back(bytes(m.maskv)); break;
+        default: in.emplace_back(); break;  // a resident cache handle
+      }
     }
-    std::vector<TensorView> out = net.run_slots(in);
-    // Append the new rows: [1, Hkv, T, D] -> cache [Hkv, C, D] at pos.
+    std::vector<TensorView> out = pass.net.run_slots(in);
+    // Append the new rows, [1, Hkv, T, D] -> cache [Hkv, C, D] at pos: the engine's copy
+    // and this pass's handles (other passes catch up when they next run).
     const size_t row = static_cast<size_t>(hp.head_dim) * m.kv_elt;
     for (int64_t il = 0; il < hp.n_layer; ++il)
       for (int kv = 0; kv < 2; ++kv) {
@@ -233,6 +288,8 @@ std::vector<float> Engine::eval(std::span<const int32_t> tokens, bool all_rows) 
           std::memcpy(cache.data() + static_cast<size_t>(h * C + m.pos) * row, src + static_cast<size_t>(h * T) * row,
                       static_cast<size_t>(T) * row);
       }
+    m.sync(pass, m.pos, m.pos + T);
+    pass.synced = m.pos + T;
     m.pos += T;
     const float* lg = static_cast<const float*>(out[0].data);
     return std::vector<float>(lg, lg + out[0].bytes / 4);

@@ -55,6 +55,10 @@ std::vector<TypedTensor> CompiledGraph::run_read_outputs(const std::map<std::str
 void CompiledGraph::bind_handle(const std::string& name, const TypedTensor& initial) {
   detail::guard("CompiledGraph::bind_handle", [&] { return need(impl_).bind_handle(name, initial); });
 }
+void CompiledGraph::write_handle(const std::string& name, size_t byte_offset, const void* bytes, size_t nbytes) {
+  detail::guard("CompiledGraph::write_handle", [&] { need(impl_).write_handle(name, byte_offset, bytes, nbytes); });
+}
+
 TypedTensor CompiledGraph::read_handle(const std::string& name) const {
   return detail::guard("CompiledGraph::read_handle", [&] { return need(impl_).read_handle(name); });
 }

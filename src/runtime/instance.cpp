@@ -467,6 +467,20 @@ TypedTensor Instance::read_handle(const std::string& name) const {
   return t;
 }
 
+void Instance::write_handle(const std::string& name, size_t byte_offset, const void* bytes, size_t nbytes) {
+  int k = find_handle(name);
+  if (k < 0) fail(ErrorCategory::InvalidArgument, "write_handle: no handle named '", name, "' (bind_handle it first)");
+  Handle& h = handles_[size_t(k)];
+  const Port& p = h.input >= 0 ? iface_->inputs[size_t(h.input)] : iface_->outputs[size_t(h.output)];
+  const size_t total = p.slot.bytes();
+  if (byte_offset > total || nbytes > total - byte_offset)
+    fail(ErrorCategory::InvalidArgument, "write_handle: bytes [", byte_offset, ", ", byte_offset + nbytes,
+         ") are outside handle '", name, "' (", total, " bytes, ", p.slot.str(), ")");
+  if (nbytes == 0) return;
+  if (h.input >= 0 && p.stored) exe_->upload_range(p.value, byte_offset, bytes, nbytes);
+  else std::memcpy(h.store.data() + byte_offset, bytes, nbytes);
+}
+
 void Instance::set_active_extent(int64_t actual, int64_t upper) {
   if (upper < 1 || actual < 1 || actual > upper)
     fail(ErrorCategory::InvalidArgument, "set_active_extent(", actual, ", ", upper,

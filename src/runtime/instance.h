@@ -74,6 +74,7 @@ class Instance {
 
   void bind_handle(const std::string& name, const TypedTensor& initial);
   TypedTensor read_handle(const std::string& name) const;
+  void write_handle(const std::string& name, size_t byte_offset, const void* bytes, size_t nbytes);
   void set_active_extent(int64_t actual, int64_t upper);
   void release_scratch();
 

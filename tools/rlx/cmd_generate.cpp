@@ -1,4 +1,5 @@
 // `rlx generate` (text generation from a GGUF model) and `rlx tokenize`.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -148,6 +149,99 @@ int cmd_tokenize(const Args& a) {
   return 0;
 }
 
+std::vector<int> int_list(const std::string& s, const std::string& opt) {
+  std::vector<int> out;
+  std::string cur;
+  for (size_t i = 0; i <= s.size(); ++i) {
+    if (i == s.size() || s[i] == ',') {
+      try {
+        size_t used = 0;
+        int v = std::stoi(cur, &used);
+        if (used != cur.size() || v < 0) throw std::invalid_argument(cur);
+        out.push_back(v);
+      } catch (const std::exception&) {
+        throw UsageError("option '" + opt + "': '" + cur + "' is not a non-negative integer");
+      }
+      cur.clear();
+    } else {
+      cur += s[i];
+    }
+  }
+  return out;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+// llama-bench's two measurements on rlx: pp = one batch of P tokens from an empty cache,
+// tg = N single-token steps after `depth` cached tokens; graphs are compiled in a warm-up
+// run first. Prints one line per test: "rlx pp128 t=2: 812.3 tok/s (median of 5; ...)".
+int cmd_llm_bench(const Args& a) {
+  const std::string path = a.get("-m");
+  if (path.empty()) throw UsageError("llm-bench: -m MODEL.gguf is required");
+  auto model = llm::Model::load(path);
+  const int P = static_cast<int>(number(a, "-p", 128, 0, 1 << 20));
+  const int N = static_cast<int>(number(a, "-n", 32, 0, 1 << 20));
+  const int D = static_cast<int>(number(a, "-d", 0, 0, 1 << 24));
+  const int reps = static_cast<int>(number(a, "-r", 5, 1, 1000));
+  std::vector<int> threads = int_list(a.get("-t", "1"), "-t");
+  const std::string kv = a.get("--kv-type", "f16");
+  if (kv != "f16" && kv != "f32") throw UsageError("--kv-type: 'f16' or 'f32', not '" + kv + "'");
+  using clock = std::chrono::steady_clock;
+  const int64_t V = model->hp.n_vocab;
+  auto tokens = [&](int n, uint32_t seed) {
+    std::vector<int32_t> t(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) t[size_t(i)] = int32_t((uint64_t(seed) * 2654435761u + uint64_t(i) * 40503u) % uint64_t(V));
+    return t;
+  };
+  for (int t : threads) {
+    llm::EngineOptions eo;
+    eo.threads = t;
+    eo.kv_type = kv == "f16" ? DType::F16 : DType::F32;
+    eo.n_ctx = std::max<int64_t>({int64_t(P), int64_t(D) + N, 256});
+    llm::Engine e(model, eo);
+    auto fill = [&](int n) {  // `n` cached tokens, in batches of up to 512 (not timed)
+      for (int done = 0; done < n;) {
+        int b = std::min(512, n - done);
+        e.eval(tokens(b, uint32_t(done)));
+        done += b;
+      }
+    };
+    if (P > 0) {
+      std::vector<double> rate;
+      for (int r = -1; r < reps; ++r) {  // r = -1: warm-up (compiles the pass)
+        e.reset();
+        auto t0 = clock::now();
+        e.eval(tokens(P, uint32_t(r + 7)));
+        double s = std::chrono::duration<double>(clock::now() - t0).count();
+        if (r >= 0) rate.push_back(P / s);
+      }
+      std::printf("rlx pp%d t=%d: %.1f tok/s (median of %d)\n", P, t, median(rate), reps);
+    }
+    if (N > 0) {
+      std::vector<double> rate;
+      for (int r = -1; r < reps; ++r) {
+        e.reset();
+        fill(D);
+        int32_t id = int32_t(r + 3);
+        auto t0 = clock::now();
+        for (int i = 0; i < N; ++i) {
+          std::vector<float> lg = e.eval(std::span<const int32_t>(&id, 1));
+          id = int32_t(std::max_element(lg.begin(), lg.end()) - lg.begin());
+        }
+        double s = std::chrono::duration<double>(clock::now() - t0).count();
+        if (r >= 0) rate.push_back(N / s);
+      }
+      std::printf("rlx tg%d%s t=%d: %.1f tok/s (median of %d)\n", N, D ? (" @ d" + std::to_string(D)).c_str() : "", t,
+                  median(rate), reps);
+    }
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
 }  // namespace
 
 std::vector<Command> generate_commands() {
@@ -171,6 +265,16 @@ std::vector<Command> generate_commands() {
        {"--print-ids", "", "end with one line 'ids: ...' of the generated ids", false},
        {"--verbose", "", "also print what loading did to the weights", false}},
       &cmd_generate});
+  t.push_back(Command{"llm-bench", "prompt-processing and generation speed of a GGUF model (as llama-bench measures them)",
+                      "-m MODEL.gguf [-p 128] [-n 32] [-d DEPTH] [-t 1,2] [-r 5]", 0, 0,
+                      {{"-m", "MODEL.gguf", "the model", false},
+                       {"-p", "P", "prompt tokens in one batch (0: skip; default 128)", false},
+                       {"-n", "N", "generated tokens, one per step (0: skip; default 32)", false},
+                       {"-d", "D", "tokens already in the cache before generating (default 0)", false},
+                       {"-t", "T,T", "thread counts (default 1)", false},
+                       {"-r", "R", "repetitions after one warm-up; the median is printed (default 5)", false},
+                       {"--kv-type", "f16|f32", "KV cache element type (default f16)", false}},
+                      &cmd_llm_bench});
   t.push_back(Command{"tokenize", "print the token ids of TEXT for a GGUF model's tokenizer", "-m MODEL.gguf TEXT [options]",
                       1, 1,
                       {{"-m", "MODEL.gguf", "the model (a vocab-only GGUF works)", false},

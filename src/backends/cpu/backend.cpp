@@ -39,6 +39,12 @@ class CpuExecutable final : public backend::Executable {
   void download(Value v, void* dst, size_t bytes) const override {
     if (bytes) std::memcpy(dst, const_cast<CpuExecutable*>(this)->checked(v, bytes), bytes);
   }
+  void upload_range(Value v, size_t offset, const void* src, size_t bytes) override {
+    const size_t total = program_->plan.graph.type(v).bytes();
+    if (offset > total || bytes > total - offset)
+      fail(ErrorCategory::Internal, "transfer of ", bytes, " bytes at offset ", offset, " into a value of ", total, " bytes");
+    if (bytes) std::memcpy(checked(v, total) + offset, src, bytes);
+  }
   void copy_value(Value src, Value dst, size_t bytes) override {
     if (bytes) std::memmove(checked(dst, bytes), checked(src, bytes), bytes);  // may alias
   }

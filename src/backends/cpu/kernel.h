@@ -63,6 +63,7 @@ void register_matmul_kernels(KernelRegistry& r);     // matmul, fused_matmul
 void register_movement_kernels(KernelRegistry& r);   // transpose, slice, concat, split, gather, expand, pad, tile
 void register_conv_kernels(KernelRegistry& r);       // conv2d, pools
 void register_attention_kernels(KernelRegistry& r);  // attention, rotary
+void register_qmatmul_kernels(KernelRegistry& r);    // qmatmul (block-quantized weights)
 
 // Helper for builders: wraps a config object.
 template <class Cfg>

@@ -35,6 +35,7 @@ const KernelRegistry& kernel_registry() {
     register_movement_kernels(r);
     register_conv_kernels(r);
     register_attention_kernels(r);
+    register_qmatmul_kernels(r);
     return r;
   }();
   return registry;

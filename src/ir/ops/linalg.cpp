@@ -1,6 +1,7 @@
 // Linear algebra: numpy matmul (1-D promotion, batch broadcasting) and the fused
 // act(matmul + bias) epilogue.
 #include "ir/ops/infer_util.h"
+#include "rlx/quant.h"
 
 namespace rlx::ir {
 
@@ -52,6 +53,28 @@ std::vector<Shape> infer_fused_matmul(const InferCtx& ctx) {
       ctx.error("bias ", bias.str(), " does not broadcast to the matmul result ", out.str());
   }
   return {out};
+}
+
+std::vector<Shape> infer_qmatmul(const InferCtx& ctx) {
+  const Shape& x = ctx.input(0);
+  const Shape& w = ctx.input(1);
+  const auto& a = ctx.node.attr<QMatMulAttrs>();
+  const quant::Format* f = a.format >= 0 && a.format < 64 ? quant::find(static_cast<uint32_t>(a.format)) : nullptr;
+  if (!f) ctx.error("unknown weight format ", a.format);
+  if (a.k < 1 || a.k % f->block_elems != 0)
+    ctx.error("k=", a.k, " is not a positive whole number of ", f->name, " blocks (", f->block_elems, " elements)");
+  if (x.dtype() != DType::F32) ctx.error("x (input 0) must be f32, got ", x.str());
+  if (x.rank() < 1) ctx.error("x (input 0) must have at least one dim");
+  const int64_t xk = static_dim(ctx, x.dims().back(), "the last dim of x");
+  if (xk != a.k) ctx.error("x ", x.str(), " has ", xk, " features but the weight rows hold k=", a.k);
+  if (w.dtype() != DType::U8 || w.rank() != 2) ctx.error("w (input 1) must be u8[N, row bytes], got ", w.str());
+  const int64_t rb = static_dim(ctx, w.dims()[1], "the row bytes of w");
+  if (rb != a.k / f->block_elems * f->block_bytes)
+    ctx.error("w ", w.str(), " rows hold ", rb, " bytes, ", a.k, " ", f->name, " elements take ",
+              a.k / f->block_elems * f->block_bytes);
+  std::vector<Dim> d = x.dims();
+  d.back() = w.dims()[0];
+  return {Shape(d, DType::F32)};
 }
 
 }  // namespace rlx::ir

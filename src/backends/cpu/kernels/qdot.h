@@ -1,0 +1,27 @@
+// Internal: dot-product kernels of qmatmul (decode-sized products), per ISA.
+// Activations are quantized per 32 elements like ggml's Q8_0 (scale = amax/127, values
+// rounded to nearest) so weight blocks of Q8_0 / Q4_0 multiply as int8 x int8 sums, one
+// float scale product per block; the error this adds is bounded in the tests.
+#pragma once
+#include <cstdint>
+
+#include "backends/cpu/isa.h"
+
+namespace rlx::cpu {
+
+struct QDotKernels {
+  // dot of a row of nb Q8_0 (or Q4_0) weight blocks with nb quantized activation blocks
+  // (xs: the block scales, xq: 32 int8 per block).
+  float (*q8_0)(const uint8_t* w, const float* xs, const int8_t* xq, int64_t nb) = nullptr;
+  float (*q4_0)(const uint8_t* w, const float* xs, const int8_t* xq, int64_t nb) = nullptr;
+  float (*f16)(const uint16_t* w, const float* x, int64_t k) = nullptr;
+  float (*f32)(const float* w, const float* x, int64_t k) = nullptr;
+};
+
+const QDotKernels& qdot_kernels(Isa isa);
+const QDotKernels* qdot_avx2_kernels();  // nullptr when this build has no AVX2 code
+
+// Quantizes k floats (a multiple of 32) into k/32 blocks: xs[b] scale, xq[32*b + i].
+void quantize_activations_q8(const float* x, int64_t k, float* xs, int8_t* xq);
+
+}  // namespace rlx::cpu

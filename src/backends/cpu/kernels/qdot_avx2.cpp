@@ -1,0 +1,112 @@
+// AVX2 (+FMA, F16C) dot kernels of qmatmul: int8 x int8 block products through
+// maddubs with the sign trick (|w| as u8 times x with w's sign), f16 rows widened by F16C.
+#include <immintrin.h>
+
+#include "backends/cpu/kernels/isa_region.h"
+#include "backends/cpu/kernels/qdot.h"
+
+RLX_ISA_REGION_BEGIN("avx2,fma,f16c")
+namespace rlx::cpu {
+namespace {
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline float half(const uint8_t* p) {
+  uint16_t h;
+  __builtin_memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+// Sum over the 32 lanes of w (int8) * x (int8), as 8 int32 lanes converted to float.
+inline __m256 dot32(__m256i w, __m256i x) {
+  const __m256i aw = _mm256_sign_epi8(w, w);
+  const __m256i sx = _mm256_sign_epi8(x, w);
+  const __m256i p16 = _mm256_maddubs_epi16(aw, sx);
+  return _mm256_cvtepi32_ps(_mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
+}
+
+// Four blocks per step into four accumulators: the FMA chains are independent, so the
+// loop runs at load throughput instead of FMA latency.
+float dot_q8_0(const uint8_t* w, const float* xs, const int8_t* xq, int64_t nb) {
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  int64_t b = 0;
+  auto step = [&](int64_t bi, __m256& a) {
+    const uint8_t* blk = w + 34 * bi;
+    const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32 * bi));
+    a = _mm256_fmadd_ps(_mm256_set1_ps(half(blk) * xs[bi]), dot32(wq, q), a);
+  };
+  for (; b + 4 <= nb; b += 4) {
+    step(b, acc[0]);
+    step(b + 1, acc[1]);
+    step(b + 2, acc[2]);
+    step(b + 3, acc[3]);
+  }
+  for (; b < nb; ++b) step(b, acc[0]);
+  return hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+}
+
+float dot_q4_0(const uint8_t* w, const float* xs, const int8_t* xq, int64_t nb) {
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  const __m256i lo = _mm256_set1_epi8(0x0F), eight = _mm256_set1_epi8(8);
+  auto step = [&](int64_t bi, __m256& a) {
+    const uint8_t* blk = w + 18 * bi;
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
+    // Elements 0..15 are the low nibbles, 16..31 the high ones.
+    __m256i wq = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), lo);
+    wq = _mm256_sub_epi8(wq, eight);
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32 * bi));
+    a = _mm256_fmadd_ps(_mm256_set1_ps(half(blk) * xs[bi]), dot32(wq, q), a);
+  };
+  int64_t b = 0;
+  for (; b + 4 <= nb; b += 4) {
+    step(b, acc[0]);
+    step(b + 1, acc[1]);
+    step(b + 2, acc[2]);
+    step(b + 3, acc[3]);
+  }
+  for (; b < nb; ++b) step(b, acc[0]);
+  return hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+}
+
+float dot_f16(const uint16_t* w, const float* x, int64_t k) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= k; i += 16) {
+    a0 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + i))),
+                         _mm256_loadu_ps(x + i), a0);
+    a1 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + i + 8))),
+                         _mm256_loadu_ps(x + i + 8), a1);
+  }
+  float s = hsum(_mm256_add_ps(a0, a1));
+  for (; i < k; ++i) s += _cvtsh_ss(w[i]) * x[i];
+  return s;
+}
+
+float dot_f32(const float* w, const float* x, int64_t k) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= k; i += 16) {
+    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), a0);
+    a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
+  }
+  float s = hsum(_mm256_add_ps(a0, a1));
+  for (; i < k; ++i) s += w[i] * x[i];
+  return s;
+}
+
+}  // namespace
+}  // namespace rlx::cpu
+RLX_ISA_REGION_END()
+
+namespace rlx::cpu {
+const QDotKernels* qdot_avx2_kernels() {  // outside the region: callable on any CPU
+  static const QDotKernels k{dot_q8_0, dot_q4_0, dot_f16, dot_f32};
+  return &k;
+}
+}  // namespace rlx::cpu

@@ -1,0 +1,211 @@
+// qmatmul: y[m, n] = sum_k x[m, k] * W[n, k] with W's rows in a block format (rlx/quant.h),
+// read as stored (GGUF's layout: N rows of K elements).
+//   - Few rows (decode, m <= kGemvRows): per weight row, a dot product with every x row:
+//     Q8_0 / Q4_0 against x quantized to int8 blocks (qdot.h), F16 / F32 in float, other
+//     formats dequantized one row at a time into a thread-local buffer of K floats.
+//   - More rows (prefill): sgemm with B = W^T, packed straight from the blocks: pack_b
+//     dequantizes only the kc x nr panels it is asked for (F32/F16/BF16 rows are plain
+//     strided operands), so f32 weights are never materialized.
+// Weight rows are split over the pool; each output is computed by one thread in a fixed
+// order, so results do not depend on the thread count.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "backends/cpu/kernel.h"
+#include "backends/cpu/kernels/gemm.h"
+#include "backends/cpu/kernels/qdot.h"
+#include "backends/cpu/thread_pool.h"
+#include "rlx/quant.h"
+
+namespace rlx::cpu {
+
+namespace {
+
+constexpr int64_t kGemvRows = 8;
+
+float scalar_q8_0(const uint8_t* w, const float* xs, const int8_t* xq, int64_t nb) {
+  float s = 0;
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = w + 34 * b;
+    uint16_t h;
+    std::memcpy(&h, blk, 2);
+    int32_t acc = 0;
+    for (int i = 0; i < 32; ++i) acc += int32_t(int8_t(blk[2 + i])) * xq[32 * b + i];
+    s += f16_to_f32(h) * xs[b] * float(acc);
+  }
+  return s;
+}
+float scalar_q4_0(const uint8_t* w, const float* xs, const int8_t* xq, int64_t nb) {
+  float s = 0;
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = w + 18 * b;
+    uint16_t h;
+    std::memcpy(&h, blk, 2);
+    int32_t acc = 0;
+    for (int i = 0; i < 16; ++i) {
+      acc += ((blk[2 + i] & 0x0F) - 8) * xq[32 * b + i];
+      acc += ((blk[2 + i] >> 4) - 8) * xq[32 * b + 16 + i];
+    }
+    s += f16_to_f32(h) * xs[b] * float(acc);
+  }
+  return s;
+}
+float scalar_f16(const uint16_t* w, const float* x, int64_t k) {
+  float s = 0;
+  for (int64_t i = 0; i < k; ++i) s += f16_to_f32(w[i]) * x[i];
+  return s;
+}
+float scalar_f32(const float* w, const float* x, int64_t k) {
+  float s = 0;
+  for (int64_t i = 0; i < k; ++i) s += w[i] * x[i];
+  return s;
+}
+
+struct QCfg {
+  uint32_t format = 0;
+  int64_t m = 0, n = 0, k = 0, row_bytes = 0, block_elems = 1;
+  const QDotKernels* dot = nullptr;
+  const IsaKernels* gemm = nullptr;
+};
+
+struct PackCtx {
+  const QCfg* cfg;
+  const uint8_t* w;
+};
+
+// B[k][j] = W[j][k]: panels of `width` weight rows, k0..k0+kc of each, dequantized by
+// whole blocks into a thread-local row.
+void pack_b_quant(const void* vctx, int64_t k0, int64_t kc, int64_t j0, int64_t n, int64_t width, float* dst) {
+  const PackCtx& p = *static_cast<const PackCtx*>(vctx);
+  const QCfg& c = *p.cfg;
+  const int64_t be = c.block_elems;
+  const int64_t b0 = k0 / be, b1 = (k0 + kc + be - 1) / be;
+  const int64_t bb = c.row_bytes / (c.k / be);
+  thread_local std::vector<float> row;
+  row.resize(static_cast<size_t>((b1 - b0) * be));
+  const int64_t off = k0 - b0 * be;
+  const int64_t panels = (n + width - 1) / width;
+  for (int64_t q = 0; q < panels; ++q) {
+    float* panel = dst + q * width * kc;
+    for (int64_t jj = 0; jj < width; ++jj) {
+      const int64_t j = q * width + jj;
+      if (j >= n) {
+        for (int64_t kk = 0; kk < kc; ++kk) panel[kk * width + jj] = 0.0f;
+        continue;
+      }
+      quant::dequantize(c.format, p.w + (j0 + j) * c.row_bytes + b0 * bb, row.data(), (b1 - b0) * be);
+      for (int64_t kk = 0; kk < kc; ++kk) panel[kk * width + jj] = row[static_cast<size_t>(off + kk)];
+    }
+  }
+}
+
+void run_gemm(const RunCtx& ctx, const QCfg& c, const float* x, const uint8_t* w, float* y, int64_t m) {
+  SgemmProblem p;
+  p.m = m;
+  p.n = c.n;
+  p.k = c.k;
+  p.a = GemmOperand{x, DType::F32, c.k, 1};
+  PackCtx pc{&c, w};
+  if (c.format == quant::kF32 || c.format == quant::kF16 || c.format == quant::kBF16) {
+    const DType t = c.format == quant::kF32 ? DType::F32 : c.format == quant::kF16 ? DType::F16 : DType::BF16;
+    p.b = GemmOperand{w, t, 1, c.k};  // element (k, j) of B = W[j][k]
+  } else {
+    p.pack_b = pack_b_quant;
+    p.pack_b_ctx = &pc;
+  }
+  p.c = y;
+  p.ldc = c.n;
+  sgemm(p, ctx.pool, *c.gemm);
+}
+
+void run_gemv(const RunCtx& ctx, const QCfg& c, const float* x, const uint8_t* w, float* y, int64_t m) {
+  const bool q8 = c.format == quant::kQ8_0 || c.format == quant::kQ4_0;
+  const int64_t nb = c.k / 32;
+  thread_local std::vector<float> xs;
+  thread_local std::vector<int8_t> xq;
+  if (q8) {
+    xs.resize(static_cast<size_t>(m * nb));
+    xq.resize(static_cast<size_t>(m * c.k));
+    for (int64_t i = 0; i < m; ++i) quantize_activations_q8(x + i * c.k, c.k, xs.data() + i * nb, xq.data() + i * c.k);
+  }
+  const float* xsp = xs.data();
+  const int8_t* xqp = xq.data();
+  auto rows = [&](int64_t n0, int64_t n1) {
+    thread_local std::vector<float> deq;
+    for (int64_t j = n0; j < n1; ++j) {
+      const uint8_t* wr = w + j * c.row_bytes;
+      if (q8) {
+        auto f = c.format == quant::kQ8_0 ? c.dot->q8_0 : c.dot->q4_0;
+        for (int64_t i = 0; i < m; ++i) y[i * c.n + j] = f(wr, xsp + i * nb, xqp + i * c.k, nb);
+      } else if (c.format == quant::kF16) {
+        for (int64_t i = 0; i < m; ++i) y[i * c.n + j] = c.dot->f16(reinterpret_cast<const uint16_t*>(wr), x + i * c.k, c.k);
+      } else if (c.format == quant::kF32) {
+        for (int64_t i = 0; i < m; ++i) y[i * c.n + j] = c.dot->f32(reinterpret_cast<const float*>(wr), x + i * c.k, c.k);
+      } else {
+        deq.resize(static_cast<size_t>(c.k));
+        quant::dequantize(c.format, wr, deq.data(), c.k);
+        for (int64_t i = 0; i < m; ++i) y[i * c.n + j] = c.dot->f32(deq.data(), x + i * c.k, c.k);
+      }
+    }
+  };
+  // ~32 KiB of weights per task: enough work to pay for a hand-off to another thread.
+  const int64_t grain = std::max<int64_t>(1, (int64_t(32) << 10) / std::max<int64_t>(c.row_bytes, 1));
+  if (ctx.pool && c.n > grain) ctx.pool->parallel_for(c.n, grain, rows);
+  else rows(0, c.n);
+}
+
+void run_qmatmul(const RunCtx& ctx, const void* vcfg, void* const* bufs) {
+  const QCfg& c = *static_cast<const QCfg*>(vcfg);
+  const float* x = static_cast<const float*>(bufs[0]);
+  const uint8_t* w = static_cast<const uint8_t*>(bufs[1]);
+  float* y = static_cast<float*>(bufs[2]);
+  if (c.m == 0 || c.n == 0) return;
+  if (c.m <= kGemvRows) run_gemv(ctx, c, x, w, y, c.m);
+  else run_gemm(ctx, c, x, w, y, c.m);
+}
+
+bool supports_qmatmul(const Node& node, const std::vector<const Shape*>&) {
+  return quant::can_dequantize(static_cast<uint32_t>(node.attr<QMatMulAttrs>().format));
+}
+
+KernelCall build_qmatmul(const Node& node, const std::vector<const Shape*>& in, const std::vector<Shape>& out) {
+  const auto& a = node.attr<QMatMulAttrs>();
+  QCfg c;
+  c.format = static_cast<uint32_t>(a.format);
+  c.k = a.k;
+  c.n = in[1]->static_dims()[0];
+  c.row_bytes = in[1]->static_dims()[1];
+  c.block_elems = quant::get(c.format).block_elems;
+  c.m = out[0].numel() / std::max<int64_t>(c.n, 1);
+  const Isa isa = detect_isa();
+  c.dot = &qdot_kernels(isa);
+  c.gemm = &isa_kernels(isa);
+  return make_call(run_qmatmul, c);
+}
+
+}  // namespace
+
+void quantize_activations_q8(const float* x, int64_t k, float* xs, int8_t* xq) {
+  for (int64_t b = 0; b < k / 32; ++b) {
+    const float* v = x + 32 * b;
+    float amax = 0;
+    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(v[i]));
+    const float d = amax / 127.0f;
+    const float id = d ? 1.0f / d : 0.0f;
+    xs[b] = d;
+    for (int i = 0; i < 32; ++i) xq[32 * b + i] = static_cast<int8_t>(std::lrintf(v[i] * id));
+  }
+}
+
+const QDotKernels& qdot_kernels(Isa isa) {
+  static const QDotKernels scalar{scalar_q8_0, scalar_q4_0, scalar_f16, scalar_f32};
+  if (isa != Isa::Scalar)
+    if (const QDotKernels* k = qdot_avx2_kernels()) return *k;
+  return scalar;
+}
+
+void register_qmatmul_kernels(KernelRegistry& r) { r.add(OpKind::QMatMul, build_qmatmul, supports_qmatmul); }
+
+}  // namespace rlx::cpu

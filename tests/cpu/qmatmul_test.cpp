@@ -1,0 +1,107 @@
+// qmatmul against a double-precision reference on the dequantized weights, for every block
+// format with a dequantizer, on both paths (decode-sized GEMV, prefill-sized GEMM through
+// the block-dequantizing B packer) and 1 vs 2 threads (bit-identical).
+// Weights: the llama.cpp fixtures of tests/data/gguf/quants (real quantizer output plus
+// random blocks), read as rows of 256 elements.
+// Tolerances, per output y = sum_k x_k w_k, derived from the computation:
+//   - float accumulation over K terms: |err| <= 2 * K * 2^-24 * sum_k |x_k w_k| (a standard
+//     bound with slack 2 for the partial-sum order);
+//   - Q8_0 / Q4_0 on the GEMV path also quantize x per 32-block (step d = amax/127, rounding
+//     error <= d/2 per element): |err| += sum_k |w_k| * d_block(k) / 2.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <iterator>
+#include <random>
+
+#include "harness.h"
+#include "rlx/quant.h"
+
+namespace rlx {
+namespace {
+
+std::vector<uint8_t> fixture(const std::string& name) {
+  std::ifstream f(std::string(RLX_SOURCE_DIR) + "/tests/data/gguf/quants/" + name + ".blocks", std::ios::binary);
+  return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+void check(uint32_t format, int64_t m) {
+  const quant::Format& f = quant::get(format);
+  const int64_t K = 256;
+  std::vector<uint8_t> w = fixture(f.name);
+  ASSERT_FALSE(w.empty()) << "no fixture for " << f.name;
+  const int64_t rb = quant::row_bytes(format, K);
+  const int64_t N = static_cast<int64_t>(w.size()) / rb;
+  std::vector<float> wd(static_cast<size_t>(N * K));
+  quant::dequantize(format, w.data(), wd.data(), N * K);
+  // Fixtures include conversion edge cases (inf/NaN in f16/bf16 rows); keep finite rows.
+  std::vector<int64_t> rows;
+  for (int64_t j = 0; j < N; ++j) {
+    bool finite = true;
+    for (int64_t k = 0; k < K; ++k) finite = finite && std::isfinite(wd[size_t(j * K + k)]) && std::fabs(wd[size_t(j * K + k)]) < 1e30f;
+    if (finite) rows.push_back(j);
+  }
+  std::vector<uint8_t> wf;
+  for (int64_t j : rows) wf.insert(wf.end(), w.begin() + j * rb, w.begin() + (j + 1) * rb);
+  const int64_t n = static_cast<int64_t>(rows.size());
+  ASSERT_GT(n, 4);
+  std::mt19937 rng(format * 31 + uint32_t(m));
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> x(static_cast<size_t>(m * K));
+  for (float& v : x) v = nd(rng);
+
+  Graph g;
+  Value xv = g.input("x", Shape({m, K}, DType::F32));
+  Value wv = g.input("w", Shape({n, rb}, DType::U8));
+  Value y = g.qmatmul(xv, wv, format, K);
+  auto out1 = test::run_kernel(g, y.node, {test::to_bytes(x), wf}, 1);
+  auto out2 = test::run_kernel(g, y.node, {test::to_bytes(x), wf}, 2);
+  EXPECT_EQ(out1[0], out2[0]) << f.name << ": 1 and 2 threads differ";
+  std::vector<float> got = test::from_bytes<float>(out1[0]);
+  const bool q8 = (format == quant::kQ8_0 || format == quant::kQ4_0) && m <= 8;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t jj = 0; jj < n; ++jj) {
+      const float* wr = wd.data() + rows[size_t(jj)] * K;
+      const float* xr = x.data() + i * K;
+      double ref = 0, mag = 0, qerr = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        ref += double(xr[k]) * wr[k];
+        mag += std::fabs(double(xr[k]) * wr[k]);
+      }
+      if (q8)
+        for (int64_t b = 0; b < K / 32; ++b) {
+          double amax = 0, wsum = 0;
+          for (int64_t k = 32 * b; k < 32 * b + 32; ++k) {
+            amax = std::max(amax, double(std::fabs(xr[k])));
+            wsum += std::fabs(wr[k]);
+          }
+          qerr += wsum * (amax / 127.0) / 2.0 * (1 + 1e-6);
+        }
+      const double tol = 2.0 * K * std::ldexp(1.0, -24) * mag + qerr + 1e-30;
+      ASSERT_NEAR(got[size_t(i * n + jj)], ref, tol) << f.name << " m=" << m << " row " << i << " col " << jj;
+    }
+}
+
+class QMatMul : public ::testing::TestWithParam<uint32_t> {};
+TEST_P(QMatMul, DecodeGemvOneRow) { check(GetParam(), 1); }
+TEST_P(QMatMul, DecodeGemvFewRows) { check(GetParam(), 5); }
+TEST_P(QMatMul, PrefillGemm) { check(GetParam(), 37); }
+
+INSTANTIATE_TEST_SUITE_P(Formats, QMatMul, ::testing::Values(1u, 30u, 2u, 3u, 6u, 7u, 8u, 10u, 11u, 12u, 13u, 14u, 20u, 23u),
+                         [](const auto& info) { return std::string(quant::get(info.param).name); });
+
+TEST(QMatMulInfer, RefusesMismatchedWeights) {
+  Graph g;
+  Value x = g.input("x", Shape({2, 64}, DType::F32));
+  Value w = g.input("w", Shape({3, 68}, DType::U8));   // 64 q8_0 elements = 68 bytes
+  EXPECT_NO_THROW(g.qmatmul(x, w, quant::kQ8_0, 64));
+  EXPECT_THROW(g.qmatmul(x, w, quant::kQ4_0, 64), Error);  // 36 bytes per row expected
+  EXPECT_THROW(g.qmatmul(x, w, quant::kQ8_0, 32), Error);  // x has 64 features
+  EXPECT_THROW(g.qmatmul(x, w, 4, 64), Error);             // a retired ggml type
+  Value w2 = g.input("w2", Shape({3, 68}, DType::F32));
+  EXPECT_THROW(g.qmatmul(x, w2, quant::kQ8_0, 64), Error);
+}
+
+}  // namespace
+}  // namespace rlx
