@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make bench: the per-kernel micro benchmarks (BUILD/bench/rlx_bench_micro, Google
 # Benchmark with OpenBLAS as the GEMM peer, when it was built), then the end-to-end model
-# benchmarks against ONNX Runtime 1.30 (bench/models/run.sh). Exits non-zero if either fails.
+# benchmarks against ONNX Runtime 1.30 (bench/models/run.sh) and the LLM benchmark against
+# llama.cpp (bench/llm/run.sh). Exits non-zero if any fails.
 #   scripts/bench.sh [BUILD_DIR]
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -16,4 +17,6 @@ else
 fi
 echo "== model benchmarks"
 bash "$root/bench/models/run.sh" "$build" || status=1
+echo "== LLM benchmarks"
+bash "$root/bench/llm/run.sh" "$build" || status=1
 exit $status

@@ -116,6 +116,8 @@ class Graph {
   Value fused_matmul(Value a, Value b, Value bias, Activation act, double alpha = 0);
   // x @ W^T for W stored as N rows of k elements in block format `format` (rlx/quant.h), w u8[N, row bytes].
   Value qmatmul(Value x, Value w, uint32_t format, int64_t k);
+  // Mixture of experts: slot s of token t uses expert ids[t, s] of w u8[E, N, row bytes].
+  Value qmatmul_id(Value x, Value w, Value ids, uint32_t format, int64_t k);
 
   Value reduce_sum(Value x, std::vector<int64_t> axes, bool keepdims = true);
   Value reduce_mean(Value x, std::vector<int64_t> axes, bool keepdims = true);

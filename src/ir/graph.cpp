@@ -224,6 +224,10 @@ Value Graph::fused_matmul(Value a, Value b, Value bias, Activation act, double a
   return add1(OpKind::FusedMatMul, std::move(in), FusedMatMulAttrs{act, alpha});
 }
 
+Value Graph::qmatmul_id(Value x, Value w, Value ids, uint32_t format, int64_t k) {
+  return add1(OpKind::QMatMulId, {x, w, ids}, QMatMulAttrs{int64_t(format), k});
+}
+
 Value Graph::qmatmul(Value x, Value w, uint32_t format, int64_t k) {
   return add1(OpKind::QMatMul, {x, w}, QMatMulAttrs{int64_t(format), k});
 }

@@ -31,6 +31,19 @@ Value BuildCtx::project(Value x, const std::string& tensor) {
   return g.qmatmul(x, w, static_cast<uint32_t>(t.type), k);
 }
 
+Value BuildCtx::project_id(Value x, const std::string& tensor, Value ids) {
+  const gguf::TensorInfo& t = model.file.tensor(tensor);
+  if (t.dims.size() != 3)
+    fail(ErrorCategory::Parse, "GGUF file '", model.file.path(), "': tensor '", tensor, "' has ", t.dims.size(),
+         " dims, stacked experts need 3");
+  if (!gguf::can_dequantize(t.type))
+    fail(ErrorCategory::Unsupported, "GGUF file '", model.file.path(), "': tensor '", tensor, "' is ",
+         gguf::type_name(t.type), ", a format rlx cannot read yet");
+  const int64_t k = t.dims[0], n = t.dims[1], e = t.dims[2];
+  Value w = param(tensor, tensor, true, {e, n, gguf::row_bytes(t.type, k)});
+  return g.qmatmul_id(x, w, ids, static_cast<uint32_t>(t.type), k);
+}
+
 Value BuildCtx::vec(const std::string& tensor) {
   const gguf::TensorInfo& t = model.file.tensor(tensor);
   return param(tensor, tensor, false, {t.elements()});
@@ -78,7 +91,7 @@ void BuildCtx::finish() {
 }
 
 const std::vector<ArchSpec>& arch_registry() {
-  static const std::vector<ArchSpec> r{arch_llama(), arch_qwen2(), arch_qwen3(), arch_gpt2()};
+  static const std::vector<ArchSpec> r{arch_llama(), arch_qwen2(), arch_qwen3(), arch_qwen3moe(), arch_gpt2()};
   return r;
 }
 
@@ -147,9 +160,8 @@ std::shared_ptr<const Model> Model::load(const std::string& path) {
     }
     read_common(m->file, m->hp);
     spec->hparams(m->file, m->hp);
-    if (m->hp.n_expert > 0)
-      fail(ErrorCategory::Unsupported, "GGUF file '", path, "': mixture-of-experts layers (", m->hp.n_expert,
-           " experts) are not supported yet");
+    if (m->hp.n_expert > 0 && (m->hp.n_expert_used < 1 || m->hp.n_expert_used > m->hp.n_expert))
+      fail(ErrorCategory::Parse, "GGUF file '", path, "': ", m->hp.n_expert_used, " experts used of ", m->hp.n_expert);
     try {
       m->tokenizer = std::make_shared<Tokenizer>(Tokenizer::from_gguf(m->file));
     } catch (const Error& e) {

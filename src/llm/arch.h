@@ -35,6 +35,9 @@ class BuildCtx {
   // Params from GGUF tensors (names as in the file). project(x, W): x @ W^T for ggml's
   // [n_in, n_out] W, read in its stored block format (qmatmul); vec(): 1-D, as f32.
   Value project(Value x, const std::string& tensor);
+  // Mixture of experts: slot s of token t through expert ids[t, s] of the stacked ggml
+  // [n_in, n_out, n_expert] tensor (qmatmul_id): [T, S, n_out].
+  Value project_id(Value x, const std::string& tensor, Value ids);
   Value vec(const std::string& tensor);
 
   // Inputs (created on first use): the token embeddings [T, n_embd] (rows of
@@ -78,5 +81,6 @@ ArchSpec arch_llama();
 ArchSpec arch_qwen2();
 ArchSpec arch_qwen3();
 ArchSpec arch_gpt2();
+ArchSpec arch_qwen3moe();
 
 }  // namespace rlx::llm

@@ -1,6 +1,6 @@
 // llama: Llama 1/2/3, Mistral, TinyLlama, SmolLM2. RMSNorm, rotary on adjacent pairs with
 // optional per-dimension frequency factors (rope_freqs.weight), SwiGLU, optional biases
-// and per-matrix scales.
+// and per-matrix scales; with experts (Mixtral-style), a mixture-of-experts feed-forward.
 #include "llm/blocks.h"
 
 namespace rlx::llm {
@@ -17,7 +17,8 @@ ArchSpec arch_llama() {
     Value x = embed(c);
     for (int64_t il = 0; il < c.hp.n_layer; ++il) {
       Value h = c.g.add(x, self_attention(c, il, rms_norm(c, x, blk(il, "attn_norm.weight")), {}));
-      x = c.g.add(h, swiglu_ffn(c, il, rms_norm(c, h, blk(il, "ffn_norm.weight")), true, true));
+      Value n = rms_norm(c, h, blk(il, "ffn_norm.weight"));
+      x = c.g.add(h, c.hp.n_expert > 0 ? moe_ffn(c, il, n) : swiglu_ffn(c, il, n, true, true));
     }
     lm_head(c, x, false, false);
   };

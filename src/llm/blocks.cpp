@@ -85,6 +85,34 @@ Value swiglu_ffn(BuildCtx& c, int64_t il, Value x, bool biases, bool scales) {
   return linear(c, g.mul(g.silu(gate), up), blk(il, "ffn_down"), biases, scales, false);
 }
 
+namespace {
+// y[t, s, :] * scale[ids[t, s]] when the per-expert scale tensor exists.
+Value expert_scale(BuildCtx& c, Value y, const std::string& name, Value ids) {
+  if (!c.has(name)) return y;
+  Value s = c.g.gather(c.vec(name), ids, 0);  // [T, S]
+  return c.g.mul(y, c.g.reshape(s, {c.T, c.hp.n_expert_used, 1}));
+}
+}  // namespace
+
+Value moe_ffn(BuildCtx& c, int64_t il, Value x) {
+  Graph& g = c.g;
+  const int64_t T = c.T, S = c.hp.n_expert_used;
+  Value probs = g.softmax(c.project(x, blk(il, "ffn_gate_inp.weight")), -1);  // [T, E]
+  auto [w, ids] = g.topk(probs, S, -1, true, true);                             // [T, S]
+  w = g.div(w, g.max(g.reduce_sum(w, {-1}, true), g.scalar(6.103515625e-5, DType::F32)));
+  Value up = expert_scale(c, c.project_id(x, blk(il, "ffn_up_exps.weight"), ids), blk(il, "ffn_up_exps.scale"), ids);
+  Value gate =
+      expert_scale(c, c.project_id(x, blk(il, "ffn_gate_exps.weight"), ids), blk(il, "ffn_gate_exps.scale"), ids);
+  Value h = g.mul(g.silu(gate), up);  // [T, S, n_ff]
+  Value down =
+      expert_scale(c, c.project_id(h, blk(il, "ffn_down_exps.weight"), ids), blk(il, "ffn_down_exps.scale"), ids);
+  down = g.mul(down, g.reshape(w, {T, S, 1}));
+  const int64_t E = c.hp.n_embd;
+  Value out = g.reshape(g.slice(down, {0}, {1}, {1}), {T, E});
+  for (int64_t s = 1; s < S; ++s) out = g.add(out, g.reshape(g.slice(down, {s}, {s + 1}, {1}), {T, E}));
+  return out;
+}
+
 // GELU (tanh form) as llama.cpp's CPU backend evaluates it: through a table indexed by
 // the f16 value of x, holding f16 results, with x <= -10 -> 0 and x >= 10 -> x. The f16
 // rounding moves logits by ~1e-4, so matching llama.cpp means rounding the same way.

@@ -28,6 +28,10 @@ Value self_attention(BuildCtx& c, int64_t il, Value x, const AttnOpts& o);
 
 // SwiGLU feed-forward (gate, up, down), optional biases and scales as the family uses them.
 Value swiglu_ffn(BuildCtx& c, int64_t il, Value x, bool biases, bool scales);
+// Mixture-of-experts SwiGLU feed-forward: softmax router, top n_expert_used experts with
+// weights renormalized to sum 1, per-expert scales when present; only the selected experts
+// run (qmatmul_id), and the slots are summed in order.
+Value moe_ffn(BuildCtx& c, int64_t il, Value x);
 // GELU feed-forward (up, down) with biases (gpt2).
 Value gelu_ffn(BuildCtx& c, int64_t il, Value x);
 

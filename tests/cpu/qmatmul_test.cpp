@@ -105,3 +105,69 @@ TEST(QMatMulInfer, RefusesMismatchedWeights) {
 
 }  // namespace
 }  // namespace rlx
+
+namespace rlx {
+namespace {
+
+// qmatmul_id against qmatmul of each (token, slot) with its expert's matrix: the same
+// kernels run on gathered rows, so the results must be identical, on both paths.
+void check_id(int64_t T, bool x_per_slot) {
+  const int64_t E = 3, S = 2, K = 64, N = 24;
+  const uint32_t fmt = quant::kQ8_0;
+  const int64_t rb = quant::row_bytes(fmt, K);
+  std::mt19937 rng(uint32_t(T) * 7 + x_per_slot);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> wf(size_t(E * N * K));
+  for (float& v : wf) v = nd(rng);
+  std::vector<uint8_t> w(size_t(E * N * rb));
+  for (int64_t r = 0; r < E * N; ++r) quant::quantize(fmt, wf.data() + r * K, w.data() + r * rb, K);
+  std::vector<float> x(size_t(T * (x_per_slot ? S : 1) * K));
+  for (float& v : x) v = nd(rng);
+  std::vector<int64_t> ids(size_t(T * S));
+  for (auto& id : ids) id = int64_t(rng() % uint32_t(E));
+  Graph g;
+  Value xv = g.input("x", x_per_slot ? Shape({T, S, K}, DType::F32) : Shape({T, K}, DType::F32));
+  Value wv = g.input("w", Shape({E, N, rb}, DType::U8));
+  Value iv = g.input("ids", Shape({T, S}, DType::I64));
+  Value y = g.qmatmul_id(xv, wv, iv, fmt, K);
+  auto got = test::from_bytes<float>(test::run_kernel(g, y.node, {test::to_bytes(x), w, test::to_bytes(ids)}, 2)[0]);
+  ASSERT_EQ(got.size(), size_t(T * S * N));
+  // Reference: the rows of each expert through qmatmul, with the same number of rows per
+  // call as qmatmul_id groups them (the GEMV / GEMM path depends on it).
+  for (int64_t e = 0; e < E; ++e) {
+    std::vector<int64_t> pairs;
+    for (int64_t p = 0; p < T * S; ++p)
+      if (ids[size_t(p)] == e) pairs.push_back(p);
+    if (pairs.empty()) continue;
+    const int64_t m = int64_t(pairs.size());
+    std::vector<float> xe;
+    for (int64_t p : pairs) {
+      const float* src = x.data() + (x_per_slot ? p : p / S) * K;
+      xe.insert(xe.end(), src, src + K);
+    }
+    Graph h;
+    Value hx = h.input("x", Shape({m, K}, DType::F32));
+    Value hw = h.input("w", Shape({N, rb}, DType::U8));
+    Value hy = h.qmatmul(hx, hw, fmt, K);
+    std::vector<uint8_t> we(w.begin() + e * N * rb, w.begin() + (e + 1) * N * rb);
+    auto ref = test::from_bytes<float>(test::run_kernel(h, hy.node, {test::to_bytes(xe), we}, 1)[0]);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < N; ++j)
+        ASSERT_EQ(got[size_t(pairs[size_t(i)] * N + j)], ref[size_t(i * N + j)]) << "expert " << e << " pair " << pairs[size_t(i)];
+  }
+  // An id outside [0, E) is an error naming it, not a wild read.
+  ids[0] = E;
+  try {
+    test::run_kernel(g, y.node, {test::to_bytes(x), w, test::to_bytes(ids)}, 1);
+    FAIL() << "no error";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("expert id 3"), std::string::npos) << err.what();
+  }
+}
+
+TEST(QMatMulId, DecodeSharedInput) { check_id(1, false); }
+TEST(QMatMulId, PrefillSharedInput) { check_id(19, false); }
+TEST(QMatMulId, PrefillPerSlotInput) { check_id(19, true); }
+
+}  // namespace
+}  // namespace rlx

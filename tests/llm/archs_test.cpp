@@ -92,6 +92,8 @@ TEST(LlmArchs, LlamaDense) { check_fixture("llama-dense"); }
 TEST(LlmArchs, Qwen2Dense) { check_fixture("qwen2-dense"); }
 TEST(LlmArchs, Qwen3Dense) { check_fixture("qwen3-dense"); }
 TEST(LlmArchs, Gpt2Dense) { check_fixture("gpt2-dense"); }
+TEST(LlmArchs, LlamaMoe) { check_fixture("llama-moe"); }
+TEST(LlmArchs, Qwen3Moe) { check_fixture("qwen3moe-moe"); }
 
 }  // namespace
 }  // namespace rlx::llm

@@ -8,14 +8,6 @@ namespace rlx::ir {
 
 using namespace detail;
 
-namespace {
-
-void require_same_dim(const InferCtx& ctx, Dim a, const char* what_a, Dim b, const char* what_b) {
-  if (!(a == b)) ctx.error(what_a, " (", dim_str(a), ") must equal ", what_b, " (", dim_str(b), ")");
-}
-
-}  // namespace
-
 // attention(q[B,Hq,Sq,D], k[B,Hkv,Sk,D], v[B,Hkv,Sk,Dv], mask?) -> [B,Hq,Sq,Dv]
 std::vector<Shape> infer_attention(const InferCtx& ctx) {
   const Shape& q = ctx.input(0);

@@ -113,4 +113,8 @@ void require_len(const InferCtx& ctx, const std::vector<int64_t>& v, size_t n, c
   if (v.size() != n) ctx.error(what, " must have ", n, " entries, got ", ints_str(v));
 }
 
+void require_same_dim(const InferCtx& ctx, Dim a, const char* what_a, Dim b, const char* what_b) {
+  if (!(a == b)) ctx.error(what_a, " (", dim_str(a), ") must equal ", what_b, " (", dim_str(b), ")");
+}
+
 }  // namespace rlx::ir::detail

@@ -40,4 +40,7 @@ int64_t static_dim(const InferCtx& ctx, Dim d, const char* what);
 // Requires an attribute vector of exactly n entries.
 void require_len(const InferCtx& ctx, const std::vector<int64_t>& v, size_t n, const char* what);
 
+// Error unless the two dims are the same (static size or symbol), naming both.
+void require_same_dim(const InferCtx& ctx, Dim a, const char* what_a, Dim b, const char* what_b);
+
 }  // namespace rlx::ir::detail

@@ -55,9 +55,9 @@ std::vector<Shape> infer_fused_matmul(const InferCtx& ctx) {
   return {out};
 }
 
-std::vector<Shape> infer_qmatmul(const InferCtx& ctx) {
-  const Shape& x = ctx.input(0);
-  const Shape& w = ctx.input(1);
+namespace {
+// The checks qmatmul and qmatmul_id share: the format, x's features, w's row bytes.
+void check_qweight(const InferCtx& ctx, const Shape& x, const Shape& w, int w_rank) {
   const auto& a = ctx.node.attr<QMatMulAttrs>();
   const quant::Format* f = a.format >= 0 && a.format < 64 ? quant::find(static_cast<uint32_t>(a.format)) : nullptr;
   if (!f) ctx.error("unknown weight format ", a.format);
@@ -67,11 +67,32 @@ std::vector<Shape> infer_qmatmul(const InferCtx& ctx) {
   if (x.rank() < 1) ctx.error("x (input 0) must have at least one dim");
   const int64_t xk = static_dim(ctx, x.dims().back(), "the last dim of x");
   if (xk != a.k) ctx.error("x ", x.str(), " has ", xk, " features but the weight rows hold k=", a.k);
-  if (w.dtype() != DType::U8 || w.rank() != 2) ctx.error("w (input 1) must be u8[N, row bytes], got ", w.str());
-  const int64_t rb = static_dim(ctx, w.dims()[1], "the row bytes of w");
+  if (w.dtype() != DType::U8 || w.rank() != w_rank)
+    ctx.error("w (input 1) must be u8 of rank ", w_rank, " ([", w_rank == 3 ? "E, " : "", "N, row bytes]), got ", w.str());
+  const int64_t rb = static_dim(ctx, w.dims().back(), "the row bytes of w");
   if (rb != a.k / f->block_elems * f->block_bytes)
     ctx.error("w ", w.str(), " rows hold ", rb, " bytes, ", a.k, " ", f->name, " elements take ",
               a.k / f->block_elems * f->block_bytes);
+}
+}  // namespace
+
+std::vector<Shape> infer_qmatmul_id(const InferCtx& ctx) {
+  const Shape& x = ctx.input(0);
+  const Shape& w = ctx.input(1);
+  const Shape& ids = ctx.input(2);
+  check_qweight(ctx, x, w, 3);
+  if (ids.rank() != 2 || (ids.dtype() != DType::I64 && ids.dtype() != DType::I32))
+    ctx.error("ids (input 2) must be i64 or i32 [T, S], got ", ids.str());
+  if (x.rank() != 2 && x.rank() != 3) ctx.error("x (input 0) must be [T, K] or [T, S, K], got ", x.str());
+  require_same_dim(ctx, x.dims()[0], "the tokens of x", ids.dims()[0], "the tokens of ids");
+  if (x.rank() == 3) require_same_dim(ctx, x.dims()[1], "the slots of x", ids.dims()[1], "the slots of ids");
+  return {Shape(std::vector<Dim>{ids.dims()[0], ids.dims()[1], w.dims()[1]}, DType::F32)};
+}
+
+std::vector<Shape> infer_qmatmul(const InferCtx& ctx) {
+  const Shape& x = ctx.input(0);
+  const Shape& w = ctx.input(1);
+  check_qweight(ctx, x, w, 2);
   std::vector<Dim> d = x.dims();
   d.back() = w.dims()[0];
   return {Shape(d, DType::F32)};

@@ -8,6 +8,9 @@
 //     strided operands), so f32 weights are never materialized.
 // Weight rows are split over the pool; each output is computed by one thread in a fixed
 // order, so results do not depend on the thread count.
+// qmatmul_id (mixture of experts): the (token, slot) pairs are bucketed by expert id, each
+// selected expert's rows gathered into a scratch block and multiplied as above; experts
+// nobody selected are never read.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -166,6 +169,50 @@ void run_qmatmul(const RunCtx& ctx, const void* vcfg, void* const* bufs) {
   else run_gemm(ctx, c, x, w, y, c.m);
 }
 
+struct QIdCfg {
+  QCfg q;
+  int64_t experts = 0, tokens = 0, slots = 0;
+  bool x_per_slot = false;  // x is [T, S, K] (else [T, K], shared by a token's slots)
+  bool ids_i32 = false;
+};
+
+void run_qmatmul_id(const RunCtx& ctx, const void* vcfg, void* const* bufs) {
+  const QIdCfg& c = *static_cast<const QIdCfg*>(vcfg);
+  const float* x = static_cast<const float*>(bufs[0]);
+  const uint8_t* w = static_cast<const uint8_t*>(bufs[1]);
+  float* y = static_cast<float*>(bufs[3]);
+  const int64_t pairs = c.tokens * c.slots, K = c.q.k, N = c.q.n;
+  thread_local std::vector<std::vector<int64_t>> bucket;
+  bucket.resize(static_cast<size_t>(c.experts));
+  for (auto& b : bucket) b.clear();
+  for (int64_t p = 0; p < pairs; ++p) {
+    const int64_t e = c.ids_i32 ? static_cast<const int32_t*>(bufs[2])[p] : static_cast<const int64_t*>(bufs[2])[p];
+    if (e < 0 || e >= c.experts)
+      fail(ErrorCategory::InvalidArgument, "qmatmul_id: expert id ", e, " (token ", p / c.slots, ", slot ", p % c.slots,
+           ") is outside [0, ", c.experts, ")");
+    bucket[static_cast<size_t>(e)].push_back(p);
+  }
+  thread_local std::vector<float> xs, ys;
+  const int64_t expert_bytes = N * c.q.row_bytes;
+  for (int64_t e = 0; e < c.experts; ++e) {
+    const auto& b = bucket[static_cast<size_t>(e)];
+    const int64_t m = static_cast<int64_t>(b.size());
+    if (m == 0) continue;
+    xs.resize(static_cast<size_t>(m * K));
+    ys.resize(static_cast<size_t>(m * N));
+    for (int64_t i = 0; i < m; ++i) {
+      const int64_t p = b[static_cast<size_t>(i)];
+      const float* src = x + (c.x_per_slot ? p : p / c.slots) * K;
+      std::memcpy(xs.data() + i * K, src, static_cast<size_t>(K) * sizeof(float));
+    }
+    const uint8_t* we = w + e * expert_bytes;
+    if (m <= kGemvRows) run_gemv(ctx, c.q, xs.data(), we, ys.data(), m);
+    else run_gemm(ctx, c.q, xs.data(), we, ys.data(), m);
+    for (int64_t i = 0; i < m; ++i)
+      std::memcpy(y + b[static_cast<size_t>(i)] * N, ys.data() + i * N, static_cast<size_t>(N) * sizeof(float));
+  }
+}
+
 bool supports_qmatmul(const Node& node, const std::vector<const Shape*>&) {
   return quant::can_dequantize(static_cast<uint32_t>(node.attr<QMatMulAttrs>().format));
 }
@@ -183,6 +230,26 @@ KernelCall build_qmatmul(const Node& node, const std::vector<const Shape*>& in, 
   c.dot = &qdot_kernels(isa);
   c.gemm = &isa_kernels(isa);
   return make_call(run_qmatmul, c);
+}
+
+KernelCall build_qmatmul_id(const Node& node, const std::vector<const Shape*>& in, const std::vector<Shape>&) {
+  const auto& a = node.attr<QMatMulAttrs>();
+  QIdCfg c;
+  c.q.format = static_cast<uint32_t>(a.format);
+  c.q.k = a.k;
+  const std::vector<int64_t> wd = in[1]->static_dims(), idd = in[2]->static_dims();
+  c.experts = wd[0];
+  c.q.n = wd[1];
+  c.q.row_bytes = wd[2];
+  c.q.block_elems = quant::get(c.q.format).block_elems;
+  c.tokens = idd[0];
+  c.slots = idd[1];
+  c.x_per_slot = in[0]->rank() == 3;
+  c.ids_i32 = in[2]->dtype() == DType::I32;
+  const Isa isa = detect_isa();
+  c.q.dot = &qdot_kernels(isa);
+  c.q.gemm = &isa_kernels(isa);
+  return make_call(run_qmatmul_id, c);
 }
 
 }  // namespace
@@ -206,6 +273,9 @@ const QDotKernels& qdot_kernels(Isa isa) {
   return scalar;
 }
 
-void register_qmatmul_kernels(KernelRegistry& r) { r.add(OpKind::QMatMul, build_qmatmul, supports_qmatmul); }
+void register_qmatmul_kernels(KernelRegistry& r) {
+  r.add(OpKind::QMatMul, build_qmatmul, supports_qmatmul);
+  r.add(OpKind::QMatMulId, build_qmatmul_id, supports_qmatmul);
+}
 
 }  // namespace rlx::cpu
