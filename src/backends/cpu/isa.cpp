@@ -40,11 +40,23 @@ Isa detect_hardware() {
   if (f && dq && bw && vl && zmm_state) return Isa::Avx512;
   return Isa::Avx2;
 }
+bool detect_vnni() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid_max(0, nullptr) < 7) return false;
+  __cpuid_count(7, 0, a, b, c, d);
+  return c & (1u << 11);  // AVX512_VNNI
+}
 #else
 Isa detect_hardware() { return Isa::Scalar; }
+bool detect_vnni() { return false; }
 #endif
 
 }  // namespace
+
+bool has_avx512_vnni() {
+  static const bool vnni = detect_vnni();
+  return vnni && detect_isa() == Isa::Avx512;
+}
 
 Isa detect_isa() {
   static const Isa hardware = detect_hardware();

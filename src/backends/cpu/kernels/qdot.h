@@ -13,15 +13,19 @@ struct QDotKernels {
   // dot of a row of nb Q8_0 (or Q4_0) weight blocks with nb quantized activation blocks
   // (xs: the block scales, xq: 32 int8 per block).
   float (*q8_0)(const uint8_t* w, const float* xs, const int8_t* xq, int64_t nb) = nullptr;
-  float (*q4_0)(const uint8_t* w, const float* xs, const int8_t* xq, int64_t nb) = nullptr;
+  // Q4_0 multiplies the unsigned nibbles (0..15) and corrects by 8 * the block's sum of x
+  // (xsum[b]): no sign handling per element.
+  float (*q4_0)(const uint8_t* w, const float* xs, const int8_t* xq, const float* xsum, int64_t nb) = nullptr;
   float (*f16)(const uint16_t* w, const float* x, int64_t k) = nullptr;
   float (*f32)(const float* w, const float* x, int64_t k) = nullptr;
 };
 
 const QDotKernels& qdot_kernels(Isa isa);
-const QDotKernels* qdot_avx2_kernels();  // nullptr when this build has no AVX2 code
+const QDotKernels* qdot_avx2_kernels();
+const QDotKernels* qdot_avx512_kernels();  // AVX-512 VNNI int8 dots (AVX2 for the float rows)
 
-// Quantizes k floats (a multiple of 32) into k/32 blocks: xs[b] scale, xq[32*b + i].
-void quantize_activations_q8(const float* x, int64_t k, float* xs, int8_t* xq);
+// Quantizes k floats (a multiple of 32) into k/32 blocks: xs[b] scale, xq[32*b + i], and
+// xsum[b] = the sum of the block's 32 int8 values (exact in float).
+void quantize_activations_q8(const float* x, int64_t k, float* xs, int8_t* xq, float* xsum);
 
 }  // namespace rlx::cpu

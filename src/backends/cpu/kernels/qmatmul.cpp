@@ -40,7 +40,7 @@ float scalar_q8_0(const uint8_t* w, const float* xs, const int8_t* xq, int64_t n
   }
   return s;
 }
-float scalar_q4_0(const uint8_t* w, const float* xs, const int8_t* xq, int64_t nb) {
+float scalar_q4_0(const uint8_t* w, const float* xs, const int8_t* xq, const float*, int64_t nb) {
   float s = 0;
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = w + 18 * b;
@@ -126,22 +126,27 @@ void run_gemm(const RunCtx& ctx, const QCfg& c, const float* x, const uint8_t* w
 void run_gemv(const RunCtx& ctx, const QCfg& c, const float* x, const uint8_t* w, float* y, int64_t m) {
   const bool q8 = c.format == quant::kQ8_0 || c.format == quant::kQ4_0;
   const int64_t nb = c.k / 32;
-  thread_local std::vector<float> xs;
+  thread_local std::vector<float> xs, xsum;
   thread_local std::vector<int8_t> xq;
   if (q8) {
     xs.resize(static_cast<size_t>(m * nb));
+    xsum.resize(static_cast<size_t>(m * nb));
     xq.resize(static_cast<size_t>(m * c.k));
-    for (int64_t i = 0; i < m; ++i) quantize_activations_q8(x + i * c.k, c.k, xs.data() + i * nb, xq.data() + i * c.k);
+    for (int64_t i = 0; i < m; ++i)
+      quantize_activations_q8(x + i * c.k, c.k, xs.data() + i * nb, xq.data() + i * c.k, xsum.data() + i * nb);
   }
   const float* xsp = xs.data();
+  const float* xsump = xsum.data();
   const int8_t* xqp = xq.data();
   auto rows = [&](int64_t n0, int64_t n1) {
     thread_local std::vector<float> deq;
     for (int64_t j = n0; j < n1; ++j) {
       const uint8_t* wr = w + j * c.row_bytes;
-      if (q8) {
-        auto f = c.format == quant::kQ8_0 ? c.dot->q8_0 : c.dot->q4_0;
-        for (int64_t i = 0; i < m; ++i) y[i * c.n + j] = f(wr, xsp + i * nb, xqp + i * c.k, nb);
+      if (c.format == quant::kQ8_0) {
+        for (int64_t i = 0; i < m; ++i) y[i * c.n + j] = c.dot->q8_0(wr, xsp + i * nb, xqp + i * c.k, nb);
+      } else if (c.format == quant::kQ4_0) {
+        for (int64_t i = 0; i < m; ++i)
+          y[i * c.n + j] = c.dot->q4_0(wr, xsp + i * nb, xqp + i * c.k, xsump + i * nb, nb);
       } else if (c.format == quant::kF16) {
         for (int64_t i = 0; i < m; ++i) y[i * c.n + j] = c.dot->f16(reinterpret_cast<const uint16_t*>(wr), x + i * c.k, c.k);
       } else if (c.format == quant::kF32) {
@@ -254,7 +259,7 @@ KernelCall build_qmatmul_id(const Node& node, const std::vector<const Shape*>& i
 
 }  // namespace
 
-void quantize_activations_q8(const float* x, int64_t k, float* xs, int8_t* xq) {
+void quantize_activations_q8(const float* x, int64_t k, float* xs, int8_t* xq, float* xsum) {
   for (int64_t b = 0; b < k / 32; ++b) {
     const float* v = x + 32 * b;
     float amax = 0;
@@ -262,14 +267,16 @@ void quantize_activations_q8(const float* x, int64_t k, float* xs, int8_t* xq) {
     const float d = amax / 127.0f;
     const float id = d ? 1.0f / d : 0.0f;
     xs[b] = d;
-    for (int i = 0; i < 32; ++i) xq[32 * b + i] = static_cast<int8_t>(std::lrintf(v[i] * id));
+    int32_t sum = 0;
+    for (int i = 0; i < 32; ++i) sum += xq[32 * b + i] = static_cast<int8_t>(std::lrintf(v[i] * id));
+    xsum[b] = static_cast<float>(sum);
   }
 }
 
 const QDotKernels& qdot_kernels(Isa isa) {
   static const QDotKernels scalar{scalar_q8_0, scalar_q4_0, scalar_f16, scalar_f32};
-  if (isa != Isa::Scalar)
-    if (const QDotKernels* k = qdot_avx2_kernels()) return *k;
+  if (isa == Isa::Avx512 && has_avx512_vnni()) return *qdot_avx512_kernels();
+  if (isa != Isa::Scalar) return *qdot_avx2_kernels();
   return scalar;
 }
 

@@ -1,0 +1,107 @@
+// AVX-512 VNNI dot kernels of qmatmul: two 32-element blocks per 512-bit register,
+// u8 x s8 products summed into int32 by vpdpbusd (the sign trick: |w| as u8, x carrying
+// w's sign), one float scale product per block pair. Chosen at run time when CPUID has
+// AVX512F/DQ/BW/VL + VNNI; f16/f32 rows keep the AVX2 kernels.
+#include <immintrin.h>
+
+#include "backends/cpu/kernels/isa_region.h"
+#include "backends/cpu/kernels/qdot.h"
+
+RLX_ISA_REGION_BEGIN("avx512f,avx512dq,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")
+namespace rlx::cpu {
+namespace {
+
+inline float half(const uint8_t* p) {
+  uint16_t h;
+  __builtin_memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+// int32 lanes of sum(w * x) over 4-byte groups; lanes 0..7 from the low block, 8..15 high.
+inline __m512i dot64(__m512i w, __m512i x) {
+  const __m512i aw = _mm512_abs_epi8(w);
+  const __mmask64 neg = _mm512_movepi8_mask(w);
+  const __m512i sx = _mm512_mask_sub_epi8(x, neg, _mm512_setzero_si512(), x);
+  return _mm512_dpbusd_epi32(_mm512_setzero_si512(), aw, sx);
+}
+
+inline __m512 scales2(float a, float b) {
+  return _mm512_insertf32x8(_mm512_set1_ps(a), _mm256_set1_ps(b), 1);
+}
+
+inline __m512i pair256(const uint8_t* lo, const uint8_t* hi) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(lo))),
+                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hi)), 1);
+}
+
+float dot_q8_0(const uint8_t* w, const float* xs, const int8_t* xq, int64_t nb) {
+  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+  int64_t b = 0;
+  for (; b + 4 <= nb; b += 4) {
+    const uint8_t* p = w + 34 * b;
+    const __m512i w0 = pair256(p + 2, p + 36), w1 = pair256(p + 70, p + 104);
+    const __m512i x0 = _mm512_loadu_si512(xq + 32 * b), x1 = _mm512_loadu_si512(xq + 32 * b + 64);
+    a0 = _mm512_fmadd_ps(scales2(half(p) * xs[b], half(p + 34) * xs[b + 1]), _mm512_cvtepi32_ps(dot64(w0, x0)), a0);
+    a1 = _mm512_fmadd_ps(scales2(half(p + 68) * xs[b + 2], half(p + 102) * xs[b + 3]),
+                         _mm512_cvtepi32_ps(dot64(w1, x1)), a1);
+  }
+  for (; b + 2 <= nb; b += 2) {
+    const uint8_t* p = w + 34 * b;
+    a0 = _mm512_fmadd_ps(scales2(half(p) * xs[b], half(p + 34) * xs[b + 1]),
+                         _mm512_cvtepi32_ps(dot64(pair256(p + 2, p + 36), _mm512_loadu_si512(xq + 32 * b))), a0);
+  }
+  if (b < nb) {  // a last odd block: the upper half of the pair is zero
+    const uint8_t* p = w + 34 * b;
+    const __m512i wv = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2)));
+    const __m512i xv = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32 * b)));
+    a1 = _mm512_fmadd_ps(scales2(half(p) * xs[b], 0.0f),
+                         _mm512_cvtepi32_ps(dot64(_mm512_zextsi256_si512(_mm512_castsi512_si256(wv)),
+                                                  _mm512_zextsi256_si512(_mm512_castsi512_si256(xv)))), a1);
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+}
+
+// Nibbles (u8) times x (s8) straight into vpdpbusd; - 8 * sum(x) per block afterwards.
+float dot_q4_0(const uint8_t* w, const float* xs, const int8_t* xq, const float* xsum, int64_t nb) {
+  __m512 a0 = _mm512_setzero_ps();
+  const __m256i lo = _mm256_set1_epi8(0x0F);
+  float corr = 0;
+  auto nibbles = [&](const uint8_t* qs) {
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), lo);
+  };
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    const uint8_t* p = w + 18 * b;
+    const __m512i wv = _mm512_inserti64x4(_mm512_castsi256_si512(nibbles(p + 2)), nibbles(p + 20), 1);
+    const __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wv, _mm512_loadu_si512(xq + 32 * b));
+    const float s0 = half(p) * xs[b], s1 = half(p + 18) * xs[b + 1];
+    a0 = _mm512_fmadd_ps(scales2(s0, s1), _mm512_cvtepi32_ps(dp), a0);
+    corr += s0 * xsum[b] + s1 * xsum[b + 1];
+  }
+  if (b < nb) {
+    const uint8_t* p = w + 18 * b;
+    const __m512i wv = _mm512_zextsi256_si512(nibbles(p + 2));
+    const __m512i xv = _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32 * b)));
+    const float s0 = half(p) * xs[b];
+    a0 = _mm512_fmadd_ps(scales2(s0, 0.0f), _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), wv, xv)), a0);
+    corr += s0 * xsum[b];
+  }
+  return _mm512_reduce_add_ps(a0) - 8.0f * corr;
+}
+
+}  // namespace
+}  // namespace rlx::cpu
+RLX_ISA_REGION_END()
+
+namespace rlx::cpu {
+const QDotKernels* qdot_avx512_kernels() {  // outside the region: callable on any CPU
+  static const QDotKernels k = [] {
+    QDotKernels v = *qdot_avx2_kernels();
+    v.q8_0 = dot_q8_0;
+    v.q4_0 = dot_q4_0;
+    return v;
+  }();
+  return &k;
+}
+}  // namespace rlx::cpu
