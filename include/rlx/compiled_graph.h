@@ -69,6 +69,11 @@ class CompiledGraph {
   void set_param(const std::string& name, const std::vector<float>& values);
   void set_param_typed(const std::string& name, const void* bytes, size_t nbytes, DType dtype);
   void set_param_range(const std::string& name, size_t byte_offset, const void* bytes, size_t nbytes);
+  // Reads the param from `bytes` in place, without copying (e.g. a weight inside a
+  // memory-mapped model file): `bytes` holds exactly the param's bytes in its own dtype and
+  // stays valid and unchanged while `owner` lives (the runtime keeps `owner`). Backends whose
+  // weights live in device memory copy instead. A later set_param* on it copies again.
+  void set_param_external(const std::string& name, const void* bytes, size_t nbytes, std::shared_ptr<const void> owner);
   void finalize_params();   // marks weights complete; later set_param still allowed
   void copy_params_from(const CompiledGraph& other);   // same param names and types
   void share_params_from(const CompiledGraph& other);  // both read one weights segment

@@ -111,6 +111,9 @@ class File {
   const TensorInfo& tensor(const std::string& name) const;  // Error(Parse) naming it if absent
   // The tensor's bytes inside the mapping (valid while any copy of this File lives).
   const uint8_t* data(const TensorInfo& t) const;
+  // Keeps the mapping alive (for bytes handed out by data() that outlive this File object,
+  // e.g. CompiledGraph::set_param_external).
+  std::shared_ptr<const void> keepalive() const { return map_; }
 
  private:
   struct Mapping;

@@ -57,6 +57,10 @@ class Executable {
   virtual uint8_t* param_host_data(const std::string& name) = 0;  // nullptr: not host memory
   virtual void write_param(const std::string& name, size_t offset, const void* src, size_t bytes) = 0;
   virtual void mark_param_set(const std::string& name) = 0;
+  // The param reads `bytes` in place from now on (nbytes = its size; valid while `owner`
+  // lives) and counts as set. A backend that cannot read host memory in place copies it.
+  virtual void bind_param_external(const std::string& name, const void* bytes, size_t nbytes,
+                                   std::shared_ptr<const void> owner) = 0;
   virtual bool param_set(const std::string& name) const = 0;
   // Copies every param this executable has from `other` (same backend; types checked).
   virtual void copy_params_from(const Executable& other) = 0;

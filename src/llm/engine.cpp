@@ -77,13 +77,13 @@ void Engine::Impl::embed(std::span<const int32_t> tokens) {
 void Engine::Impl::fill_params(CompiledGraph& net, const std::vector<ParamSource>& params) {
   const gguf::File& f = model->file;
   std::map<std::string, std::pair<int, uint64_t>> by_type;
-  uint64_t bytes = 0;
+  uint64_t bytes = 0, mapped = 0;
   std::vector<float> tmp;
   for (const ParamSource& p : params) {
     const gguf::TensorInfo& t = f.tensor(p.tensor);
-    if (p.raw) {  // a qmatmul weight: the blocks as stored
-      net.set_param_typed(p.param, f.data(t), t.bytes, DType::U8);
-      bytes += t.bytes;
+    if (p.raw) {  // a qmatmul weight: the blocks as stored, read in place from the mapping
+      net.set_param_external(p.param, f.data(t), t.bytes, f.keepalive());
+      mapped += t.bytes;
     } else {
       const int64_t n = t.elements();
       tmp.resize(static_cast<size_t>(n));
@@ -103,8 +103,8 @@ void Engine::Impl::fill_params(CompiledGraph& net, const std::vector<ParamSource
     os << (first ? "" : ", ") << name << " x" << e.first << " " << e.second << " bytes";
     first = false;
   }
-  os << ") in one weights segment of " << bytes << " bytes: matrices in their stored block format, "
-     << "vectors as f32 (copied from the mapped file once; token embeddings are read from the mapping)";
+  os << "): matrices read in place from the memory-mapped file in their stored block format (" << mapped
+     << " bytes, not copied), vectors copied as f32 (" << bytes << " bytes); token embeddings gathered from the mapping";
   report = os.str();
 }
 

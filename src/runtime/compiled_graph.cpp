@@ -34,6 +34,12 @@ void CompiledGraph::finalize_params() {
 void CompiledGraph::copy_params_from(const CompiledGraph& other) {
   detail::guard("CompiledGraph::copy_params_from", [&] { return need(impl_).copy_params_from(need(other.impl_)); });
 }
+void CompiledGraph::set_param_external(const std::string& name, const void* bytes, size_t nbytes,
+                                       std::shared_ptr<const void> owner) {
+  detail::guard("CompiledGraph::set_param_external",
+                [&] { need(impl_).set_param_external(name, bytes, nbytes, std::move(owner)); });
+}
+
 void CompiledGraph::share_params_from(const CompiledGraph& other) {
   detail::guard("CompiledGraph::share_params_from", [&] { return need(impl_).share_params_from(need(other.impl_)); });
 }

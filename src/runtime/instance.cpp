@@ -184,6 +184,18 @@ void Instance::set_param_typed(const std::string& name, const void* bytes, size_
   if (p.present) write_param_converted(p, f.boundary, bytes, f.user_elems);
 }
 
+void Instance::set_param_external(const std::string& name, const void* bytes, size_t nbytes,
+                                  std::shared_ptr<const void> owner) {
+  const Port& p = param_port(name);
+  if (!(p.slot == p.type))  // stored in another dtype (a precision policy): convert and copy
+    return set_param_typed(name, bytes, nbytes, p.type.dtype());
+  if (nbytes != p.slot.bytes())
+    fail(ErrorCategory::InvalidArgument, "set_param_external: param '", name, "' (", p.slot.str(), ") needs ",
+         p.slot.bytes(), " bytes, got ", nbytes);
+  if (nbytes && !bytes) fail(ErrorCategory::InvalidArgument, "set_param_external: null data for param '", name, "'");
+  if (p.present) exe_->bind_param_external(name, bytes, nbytes, std::move(owner));
+}
+
 void Instance::set_param_range(const std::string& name, size_t byte_offset, const void* bytes, size_t nbytes) {
   const Port& p = param_port(name);
   const size_t total = p.slot.bytes();

@@ -62,6 +62,7 @@ class Instance {
 
   void set_param(const std::string& name, const std::vector<float>& values);
   void set_param_typed(const std::string& name, const void* bytes, size_t nbytes, DType dtype);
+  void set_param_external(const std::string& name, const void* bytes, size_t nbytes, std::shared_ptr<const void> owner);
   void set_param_range(const std::string& name, size_t byte_offset, const void* bytes, size_t nbytes);
   void finalize_params();
   void copy_params_from(const Instance& other);

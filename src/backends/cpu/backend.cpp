@@ -56,9 +56,17 @@ class CpuExecutable final : public backend::Executable {
     if (offset > e.type.bytes() || bytes > e.type.bytes() - offset)
       fail(ErrorCategory::InvalidArgument, "param '", name, "': bytes [", offset, ", ", offset + bytes,
            ") outside its ", e.type.bytes());
+    exe_->weights()->make_owned(e);  // an external param becomes a copy before it is written
     if (bytes) std::memcpy(exe_->weights()->data(e) + offset, src, bytes);
   }
   void mark_param_set(const std::string& name) override { exe_->weights()->mark_set(entry(name)); }
+  void bind_param_external(const std::string& name, const void* bytes, size_t nbytes,
+                           std::shared_ptr<const void> owner) override {
+    const Weights::Entry& e = entry(name);
+    if (nbytes != e.type.bytes())
+      fail(ErrorCategory::InvalidArgument, "param '", name, "': ", nbytes, " bytes given, it has ", e.type.bytes());
+    exe_->weights()->set_external(e, static_cast<const uint8_t*>(bytes), std::move(owner));
+  }
   bool param_set(const std::string& name) const override { return entry(name).set; }
   void copy_params_from(const backend::Executable& other) override {
     const auto& src = as_cpu(other, "copy_params_from");

@@ -198,8 +198,9 @@ std::shared_ptr<Weights> Weights::copy() const {
   w->alignment_ = alignment_;
   w->mem_ = Arena(mem_.size(), alignment_);
   if (mem_.size()) std::memcpy(w->mem_.data(), mem_.data(), size_t(mem_.size()));
-  w->entries_ = entries_;
+  w->entries_ = entries_;  // external params stay external (read-only bytes, shared owners)
   w->index_ = index_;
+  w->owners_ = owners_;
   return w;
 }
 
@@ -209,6 +210,30 @@ const Weights::Entry* Weights::find(const std::string& name) const {
 }
 
 void Weights::mark_set(const Entry& e) { entries_[size_t(&e - entries_.data())].set = true; }
+
+void Weights::set_external(const Entry& e, const uint8_t* p, std::shared_ptr<const void> owner) {
+  Entry& m = entries_[size_t(&e - entries_.data())];
+  m.external = p;
+  m.set = true;
+  if (owner) owners_.push_back(std::move(owner));
+  ++epoch_;
+}
+
+void Weights::make_owned(const Entry& e) {
+  Entry& m = entries_[size_t(&e - entries_.data())];
+  if (!m.external) return;
+  const uint8_t* src = m.external;
+  m.external = nullptr;
+  if (m.offset >= 0 && m.type.bytes()) std::memcpy(mem_.data() + m.offset, src, size_t(m.type.bytes()));
+  ++epoch_;
+}
+
+int64_t Weights::external_bytes() const {
+  int64_t n = 0;
+  for (const Entry& e : entries_)
+    if (e.external) n += e.type.bytes();
+  return n;
+}
 
 // ---------------------------------------------------------------- Executable
 
@@ -258,6 +283,7 @@ void Executable::use_weights(std::shared_ptr<Weights> w) {
     base[k] = w->data(*e);
   }
   weights_ = std::move(w);
+  weights_epoch_ = weights_->epoch();
   param_base_ = std::move(base);
   resolve();
 }
@@ -271,6 +297,7 @@ void Executable::resolve() {
 }
 
 void Executable::run() {
+  if (weights_->epoch() != weights_epoch_) use_weights(weights_);  // a param moved in or out of place
   if (poison_)
     for (const auto& [b, e] : program_->plan.memory.scratch) std::memset(arena_.data() + b, 0xFF, size_t(e - b));
   size_t i = 0;

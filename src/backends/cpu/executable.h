@@ -100,6 +100,7 @@ class Weights {
     Shape type;
     int64_t offset = -1;
     bool set = false;     // has initial data or was written through the runtime
+    const uint8_t* external = nullptr;  // read in place from outside (set_external), or null
   };
   // Lays out the program's params at their planned offsets and writes initial data.
   explicit Weights(const Program& program);
@@ -107,10 +108,20 @@ class Weights {
 
   const std::vector<Entry>& entries() const { return entries_; }
   const Entry* find(const std::string& name) const;
-  uint8_t* data(const Entry& e) { return e.offset < 0 ? nullptr : mem_.data() + e.offset; }
-  const uint8_t* data(const Entry& e) const { return e.offset < 0 ? nullptr : mem_.data() + e.offset; }
+  // Where the param's bytes are: its slot in the segment, or the external bytes (which
+  // kernels only read; writers call make_owned first).
+  uint8_t* data(const Entry& e) {
+    return e.external ? const_cast<uint8_t*>(e.external) : e.offset < 0 ? nullptr : mem_.data() + e.offset;
+  }
+  const uint8_t* data(const Entry& e) const { return const_cast<Weights*>(this)->data(e); }
   void mark_set(const Entry& e);
+  // Reads the param from `p` (its exact bytes, kept valid by `owner`); the segment's pages
+  // for it stay untouched. Bumps epoch() so executables sharing these weights re-resolve.
+  void set_external(const Entry& e, const uint8_t* p, std::shared_ptr<const void> owner);
+  void make_owned(const Entry& e);  // copies external bytes into the segment
+  uint64_t epoch() const { return epoch_; }
   int64_t bytes() const { return mem_.size(); }
+  int64_t external_bytes() const;
 
  private:
   Weights() = default;
@@ -118,6 +129,8 @@ class Weights {
   int64_t alignment_ = 64;
   std::vector<Entry> entries_;
   std::unordered_map<std::string, size_t> index_;
+  std::vector<std::shared_ptr<const void>> owners_;  // keep external bytes alive
+  uint64_t epoch_ = 0;
 };
 
 class Executable {
@@ -166,6 +179,7 @@ class Executable {
   std::shared_ptr<const Program> program_;
   Arena arena_;
   std::shared_ptr<Weights> weights_;
+  uint64_t weights_epoch_ = 0;  // weights_->epoch() when param_base_ was computed
   std::vector<uint8_t*> param_base_;
   std::vector<void*> ptrs_;
   std::vector<Resolved> thunks_;

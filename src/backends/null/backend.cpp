@@ -71,6 +71,11 @@ class NullExecutable final : public backend::Executable {
       fail(ErrorCategory::InvalidArgument, "param '", name, "': bytes outside its ", e.bytes.size());
     if (bytes) std::memcpy(e.bytes.data() + offset, src, bytes);
   }
+  void bind_param_external(const std::string& name, const void* bytes, size_t nbytes,
+                           std::shared_ptr<const void>) override {  // host copies: nothing to gain
+    write_param(name, 0, bytes, nbytes);
+    mark_param_set(name);
+  }
   void mark_param_set(const std::string& name) override { entry(name).set = true; }
   bool param_set(const std::string& name) const override { return const_cast<NullExecutable*>(this)->entry(name).set; }
   void copy_params_from(const backend::Executable& other) override {
