@@ -153,6 +153,7 @@ class Graph {
                    std::vector<int64_t> pads = {0, 0, 0, 0}, bool count_include_pad = false);
   Value attention(Value q, Value k, Value v, Value mask = {}, bool causal = false, double scale = 0);
   Value rotary(Value x, Value cos, Value sin, bool interleaved = false);
+  Value kv_attention(Value q, Value k_cache, Value v_cache, Value k_new, Value v_new, Value past, double scale = 0);
 
  private:
   std::string unique_name(OpKind kind, const std::string& wanted);

@@ -303,4 +303,8 @@ Value Graph::rotary(Value x, Value cos, Value sin, bool interleaved) {
   return add1(OpKind::Rotary, {x, cos, sin}, RotaryAttrs{interleaved});
 }
 
+Value Graph::kv_attention(Value q, Value k_cache, Value v_cache, Value k_new, Value v_new, Value past, double scale) {
+  return add1(OpKind::KvAttention, {q, k_cache, v_cache, k_new, v_new, past}, AttentionAttrs{scale, false});
+}
+
 }  // namespace rlx

@@ -61,9 +61,9 @@ Value BuildCtx::rope_sin() {
   if (!sin_.valid()) sin_ = g.input("rope_sin", Shape({T, hp.n_rot / 2}, DType::F32));
   return sin_;
 }
-Value BuildCtx::mask() {
-  if (!mask_.valid()) mask_ = g.input("mask", Shape({T, C + T}, DType::F32));
-  return mask_;
+Value BuildCtx::past() {
+  if (!past_.valid()) past_ = g.input("past", Shape({1}, DType::I64));
+  return past_;
 }
 Value BuildCtx::k_cache(int64_t il) {
   Value& v = kc_[static_cast<size_t>(il)];

@@ -43,11 +43,11 @@ class BuildCtx {
   // Inputs (created on first use): the token embeddings [T, n_embd] (rows of
   // token_embd.weight, plus position_embd.weight for learned positions, gathered on the
   // host: T rows of the table, not a graph over the whole table), rotary cos/sin
-  // [T, n_rot/2], additive mask [T, C+T], layer il's K/V cache [1, Hkv, C, head_dim].
+  // [T, n_rot/2], the cached length past i64[1], layer il's K/V cache [1, Hkv, C, head_dim].
   Value embeddings();
   Value rope_cos();
   Value rope_sin();
-  Value mask();
+  Value past();
   Value k_cache(int64_t il);
   Value v_cache(int64_t il);
 
@@ -61,7 +61,7 @@ class BuildCtx {
  private:
   Value param(const std::string& name, const std::string& tensor, bool raw, std::vector<int64_t> dims);
   std::vector<ParamSource> params_;
-  Value embd_, cos_, sin_, mask_;
+  Value embd_, cos_, sin_, past_;
   std::vector<Value> kc_, vc_;
   Value logits_;
   std::vector<std::pair<Value, Value>> kv_out_;

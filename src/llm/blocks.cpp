@@ -66,14 +66,9 @@ Value self_attention(BuildCtx& c, int64_t il, Value x, const AttnOpts& o) {
     v = g.cast(v, c.kv_type);
   }
   c.add_kv_out(il, k, v);
-  Value kall = g.concat({c.k_cache(il), k}, 2);
-  Value vall = g.concat({c.v_cache(il), v}, 2);
-  if (c.kv_type != DType::F32) {
-    kall = g.cast(kall, DType::F32);
-    vall = g.cast(vall, DType::F32);
-  }
+  // Over the filled cache rows and the new ones, read in place (kv_attention).
   const double scale = hp.attn_scale != 0 ? hp.attn_scale : 1.0 / std::sqrt(double(D));
-  Value a = g.attention(q, kall, vall, c.mask(), false, scale);  // [1, H, T, D]
+  Value a = g.kv_attention(q, c.k_cache(il), c.v_cache(il), k, v, c.past(), scale);  // [1, H, T, D]
   a = g.reshape(g.transpose(g.reshape(a, {hp.n_head, T, D}), {1, 0, 2}), {T, hp.n_head * D});
   return linear(c, a, blk(il, "attn_output"), o.out_bias, true, true);
 }

@@ -35,14 +35,14 @@ struct Engine::Impl {
   struct Pass {
     CompiledGraph net;
     int64_t synced = 0;  // rows [0, synced) of its caches hold the engine's rows
-    std::vector<int> input_kind;  // per graph input: 0 embd, 1 cos, 2 sin, 3 mask, 4 cache handle
+    std::vector<int> input_kind;  // per graph input: 0 embd, 1 cos, 2 sin, 3 past, 4 cache handle
   };
   std::map<std::tuple<int64_t, int64_t, bool>, Pass> graphs;
   CompiledGraph* weights_owner = nullptr;
   std::string report;
   std::vector<float> rope_factors;  // rope_freqs.weight, empty when absent
   // Per-run host buffers (reused).
-  std::vector<float> embd, cosv, sinv, maskv, row;
+  std::vector<float> embd, cosv, sinv, row;
 
   Pass& graph(int64_t T, bool all_rows);
   void sync(Pass& p, int64_t from, int64_t to);  // rows [from, to) of every cache into p's handles
@@ -124,7 +124,7 @@ Engine::Impl::Pass& Engine::Impl::graph(int64_t T, bool all_rows) {
   // step by row-sized writes (sync), never copied whole per run.
   const HParams& hp = model->hp;
   for (const std::string& name : p.net.input_names()) {
-    int kind = name == "embd" ? 0 : name == "rope_cos" ? 1 : name == "rope_sin" ? 2 : name == "mask" ? 3 : 4;
+    int kind = name == "embd" ? 0 : name == "rope_cos" ? 1 : name == "rope_sin" ? 2 : name == "past" ? 3 : 4;
     p.input_kind.push_back(kind);
     if (kind != 4) continue;
     const bool is_k = name.rfind("k_cache.", 0) == 0;
@@ -256,12 +256,7 @@ std::vector<float> Engine::eval(std::span<const int32_t> tokens, bool all_rows) 
     m.sync(pass, pass.synced, m.pos);
     m.embed(tokens);
     m.rope_tables(T);
-    m.maskv.assign(static_cast<size_t>(T * (C + T)), -INFINITY);
-    for (int64_t t = 0; t < T; ++t) {
-      float* row = m.maskv.data() + t * (C + T);
-      std::fill(row, row + m.pos, 0.0f);            // the cached positions
-      std::fill(row + C, row + C + t + 1, 0.0f);    // the new tokens up to this one
-    }
+    const int64_t past = m.pos;
     auto bytes = [](const auto& v) {
       return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(v[0]));
     };
@@ -271,7 +266,7 @@ std::vector<float> Engine::eval(std::span<const int32_t> tokens, bool all_rows) 
         case 0: in.push_back(bytes(m.embd)); break;
         case 1: in.push_back(bytes(m.cosv)); break;
         case 2: in.push_back(bytes(m.sinv)); break;
-        case 3: in.push_back(bytes(m.maskv)); break;
+        case 3: in.emplace_back(reinterpret_cast<const uint8_t*>(&past), sizeof past); break;
         default: in.emplace_back(); break;  // a resident cache handle
       }
     }

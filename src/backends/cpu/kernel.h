@@ -63,7 +63,8 @@ void register_matmul_kernels(KernelRegistry& r);     // matmul, fused_matmul
 void register_movement_kernels(KernelRegistry& r);   // transpose, slice, concat, split, gather, expand, pad, tile
 void register_conv_kernels(KernelRegistry& r);       // conv2d, pools
 void register_attention_kernels(KernelRegistry& r);  // attention, rotary
-void register_qmatmul_kernels(KernelRegistry& r);    // qmatmul (block-quantized weights)
+void register_qmatmul_kernels(KernelRegistry& r);    // qmatmul, qmatmul_id (block-quantized weights)
+void register_kv_attention_kernels(KernelRegistry& r);  // kv_attention (decoder attention over a KV cache)
 
 // Helper for builders: wraps a config object.
 template <class Cfg>

@@ -36,6 +36,7 @@ const KernelRegistry& kernel_registry() {
     register_conv_kernels(r);
     register_attention_kernels(r);
     register_qmatmul_kernels(r);
+    register_kv_attention_kernels(r);
     return r;
   }();
   return registry;

@@ -49,6 +49,38 @@ std::vector<Shape> infer_attention(const InferCtx& ctx) {
   return {q.with_dims({qd[0], hq, sq, vd[3]})};
 }
 
+std::vector<Shape> infer_kv_attention(const InferCtx& ctx) {
+  const Shape& q = ctx.input(0);
+  const Shape& kc = ctx.input(1);
+  const Shape& vc = ctx.input(2);
+  const Shape& kn = ctx.input(3);
+  const Shape& vn = ctx.input(4);
+  const Shape& past = ctx.input(5);
+  if (!std::isfinite(ctx.node.attr<AttentionAttrs>().scale)) ctx.error("scale must be finite");
+  if (ctx.node.attr<AttentionAttrs>().causal) ctx.error("causal is implied (new rows see the rows before them)");
+  require_rank(ctx, q, 4, "q (input 0)");
+  if (q.dtype() != DType::F32) ctx.error("q (input 0) must be f32, got ", q.str());
+  const char* names[] = {"k_cache (input 1)", "v_cache (input 2)", "k_new (input 3)", "v_new (input 4)"};
+  const Shape* kv[] = {&kc, &vc, &kn, &vn};
+  for (int i = 0; i < 4; ++i) {
+    require_rank(ctx, *kv[i], 4, names[i]);
+    if (kv[i]->dtype() != DType::F16 && kv[i]->dtype() != DType::F32) ctx.error(names[i], " must be f16 or f32");
+    require_same_dtype(ctx, *kv[i], names[i], kc, names[0]);
+    require_same_dim(ctx, kv[i]->dims()[0], names[i], q.dims()[0], "the batch of q");
+    require_same_dim(ctx, kv[i]->dims()[1], names[i], kc.dims()[1], "the heads of k_cache");
+    require_same_dim(ctx, kv[i]->dims()[3], names[i], q.dims()[3], "the head dim of q");
+  }
+  require_same_dim(ctx, vc.dims()[2], "v_cache rows", kc.dims()[2], "k_cache rows");
+  require_same_dim(ctx, kn.dims()[2], "k_new rows", q.dims()[2], "the queries of q");
+  require_same_dim(ctx, vn.dims()[2], "v_new rows", q.dims()[2], "the queries of q");
+  if (past.rank() != 1 || past.dtype() != DType::I64) ctx.error("past (input 5) must be i64[B], got ", past.str());
+  require_same_dim(ctx, past.dims()[0], "past", q.dims()[0], "the batch of q");
+  Dim hq = q.dims()[1], hkv = kc.dims()[1];
+  if (hq.is_static() && hkv.is_static() && (hkv.raw() == 0 || hq.raw() % hkv.raw() != 0))
+    ctx.error("q heads ", hq.raw(), " must be a multiple of k/v heads ", hkv.raw());
+  return {q};
+}
+
 // rotary(x[B,H,S,D], cos[S,R/2], sin[S,R/2]) -> x's type; rotates the first R of D.
 std::vector<Shape> infer_rotary(const InferCtx& ctx) {
   const Shape& x = ctx.input(0);

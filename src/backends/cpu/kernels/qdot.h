@@ -18,6 +18,9 @@ struct QDotKernels {
   float (*q4_0)(const uint8_t* w, const float* xs, const int8_t* xq, const float* xsum, int64_t nb) = nullptr;
   float (*f16)(const uint16_t* w, const float* x, int64_t k) = nullptr;
   float (*f32)(const float* w, const float* x, int64_t k) = nullptr;
+  // y[i] += a * x[i] for an f16 / f32 row x (attention's weighted sum of value rows).
+  void (*axpy_f16)(float a, const uint16_t* x, float* y, int64_t n) = nullptr;
+  void (*axpy_f32)(float a, const float* x, float* y, int64_t n) = nullptr;
 };
 
 const QDotKernels& qdot_kernels(Isa isa);

@@ -95,13 +95,29 @@ float dot_f32(const float* w, const float* x, int64_t k) {
   return s;
 }
 
+void axpy_f16(float a, const uint16_t* x, float* y, int64_t n) {
+  const __m256 av = _mm256_set1_ps(a);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i))),
+                                            _mm256_loadu_ps(y + i)));
+  for (; i < n; ++i) y[i] += a * _cvtsh_ss(x[i]);
+}
+
+void axpy_f32(float a, const float* x, float* y, int64_t n) {
+  const __m256 av = _mm256_set1_ps(a);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  for (; i < n; ++i) y[i] += a * x[i];
+}
+
 }  // namespace
 }  // namespace rlx::cpu
 RLX_ISA_REGION_END()
 
 namespace rlx::cpu {
 const QDotKernels* qdot_avx2_kernels() {  // outside the region: callable on any CPU
-  static const QDotKernels k{dot_q8_0, dot_q4_0, dot_f16, dot_f32};
+  static const QDotKernels k{dot_q8_0, dot_q4_0, dot_f16, dot_f32, axpy_f16, axpy_f32};
   return &k;
 }
 }  // namespace rlx::cpu

@@ -65,6 +65,12 @@ float scalar_f32(const float* w, const float* x, int64_t k) {
   for (int64_t i = 0; i < k; ++i) s += w[i] * x[i];
   return s;
 }
+void scalar_axpy_f16(float a, const uint16_t* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += a * f16_to_f32(x[i]);
+}
+void scalar_axpy_f32(float a, const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
 
 struct QCfg {
   uint32_t format = 0;
@@ -274,7 +280,7 @@ void quantize_activations_q8(const float* x, int64_t k, float* xs, int8_t* xq, f
 }
 
 const QDotKernels& qdot_kernels(Isa isa) {
-  static const QDotKernels scalar{scalar_q8_0, scalar_q4_0, scalar_f16, scalar_f32};
+  static const QDotKernels scalar{scalar_q8_0, scalar_q4_0, scalar_f16, scalar_f32, scalar_axpy_f16, scalar_axpy_f32};
   if (isa == Isa::Avx512 && has_avx512_vnni()) return *qdot_avx512_kernels();
   if (isa != Isa::Scalar) return *qdot_avx2_kernels();
   return scalar;
