@@ -129,6 +129,18 @@ Graph every_op_graph() {
   outs.push_back(g.attention(q, kv, kv));
   auto cs = g.input("cos", ts({seq, 2}));
   outs.push_back(g.rotary(q, cs, cs, true));
+  auto kc = g.input("kcache", t({1, 2, 5, 8}, DType::F16));
+  auto kn = g.input("knew", t({1, 2, 1, 8}, DType::F16));
+  auto q1 = g.input("q1", t({1, 4, 1, 8}));
+  auto past = g.input("past", t({1}, DType::I64));
+  outs.push_back(g.kv_attention(q1, kc, kc, kn, kn, past, 0.25));
+
+  auto qx = g.input("qx", t({3, 64}));
+  auto qw = g.param("qw", t({5, 68}, DType::U8));  // 64 q8_0 elements per row
+  outs.push_back(g.qmatmul(qx, qw, 8, 64));
+  auto qe = g.param("qe", t({2, 5, 68}, DType::U8));
+  auto ids = g.input("ids", t({3, 2}, DType::I64));
+  outs.push_back(g.qmatmul_id(qx, qe, ids, 8, 64));
 
   // A node carrying a body (the shape of future control-flow ops).
   auto body = std::make_shared<Graph>("body");

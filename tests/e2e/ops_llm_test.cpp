@@ -1,0 +1,115 @@
+// End-to-end cases of the LLM ops: qmatmul (block-quantized weights read as stored),
+// qmatmul_id (mixture of experts) and kv_attention (attention over a KV cache), compiled
+// through Session and compared with double-precision references on the dequantized weights.
+// The weights use paths with plain f32 accumulation (f16 rows; Q8_0 / Q4_K on the prefill
+// GEMM path), so the default e2e tolerance holds; the int8 decode dots have their own bounded
+// tests in tests/cpu/qmatmul_test.cpp.
+#include <cmath>
+
+#include "op_cases.h"
+#include "rlx/quant.h"
+
+namespace rlx::e2e {
+namespace {
+
+using Ins = const std::vector<Value>&;
+using Outs = std::vector<Value>;
+
+// W [rows, k] quantized to `fmt`, as a u8 [rows, row_bytes] tensor, and its dequantized values.
+std::pair<T, std::vector<float>> quantized(Rng& rng, int64_t rows, int64_t k, uint32_t fmt) {
+  std::vector<float> w(size_t(rows * k));
+  for (float& v : w) v = float(rng.uniform(-1, 1));
+  const int64_t rb = quant::row_bytes(fmt, k);
+  std::vector<uint8_t> q(size_t(rows * rb));
+  for (int64_t r = 0; r < rows; ++r) quant::quantize(fmt, w.data() + r * k, q.data() + r * rb, k);
+  std::vector<float> deq(w.size());
+  quant::dequantize(fmt, q.data(), deq.data(), rows * k);
+  T t({rows, rb}, DType::U8);
+  for (size_t i = 0; i < q.size(); ++i) t.v[i] = q[i];
+  return {t, deq};
+}
+
+OpCase qmatmul_case(const std::string& name, uint32_t fmt, int64_t m, int64_t n, int64_t k) {
+  return {name, [=] {
+            Rng rng(uint32_t(900 + fmt + m));
+            T x = rng.tensor({m, k});
+            auto [w, deq] = quantized(rng, n, k, fmt);
+            T want({m, n});
+            for (int64_t i = 0; i < m; ++i)
+              for (int64_t j = 0; j < n; ++j) {
+                double s = 0;
+                for (int64_t e = 0; e < k; ++e) s += x.v[size_t(i * k + e)] * deq[size_t(j * k + e)];
+                want.v[size_t(i * n + j)] = s;
+              }
+            check_op(name, {x, w}, [&](Graph& g, Ins in) { return Outs{g.qmatmul(in[0], in[1], fmt, k)}; }, {want},
+                     2e-5, 2e-5);
+          }};
+}
+
+OpCase qmatmul_id_case() {
+  return {"qmatmul_id_f16_experts", [] {
+            Rng rng(77);
+            const int64_t E = 3, N = 4, K = 32, Tn = 4, S = 2;
+            T x = rng.tensor({Tn, K});
+            auto [w, deq] = quantized(rng, E * N, K, quant::kF16);
+            w.dims = {E, N, quant::row_bytes(quant::kF16, K)};
+            T ids({Tn, S}, std::vector<double>{2, 0, 1, 2, 0, 0, 2, 1}, DType::I64);
+            T want({Tn, S, N});
+            for (int64_t t = 0; t < Tn; ++t)
+              for (int64_t s = 0; s < S; ++s)
+                for (int64_t j = 0; j < N; ++j) {
+                  const int64_t e = int64_t(ids.v[size_t(t * S + s)]);
+                  double acc = 0;
+                  for (int64_t i = 0; i < K; ++i) acc += x.v[size_t(t * K + i)] * deq[size_t((e * N + j) * K + i)];
+                  want.v[size_t((t * S + s) * N + j)] = acc;
+                }
+            check_op("qmatmul_id_f16_experts", {x, w, ids}, [&](Graph& g, Ins in) {
+              return Outs{g.qmatmul_id(in[0], in[1], in[2], quant::kF16, K)};
+            }, {want}, 2e-5, 2e-5);
+          }};
+}
+
+OpCase kv_attention_case() {
+  return {"kv_attention_gqa_past3", [] {
+            Rng rng(78);
+            const int64_t Hq = 2, Hkv = 1, Tn = 2, C = 6, D = 8, past = 3;
+            T q = rng.tensor({1, Hq, Tn, D}), kc = rng.tensor({1, Hkv, C, D}), vc = rng.tensor({1, Hkv, C, D});
+            T kn = rng.tensor({1, Hkv, Tn, D}), vn = rng.tensor({1, Hkv, Tn, D});
+            T p({1}, std::vector<double>{double(past)}, DType::I64);
+            T want({1, Hq, Tn, D});
+            for (int64_t h = 0; h < Hq; ++h)
+              for (int64_t t = 0; t < Tn; ++t) {
+                const int64_t n = past + t + 1;
+                auto row = [&](const T& cache, const T& fresh, int64_t j) {
+                  return j < past ? &cache.v[size_t(j * D)] : &fresh.v[size_t((j - past) * D)];
+                };
+                std::vector<double> s(static_cast<size_t>(n), 0.0);
+                double mx = -INFINITY, sum = 0;
+                for (int64_t j = 0; j < n; ++j) {
+                  for (int64_t e = 0; e < D; ++e) s[size_t(j)] += q.v[size_t((h * Tn + t) * D + e)] * row(kc, kn, j)[e];
+                  s[size_t(j)] /= std::sqrt(double(D));
+                  mx = std::max(mx, s[size_t(j)]);
+                }
+                for (double& v : s) sum += v = std::exp(v - mx);
+                for (int64_t e = 0; e < D; ++e) {
+                  double o = 0;
+                  for (int64_t j = 0; j < n; ++j) o += s[size_t(j)] / sum * row(vc, vn, j)[e];
+                  want.v[size_t((h * Tn + t) * D + e)] = o;
+                }
+              }
+            check_op("kv_attention_gqa_past3", {q, kc, vc, kn, vn, p}, [&](Graph& g, Ins in) {
+              return Outs{g.kv_attention(in[0], in[1], in[2], in[3], in[4], in[5])};
+            }, {want});
+          }};
+}
+
+const bool kLlm = register_cases({
+    {OpKind::QMatMul, qmatmul_case("qmatmul_f16_decode", quant::kF16, 2, 5, 64)},
+    {OpKind::QMatMul, qmatmul_case("qmatmul_q8_0_prefill", quant::kQ8_0, 11, 6, 64)},
+    {OpKind::QMatMul, qmatmul_case("qmatmul_q4_K_prefill", quant::kQ4_K, 9, 3, 256)},
+    {OpKind::QMatMulId, qmatmul_id_case()},
+    {OpKind::KvAttention, kv_attention_case()},
+});
+
+}  // namespace
+}  // namespace rlx::e2e
