@@ -100,7 +100,8 @@ bw=""
 
 echo
 echo "LLM benchmark: rlx vs llama.cpp v0.5.0 (llama-bench), SmolLM2-135M-shaped llama, tok/s, median of $rounds interleaved rounds"
-echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores, $(grep -o -m1 -w 'avx512_vnni\|avx512f\|avx2' /proc/cpuinfo | head -n 1); $(date -u +%F)"
+isa=avx2; grep -qw avx512f /proc/cpuinfo && isa=avx512; grep -qw avx512_vnni /proc/cpuinfo && isa=avx512+vnni
+echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores, $isa; $(date -u +%F)"
 printf '%-6s %-6s %7s %12s %12s %8s\n' type test threads rlx llama.cpp rlx/lcpp
 for r in "${rows[@]}"; do echo "$r"; done
 echo "peak RSS (Q8_0, pp128+tg32, $tmax threads): rlx $rss_r KiB, llama.cpp $rss_l KiB"

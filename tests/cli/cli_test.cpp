@@ -304,5 +304,61 @@ TEST_F(Cli, CheckReadsOnnxModels) {
 }
 #endif
 
+
+// ---- GGUF and LLM commands, on the shared fixtures (skipped without ../shared).
+std::string shared_gguf(const std::string& rel) { return std::string(RLX_SHARED_DIR) + "/gguf/" + rel; }
+
+TEST_F(Cli, GenerateGreedyMatchesLlamaCppIds) {
+  const std::string m = shared_gguf("archs/qwen3-dense.gguf");
+  if (!fs::exists(m)) GTEST_SKIP() << "no " << m;
+  Result r = rlx("generate -m '" + m + "' --prompt-ids 1,14,27,40,53,66,79,92 -n 16 --temp 0 --kv-type f32 --print-ids");
+  ASSERT_EQ(r.status, 0) << r.err;
+  // llama.cpp's greedy continuation (qwen3-dense.ref.json).
+  EXPECT_NE(r.out.find("ids: 32 78 19 73 64 15 78 19 73 64 15 78 19 73 64 15"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("prompt: 8 tokens"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("generation: 16 tokens"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, TokenizeInspectQuantize) {
+  const std::string v = shared_gguf("vocab/ggml-vocab-llama-spm.gguf");
+  const std::string m = shared_gguf("archs/llama-dense.gguf");
+  if (!fs::exists(v) || !fs::exists(m)) GTEST_SKIP() << "no shared GGUF files";
+  Result t = rlx("tokenize -m '" + v + "' 'Hello world'");
+  ASSERT_EQ(t.status, 0) << t.err;
+  EXPECT_EQ(t.out, "15043 3186\n");
+  Result ts = rlx("tokenize -m '" + v + "' 'Hello world' --add-special --pieces");
+  EXPECT_EQ(ts.out.substr(0, 13), "1 15043 3186\n") << ts.out;
+  Result i = rlx("inspect '" + m + "' --json");
+  ASSERT_EQ(i.status, 0) << i.err;
+  EXPECT_NE(i.out.find("\"general.architecture\": \"llama\""), std::string::npos);
+  EXPECT_NE(i.out.find("\"name\": \"token_embd.weight\", \"type\": \"f32\", \"dims\": [256, 128]"), std::string::npos);
+  const std::string q = (dir_ / "q8.gguf").string();
+  Result qr = rlx("quantize '" + m + "' '" + q + "' q8_0 --quiet");
+  ASSERT_EQ(qr.status, 0) << qr.err;
+  Result qi = rlx("inspect '" + q + "'");
+  EXPECT_NE(qi.out.find("blk.0.attn_q.weight                  q8_0"), std::string::npos) << qi.out;
+  Result g = rlx("generate -m '" + q + "' --prompt-ids 1,14,27 -n 4 --temp 0 --print-ids");
+  EXPECT_EQ(g.status, 0) << g.err;
+  Result bad = rlx("quantize '" + m + "' '" + q + "' iq2_xxs");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.err.find("rlx: error: quantize: unknown or unsupported type 'iq2_xxs'"), std::string::npos) << bad.err;
+}
+
+TEST_F(Cli, GgufErrorsAreOneLine) {
+  const std::string junk = write_file("junk.gguf", "GGUF\x03garbage");
+  Result r = rlx("inspect '" + junk + "'");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err.rfind("rlx: error: GGUF file '", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find("byte offset"), std::string::npos) << r.err;
+  const std::string m = shared_gguf("archs/llama-dense.gguf");
+  if (!fs::exists(m)) return;
+  Result ids = rlx("generate -m '" + m + "' --prompt-ids 1,999 -n 2");
+  EXPECT_EQ(ids.status, 1);
+  EXPECT_NE(ids.err.find("token id 999 is outside the vocabulary"), std::string::npos) << ids.err;
+  Result vocab = rlx("generate -m '" + shared_gguf("vocab/ggml-vocab-gpt-2.gguf") + "' -p hi -n 2");
+  EXPECT_EQ(vocab.status, 1);
+  EXPECT_NE(vocab.err.find("rlx: error:"), std::string::npos) << vocab.err;
+}
+
 }  // namespace
 }  // namespace rlx::test
