@@ -4,7 +4,8 @@
 # real llama-spm tokenizer; ../shared/gguf/tools, README section 4) at Q8_0 and Q4_0:
 # prompt processing of 128 tokens and generation of 32, at 1 and 2 threads, runs interleaved
 # (rlx, llama.cpp, rlx, ...; each tool warms up first), medians of BENCH_ROUNDS rounds; then
-# decode at depth 2048, peak RSS of each (separate processes) and the weight bandwidth of
+# decode at depth 2048, batched decode of 4 and 8 sequences (128 prompt tokens each) against
+# llama-batched-bench, peak RSS of each (separate processes) and the weight bandwidth of
 # rlx's decode next to the machine's measured read bandwidth.
 #   bench/llm/run.sh [BUILD_DIR]
 # Environment: BENCH_ROUNDS (default 5), BENCH_THREADS (default "1 2"), LLAMA_CPP_BIN (a
@@ -23,7 +24,7 @@ shared="$root/../shared/gguf"
 bin="${LLAMA_CPP_BIN:-}"
 if [ -z "$bin" ]; then
   bin="$peers/llama.cpp-build/bin"
-  if [ ! -x "$bin/llama-bench" ] || [ ! -x "$bin/llama-quantize" ]; then
+  if [ ! -x "$bin/llama-bench" ] || [ ! -x "$bin/llama-quantize" ] || [ ! -x "$bin/llama-batched-bench" ]; then
     echo "bench/llm: building llama.cpp v0.5.0 (llama-bench, llama-quantize) under $peers (once; a few minutes)"
     mkdir -p "$peers/npm"
     ( cd "$peers/npm" && [ -f node-llama-cpp-3.22.1.tgz ] || npm pack node-llama-cpp@3.22.1 >/dev/null ) || exit 1
@@ -31,7 +32,7 @@ if [ -z "$bin" ]; then
     [ -d "$peers/llama.cpp-src" ] || git clone -q "$peers/npm/x/package/llama/gitRelease.bundle" "$peers/llama.cpp-src" || exit 1
     cmake -S "$peers/llama.cpp-src" -B "$peers/llama.cpp-build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
       -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_APP=OFF >/dev/null || exit 1
-    cmake --build "$peers/llama.cpp-build" -j"$(nproc)" --target llama-bench llama-quantize >/dev/null || exit 1
+    cmake --build "$peers/llama.cpp-build" -j"$(nproc)" --target llama-bench llama-batched-bench llama-quantize >/dev/null || exit 1
   fi
 fi
 models="${BENCH_LLM_MODELS:-$peers/models}"
@@ -90,6 +91,18 @@ done
 a=$(med <"$tmp/rd") b=$(med <"$tmp/ld")
 rows+=("$(printf '%-6s %-6s %7s %12s %12s %8s' Q8_0 "tg@2048" "$tmax" "$a" "$b" "$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2f", a / b }')")")
 
+# Batched decode (Q8_0, the highest thread count): aggregate tokens/s of the 32 steps.
+for B in 4 8; do
+  : >"$tmp/rb" ; : >"$tmp/lb"
+  for ((r = 0; r < (rounds + 1) / 2; ++r)); do
+    "$rlx" llm-bench -m "$m" -p 128 -n 32 -t "$tmax" -r 1 -B $B 2>&1 | sed -n "s/^rlx batched B=$B .*: \([0-9.]*\) tok\/s.*/\1/p" >>"$tmp/rb"
+    "$bin/llama-batched-bench" -m "$m" -c 2048 -b 2048 -ub 512 -npp 128 -ntg 32 -npl $B -t "$tmax" 2>/dev/null |
+      awk -F'|' -v b=$B '$4 + 0 == b && $2 + 0 == 128 { gsub(/ /, "", $9); print $9 }' >>"$tmp/lb"
+  done
+  a=$(med <"$tmp/rb") b=$(med <"$tmp/lb")
+  rows+=("$(printf '%-6s %-6s %7s %12s %12s %8s' Q8_0 "B=$B" "$tmax" "$a" "$b" "$(awk -v a="$a" -v b="$b" 'BEGIN { if (b == "-" || b == 0) print "-"; else printf "%.2f", a / b }')")")
+done
+
 # Peak RSS (KiB) of a generation run of each, in separate processes.
 rss_r=$(/usr/bin/time -f %M "$rlx" llm-bench -m "$m" -p 128 -n 32 -t "$tmax" -r 1 2>&1 >/dev/null | tail -n 1)
 rss_l=$(/usr/bin/time -f %M "$bin/llama-bench" -m "$m" -p 128 -n 32 -t "$tmax" -r 1 2>&1 >/dev/null | tail -n 1)
@@ -109,4 +122,4 @@ tg=${tgmed[Q8_0.$tmax]:-}
 if [ -n "$bw" ] && [ -n "$tg" ] && [ "$tg" != "-" ]; then
   awk -v w="$wbytes" -v tg="$tg" -v bw="$bw" -v t="$tmax" 'BEGIN { printf "rlx decode weight traffic (Q8_0, tg32, %d threads): %.1f GB/s of a measured %.1f GB/s read bandwidth\n", t, w * tg / 1e9, bw }'
 fi
-echo "not measured: batched decode (B = 4, 8): rlx has no batched decode yet"
+echo "B=4 / B=8: batched decode, aggregate tok/s of 32 steps after 128 prompt tokens per sequence (llama-batched-bench S_TG)"

@@ -5,17 +5,16 @@
 // see src/llm/arch_*.cpp). An unknown general.architecture is Error(Unsupported) naming
 // it and the families rlx has.
 //
-// llm::Engine runs a model: eval(tokens) appends the tokens at the current position and
-// returns their logits. Graphs are compiled by the normal pipeline per (number of new
-// tokens, cache bucket), the cache bucket being the context capacity rounded up to a
-// power of two (at least 256), so a short context does not pay for a long one; all
-// graphs share one weights segment. The KV cache is preallocated per bucket and held by
-// the engine, F16 by default (F32 selectable); appending a token writes only its rows.
-//
-// Weights: matrices are stored transposed ([n_in, n_out], the layout rlx's matmul
-// reads) in F32. Types other than F32 are dequantized while loading, and the engine says
-// so in load_report() (quantized matmul kernels that read the packed blocks directly are
-// not built yet).
+// llm::Engine runs a model over `sequences` independent sequence slots (1 by default):
+// eval(slot, tokens) appends tokens to one slot (a prompt, or one decode step) and returns
+// their logits; step(tokens) decodes one token for every slot in one graph run (batched
+// decode: the weights are read once for all slots; the slots may be at different
+// positions). Graphs are compiled by the normal pipeline per (sequences, new tokens, cache
+// bucket), the bucket being the context capacity rounded up to a power of two (at least
+// 256); attention reads only the filled rows of a slot. All graphs share one weights
+// segment; the matrices are not copied into it but read in place, in their GGUF block
+// format, from the memory-mapped file. The KV cache (F16 by default, F32 selectable) is
+// resident in the graphs' handles; appending a token writes only its rows.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -55,8 +54,9 @@ std::vector<std::string> architectures();
 
 struct EngineOptions {
   int threads = 0;           // 0: hardware concurrency
-  int64_t n_ctx = 0;         // 0: min(the model's training context, 4096)
+  int64_t n_ctx = 0;         // 0: min(the model's training context, 4096); per sequence
   DType kv_type = DType::F16;  // F16 or F32
+  int64_t sequences = 1;     // sequence slots (batched decode through step())
 };
 
 class Engine {
@@ -65,13 +65,18 @@ class Engine {
   ~Engine();
   Engine(Engine&&) noexcept;
 
-  // Appends `tokens` at the current position; returns logits row-major [rows, n_vocab]:
-  // every token's row when `all_rows`, else only the last token's. Error(InvalidArgument)
-  // for token ids outside the vocabulary or a context overflow (nothing is appended then).
-  std::vector<float> eval(std::span<const int32_t> tokens, bool all_rows = false);
-  int64_t position() const;
+  // Appends `tokens` to sequence `slot`; returns logits row-major [rows, n_vocab]: every
+  // token's row when `all_rows`, else only the last token's. Error(InvalidArgument) for
+  // token ids outside the vocabulary, a context overflow or a bad slot (nothing is appended).
+  std::vector<float> eval(int64_t slot, std::span<const int32_t> tokens, bool all_rows = false);
+  std::vector<float> eval(std::span<const int32_t> tokens, bool all_rows = false);  // slot 0
+  // One token per slot (tokens.size() == sequences()), all in one run; logits [sequences, n_vocab].
+  std::vector<float> step(std::span<const int32_t> tokens);
+  int64_t position(int64_t slot = 0) const;
   int64_t context() const;
-  void reset();  // empties the cache (position 0)
+  int64_t sequences() const;
+  void reset();              // empties every slot
+  void reset(int64_t slot);  // empties one slot
 
   const Model& model() const;
   std::string load_report() const;  // what loading did to the weights (types, bytes)

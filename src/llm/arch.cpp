@@ -5,8 +5,8 @@
 
 namespace rlx::llm {
 
-BuildCtx::BuildCtx(const Model& m, int64_t t, int64_t cache, DType kv, bool all)
-    : model(m), hp(m.hp), T(t), C(cache), kv_type(kv), all_rows(all),
+BuildCtx::BuildCtx(const Model& m, int64_t b, int64_t t, int64_t cache, DType kv, bool all)
+    : model(m), hp(m.hp), B(b), T(t), R(b * t), C(cache), kv_type(kv), all_rows(all),
       kc_(static_cast<size_t>(m.hp.n_layer)), vc_(static_cast<size_t>(m.hp.n_layer)),
       kv_out_(static_cast<size_t>(m.hp.n_layer)) {}
 
@@ -50,29 +50,29 @@ Value BuildCtx::vec(const std::string& tensor) {
 }
 
 Value BuildCtx::embeddings() {
-  if (!embd_.valid()) embd_ = g.input("embd", Shape({T, hp.n_embd}, DType::F32));
+  if (!embd_.valid()) embd_ = g.input("embd", Shape({R, hp.n_embd}, DType::F32));
   return embd_;
 }
 Value BuildCtx::rope_cos() {
-  if (!cos_.valid()) cos_ = g.input("rope_cos", Shape({T, hp.n_rot / 2}, DType::F32));
+  if (!cos_.valid()) cos_ = g.input("rope_cos", Shape({R, hp.n_rot / 2}, DType::F32));
   return cos_;
 }
 Value BuildCtx::rope_sin() {
-  if (!sin_.valid()) sin_ = g.input("rope_sin", Shape({T, hp.n_rot / 2}, DType::F32));
+  if (!sin_.valid()) sin_ = g.input("rope_sin", Shape({R, hp.n_rot / 2}, DType::F32));
   return sin_;
 }
 Value BuildCtx::past() {
-  if (!past_.valid()) past_ = g.input("past", Shape({1}, DType::I64));
+  if (!past_.valid()) past_ = g.input("past", Shape({B}, DType::I64));
   return past_;
 }
 Value BuildCtx::k_cache(int64_t il) {
   Value& v = kc_[static_cast<size_t>(il)];
-  if (!v.valid()) v = g.input("k_cache." + std::to_string(il), Shape({1, hp.n_head_kv, C, hp.head_dim}, kv_type));
+  if (!v.valid()) v = g.input("k_cache." + std::to_string(il), Shape({B, hp.n_head_kv, C, hp.head_dim}, kv_type));
   return v;
 }
 Value BuildCtx::v_cache(int64_t il) {
   Value& v = vc_[static_cast<size_t>(il)];
-  if (!v.valid()) v = g.input("v_cache." + std::to_string(il), Shape({1, hp.n_head_kv, C, hp.head_dim}, kv_type));
+  if (!v.valid()) v = g.input("v_cache." + std::to_string(il), Shape({B, hp.n_head_kv, C, hp.head_dim}, kv_type));
   return v;
 }
 

@@ -19,15 +19,16 @@ struct ParamSource {
   std::vector<int64_t> dims;  // the param's rlx dims
 };
 
-// One forward pass: `T` new tokens after `cache` positions of capacity (the bucket).
+// One forward pass: `B` sequences of `T` new tokens each (R = B*T rows, sequence-major),
+// over caches of capacity C (the bucket); each sequence has its own cached length.
 class BuildCtx {
  public:
-  BuildCtx(const Model& m, int64_t T, int64_t cache, DType kv_type, bool all_rows);
+  BuildCtx(const Model& m, int64_t B, int64_t T, int64_t cache, DType kv_type, bool all_rows);
 
   Graph g{"llm"};
   const Model& model;
   const HParams& hp;
-  const int64_t T, C;
+  const int64_t B, T, R, C;
   const DType kv_type;
   const bool all_rows;
 
@@ -40,10 +41,11 @@ class BuildCtx {
   Value project_id(Value x, const std::string& tensor, Value ids);
   Value vec(const std::string& tensor);
 
-  // Inputs (created on first use): the token embeddings [T, n_embd] (rows of
+  // Inputs (created on first use): the token embeddings [R, n_embd] (rows of
   // token_embd.weight, plus position_embd.weight for learned positions, gathered on the
-  // host: T rows of the table, not a graph over the whole table), rotary cos/sin
-  // [T, n_rot/2], the cached length past i64[1], layer il's K/V cache [1, Hkv, C, head_dim].
+  // host: R rows of the table, not a graph over the whole table), rotary cos/sin
+  // [R, n_rot/2] (each row at its own position), the cached lengths past i64[B], layer il's
+  // K/V cache [B, Hkv, C, head_dim].
   Value embeddings();
   Value rope_cos();
   Value rope_sin();

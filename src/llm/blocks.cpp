@@ -27,16 +27,22 @@ Value layer_norm(BuildCtx& c, Value x, const std::string& weight, const std::str
 }
 
 namespace {
-// [T, H*D] -> [1, H, T, D]
-Value heads(Graph& g, Value x, int64_t T, int64_t H, int64_t D) {
-  return g.reshape(g.transpose(g.reshape(x, {T, H, D}), {1, 0, 2}), {1, H, T, D});
+// [R, H*D] -> [1, H, R, D]: every row as a position of one sequence, the layout rotary
+// reads with one cos/sin row per row.
+Value heads(Graph& g, Value x, int64_t R, int64_t H, int64_t D) {
+  return g.reshape(g.transpose(g.reshape(x, {R, H, D}), {1, 0, 2}), {1, H, R, D});
+}
+// [1, H, B*T, D] -> [B, H, T, D]
+Value per_sequence(Graph& g, Value x, int64_t B, int64_t T, int64_t H, int64_t D) {
+  if (B == 1) return x;
+  return g.transpose(g.reshape(x, {H, B, T, D}), {1, 0, 2, 3});
 }
 }  // namespace
 
 Value self_attention(BuildCtx& c, int64_t il, Value x, const AttnOpts& o) {
   Graph& g = c.g;
   const HParams& hp = c.hp;
-  const int64_t T = c.T, D = hp.head_dim;
+  const int64_t R = c.R, D = hp.head_dim;
   Value q, k, v;
   if (c.has(blk(il, "attn_qkv.weight"))) {  // one fused projection, split [q | k | v]
     std::vector<Value> p = g.split(linear(c, x, blk(il, "attn_qkv"), true, true, true), -1,
@@ -47,9 +53,9 @@ Value self_attention(BuildCtx& c, int64_t il, Value x, const AttnOpts& o) {
     k = linear(c, x, blk(il, "attn_k"), true, true, true);
     v = linear(c, x, blk(il, "attn_v"), true, true, true);
   }
-  q = heads(g, q, T, hp.n_head, D);
-  k = heads(g, k, T, hp.n_head_kv, D);
-  v = heads(g, v, T, hp.n_head_kv, D);
+  q = heads(g, q, R, hp.n_head, D);
+  k = heads(g, k, R, hp.n_head_kv, D);
+  v = heads(g, v, R, hp.n_head_kv, D);
   if (o.qk_norm) {
     q = rms_norm(c, q, blk(il, "attn_q_norm.weight"));
     k = rms_norm(c, k, blk(il, "attn_k_norm.weight"));
@@ -61,15 +67,18 @@ Value self_attention(BuildCtx& c, int64_t il, Value x, const AttnOpts& o) {
   }
   // The new rows are stored in the cache's type (and read back from it, like llama.cpp
   // does): with an F16 cache the current token's K/V are rounded too.
+  q = per_sequence(g, q, c.B, c.T, hp.n_head, D);
+  k = per_sequence(g, k, c.B, c.T, hp.n_head_kv, D);
+  v = per_sequence(g, v, c.B, c.T, hp.n_head_kv, D);
   if (c.kv_type != DType::F32) {
     k = g.cast(k, c.kv_type);
     v = g.cast(v, c.kv_type);
   }
-  c.add_kv_out(il, k, v);
+  c.add_kv_out(il, k, v);  // [B, Hkv, T, D]
   // Over the filled cache rows and the new ones, read in place (kv_attention).
   const double scale = hp.attn_scale != 0 ? hp.attn_scale : 1.0 / std::sqrt(double(D));
-  Value a = g.kv_attention(q, c.k_cache(il), c.v_cache(il), k, v, c.past(), scale);  // [1, H, T, D]
-  a = g.reshape(g.transpose(g.reshape(a, {hp.n_head, T, D}), {1, 0, 2}), {T, hp.n_head * D});
+  Value a = g.kv_attention(q, c.k_cache(il), c.v_cache(il), k, v, c.past(), scale);  // [B, H, T, D]
+  a = g.reshape(g.transpose(a, {0, 2, 1, 3}), {R, hp.n_head * D});
   return linear(c, a, blk(il, "attn_output"), o.out_bias, true, true);
 }
 
@@ -85,13 +94,13 @@ namespace {
 Value expert_scale(BuildCtx& c, Value y, const std::string& name, Value ids) {
   if (!c.has(name)) return y;
   Value s = c.g.gather(c.vec(name), ids, 0);  // [T, S]
-  return c.g.mul(y, c.g.reshape(s, {c.T, c.hp.n_expert_used, 1}));
+  return c.g.mul(y, c.g.reshape(s, {c.R, c.hp.n_expert_used, 1}));
 }
 }  // namespace
 
 Value moe_ffn(BuildCtx& c, int64_t il, Value x) {
   Graph& g = c.g;
-  const int64_t T = c.T, S = c.hp.n_expert_used;
+  const int64_t T = c.R, S = c.hp.n_expert_used;  // T: rows here
   Value probs = g.softmax(c.project(x, blk(il, "ffn_gate_inp.weight")), -1);  // [T, E]
   auto [w, ids] = g.topk(probs, S, -1, true, true);                             // [T, S]
   w = g.div(w, g.max(g.reduce_sum(w, {-1}, true), g.scalar(6.103515625e-5, DType::F32)));
@@ -127,7 +136,10 @@ Value embed(BuildCtx& c) { return c.embeddings(); }
 
 void lm_head(BuildCtx& c, Value x, bool use_layer_norm, bool output_bias) {
   Graph& g = c.g;
-  if (!c.all_rows && c.T > 1) x = g.slice(x, {c.T - 1}, {c.T}, {0});
+  if (!c.all_rows && c.T > 1) {  // the last row of each sequence
+    x = c.B == 1 ? g.slice(x, {c.T - 1}, {c.T}, {0})
+                 : g.reshape(g.slice(g.reshape(x, {c.B, c.T, c.hp.n_embd}), {c.T - 1}, {c.T}, {1}), {c.B, c.hp.n_embd});
+  }
   x = use_layer_norm ? layer_norm(c, x, "output_norm.weight", "output_norm.bias") : rms_norm(c, x, "output_norm.weight");
   // Tied embeddings: the output projection reads token_embd.weight's blocks.
   Value y = c.project(x, c.has("output.weight") ? "output.weight" : "token_embd.weight");

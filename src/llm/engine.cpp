@@ -1,5 +1,11 @@
-// Engine: compiles the forward pass per (new tokens, cache bucket, rows wanted), fills the
-// weights once, keeps the KV cache and feeds it with the rotary tables and the mask.
+// Engine: compiles forward passes per (sequences, new tokens, cache bucket, rows wanted),
+// fills the weights once (mapped in place), keeps the KV cache of every sequence slot and
+// feeds each pass its embeddings, rotary tables and cached lengths.
+//
+// The cache of slot b lives in the engine's copy (kc/vc: per layer [B, Hkv, C, D]) and in
+// the resident handles of each pass. A one-sequence pass (prefill, or decode with batch 1)
+// is bound to one slot at a time; the batch pass holds all slots. Each pass records how many
+// rows of each slot its handles hold (synced) and catches up with row writes before it runs.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -25,52 +31,69 @@ int64_t bucket_for(int64_t need, int64_t n_ctx) {
 struct Engine::Impl {
   std::shared_ptr<const Model> model;
   EngineOptions opts;
-  int64_t n_ctx = 0;
-  int64_t pos = 0;
-  int64_t C = 0;  // current cache capacity (bucket)
+  int64_t n_ctx = 0, slots = 1;
+  std::vector<int64_t> pos;  // per slot: tokens in its cache
+  int64_t C = 0;             // current cache capacity (bucket), shared by all slots
   size_t kv_elt = 2;
-  // Per layer, [Hkv, C, head_dim] in kv_type.
-  std::vector<std::vector<uint8_t>> kc, vc;
-  // A compiled pass and how far its resident cache handles are filled.
+  std::vector<std::vector<uint8_t>> kc, vc;  // per layer [slots, Hkv, C, D] in kv_type
   struct Pass {
     CompiledGraph net;
-    int64_t synced = 0;  // rows [0, synced) of its caches hold the engine's rows
+    int64_t B = 1;
+    int64_t slot = 0;             // B == 1: the slot its handles hold
+    std::vector<int64_t> synced;  // per batch row: rows [0, synced) of its caches are current
     std::vector<int> input_kind;  // per graph input: 0 embd, 1 cos, 2 sin, 3 past, 4 cache handle
+    std::vector<std::string> cache_names;  // handle names, layer-major: k0, v0, k1, v1, ...
   };
-  std::map<std::tuple<int64_t, int64_t, bool>, Pass> graphs;
+  std::map<std::tuple<int64_t, int64_t, int64_t, bool>, Pass> graphs;  // (B, T, C, all_rows)
   CompiledGraph* weights_owner = nullptr;
   std::string report;
   std::vector<float> rope_factors;  // rope_freqs.weight, empty when absent
-  // Per-run host buffers (reused).
-  std::vector<float> embd, cosv, sinv, row;
+  std::vector<float> embd, cosv, sinv, row;  // per-run host buffers (reused)
+  std::vector<int64_t> pastv;
 
-  Pass& graph(int64_t T, bool all_rows);
-  void sync(Pass& p, int64_t from, int64_t to);  // rows [from, to) of every cache into p's handles
+  size_t row_bytes() const { return static_cast<size_t>(model->hp.head_dim) * kv_elt; }
+  // Byte offset of (slot or batch row b, head h, position p) in a [*, Hkv, C, D] cache.
+  size_t at(int64_t b, int64_t h, int64_t p) const {
+    return static_cast<size_t>((b * model->hp.n_head_kv + h) * C + p) * row_bytes();
+  }
+  Pass& graph(int64_t B, int64_t T, bool all_rows);
+  void bind_slot(Pass& p, int64_t slot);  // a one-sequence pass now holds `slot`
+  void sync(Pass& p, int64_t b, int64_t slot, int64_t from, int64_t to);
   void fill_params(CompiledGraph& net, const std::vector<ParamSource>& params);
   void grow(int64_t need);
-  void rope_tables(int64_t T);
-  void embed(std::span<const int32_t> tokens);
+  void embed_row(int32_t token, int64_t position, float* dst);
+  void rope_row(int64_t position, float* c, float* s) const;
+  // Runs pass p over `tokens` (R = B*T, sequence-major) for `slot_of[b]`; returns the logits.
+  std::vector<float> run(Pass& p, std::span<const int32_t> tokens, const std::vector<int64_t>& slot_of);
 };
 
-// Rows of token_embd.weight (any block format) for the tokens, plus the learned position
-// rows when the model has them, in f32: the graph's `embd` input.
-void Engine::Impl::embed(std::span<const int32_t> tokens) {
+void Engine::Impl::embed_row(int32_t token, int64_t position, float* dst) {
   const gguf::File& f = model->file;
-  const int64_t E = model->hp.n_embd, T = static_cast<int64_t>(tokens.size());
-  embd.resize(static_cast<size_t>(T * E));
+  const int64_t E = model->hp.n_embd;
   const gguf::TensorInfo& te = f.tensor("token_embd.weight");
-  const int64_t rb = gguf::row_bytes(te.type, E);
-  for (int64_t t = 0; t < T; ++t)
-    gguf::dequantize(te.type, f.data(te) + tokens[static_cast<size_t>(t)] * rb, embd.data() + t * E, E);
-  if (const gguf::TensorInfo* pe = f.find_tensor("position_embd.weight")) {
-    const int64_t prb = gguf::row_bytes(pe->type, E);
+  gguf::dequantize(te.type, f.data(te) + token * gguf::row_bytes(te.type, E), dst, E);
+  if (const gguf::TensorInfo* pe = f.find_tensor("position_embd.weight")) {  // learned positions (gpt2)
     if (pe->dims.size() != 2 || pe->dims[0] != E || pe->dims[1] < n_ctx)
       fail(ErrorCategory::Parse, "GGUF file '", f.path(), "': position_embd.weight must be [", E, ", >= ", n_ctx, "]");
     row.resize(static_cast<size_t>(E));
-    for (int64_t t = 0; t < T; ++t) {
-      gguf::dequantize(pe->type, f.data(*pe) + (pos + t) * prb, row.data(), E);
-      for (int64_t i = 0; i < E; ++i) embd[static_cast<size_t>(t * E + i)] += row[static_cast<size_t>(i)];
-    }
+    gguf::dequantize(pe->type, f.data(*pe) + position * gguf::row_bytes(pe->type, E), row.data(), E);
+    for (int64_t i = 0; i < E; ++i) dst[i] += row[static_cast<size_t>(i)];
+  }
+}
+
+// Rotary angles exactly as llama.cpp's CPU rope computes them (float arithmetic):
+// theta_i = pos * base^(-2i/n_rot) by repeated multiplication, divided by the frequency
+// factor, then cosf/sinf.
+void Engine::Impl::rope_row(int64_t position, float* c, float* s) const {
+  const HParams& hp = model->hp;
+  const float theta_scale = std::pow(static_cast<float>(hp.rope_base), -2.0f / static_cast<float>(hp.n_rot));
+  float theta = static_cast<float>(position);
+  for (int64_t i = 0; i < hp.n_rot / 2; ++i) {
+    const float ff = rope_factors.empty() ? 1.0f : rope_factors[static_cast<size_t>(i)];
+    const float a = theta / ff;
+    c[i] = std::cos(a);
+    s[i] = std::sin(a);
+    theta *= theta_scale;
   }
 }
 
@@ -108,95 +131,151 @@ void Engine::Impl::fill_params(CompiledGraph& net, const std::vector<ParamSource
   report = os.str();
 }
 
-Engine::Impl::Pass& Engine::Impl::graph(int64_t T, bool all_rows) {
-  auto key = std::make_tuple(T, C, all_rows);
+
+Engine::Impl::Pass& Engine::Impl::graph(int64_t B, int64_t T, bool all_rows) {
+  auto key = std::make_tuple(B, T, C, all_rows);
   auto it = graphs.find(key);
   if (it != graphs.end()) return it->second;
-  BuildCtx c(*model, T, C, opts.kv_type, all_rows);
+  BuildCtx c(*model, B, T, C, opts.kv_type, all_rows);
   find_arch(model->hp.arch)->build(c);
   CompileOptions co;
   co.threads = opts.threads;
   Pass p;
+  p.B = B;
   p.net = Session(Device::Cpu, co).compile(c.g);
   if (!weights_owner) fill_params(p.net, c.params());
   else p.net.share_params_from(*weights_owner);
-  // The caches are resident handles: bound once here with the rows so far, then kept in
-  // step by row-sized writes (sync), never copied whole per run.
+  // The caches are resident handles, bound once here (empty) and then kept in step by
+  // row-sized writes (sync), never copied whole per run.
   const HParams& hp = model->hp;
   for (const std::string& name : p.net.input_names()) {
     int kind = name == "embd" ? 0 : name == "rope_cos" ? 1 : name == "rope_sin" ? 2 : name == "past" ? 3 : 4;
     p.input_kind.push_back(kind);
     if (kind != 4) continue;
-    const bool is_k = name.rfind("k_cache.", 0) == 0;
-    if (!is_k && name.rfind("v_cache.", 0) != 0) fail(ErrorCategory::Internal, "llm::Engine: unexpected input '", name, "'");
-    const std::vector<uint8_t>& src = (is_k ? kc : vc)[std::stoul(name.substr(8))];
-    TypedTensor t{opts.kv_type, {1, hp.n_head_kv, C, hp.head_dim}, src};
+    if (name.rfind("k_cache.", 0) != 0 && name.rfind("v_cache.", 0) != 0)
+      fail(ErrorCategory::Internal, "llm::Engine: unexpected graph input '", name, "'");
+    TypedTensor t{opts.kv_type, {B, hp.n_head_kv, C, hp.head_dim}, {}};
+    t.bytes.assign(static_cast<size_t>(B * hp.n_head_kv * C) * row_bytes(), 0);
     p.net.bind_handle(name, t);
   }
-  p.synced = pos;
+  for (int64_t il = 0; il < hp.n_layer; ++il) {
+    p.cache_names.push_back("k_cache." + std::to_string(il));
+    p.cache_names.push_back("v_cache." + std::to_string(il));
+  }
+  p.synced.assign(static_cast<size_t>(B), 0);
   auto [pos_it, ok] = graphs.emplace(key, std::move(p));
   if (!weights_owner) weights_owner = &pos_it->second.net;  // std::map nodes do not move
   return pos_it->second;
 }
 
-void Engine::Impl::sync(Pass& p, int64_t from, int64_t to) {
+void Engine::Impl::bind_slot(Pass& p, int64_t slot) {
+  if (p.slot != slot) {
+    p.slot = slot;
+    p.synced[0] = 0;  // its rows are another slot's: rewrite from the start
+  }
+}
+
+// Rows [from, to) of engine slot `slot` into batch row b of p's handles.
+void Engine::Impl::sync(Pass& p, int64_t b, int64_t slot, int64_t from, int64_t to) {
   if (to <= from) return;
   const HParams& hp = model->hp;
-  const size_t row = static_cast<size_t>(hp.head_dim) * kv_elt;
+  const size_t n = static_cast<size_t>(to - from) * row_bytes();
   for (int64_t il = 0; il < hp.n_layer; ++il)
     for (int kv = 0; kv < 2; ++kv) {
-      const std::string name = (kv ? "v_cache." : "k_cache.") + std::to_string(il);
       const std::vector<uint8_t>& cache = (kv ? vc : kc)[static_cast<size_t>(il)];
-      for (int64_t h = 0; h < hp.n_head_kv; ++h) {
-        const size_t off = static_cast<size_t>(h * C + from) * row;
-        p.net.write_handle(name, off, cache.data() + off, static_cast<size_t>(to - from) * row);
-      }
+      const std::string& name = p.cache_names[static_cast<size_t>(2 * il + kv)];
+      for (int64_t h = 0; h < hp.n_head_kv; ++h)
+        p.net.write_handle(name, at(b, h, from), cache.data() + at(slot, h, from), n);
     }
 }
 
+// A larger bucket: every slot's rows are laid out again at the new capacity; passes of the
+// old bucket are dropped (the weights owner stays: the others read its segment).
 void Engine::Impl::grow(int64_t need) {
   const int64_t nc = bucket_for(need, n_ctx);
   if (nc <= C && !kc.empty()) return;
   const HParams& hp = model->hp;
-  const size_t row = static_cast<size_t>(hp.head_dim) * kv_elt;
-  for (int64_t il = 0; il < hp.n_layer; ++il) {
+  const size_t rb = row_bytes();
+  const int64_t old = C;
+  kc.resize(static_cast<size_t>(hp.n_layer));
+  vc.resize(static_cast<size_t>(hp.n_layer));
+  for (int64_t il = 0; il < hp.n_layer; ++il)
     for (auto* cache : {&kc, &vc}) {
-      std::vector<uint8_t> fresh(static_cast<size_t>(hp.n_head_kv * nc) * row);
-      if (!cache->empty())
-        for (int64_t h = 0; h < hp.n_head_kv; ++h)
-          std::memcpy(fresh.data() + static_cast<size_t>(h * nc) * row,
-                      (*cache)[static_cast<size_t>(il)].data() + static_cast<size_t>(h * C) * row,
-                      static_cast<size_t>(pos) * row);
-      if (cache->size() < static_cast<size_t>(hp.n_layer)) cache->resize(static_cast<size_t>(hp.n_layer));
-      (*cache)[static_cast<size_t>(il)] = std::move(fresh);
+      std::vector<uint8_t>& c = (*cache)[static_cast<size_t>(il)];
+      std::vector<uint8_t> fresh(static_cast<size_t>(slots * hp.n_head_kv * nc) * rb);
+      if (!c.empty())
+        for (int64_t s = 0; s < slots; ++s)
+          for (int64_t h = 0; h < hp.n_head_kv; ++h)
+            std::memcpy(fresh.data() + static_cast<size_t>((s * hp.n_head_kv + h) * nc) * rb,
+                        c.data() + static_cast<size_t>((s * hp.n_head_kv + h) * old) * rb,
+                        static_cast<size_t>(pos[static_cast<size_t>(s)]) * rb);
+      c = std::move(fresh);
     }
-  }
   C = nc;
-  for (auto it = graphs.begin(); it != graphs.end();) {  // passes of other buckets are not used again
-    if (std::get<1>(it->first) != C && &it->second.net != weights_owner) it = graphs.erase(it);
+  for (auto it = graphs.begin(); it != graphs.end();) {
+    if (std::get<2>(it->first) != C && &it->second.net != weights_owner) it = graphs.erase(it);
     else ++it;
   }
 }
 
-// Rotary angles exactly as llama.cpp's CPU rope computes them (float arithmetic):
-// theta_i = pos * base^(-2i/n_rot) by repeated multiplication, divided by the frequency
-// factor, then cosf/sinf.
-void Engine::Impl::rope_tables(int64_t T) {
+std::vector<float> Engine::Impl::run(Pass& p, std::span<const int32_t> tokens, const std::vector<int64_t>& slot_of) {
   const HParams& hp = model->hp;
-  const int64_t half = hp.n_rot / 2;
-  cosv.resize(static_cast<size_t>(T * half));
-  sinv.resize(static_cast<size_t>(T * half));
-  const float theta_scale = std::pow(static_cast<float>(hp.rope_base), -2.0f / static_cast<float>(hp.n_rot));
-  for (int64_t t = 0; t < T; ++t) {
-    float theta = static_cast<float>(pos + t);
-    for (int64_t i = 0; i < half; ++i) {
-      const float ff = rope_factors.empty() ? 1.0f : rope_factors[static_cast<size_t>(i)];
-      const float a = theta / ff;
-      cosv[static_cast<size_t>(t * half + i)] = std::cos(a);
-      sinv[static_cast<size_t>(t * half + i)] = std::sin(a);
-      theta *= theta_scale;
+  const int64_t B = p.B, R = static_cast<int64_t>(tokens.size()), T = R / B, E = hp.n_embd, half = hp.n_rot / 2;
+  for (int64_t b = 0; b < B; ++b) {  // catch up with the rows written since this pass last ran
+    const int64_t s = slot_of[static_cast<size_t>(b)];
+    sync(p, b, s, p.synced[static_cast<size_t>(b)], pos[static_cast<size_t>(s)]);
+    p.synced[static_cast<size_t>(b)] = pos[static_cast<size_t>(s)];
+  }
+  embd.resize(static_cast<size_t>(R * E));
+  cosv.resize(static_cast<size_t>(R * half));
+  sinv.resize(static_cast<size_t>(R * half));
+  pastv.resize(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t base = pos[static_cast<size_t>(slot_of[static_cast<size_t>(b)])];
+    pastv[static_cast<size_t>(b)] = base;
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t r = b * T + t;
+      embed_row(tokens[static_cast<size_t>(r)], base + t, embd.data() + r * E);
+      rope_row(base + t, cosv.data() + r * half, sinv.data() + r * half);
     }
   }
+  auto bytes = [](const auto& v) {
+    return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(v[0]));
+  };
+  std::vector<std::span<const uint8_t>> in;
+  for (int kind : p.input_kind) {
+    switch (kind) {
+      case 0: in.push_back(bytes(embd)); break;
+      case 1: in.push_back(bytes(cosv)); break;
+      case 2: in.push_back(bytes(sinv)); break;
+      case 3: in.push_back(bytes(pastv)); break;
+      default: in.emplace_back(); break;  // a resident cache handle
+    }
+  }
+  std::vector<TensorView> out = p.net.run_slots(in);
+  // The new rows, [B, Hkv, T, D]: into the engine's copy and this pass's handles.
+  const size_t rb = row_bytes(), n = static_cast<size_t>(T) * rb;
+  for (int64_t il = 0; il < hp.n_layer; ++il)
+    for (int kv = 0; kv < 2; ++kv) {
+      const uint8_t* src = static_cast<const uint8_t*>(out[static_cast<size_t>(1 + 2 * il + kv)].data);
+      std::vector<uint8_t>& cache = (kv ? vc : kc)[static_cast<size_t>(il)];
+      const std::string& name = p.cache_names[static_cast<size_t>(2 * il + kv)];
+      for (int64_t b = 0; b < B; ++b) {
+        const int64_t s = slot_of[static_cast<size_t>(b)], at_pos = pos[static_cast<size_t>(s)];
+        for (int64_t h = 0; h < hp.n_head_kv; ++h) {
+          const uint8_t* rows = src + static_cast<size_t>((b * hp.n_head_kv + h) * T) * rb;
+          std::memcpy(cache.data() + at(s, h, at_pos), rows, n);
+          p.net.write_handle(name, at(b, h, at_pos), rows, n);
+        }
+      }
+    }
+  for (int64_t b = 0; b < B; ++b) {
+    int64_t& ps = pos[static_cast<size_t>(slot_of[static_cast<size_t>(b)])];
+    ps += T;
+    p.synced[static_cast<size_t>(b)] = ps;
+  }
+  const float* lg = static_cast<const float*>(out[0].data);
+  return std::vector<float>(lg, lg + out[0].bytes / 4);
 }
 
 Engine::Engine(std::shared_ptr<const Model> model, EngineOptions opts) : impl_(std::make_unique<Impl>()) {
@@ -205,9 +284,13 @@ Engine::Engine(std::shared_ptr<const Model> model, EngineOptions opts) : impl_(s
     if (opts.kv_type != DType::F16 && opts.kv_type != DType::F32)
       fail(ErrorCategory::InvalidArgument, "llm::Engine: KV cache type must be f16 or f32, not ",
            dtype_name(opts.kv_type));
+    if (opts.sequences < 1 || opts.sequences > 1024)
+      fail(ErrorCategory::InvalidArgument, "llm::Engine: sequences must be in [1, 1024], got ", opts.sequences);
     Impl& m = *impl_;
     m.model = std::move(model);
     m.opts = opts;
+    m.slots = opts.sequences;
+    m.pos.assign(static_cast<size_t>(m.slots), 0);
     const HParams& hp = m.model->hp;
     m.n_ctx = opts.n_ctx > 0 ? opts.n_ctx : std::min<int64_t>(hp.n_ctx_train, 4096);
     if (m.n_ctx < 1 || m.n_ctx > (int64_t(1) << 24))
@@ -227,67 +310,74 @@ Engine::Engine(std::shared_ptr<const Model> model, EngineOptions opts) : impl_(s
 Engine::~Engine() = default;
 Engine::Engine(Engine&&) noexcept = default;
 
-int64_t Engine::position() const { return impl_->pos; }
+int64_t Engine::position(int64_t slot) const {
+  if (slot < 0 || slot >= impl_->slots)
+    fail(ErrorCategory::InvalidArgument, "llm::Engine: sequence ", slot, " is outside [0, ", impl_->slots, ")");
+  return impl_->pos[static_cast<size_t>(slot)];
+}
 int64_t Engine::context() const { return impl_->n_ctx; }
+int64_t Engine::sequences() const { return impl_->slots; }
 void Engine::reset() {
-  impl_->pos = 0;
-  for (auto& [key, p] : impl_->graphs) p.synced = 0;  // rows past the position are masked anyway
+  std::fill(impl_->pos.begin(), impl_->pos.end(), 0);
+  for (auto& [key, p] : impl_->graphs) std::fill(p.synced.begin(), p.synced.end(), 0);
+}
+void Engine::reset(int64_t slot) {
+  position(slot);  // range check
+  impl_->pos[static_cast<size_t>(slot)] = 0;
+  for (auto& [key, p] : impl_->graphs)
+    if (p.B > 1) p.synced[static_cast<size_t>(slot)] = 0;
+    else if (p.slot == slot) p.synced[0] = 0;
 }
 const Model& Engine::model() const { return *impl_->model; }
 std::string Engine::load_report() const { return impl_->report; }
 int64_t Engine::compiled_graphs() const { return static_cast<int64_t>(impl_->graphs.size()); }
 
-std::vector<float> Engine::eval(std::span<const int32_t> tokens, bool all_rows) {
+namespace {
+void check_tokens(const HParams& hp, std::span<const int32_t> tokens, const char* where) {
+  for (int32_t id : tokens)
+    if (id < 0 || id >= hp.n_vocab)
+      fail(ErrorCategory::InvalidArgument, where, ": token id ", id, " is outside the vocabulary [0, ", hp.n_vocab, ")");
+}
+}  // namespace
+
+std::vector<float> Engine::eval(int64_t slot, std::span<const int32_t> tokens, bool all_rows) {
   return detail::guard("llm::Engine::eval", [&] {
     Impl& m = *impl_;
-    const HParams& hp = m.model->hp;
-    const int64_t T = static_cast<int64_t>(tokens.size());
+    const int64_t T = static_cast<int64_t>(tokens.size()), at = position(slot);
     if (T == 0) fail(ErrorCategory::InvalidArgument, "llm::Engine::eval: no tokens");
-    if (m.pos + T > m.n_ctx)
-      fail(ErrorCategory::InvalidArgument, "llm::Engine::eval: ", T, " tokens at position ", m.pos,
-           " exceed the context of ", m.n_ctx);
-    for (int32_t id : tokens)
-      if (id < 0 || id >= hp.n_vocab)
-        fail(ErrorCategory::InvalidArgument, "llm::Engine::eval: token id ", id, " is outside the vocabulary [0, ",
-             hp.n_vocab, ")");
-    m.grow(m.pos + T);
-    Impl::Pass& pass = m.graph(T, all_rows);
-    const int64_t C = m.C;
-    m.sync(pass, pass.synced, m.pos);
-    m.embed(tokens);
-    m.rope_tables(T);
-    const int64_t past = m.pos;
-    auto bytes = [](const auto& v) {
-      return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(v[0]));
-    };
-    std::vector<std::span<const uint8_t>> in;
-    for (int kind : pass.input_kind) {
-      switch (kind) {
-        case 0: in.push_back(bytes(m.embd)); break;
-        case 1: in.push_back(bytes(m.cosv)); break;
-        case 2: in.push_back(bytes(m.sinv)); break;
-        case 3: in.emplace_back(reinterpret_cast<const uint8_t*>(&past), sizeof past); break;
-        default: in.emplace_back(); break;  // a resident cache handle
-      }
+    if (at + T > m.n_ctx)
+      fail(ErrorCategory::InvalidArgument, "llm::Engine::eval: ", T, " tokens at position ", at, " exceed the context of ",
+           m.n_ctx);
+    check_tokens(m.model->hp, tokens, "llm::Engine::eval");
+    m.grow(at + T);
+    Impl::Pass& p = m.graph(1, T, all_rows);
+    m.bind_slot(p, slot);
+    return m.run(p, tokens, {slot});
+  });
+}
+
+std::vector<float> Engine::eval(std::span<const int32_t> tokens, bool all_rows) { return eval(0, tokens, all_rows); }
+
+std::vector<float> Engine::step(std::span<const int32_t> tokens) {
+  return detail::guard("llm::Engine::step", [&] {
+    Impl& m = *impl_;
+    if (static_cast<int64_t>(tokens.size()) != m.slots)
+      fail(ErrorCategory::InvalidArgument, "llm::Engine::step: ", tokens.size(), " tokens for ", m.slots, " sequences");
+    int64_t longest = 0;
+    for (int64_t s = 0; s < m.slots; ++s) longest = std::max(longest, m.pos[static_cast<size_t>(s)]);
+    if (longest + 1 > m.n_ctx)
+      fail(ErrorCategory::InvalidArgument, "llm::Engine::step: a sequence is at the context limit ", m.n_ctx);
+    check_tokens(m.model->hp, tokens, "llm::Engine::step");
+    m.grow(longest + 1);
+    if (m.slots == 1) {
+      Impl::Pass& p = m.graph(1, 1, false);
+      m.bind_slot(p, 0);
+      return m.run(p, tokens, {0});
     }
-    std::vector<TensorView> out = pass.net.run_slots(in);
-    // Append the new rows, [1, Hkv, T, D] -> cache [Hkv, C, D] at pos: the engine's copy
-    // and this pass's handles (other passes catch up when they next run).
-    const size_t row = static_cast<size_t>(hp.head_dim) * m.kv_elt;
-    for (int64_t il = 0; il < hp.n_layer; ++il)
-      for (int kv = 0; kv < 2; ++kv) {
-        const TensorView& v = out[static_cast<size_t>(1 + 2 * il + kv)];
-        std::vector<uint8_t>& cache = (kv ? m.vc : m.kc)[static_cast<size_t>(il)];
-        const uint8_t* src = static_cast<const uint8_t*>(v.data);
-        for (int64_t h = 0; h < hp.n_head_kv; ++h)
-          std::memcpy(cache.data() + static_cast<size_t>(h * C + m.pos) * row, src + static_cast<size_t>(h * T) * row,
-                      static_cast<size_t>(T) * row);
-      }
-    m.sync(pass, m.pos, m.pos + T);
-    pass.synced = m.pos + T;
-    m.pos += T;
-    const float* lg = static_cast<const float*>(out[0].data);
-    return std::vector<float>(lg, lg + out[0].bytes / 4);
+    Impl::Pass& p = m.graph(m.slots, 1, false);
+    std::vector<int64_t> all(static_cast<size_t>(m.slots));
+    for (int64_t s = 0; s < m.slots; ++s) all[static_cast<size_t>(s)] = s;
+    return m.run(p, tokens, all);
   });
 }
 

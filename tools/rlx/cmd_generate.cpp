@@ -52,6 +52,75 @@ std::vector<int32_t> parse_ids(const std::string& s) {
   return ids;
 }
 
+// B sequences decoded together (one graph run per step for all of them); prompts are
+// used round-robin when fewer than B are given. Each sequence's text is printed at the end.
+int generate_parallel(const Args& a, const std::shared_ptr<const llm::Model>& model, llm::EngineOptions eo,
+                      const llm::SamplerOptions& so, const std::vector<std::vector<int32_t>>& prompts, int B, int n_gen) {
+  eo.sequences = B;
+  llm::Engine engine(model, eo);
+  const llm::Tokenizer* tok = model->tokenizer.get();
+  std::vector<llm::Sampler> samplers;
+  std::vector<std::vector<int32_t>> history(static_cast<size_t>(B)), generated(static_cast<size_t>(B));
+  std::vector<int32_t> next(static_cast<size_t>(B));
+  std::vector<bool> done(static_cast<size_t>(B), false);
+  using clock = std::chrono::steady_clock;
+  auto t0 = clock::now();
+  size_t prompt_tokens = 0;
+  const int64_t V = model->hp.n_vocab;
+  for (int b = 0; b < B; ++b) {
+    llm::SamplerOptions sb = so;
+    sb.seed = so.seed + uint64_t(b);
+    samplers.emplace_back(sb);
+    const std::vector<int32_t>& p = prompts[size_t(b) % prompts.size()];
+    prompt_tokens += p.size();
+    history[size_t(b)] = p;
+    std::vector<float> lg = engine.eval(b, p);
+    next[size_t(b)] = samplers.back().sample(lg, history[size_t(b)]);
+  }
+  auto t1 = clock::now();
+  int steps = 0;
+  for (int i = 0; i < n_gen; ++i) {
+    bool all_done = true;
+    for (int b = 0; b < B; ++b) {
+      if (done[size_t(b)]) continue;
+      history[size_t(b)].push_back(next[size_t(b)]);
+      generated[size_t(b)].push_back(next[size_t(b)]);
+      if ((tok && tok->is_eog(next[size_t(b)])) || int(generated[size_t(b)].size()) >= n_gen) done[size_t(b)] = true;
+      all_done = all_done && done[size_t(b)];
+    }
+    int64_t longest = 0;
+    for (int b = 0; b < B; ++b) longest = std::max(longest, engine.position(b));
+    if (all_done || longest + 1 > engine.context()) break;
+    std::vector<float> lg = engine.step(next);  // finished sequences ride along; their rows are ignored
+    ++steps;
+    for (int b = 0; b < B; ++b)
+      if (!done[size_t(b)])
+        next[size_t(b)] = samplers[size_t(b)].sample(std::span<const float>(lg.data() + int64_t(b) * V, size_t(V)),
+                                                     history[size_t(b)]);
+  }
+  auto t2 = clock::now();
+  size_t total = 0;
+  for (int b = 0; b < B; ++b) {
+    total += generated[size_t(b)].size();
+    std::cout << "[" << b << "] ";
+    if (tok) {
+      std::vector<int32_t> shown = generated[size_t(b)];
+      if (!shown.empty() && tok->is_eog(shown.back())) shown.pop_back();
+      std::cout << tok->decode(prompts[size_t(b) % prompts.size()], {false, true}) << tok->decode(shown);
+    }
+    if (a.has("--print-ids")) {
+      std::cout << (tok ? "\n" : "") << "ids:";
+      for (int32_t id : generated[size_t(b)]) std::cout << " " << id;
+    }
+    std::cout << "\n";
+  }
+  const double tp = std::chrono::duration<double>(t1 - t0).count(), tg = std::chrono::duration<double>(t2 - t1).count();
+  std::fprintf(stderr, "prompt: %zu tokens, %.1f tok/s; generation: %zu tokens, %.1f tok/s (%d sequences, %d batched steps)\n",
+               prompt_tokens, tp > 0 ? double(prompt_tokens) / tp : 0.0, total,
+               tg > 0 ? double(steps) * B / tg : 0.0, B, steps);
+  return 0;
+}
+
 int cmd_generate(const Args& a) {
   const std::string path = a.get("-m");
   if (path.empty()) throw UsageError("generate: -m MODEL.gguf is required");
@@ -73,15 +142,20 @@ int cmd_generate(const Args& a) {
   const int n_gen = static_cast<int>(number(a, "-n", 32, 0, 1e9));
 
   const llm::Tokenizer* tok = model->tokenizer.get();
-  std::vector<int32_t> prompt;
+  std::vector<std::vector<int32_t>> prompts;
   if (a.has("--prompt-ids")) {
-    prompt = parse_ids(a.get("--prompt-ids"));
+    for (const std::string& s : a.all("--prompt-ids")) prompts.push_back(parse_ids(s));
   } else {
     if (!tok) fail(ErrorCategory::Unsupported, "generate: the model's tokenizer cannot be used (", model->tokenizer_error,
                    "); pass --prompt-ids");
-    prompt = tok->encode(a.get("-p"), true, true);
-    if (prompt.empty()) throw UsageError("generate: the prompt gives no tokens");
+    for (const std::string& s : a.all("-p")) {
+      prompts.push_back(tok->encode(s, true, true));
+      if (prompts.back().empty()) throw UsageError("generate: the prompt '" + s + "' gives no tokens");
+    }
   }
+  const int parallel = static_cast<int>(number(a, "--parallel", double(prompts.size()), 1, 1024));
+  if (parallel > 1 || prompts.size() > 1) return generate_parallel(a, model, eo, so, prompts, parallel, n_gen);
+  const std::vector<int32_t>& prompt = prompts[0];
   llm::Engine engine(model, eo);
   llm::Sampler sampler(so);
   std::vector<int32_t> history = prompt, generated;
@@ -239,6 +313,37 @@ int cmd_llm_bench(const Args& a) {
     }
     std::fflush(stdout);
   }
+  // Batched decode, as llama-batched-bench measures S_TG: B sequences each holding P prompt
+  // tokens, then N steps of one token for every sequence; aggregate tokens/s.
+  for (int B : int_list(a.get("-B", "0"), "-B")) {
+    if (B < 1) continue;
+    for (int t : threads) {
+      llm::EngineOptions eo;
+      eo.threads = t;
+      eo.kv_type = kv == "f16" ? DType::F16 : DType::F32;
+      eo.sequences = B;
+      eo.n_ctx = std::max<int64_t>(int64_t(P) + N + 1, 256);
+      llm::Engine e(model, eo);
+      std::vector<double> rate;
+      for (int r = -1; r < reps; ++r) {
+        e.reset();
+        for (int b = 0; b < B; ++b)
+          if (P > 0) e.eval(b, tokens(P, uint32_t(100 + b)));
+        std::vector<int32_t> ids(static_cast<size_t>(B), int32_t(r + 3));
+        auto t0 = clock::now();
+        for (int i = 0; i < N; ++i) {
+          std::vector<float> lg = e.step(ids);
+          for (int b = 0; b < B; ++b)
+            ids[size_t(b)] = int32_t(std::max_element(lg.begin() + int64_t(b) * V, lg.begin() + int64_t(b + 1) * V) -
+                                     (lg.begin() + int64_t(b) * V));
+        }
+        double s = std::chrono::duration<double>(clock::now() - t0).count();
+        if (r >= 0) rate.push_back(double(B) * N / s);
+      }
+      std::printf("rlx batched B=%d pp%d tg%d t=%d: %.1f tok/s (aggregate, median of %d)\n", B, P, N, t, median(rate), reps);
+      std::fflush(stdout);
+    }
+  }
   return 0;
 }
 
@@ -250,8 +355,9 @@ std::vector<Command> generate_commands() {
       "generate", "generate text with a GGUF language model (streams the text; speeds on stderr)",
       "-m MODEL.gguf (-p PROMPT | --prompt-ids IDS) [options]", 0, 0,
       {{"-m", "MODEL.gguf", "the model", false},
-       {"-p", "PROMPT", "prompt text (BOS added as the vocabulary says; special tokens in the text are parsed)", false},
-       {"--prompt-ids", "ID,ID,...", "prompt as token ids instead of text", false},
+       {"-p", "PROMPT", "prompt text (BOS added as the vocabulary says; special tokens in the text are parsed)", true},
+       {"--prompt-ids", "ID,ID,...", "prompt as token ids instead of text", true},
+       {"--parallel", "B", "decode B sequences together (default: one per prompt), aggregate tok/s", false},
        {"-n", "N", "tokens to generate (default 32)", false},
        {"--temp", "T", "temperature; 0 is greedy (default 0.8)", false},
        {"--top-k", "K", "keep the K most likely tokens; 0 off (default 40)", false},
@@ -273,6 +379,7 @@ std::vector<Command> generate_commands() {
                        {"-d", "D", "tokens already in the cache before generating (default 0)", false},
                        {"-t", "T,T", "thread counts (default 1)", false},
                        {"-r", "R", "repetitions after one warm-up; the median is printed (default 5)", false},
+                       {"-B", "B,B", "also batched decode of B sequences after P prompt tokens each (aggregate tok/s)", false},
                        {"--kv-type", "f16|f32", "KV cache element type (default f16)", false}},
                       &cmd_llm_bench});
   t.push_back(Command{"tokenize", "print the token ids of TEXT for a GGUF model's tokenizer", "-m MODEL.gguf TEXT [options]",
