@@ -41,6 +41,22 @@ TEST(NullBackend, ComputeIsRefusedListingEveryNode) {
   }
 }
 
+// A backend without the quantized-weight kernels refuses them by name: no op decomposes
+// qmatmul / qmatmul_id / kv_attention into an f32 expansion of the weights.
+TEST(NullBackend, QuantizedWeightOpsAreUnsupportedNotExpanded) {
+  Graph g("q");
+  Value x = g.input("x", Shape({2, 64}, DType::F32));
+  Value w = g.param("w", Shape({3, 68}, DType::U8));  // q8_0 rows of 64
+  g.set_outputs({g.qmatmul(x, w, 8, 64)});
+  try {
+    Session(Device::Null).compile(g);
+    FAIL() << "expected Unsupported";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.category(), ErrorCategory::Unsupported) << e.what();
+    EXPECT_NE(std::string(e.what()).find("qmatmul"), std::string::npos) << e.what();
+  }
+}
+
 // Leaves straight to outputs: inputs, params and constants cross the interface with
 // conversion at the boundary, handles feed an output back into an input, clones and
 // shared params behave as on the CPU.
