@@ -265,7 +265,8 @@ void File::parse_all() {
       c.error_at(off_at, "tensor '", t.name, "': data offset ", t.offset, " is not a multiple of the alignment ",
                  alignment_);
     uint64_t blocks = static_cast<uint64_t>(elems / tr->block_elems);
-    if (blocks > UINT64_MAX / static_cast<uint64_t>(tr->block_bytes))
+    if (blocks > UINT64_MAX / static_cast<uint64_t>(tr->block_bytes) ||
+        row / tr->block_elems > INT64_MAX / tr->block_bytes)  // a row's bytes too, even with 0 rows
       c.error_at(dims_at, "tensor '", t.name, "': byte size overflows 64 bits");
     t.bytes = blocks * static_cast<uint64_t>(tr->block_bytes);
     tensor_index_[t.name] = tensors_.size();

@@ -1,5 +1,6 @@
 // GGUF writer (version 3): metadata in insertion order, tensors aligned in the data section.
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 
@@ -110,8 +111,14 @@ void Writer::add_tensor(const std::string& name, std::vector<int64_t> dims, Tens
   for (const Tensor& t : tensors_)
     if (t.info.name == name) fail(ErrorCategory::InvalidArgument, "GGUF tensor '", name, "' added twice");
   int64_t rows = 1;
-  for (size_t k = 1; k < dims.size(); ++k) rows *= dims[k];
-  uint64_t want = static_cast<uint64_t>(row_bytes(type, dims[0]) * rows);
+  const int64_t rb = row_bytes(type, dims[0]);  // refuses negative or overflowing rows
+  for (size_t k = 1; k < dims.size(); ++k) {
+    if (dims[k] < 0 || (dims[k] && rows > INT64_MAX / dims[k]))
+      fail(ErrorCategory::InvalidArgument, "GGUF tensor '", name, "': dims overflow 64 bits");
+    rows *= dims[k];
+  }
+  if (rb && rows > INT64_MAX / rb) fail(ErrorCategory::InvalidArgument, "GGUF tensor '", name, "': size overflows 64 bits");
+  uint64_t want = static_cast<uint64_t>(rb * rows);
   if (data.size() != want)
     fail(ErrorCategory::InvalidArgument, "GGUF tensor '", name, "': ", data.size(), " bytes given, ", type_name(type),
          " of these dims needs ", want);

@@ -1,5 +1,6 @@
 // Block-quantized formats: geometry and names (ggml's block structs, ggml-common.h).
 #include <cctype>
+#include <cstdint>
 #include <cstring>
 
 #include "rlx/error.h"
@@ -59,6 +60,8 @@ int64_t row_bytes(uint32_t id, int64_t elems) {
   if (elems < 0 || elems % f.block_elems != 0)
     fail(ErrorCategory::InvalidArgument, "a row of ", elems, " elements is not a whole number of ", f.name,
          " blocks (", f.block_elems, " elements each)");
+  if (elems / f.block_elems > INT64_MAX / f.block_bytes)
+    fail(ErrorCategory::InvalidArgument, "a row of ", elems, " ", f.name, " elements is larger than 2^63 bytes");
   return elems / f.block_elems * f.block_bytes;
 }
 
