@@ -18,6 +18,13 @@ struct QDotKernels {
   float (*q4_0)(const uint8_t* w, const float* xs, const int8_t* xq, const float* xsum, int64_t nb) = nullptr;
   float (*f16)(const uint16_t* w, const float* x, int64_t k) = nullptr;
   float (*f32)(const float* w, const float* x, int64_t k) = nullptr;
+  // Prefill-sized Q8_0 / Q4_0 products as int8 GEMM (AVX-512 VNNI; nullptr elsewhere):
+  // c[r][j] = sum_b d[16b + j] * xs[r*nb + b] * (sum_i xu[r][32b + i] * w_j[32b + i] - wsum[16b + j])
+  // for r < m (m <= 4) and j < ncols (ncols <= 16), where the panel holds 16 weight rows as
+  // signed int8 laid out [block][group of 4][row][4 bytes], xu are the activations as
+  // unsigned bytes (int8 + 128) and wsum = 128 * the block's weight sum (the offset's share).
+  void (*i8_panel)(const int8_t* panel, const float* d, const float* wsum, int64_t nb, const uint8_t* xu, int64_t ldx,
+                   const float* xs, int64_t m, float* c, int64_t ldc, int64_t ncols) = nullptr;
   // y[i] += a * x[i] for an f16 / f32 row x (attention's weighted sum of value rows).
   void (*axpy_f16)(float a, const uint16_t* x, float* y, int64_t n) = nullptr;
   void (*axpy_f32)(float a, const float* x, float* y, int64_t n) = nullptr;

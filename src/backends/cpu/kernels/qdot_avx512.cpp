@@ -112,6 +112,42 @@ float dot_q4_0(const uint8_t* w, const float* xs, const int8_t* xq, const float*
   return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1)) - 8.0f * corr;
 }
 
+template <int R>
+void i8_panel_rows(const int8_t* panel, const float* d, const float* wsum, int64_t nb, const uint8_t* xu, int64_t ldx,
+                   const float* xs, float* c, int64_t ldc, int64_t ncols) {
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    __m512i ai[R];
+    for (int r = 0; r < R; ++r) ai[r] = _mm512_setzero_si512();
+    const int8_t* pb = panel + b * 512;
+    for (int g = 0; g < 8; ++g) {
+      const __m512i wv = _mm512_loadu_si512(pb + 64 * g);
+      for (int r = 0; r < R; ++r) {
+        int32_t x4;
+        __builtin_memcpy(&x4, xu + r * ldx + 32 * b + 4 * g, 4);
+        ai[r] = _mm512_dpbusd_epi32(ai[r], _mm512_set1_epi32(x4), wv);
+      }
+    }
+    const __m512 dv = _mm512_loadu_ps(d + 16 * b), ws = _mm512_loadu_ps(wsum + 16 * b);
+    for (int r = 0; r < R; ++r)
+      acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dv, _mm512_set1_ps(xs[r * nb + b])),
+                               _mm512_sub_ps(_mm512_cvtepi32_ps(ai[r]), ws), acc[r]);
+  }
+  const __mmask16 keep = ncols >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << ncols) - 1);
+  for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(c + r * ldc, keep, acc[r]);
+}
+
+void i8_panel(const int8_t* panel, const float* d, const float* wsum, int64_t nb, const uint8_t* xu, int64_t ldx,
+              const float* xs, int64_t m, float* c, int64_t ldc, int64_t ncols) {
+  switch (m) {
+    case 4: return i8_panel_rows<4>(panel, d, wsum, nb, xu, ldx, xs, c, ldc, ncols);
+    case 3: return i8_panel_rows<3>(panel, d, wsum, nb, xu, ldx, xs, c, ldc, ncols);
+    case 2: return i8_panel_rows<2>(panel, d, wsum, nb, xu, ldx, xs, c, ldc, ncols);
+    default: return i8_panel_rows<1>(panel, d, wsum, nb, xu, ldx, xs, c, ldc, ncols);
+  }
+}
+
 }  // namespace
 }  // namespace rlx::cpu
 RLX_ISA_REGION_END()
@@ -122,6 +158,7 @@ const QDotKernels* qdot_avx512_kernels() {  // outside the region: callable on a
     QDotKernels v = *qdot_avx2_kernels();
     v.q8_0 = dot_q8_0;
     v.q4_0 = dot_q4_0;
+    v.i8_panel = i8_panel;
     return v;
   }();
   return &k;

@@ -110,7 +110,79 @@ void pack_b_quant(const void* vctx, int64_t k0, int64_t kc, int64_t j0, int64_t 
   }
 }
 
+// Packs weight rows [j0, j0 + rows) (rows <= 16) of Q8_0 / Q4_0 into the int8 panel of
+// QDotKernels::i8_panel (missing rows are zero), with their block scales and 128 * sums.
+void pack_i8_panel(const QCfg& c, const uint8_t* w, int64_t j0, int64_t rows, int8_t* panel, float* d, float* wsum) {
+  const int64_t nb = c.k / 32;
+  std::memset(panel, 0, static_cast<size_t>(nb * 512));
+  std::fill(d, d + nb * 16, 0.0f);
+  std::fill(wsum, wsum + nb * 16, 0.0f);
+  int8_t q[32];
+  for (int64_t n = 0; n < rows; ++n) {
+    const uint8_t* wr = w + (j0 + n) * c.row_bytes;
+    for (int64_t b = 0; b < nb; ++b) {
+      uint16_t h;
+      if (c.format == quant::kQ8_0) {
+        const uint8_t* blk = wr + 34 * b;
+        std::memcpy(&h, blk, 2);
+        std::memcpy(q, blk + 2, 32);
+      } else {
+        const uint8_t* blk = wr + 18 * b;
+        std::memcpy(&h, blk, 2);
+        for (int i = 0; i < 16; ++i) {
+          q[i] = static_cast<int8_t>((blk[2 + i] & 0x0F) - 8);
+          q[16 + i] = static_cast<int8_t>((blk[2 + i] >> 4) - 8);
+        }
+      }
+      int32_t sum = 0;
+      for (int i = 0; i < 32; ++i) {
+        sum += q[i];
+        panel[b * 512 + (i / 4) * 64 + n * 4 + i % 4] = q[i];
+      }
+      d[b * 16 + n] = f16_to_f32(h);
+      wsum[b * 16 + n] = 128.0f * static_cast<float>(sum);
+    }
+  }
+}
+
+// Q8_0 / Q4_0 prefill on VNNI: activations quantized once to int8 blocks (stored + 128 as
+// bytes), then per panel of 16 weight rows an int8 GEMM over 4 activation rows at a time.
+void run_gemm_i8(const RunCtx& ctx, const QCfg& c, const float* x, const uint8_t* w, float* y, int64_t m) {
+  const int64_t nb = c.k / 32;
+  thread_local std::vector<uint8_t> xu;
+  thread_local std::vector<float> xs, xsum;
+  thread_local std::vector<int8_t> xq;
+  xu.resize(static_cast<size_t>(m * c.k));
+  xq.resize(static_cast<size_t>(c.k));
+  xs.resize(static_cast<size_t>(m * nb));
+  xsum.resize(static_cast<size_t>(nb));
+  for (int64_t i = 0; i < m; ++i) {
+    quantize_activations_q8(x + i * c.k, c.k, xs.data() + i * nb, xq.data(), xsum.data());
+    for (int64_t e = 0; e < c.k; ++e) xu[static_cast<size_t>(i * c.k + e)] = static_cast<uint8_t>(xq[size_t(e)] + 128);
+  }
+  const uint8_t* xup = xu.data();
+  const float* xsp = xs.data();
+  const int64_t panels = (c.n + 15) / 16;
+  auto work = [&](int64_t p0, int64_t p1) {
+    thread_local std::vector<int8_t> panel;
+    thread_local std::vector<float> d, ws;
+    panel.resize(static_cast<size_t>(nb * 512));
+    d.resize(static_cast<size_t>(nb * 16));
+    ws.resize(static_cast<size_t>(nb * 16));
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t j0 = p * 16, cols = std::min<int64_t>(16, c.n - j0);
+      pack_i8_panel(c, w, j0, cols, panel.data(), d.data(), ws.data());
+      for (int64_t i = 0; i < m; i += 4)
+        c.dot->i8_panel(panel.data(), d.data(), ws.data(), nb, xup + i * c.k, c.k, xsp + i * nb, std::min<int64_t>(4, m - i),
+                        y + i * c.n + j0, c.n, cols);
+    }
+  };
+  if (ctx.pool && panels > 1) ctx.pool->parallel_for(panels, 1, work);
+  else work(0, panels);
+}
+
 void run_gemm(const RunCtx& ctx, const QCfg& c, const float* x, const uint8_t* w, float* y, int64_t m) {
+  if (c.dot->i8_panel && (c.format == quant::kQ8_0 || c.format == quant::kQ4_0)) return run_gemm_i8(ctx, c, x, w, y, m);
   SgemmProblem p;
   p.m = m;
   p.n = c.n;
@@ -280,7 +352,7 @@ void quantize_activations_q8(const float* x, int64_t k, float* xs, int8_t* xq, f
 }
 
 const QDotKernels& qdot_kernels(Isa isa) {
-  static const QDotKernels scalar{scalar_q8_0, scalar_q4_0, scalar_f16, scalar_f32, scalar_axpy_f16, scalar_axpy_f32};
+  static const QDotKernels scalar{scalar_q8_0, scalar_q4_0, scalar_f16, scalar_f32, nullptr, scalar_axpy_f16, scalar_axpy_f32};
   if (isa == Isa::Avx512 && has_avx512_vnni()) return *qdot_avx512_kernels();
   if (isa != Isa::Scalar) return *qdot_avx2_kernels();
   return scalar;
