@@ -34,8 +34,9 @@ const QDotKernels& qdot_kernels(Isa isa);
 const QDotKernels* qdot_avx2_kernels();
 const QDotKernels* qdot_avx512_kernels();  // AVX-512 VNNI int8 dots (AVX2 for the float rows)
 
-// Quantizes k floats (a multiple of 32) into k/32 blocks: xs[b] scale, xq[32*b + i], and
-// xsum[b] = the sum of the block's 32 int8 values (exact in float).
-void quantize_activations_q8(const float* x, int64_t k, float* xs, int8_t* xq, float* xsum);
+// Quantizes k floats (a multiple of 32) into k/32 blocks: xs[b] scale, xq[32*b + i] (the
+// int8 value plus `offset`, as a byte: offset 128 gives the unsigned form the int8 GEMM
+// reads), and xsum[b] = the sum of the block's 32 int8 values (exact in float).
+void quantize_activations_q8(const float* x, int64_t k, float* xs, int8_t* xq, float* xsum, int offset = 0);
 
 }  // namespace rlx::cpu

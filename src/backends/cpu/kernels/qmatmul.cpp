@@ -135,10 +135,8 @@ void pack_i8_panel(const QCfg& c, const uint8_t* w, int64_t j0, int64_t rows, in
         }
       }
       int32_t sum = 0;
-      for (int i = 0; i < 32; ++i) {
-        sum += q[i];
-        panel[b * 512 + (i / 4) * 64 + n * 4 + i % 4] = q[i];
-      }
+      for (int i = 0; i < 32; ++i) sum += q[i];
+      for (int g = 0; g < 8; ++g) std::memcpy(panel + b * 512 + g * 64 + n * 4, q + 4 * g, 4);
       d[b * 16 + n] = f16_to_f32(h);
       wsum[b * 16 + n] = 128.0f * static_cast<float>(sum);
     }
@@ -151,15 +149,12 @@ void run_gemm_i8(const RunCtx& ctx, const QCfg& c, const float* x, const uint8_t
   const int64_t nb = c.k / 32;
   thread_local std::vector<uint8_t> xu;
   thread_local std::vector<float> xs, xsum;
-  thread_local std::vector<int8_t> xq;
   xu.resize(static_cast<size_t>(m * c.k));
-  xq.resize(static_cast<size_t>(c.k));
   xs.resize(static_cast<size_t>(m * nb));
   xsum.resize(static_cast<size_t>(nb));
-  for (int64_t i = 0; i < m; ++i) {
-    quantize_activations_q8(x + i * c.k, c.k, xs.data() + i * nb, xq.data(), xsum.data());
-    for (int64_t e = 0; e < c.k; ++e) xu[static_cast<size_t>(i * c.k + e)] = static_cast<uint8_t>(xq[size_t(e)] + 128);
-  }
+  for (int64_t i = 0; i < m; ++i)
+    quantize_activations_q8(x + i * c.k, c.k, xs.data() + i * nb, reinterpret_cast<int8_t*>(xu.data() + i * c.k),
+                            xsum.data(), 128);
   const uint8_t* xup = xu.data();
   const float* xsp = xs.data();
   const int64_t panels = (c.n + 15) / 16;
@@ -337,7 +332,7 @@ KernelCall build_qmatmul_id(const Node& node, const std::vector<const Shape*>& i
 
 }  // namespace
 
-void quantize_activations_q8(const float* x, int64_t k, float* xs, int8_t* xq, float* xsum) {
+void quantize_activations_q8(const float* x, int64_t k, float* xs, int8_t* xq, float* xsum, int offset) {
   for (int64_t b = 0; b < k / 32; ++b) {
     const float* v = x + 32 * b;
     float amax = 0;
@@ -345,8 +340,17 @@ void quantize_activations_q8(const float* x, int64_t k, float* xs, int8_t* xq, f
     const float d = amax / 127.0f;
     const float id = d ? 1.0f / d : 0.0f;
     xs[b] = d;
-    int32_t sum = 0;
-    for (int i = 0; i < 32; ++i) sum += xq[32 * b + i] = static_cast<int8_t>(std::lrintf(v[i] * id));
+    int32_t q[32], sum = 0;
+    for (int i = 0; i < 32; ++i) {  // round to nearest even through the float mantissa (|v*id| <= 127)
+      float t = v[i] * id + 12582912.0f;
+      int32_t bits;
+      std::memcpy(&bits, &t, 4);
+      q[i] = bits - 0x4B400000;
+    }
+    for (int i = 0; i < 32; ++i) {
+      sum += q[i];
+      xq[32 * b + i] = static_cast<int8_t>(static_cast<uint8_t>(q[i] + offset));
+    }
     xsum[b] = static_cast<float>(sum);
   }
 }
