@@ -103,6 +103,12 @@ class CompiledGraph {
   // run; a handle named like an output is refreshed from it after every run.
   void bind_handle(const std::string& name, const TypedTensor& initial);
   TypedTensor read_handle(const std::string& name) const;
+  // A handle whose state is the caller's memory: input `name` reads `data` (nbytes = its
+  // size, raw bytes in the input's own dtype) in place on every run, so the caller updates
+  // it directly between runs (e.g. appends KV rows) and several graphs may share one buffer.
+  // Returns false, changing nothing, when the backend keeps inputs in device memory (use
+  // bind_handle + write_handle then). `owner` is kept alive while the binding lasts.
+  bool bind_handle_external(const std::string& name, void* data, size_t nbytes, std::shared_ptr<void> owner);
   // Overwrites bytes [byte_offset, byte_offset + nbytes) of a bound handle's state with raw
   // bytes in the handle's own dtype (no conversion), without touching the rest: O(1) appends
   // to a resident KV cache. InvalidArgument for an unknown handle or a range past its end.

@@ -57,6 +57,9 @@ struct EngineOptions {
   int64_t n_ctx = 0;         // 0: min(the model's training context, 4096); per sequence
   DType kv_type = DType::F16;  // F16 or F32
   int64_t sequences = 1;     // sequence slots (batched decode through step())
+  // true: every pass reads the engine's one cache in place (when the backend can); false:
+  // each pass keeps resident cache handles updated by row writes (what device backends do).
+  bool shared_cache = true;
 };
 
 class Engine {

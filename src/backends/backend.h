@@ -48,6 +48,11 @@ class Executable {
   // Writes `bytes` at byte `offset` of the value (offset + bytes within its size): the
   // row-sized updates of a resident KV cache.
   virtual void upload_range(Value v, size_t offset, const void* src, size_t bytes) = 0;
+  // Makes a graph input's storage the caller's host memory (`bytes` = its size), read in
+  // place by every run from now on (nullptr: back to the backend's own storage). Returns
+  // false when the backend cannot read host memory in place (device memory); then nothing
+  // changed.
+  virtual bool bind_value_external(Value v, void* data, size_t bytes) = 0;
   // dst <- src on the backend's side (handles feeding an output back into an input);
   // the two may be the same or overlapping storage.
   virtual void copy_value(Value src, Value dst, size_t bytes) = 0;

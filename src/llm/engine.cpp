@@ -2,10 +2,13 @@
 // fills the weights once (mapped in place), keeps the KV cache of every sequence slot and
 // feeds each pass its embeddings, rotary tables and cached lengths.
 //
-// The cache of slot b lives in the engine's copy (kc/vc: per layer [B, Hkv, C, D]) and in
-// the resident handles of each pass. A one-sequence pass (prefill, or decode with batch 1)
-// is bound to one slot at a time; the batch pass holds all slots. Each pass records how many
-// rows of each slot its handles hold (synced) and catches up with row writes before it runs.
+// The cache of every slot lives in the engine's buffers (kc/vc: per layer [slots, Hkv, C, D]).
+// On the CPU every pass reads them in place (bind_handle_external): one copy of the cache,
+// shared by the prompt and decode passes, appended to by writing the new rows. A backend
+// that keeps inputs in device memory gets resident handles instead, kept in step by
+// row-sized writes: each pass records how many rows of each slot its handles hold (synced)
+// and catches up before it runs. A one-sequence pass (prompt, or decode with one slot) holds
+// one slot at a time; the batch pass holds all.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -43,6 +46,7 @@ struct Engine::Impl {
     std::vector<int64_t> synced;  // per batch row: rows [0, synced) of its caches are current
     std::vector<int> input_kind;  // per graph input: 0 embd, 1 cos, 2 sin, 3 past, 4 cache handle
     std::vector<std::string> cache_names;  // handle names, layer-major: k0, v0, k1, v1, ...
+    bool external = false;        // its caches are the engine's buffers, read in place
   };
   std::map<std::tuple<int64_t, int64_t, int64_t, bool>, Pass> graphs;  // (B, T, C, all_rows)
   CompiledGraph* weights_owner = nullptr;
@@ -58,6 +62,7 @@ struct Engine::Impl {
   }
   Pass& graph(int64_t B, int64_t T, bool all_rows);
   void bind_slot(Pass& p, int64_t slot);  // a one-sequence pass now holds `slot`
+  bool bind_external(Pass& p, int64_t slot);  // p's caches read slot's rows (or all, B > 1) in place
   void sync(Pass& p, int64_t b, int64_t slot, int64_t from, int64_t to);
   void fill_params(CompiledGraph& net, const std::vector<ParamSource>& params);
   void grow(int64_t need);
@@ -145,8 +150,8 @@ Engine::Impl::Pass& Engine::Impl::graph(int64_t B, int64_t T, bool all_rows) {
   p.net = Session(Device::Cpu, co).compile(c.g);
   if (!weights_owner) fill_params(p.net, c.params());
   else p.net.share_params_from(*weights_owner);
-  // The caches are resident handles, bound once here (empty) and then kept in step by
-  // row-sized writes (sync), never copied whole per run.
+  // The caches: the engine's buffers read in place, or (a backend that cannot) resident
+  // handles bound once here and kept in step by row-sized writes; never copied whole per run.
   const HParams& hp = model->hp;
   for (const std::string& name : p.net.input_names()) {
     int kind = name == "embd" ? 0 : name == "rope_cos" ? 1 : name == "rope_sin" ? 2 : name == "past" ? 3 : 4;
@@ -154,30 +159,46 @@ Engine::Impl::Pass& Engine::Impl::graph(int64_t B, int64_t T, bool all_rows) {
     if (kind != 4) continue;
     if (name.rfind("k_cache.", 0) != 0 && name.rfind("v_cache.", 0) != 0)
       fail(ErrorCategory::Internal, "llm::Engine: unexpected graph input '", name, "'");
-    TypedTensor t{opts.kv_type, {B, hp.n_head_kv, C, hp.head_dim}, {}};
-    t.bytes.assign(static_cast<size_t>(B * hp.n_head_kv * C) * row_bytes(), 0);
-    p.net.bind_handle(name, t);
   }
   for (int64_t il = 0; il < hp.n_layer; ++il) {
     p.cache_names.push_back("k_cache." + std::to_string(il));
     p.cache_names.push_back("v_cache." + std::to_string(il));
   }
   p.synced.assign(static_cast<size_t>(B), 0);
+  p.external = opts.shared_cache && bind_external(p, 0);
+  if (!p.external) {
+    TypedTensor t{opts.kv_type, {B, hp.n_head_kv, C, hp.head_dim}, {}};
+    t.bytes.assign(static_cast<size_t>(B * hp.n_head_kv * C) * row_bytes(), 0);
+    for (const std::string& name : p.cache_names) p.net.bind_handle(name, t);
+  }
   auto [pos_it, ok] = graphs.emplace(key, std::move(p));
   if (!weights_owner) weights_owner = &pos_it->second.net;  // std::map nodes do not move
   return pos_it->second;
 }
 
+bool Engine::Impl::bind_external(Pass& p, int64_t slot) {
+  const HParams& hp = model->hp;
+  const size_t bytes = static_cast<size_t>(p.B * hp.n_head_kv * C) * row_bytes();
+  const size_t base = p.B > 1 ? 0 : at(slot, 0, 0);
+  for (int64_t il = 0; il < hp.n_layer; ++il)
+    for (int kv = 0; kv < 2; ++kv) {
+      std::vector<uint8_t>& cache = (kv ? vc : kc)[static_cast<size_t>(il)];
+      if (!p.net.bind_handle_external(p.cache_names[static_cast<size_t>(2 * il + kv)], cache.data() + base, bytes, nullptr))
+        return false;
+    }
+  return true;
+}
+
 void Engine::Impl::bind_slot(Pass& p, int64_t slot) {
-  if (p.slot != slot) {
-    p.slot = slot;
-    p.synced[0] = 0;  // its rows are another slot's: rewrite from the start
-  }
+  if (p.slot == slot) return;
+  p.slot = slot;
+  if (p.external) bind_external(p, slot);
+  else p.synced[0] = 0;  // its rows are another slot's: rewrite from the start
 }
 
 // Rows [from, to) of engine slot `slot` into batch row b of p's handles.
 void Engine::Impl::sync(Pass& p, int64_t b, int64_t slot, int64_t from, int64_t to) {
-  if (to <= from) return;
+  if (to <= from || p.external) return;
   const HParams& hp = model->hp;
   const size_t n = static_cast<size_t>(to - from) * row_bytes();
   for (int64_t il = 0; il < hp.n_layer; ++il)
@@ -265,7 +286,7 @@ std::vector<float> Engine::Impl::run(Pass& p, std::span<const int32_t> tokens, c
         for (int64_t h = 0; h < hp.n_head_kv; ++h) {
           const uint8_t* rows = src + static_cast<size_t>((b * hp.n_head_kv + h) * T) * rb;
           std::memcpy(cache.data() + at(s, h, at_pos), rows, n);
-          p.net.write_handle(name, at(b, h, at_pos), rows, n);
+          if (!p.external) p.net.write_handle(name, at(b, h, at_pos), rows, n);
         }
       }
     }
@@ -352,7 +373,11 @@ std::vector<float> Engine::eval(int64_t slot, std::span<const int32_t> tokens, b
     m.grow(at + T);
     Impl::Pass& p = m.graph(1, T, all_rows);
     m.bind_slot(p, slot);
-    return m.run(p, tokens, {slot});
+    std::vector<float> logits = m.run(p, tokens, {slot});
+    // A prompt pass runs once per prompt: its activation pages go back to the OS until the
+    // next one (its cache handles are persistent and stay).
+    if (T > 1) p.net.release_scratch();
+    return logits;
   });
 }
 

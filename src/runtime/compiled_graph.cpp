@@ -61,6 +61,11 @@ std::vector<TypedTensor> CompiledGraph::run_read_outputs(const std::map<std::str
 void CompiledGraph::bind_handle(const std::string& name, const TypedTensor& initial) {
   detail::guard("CompiledGraph::bind_handle", [&] { return need(impl_).bind_handle(name, initial); });
 }
+bool CompiledGraph::bind_handle_external(const std::string& name, void* data, size_t nbytes, std::shared_ptr<void> owner) {
+  return detail::guard("CompiledGraph::bind_handle_external",
+                       [&] { return need(impl_).bind_handle_external(name, data, nbytes, std::move(owner)); });
+}
+
 void CompiledGraph::write_handle(const std::string& name, size_t byte_offset, const void* bytes, size_t nbytes) {
   detail::guard("CompiledGraph::write_handle", [&] { need(impl_).write_handle(name, byte_offset, bytes, nbytes); });
 }

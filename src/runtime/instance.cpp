@@ -444,8 +444,11 @@ void Instance::bind_handle(const std::string& name, const TypedTensor& initial) 
   const Port& p = in >= 0 ? iface_->inputs[size_t(in)] : iface_->outputs[size_t(out)];
   Feed f = check_feed(p, initial.dtype, initial.bytes.data(), initial.bytes.size(), false, &initial.dims);
 
-  Handle h{name, in, out, {}};
+  Handle h{name, in, out, {}, {}, false};
   if (in >= 0 && p.stored) {
+    int prev = find_handle(name);
+    if (prev >= 0 && handles_[size_t(prev)].external)  // was external: back to the input's own storage
+      exe_->bind_value_external(p.value, nullptr, p.slot.bytes());
     if (f.user_elems) write_value_converted(p, f.boundary, f.data, f.user_elems);
   } else {
     h.store.resize(p.slot.bytes());
@@ -477,6 +480,30 @@ TypedTensor Instance::read_handle(const std::string& name) const {
   else
     to_user(p.typed, h.store.data(), t.bytes.data(), n);
   return t;
+}
+
+bool Instance::bind_handle_external(const std::string& name, void* data, size_t nbytes, std::shared_ptr<void> owner) {
+  auto ii = iface_->input_index.find(name);
+  if (ii == iface_->input_index.end())
+    fail(ErrorCategory::InvalidArgument, "bind_handle_external: no input named '", name, "'");
+  const int in = ii->second;
+  const Port& p = iface_->inputs[size_t(in)];
+  if (!(p.slot == p.type)) return false;  // stored in another dtype: the caller's bytes cannot be read as they are
+  if (nbytes != p.slot.bytes())
+    fail(ErrorCategory::InvalidArgument, "bind_handle_external: input '", name, "' (", p.slot.str(), ") needs ",
+         p.slot.bytes(), " bytes, got ", nbytes);
+  if (nbytes && !data) fail(ErrorCategory::InvalidArgument, "bind_handle_external: null data for input '", name, "'");
+  if (!p.stored || !exe_->bind_value_external(p.value, data, nbytes)) return false;
+  Handle h{name, in, -1, {}, std::move(owner), true};
+  int k = find_handle(name);
+  if (k < 0) {
+    k = int(handles_.size());
+    handles_.push_back(std::move(h));
+  } else {
+    handles_[size_t(k)] = std::move(h);
+  }
+  input_handle_[size_t(in)] = k;
+  return true;
 }
 
 void Instance::write_handle(const std::string& name, size_t byte_offset, const void* bytes, size_t nbytes) {

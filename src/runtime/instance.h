@@ -76,6 +76,7 @@ class Instance {
   void bind_handle(const std::string& name, const TypedTensor& initial);
   TypedTensor read_handle(const std::string& name) const;
   void write_handle(const std::string& name, size_t byte_offset, const void* bytes, size_t nbytes);
+  bool bind_handle_external(const std::string& name, void* data, size_t nbytes, std::shared_ptr<void> owner);
   void set_active_extent(int64_t actual, int64_t upper);
   void release_scratch();
 
@@ -92,6 +93,8 @@ class Instance {
     std::string name;
     int input = -1, output = -1;
     std::vector<uint8_t> store;  // output-only handles: the latest output bytes (slot dtype)
+    std::shared_ptr<void> owner;  // external handles: keeps the caller's memory alive
+    bool external = false;        // the input reads the caller's memory (bind_handle_external)
   };
 
   // Index of input `name` for a run; throws if unknown or fed by a handle.

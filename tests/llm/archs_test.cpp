@@ -119,6 +119,9 @@ void check_batched(const std::string& name) {
   EngineOptions batched = eo;
   batched.sequences = 3;
   Engine together(model, batched);
+  EngineOptions handles = batched;  // the resident-handle path device backends take
+  handles.shared_cache = false;
+  Engine together_h(model, handles);
   std::vector<Engine> alone;
   const size_t lens[3] = {8, 5, 3};
   std::vector<int32_t> next(3);
@@ -128,17 +131,20 @@ void check_batched(const std::string& name) {
     std::vector<float> a = alone.back().eval(p);
     std::vector<float> b = together.eval(s, p);
     ASSERT_EQ(a, b) << "prompt of sequence " << s;
+    ASSERT_EQ(together_h.eval(s, p), b) << "prompt of sequence " << s << " (handles)";
     next[size_t(s)] = argmax(a.data(), V);
   }
   for (int step = 0; step < 5; ++step) {
     std::vector<float> all = together.step(next);
     ASSERT_EQ(all.size(), size_t(3 * V));
+    ASSERT_EQ(together_h.step(next), all) << "step " << step << " (handles)";
     for (int s = 0; s < 3; ++s) {
       std::vector<float> one = alone[size_t(s)].eval(std::span<const int32_t>(&next[size_t(s)], 1));
       for (int64_t i = 0; i < V; ++i)
         ASSERT_EQ(all[size_t(s * V + i)], one[size_t(i)]) << name << " step " << step << " sequence " << s << " logit " << i;
-      if (s == 0)
+      if (s == 0) {
         for (int64_t i = 0; i < V; ++i) ASSERT_NEAR(one[size_t(i)], ref[(8 + step) * V + i], 1e-4);
+      }
       next[size_t(s)] = argmax(one.data(), V);
     }
   }

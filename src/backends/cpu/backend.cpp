@@ -39,6 +39,14 @@ class CpuExecutable final : public backend::Executable {
   void download(Value v, void* dst, size_t bytes) const override {
     if (bytes) std::memcpy(dst, const_cast<CpuExecutable*>(this)->checked(v, bytes), bytes);
   }
+  bool bind_value_external(Value v, void* data, size_t bytes) override {
+    const BufRef& r = ref(v);
+    if (r.absent() || r.segment != opt::Segment::Arena || bytes != program_->plan.graph.type(v).bytes())
+      fail(ErrorCategory::Internal, "bind_value_external: value (", v.node, ", ", v.out, ") is not an arena value of ",
+           bytes, " bytes");
+    exe_->bind_external(r.offset, int64_t(bytes), static_cast<uint8_t*>(data));
+    return true;
+  }
   void upload_range(Value v, size_t offset, const void* src, size_t bytes) override {
     const size_t total = program_->plan.graph.type(v).bytes();
     if (offset > total || bytes > total - offset)

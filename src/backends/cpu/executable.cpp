@@ -261,6 +261,8 @@ int Executable::threads() const { return pool_->size(); }
 
 std::unique_ptr<Executable> Executable::clone() const {
   std::unique_ptr<Executable> c(new Executable(program_, threads(), weights_->copy()));
+  c->remaps_ = remaps_;
+  c->resolve();
   // Inputs (and handle state kept in input slots) carry over; constants are already
   // written; scratch is recomputed by the next run.
   for (const auto& [b, e] : program_->plan.memory.persistent)
@@ -285,6 +287,13 @@ void Executable::use_weights(std::shared_ptr<Weights> w) {
   weights_ = std::move(w);
   weights_epoch_ = weights_->epoch();
   param_base_ = std::move(base);
+  resolve();
+}
+
+void Executable::bind_external(int64_t offset, int64_t bytes, uint8_t* p) {
+  remaps_.erase(std::remove_if(remaps_.begin(), remaps_.end(), [&](const Remap& m) { return m.begin == offset; }),
+                remaps_.end());
+  if (p) remaps_.push_back(Remap{offset, offset + bytes, p});
   resolve();
 }
 

@@ -150,8 +150,14 @@ class Executable {
 
   uint8_t* locate(const BufRef& r) const {
     if (r.offset < 0) return nullptr;
-    return r.segment == opt::Segment::Arena ? arena_.data() + r.offset : param_base_[size_t(r.param)] + r.offset;
+    if (r.segment != opt::Segment::Arena) return param_base_[size_t(r.param)] + r.offset;
+    for (const Remap& m : remaps_)
+      if (r.offset >= m.begin && r.offset < m.end) return m.ext + (r.offset - m.begin);
+    return arena_.data() + r.offset;
   }
+  // Arena bytes [offset, offset + bytes) (an input's storage) live at `p` from now on:
+  // kernels read the caller's memory in place. Clones keep reading the same memory.
+  void bind_external(int64_t offset, int64_t bytes, uint8_t* p);
 
   // Runs every thunk in order. Throws Error naming the node whose kernel failed.
   void run();
@@ -181,6 +187,11 @@ class Executable {
   std::shared_ptr<Weights> weights_;
   uint64_t weights_epoch_ = 0;  // weights_->epoch() when param_base_ was computed
   std::vector<uint8_t*> param_base_;
+  struct Remap {
+    int64_t begin, end;
+    uint8_t* ext;
+  };
+  std::vector<Remap> remaps_;
   std::vector<void*> ptrs_;
   std::vector<Resolved> thunks_;
   std::unique_ptr<ThreadPool> pool_;

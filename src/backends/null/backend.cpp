@@ -53,6 +53,7 @@ class NullExecutable final : public backend::Executable {
   bool stored(Value v) const override { return !slot(v).empty(); }
   uint8_t* host_data(Value v) override { return param_of(v) ? param_of(v)->bytes.data() : slot(v).data(); }
   void upload(Value v, const void* src, size_t bytes) override { std::memcpy(host(v, bytes), src, bytes); }
+  bool bind_value_external(Value, void*, size_t) override { return false; }  // keeps its own buffers
   void upload_range(Value v, size_t offset, const void* src, size_t bytes) override {
     const size_t total = plan_.graph.type(v).bytes();
     if (offset > total || bytes > total - offset) fail(ErrorCategory::Internal, "null backend: bad ranged transfer");
