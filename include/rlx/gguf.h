@@ -114,6 +114,9 @@ class File {
   // Keeps the mapping alive (for bytes handed out by data() that outlive this File object,
   // e.g. CompiledGraph::set_param_external).
   std::shared_ptr<const void> keepalive() const { return map_; }
+  // Tells the OS the tensor's pages of the mapping are not needed now (they count in RSS
+  // once read; a repacked copy replaces them). Reading them again faults them back in.
+  void release(const TensorInfo& t) const;
 
  private:
   struct Mapping;

@@ -4,6 +4,7 @@
 // formats directly; the GGUF importer uses the same code.
 #pragma once
 #include <cstdint>
+#include <cstddef>
 
 namespace rlx::quant {
 
@@ -33,5 +34,14 @@ void quantize(uint32_t id, const float* src, void* dst, int64_t n);
 
 // ggml type numbers used by name in code.
 inline constexpr uint32_t kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ8_0 = 8, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14, kBF16 = 30;
+
+// rlx's own layouts (numbers from 256, never in a GGUF file): weights repacked at load time
+// for a kernel. q4_0x16: Q4_0 rows interleaved in panels of 16 rows (the row count must be
+// a multiple of 16); per panel and block, 288 bytes: the 16 rows' f16 scales, then 4 groups
+// of 64 bytes where byte [64g + 4r + j] holds row r's element 4g+j (low nibble) and
+// 16+4g+j (high nibble). Same size as Q4_0; only qmatmul reads it (no row dequantizer).
+inline constexpr uint32_t kQ4_0x16 = 256;
+// Repacks an [rows, k] Q4_0 matrix (rows % 16 == 0) into q4_0x16; dst has the same size.
+void repack_q4_0x16(const uint8_t* src, uint8_t* dst, int64_t rows, int64_t k);
 
 }  // namespace rlx::quant

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "rlx/quant.h"
+
 namespace rlx::llm {
 
 BuildCtx::BuildCtx(const Model& m, int64_t b, int64_t t, int64_t cache, DType kv, bool all)
@@ -14,7 +16,7 @@ bool BuildCtx::has(const std::string& tensor) const { return model.file.find_ten
 
 Value BuildCtx::param(const std::string& name, const std::string& tensor, bool raw, std::vector<int64_t> dims) {
   if (int32_t id = g.find_param(name); id >= 0) return Value{id, 0};
-  params_.push_back(ParamSource{name, tensor, raw, dims});
+  params_.push_back(ParamSource{name, tensor, raw, false, dims});
   return g.param(name, Shape(dims, raw ? DType::U8 : DType::F32));
 }
 
@@ -28,7 +30,13 @@ Value BuildCtx::project(Value x, const std::string& tensor) {
          gguf::type_name(t.type), ", a format rlx cannot read yet");
   const int64_t k = t.dims[0], n = t.dims[1];
   Value w = param(tensor, tensor, true, {n, gguf::row_bytes(t.type, k)});
-  return g.qmatmul(x, w, static_cast<uint32_t>(t.type), k);
+  uint32_t format = static_cast<uint32_t>(t.type);
+  if (repack && t.type == gguf::TensorType::Q4_0 && n % 16 == 0) {
+    format = quant::kQ4_0x16;
+    for (ParamSource& s : params_)
+      if (s.param == tensor) s.repack_q4_0x16 = true;
+  }
+  return g.qmatmul(x, w, format, k);
 }
 
 Value BuildCtx::project_id(Value x, const std::string& tensor, Value ids) {

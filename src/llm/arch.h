@@ -16,6 +16,7 @@ struct ParamSource {
   std::string param;   // param name in the graph
   std::string tensor;  // GGUF tensor it comes from
   bool raw = false;    // true: the tensor's bytes as stored (u8, a qmatmul weight); false: f32
+  bool repack_q4_0x16 = false;  // raw Q4_0 bytes repacked into rlx's q4_0x16 panels at load
   std::vector<int64_t> dims;  // the param's rlx dims
 };
 
@@ -31,6 +32,7 @@ class BuildCtx {
   const int64_t B, T, R, C;
   const DType kv_type;
   const bool all_rows;
+  bool repack = false;  // Q4_0 matrices of 16k rows as q4_0x16 (when the backend has the kernel)
 
   bool has(const std::string& tensor) const;
   // Params from GGUF tensors (names as in the file). project(x, W): x @ W^T for ggml's

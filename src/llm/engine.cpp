@@ -13,11 +13,13 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <tuple>
 
 #include "llm/arch.h"
 #include "rlx/dtype.h"
+#include "rlx/quant.h"
 
 namespace rlx::llm {
 
@@ -50,6 +52,7 @@ struct Engine::Impl {
   };
   std::map<std::tuple<int64_t, int64_t, int64_t, bool>, Pass> graphs;  // (B, T, C, all_rows)
   CompiledGraph* weights_owner = nullptr;
+  bool repack = true;  // Q4_0 matrices as q4_0x16 while the backend takes them
   std::string report;
   std::vector<float> rope_factors;  // rope_freqs.weight, empty when absent
   std::vector<float> embd, cosv, sinv, row;  // per-run host buffers (reused)
@@ -105,11 +108,17 @@ void Engine::Impl::rope_row(int64_t position, float* c, float* s) const {
 void Engine::Impl::fill_params(CompiledGraph& net, const std::vector<ParamSource>& params) {
   const gguf::File& f = model->file;
   std::map<std::string, std::pair<int, uint64_t>> by_type;
-  uint64_t bytes = 0, mapped = 0;
+  uint64_t bytes = 0, mapped = 0, repacked = 0;
   std::vector<float> tmp;
   for (const ParamSource& p : params) {
     const gguf::TensorInfo& t = f.tensor(p.tensor);
-    if (p.raw) {  // a qmatmul weight: the blocks as stored, read in place from the mapping
+    if (p.repack_q4_0x16) {  // Q4_0 interleaved into 16-row panels: a copy that replaces the mapped pages
+      auto buf = std::make_shared<std::vector<uint8_t>>(t.bytes);
+      quant::repack_q4_0x16(f.data(t), buf->data(), t.dims[1], t.dims[0]);
+      net.set_param_external(p.param, buf->data(), buf->size(), buf);
+      f.release(t);
+      repacked += t.bytes;
+    } else if (p.raw) {  // a qmatmul weight: the blocks as stored, read in place from the mapping
       net.set_param_external(p.param, f.data(t), t.bytes, f.keepalive());
       mapped += t.bytes;
     } else {
@@ -133,6 +142,7 @@ void Engine::Impl::fill_params(CompiledGraph& net, const std::vector<ParamSource
   }
   os << "): matrices read in place from the memory-mapped file in their stored block format (" << mapped
      << " bytes, not copied), vectors copied as f32 (" << bytes << " bytes); token embeddings gathered from the mapping";
+  if (repacked) os << "; Q4_0 matrices repacked at load into 16-row panels for the VNNI kernel (" << repacked << " bytes)";
   report = os.str();
 }
 
@@ -141,13 +151,28 @@ Engine::Impl::Pass& Engine::Impl::graph(int64_t B, int64_t T, bool all_rows) {
   auto key = std::make_tuple(B, T, C, all_rows);
   auto it = graphs.find(key);
   if (it != graphs.end()) return it->second;
-  BuildCtx c(*model, B, T, C, opts.kv_type, all_rows);
-  find_arch(model->hp.arch)->build(c);
   CompileOptions co;
   co.threads = opts.threads;
   Pass p;
   p.B = B;
-  p.net = Session(Device::Cpu, co).compile(c.g);
+  auto build = [&](bool repack_q4) {
+    auto c = std::make_unique<BuildCtx>(*model, B, T, C, opts.kv_type, all_rows);
+    c->repack = repack_q4;
+    find_arch(model->hp.arch)->build(*c);
+    return c;
+  };
+  std::unique_ptr<BuildCtx> cp = build(repack);
+  try {
+    p.net = Session(Device::Cpu, co).compile(cp->g);
+  } catch (const Error& e) {
+    // The first pass learns whether the backend reads q4_0x16 (legalize refuses it where
+    // the kernel is missing); from then on every pass is built the same way.
+    if (e.category() != ErrorCategory::Unsupported || !repack || weights_owner) throw;
+    repack = false;
+    cp = build(false);
+    p.net = Session(Device::Cpu, co).compile(cp->g);
+  }
+  BuildCtx& c = *cp;
   if (!weights_owner) fill_params(p.net, c.params());
   else p.net.share_params_from(*weights_owner);
   // The caches: the engine's buffers read in place, or (a backend that cannot) resident

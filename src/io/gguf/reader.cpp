@@ -177,6 +177,14 @@ File File::open(const std::string& path) {
   });
 }
 
+void File::release(const TensorInfo& t) const {
+  if (!map_ || !map_->addr) return;  // parsed from memory: nothing mapped
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t b = reinterpret_cast<uintptr_t>(data(t)), e = b + t.bytes;
+  const uintptr_t pb = (b + page - 1) / page * page, pe = e / page * page;  // whole pages inside the tensor
+  if (pe > pb) madvise(reinterpret_cast<void*>(pb), pe - pb, MADV_DONTNEED);
+}
+
 File File::parse(std::span<const uint8_t> bytes, const std::string& name) {
   return detail::guard("gguf::File::parse", [&] {
     File f;

@@ -1,5 +1,7 @@
 // Linear algebra: numpy matmul (1-D promotion, batch broadcasting) and the fused
 // act(matmul + bias) epilogue.
+#include <cstdint>
+
 #include "ir/ops/infer_util.h"
 #include "rlx/quant.h"
 
@@ -59,7 +61,7 @@ namespace {
 // The checks qmatmul and qmatmul_id share: the format, x's features, w's row bytes.
 void check_qweight(const InferCtx& ctx, const Shape& x, const Shape& w, int w_rank) {
   const auto& a = ctx.node.attr<QMatMulAttrs>();
-  const quant::Format* f = a.format >= 0 && a.format < 64 ? quant::find(static_cast<uint32_t>(a.format)) : nullptr;
+  const quant::Format* f = a.format >= 0 && a.format <= INT32_MAX ? quant::find(static_cast<uint32_t>(a.format)) : nullptr;
   if (!f) ctx.error("unknown weight format ", a.format);
   if (a.k < 1 || a.k % f->block_elems != 0)
     ctx.error("k=", a.k, " is not a positive whole number of ", f->name, " blocks (", f->block_elems, " elements)");
@@ -70,6 +72,8 @@ void check_qweight(const InferCtx& ctx, const Shape& x, const Shape& w, int w_ra
   if (w.dtype() != DType::U8 || w.rank() != w_rank)
     ctx.error("w (input 1) must be u8 of rank ", w_rank, " ([", w_rank == 3 ? "E, " : "", "N, row bytes]), got ", w.str());
   const int64_t rb = static_dim(ctx, w.dims().back(), "the row bytes of w");
+  if (a.format == quant::kQ4_0x16 && static_dim(ctx, w.dims()[w_rank - 2], "the rows of w") % 16 != 0)
+    ctx.error("q4_0x16 weights hold panels of 16 rows; w ", w.str(), " does not");
   if (rb != a.k / f->block_elems * f->block_bytes)
     ctx.error("w ", w.str(), " rows hold ", rb, " bytes, ", a.k, " ", f->name, " elements take ",
               a.k / f->block_elems * f->block_bytes);

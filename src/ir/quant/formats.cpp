@@ -23,7 +23,7 @@ constexpr Format kFormats[] = {
     {23, "iq4_xs", 256, 136},  {24, "i8", 1, 1},         {25, "i16", 1, 2},
     {26, "i32", 1, 4},         {27, "i64", 1, 8},        {28, "f64", 1, 8},
     {29, "iq1_m", 256, 56},    {30, "bf16", 1, 2},       {34, "tq1_0", 256, 54},
-    {35, "tq2_0", 256, 66},    {39, "mxfp4", 32, 17},
+    {35, "tq2_0", 256, 66},    {39, "mxfp4", 32, 17},     {kQ4_0x16, "q4_0x16", 32, 18},
 };
 
 }  // namespace
@@ -63,6 +63,22 @@ int64_t row_bytes(uint32_t id, int64_t elems) {
   if (elems / f.block_elems > INT64_MAX / f.block_bytes)
     fail(ErrorCategory::InvalidArgument, "a row of ", elems, " ", f.name, " elements is larger than 2^63 bytes");
   return elems / f.block_elems * f.block_bytes;
+}
+
+void repack_q4_0x16(const uint8_t* src, uint8_t* dst, int64_t rows, int64_t k) {
+  if (rows % 16 || k % 32) fail(ErrorCategory::InvalidArgument, "repack_q4_0x16: [", rows, ", ", k, "] is not [16n, 32m]");
+  const int64_t nb = k / 32, rb = nb * 18;
+  for (int64_t p = 0; p < rows / 16; ++p)
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* out = dst + (p * nb + b) * 288;
+      for (int r = 0; r < 16; ++r) {
+        const uint8_t* blk = src + (p * 16 + r) * rb + b * 18;
+        std::memcpy(out + 2 * r, blk, 2);
+        // qs[e] holds elements e (low nibble) and 16+e (high): group g of the panel is
+        // qs[4g..4g+3] of every row, side by side.
+        for (int g = 0; g < 4; ++g) std::memcpy(out + 32 + 64 * g + 4 * r, blk + 2 + 4 * g, 4);
+      }
+    }
 }
 
 }  // namespace rlx::quant

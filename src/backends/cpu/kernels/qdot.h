@@ -25,6 +25,11 @@ struct QDotKernels {
   // unsigned bytes (int8 + 128) and wsum = 128 * the block's weight sum (the offset's share).
   void (*i8_panel)(const int8_t* panel, const float* d, const float* wsum, int64_t nb, const uint8_t* xu, int64_t ldx,
                    const float* xs, int64_t m, float* c, int64_t ldc, int64_t ncols) = nullptr;
+  // q4_0x16 (rlx/quant.h) panel of 16 weight rows times m <= 4 activation rows (signed
+  // int8 blocks xq with scales xs and sums xsum, row stride ldx / nb):
+  // c[r][j] = sum_b d_j,b * xs[r][b] * (sum_i nib_j[32b + i] * xq[r][32b + i] - 8 * xsum[r][b]).
+  void (*q4x16_panel)(const uint8_t* panel, int64_t nb, const int8_t* xq, int64_t ldx, const float* xs,
+                      const float* xsum, int64_t m, float* c, int64_t ldc) = nullptr;
   // y[i] += a * x[i] for an f16 / f32 row x (attention's weighted sum of value rows).
   void (*axpy_f16)(float a, const uint16_t* x, float* y, int64_t n) = nullptr;
   void (*axpy_f32)(float a, const float* x, float* y, int64_t n) = nullptr;

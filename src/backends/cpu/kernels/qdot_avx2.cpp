@@ -117,7 +117,7 @@ RLX_ISA_REGION_END()
 
 namespace rlx::cpu {
 const QDotKernels* qdot_avx2_kernels() {  // outside the region: callable on any CPU
-  static const QDotKernels k{dot_q8_0, dot_q4_0, dot_f16, dot_f32, nullptr, axpy_f16, axpy_f32};
+  static const QDotKernels k{dot_q8_0, dot_q4_0, dot_f16, dot_f32, nullptr, nullptr, axpy_f16, axpy_f32};
   return &k;
 }
 }  // namespace rlx::cpu

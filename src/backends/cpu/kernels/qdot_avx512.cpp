@@ -138,6 +138,45 @@ void i8_panel_rows(const int8_t* panel, const float* d, const float* wsum, int64
   for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(c + r * ldc, keep, acc[r]);
 }
 
+template <int R>
+void q4x16_rows(const uint8_t* panel, int64_t nb, const int8_t* xq, int64_t ldx, const float* xs, const float* xsum,
+                float* c, int64_t ldc) {
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  const __m512i lo = _mm512_set1_epi8(0x0F);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* pb = panel + b * 288;
+    const __m512 dv = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb)));
+    __m512i ai[R];
+    for (int r = 0; r < R; ++r) ai[r] = _mm512_setzero_si512();
+    for (int g = 0; g < 4; ++g) {
+      const __m512i raw = _mm512_loadu_si512(pb + 32 + 64 * g);
+      const __m512i wl = _mm512_and_si512(raw, lo), wh = _mm512_and_si512(_mm512_srli_epi16(raw, 4), lo);
+      for (int r = 0; r < R; ++r) {
+        int32_t xl, xh;
+        __builtin_memcpy(&xl, xq + r * ldx + 32 * b + 4 * g, 4);
+        __builtin_memcpy(&xh, xq + r * ldx + 32 * b + 16 + 4 * g, 4);
+        ai[r] = _mm512_dpbusd_epi32(ai[r], wl, _mm512_set1_epi32(xl));
+        ai[r] = _mm512_dpbusd_epi32(ai[r], wh, _mm512_set1_epi32(xh));
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dv, _mm512_set1_ps(xs[r * nb + b])),
+                               _mm512_sub_ps(_mm512_cvtepi32_ps(ai[r]), _mm512_set1_ps(8.0f * xsum[r * nb + b])), acc[r]);
+  }
+  for (int r = 0; r < R; ++r) _mm512_storeu_ps(c + r * ldc, acc[r]);
+}
+
+void q4x16_panel(const uint8_t* panel, int64_t nb, const int8_t* xq, int64_t ldx, const float* xs, const float* xsum,
+                 int64_t m, float* c, int64_t ldc) {
+  switch (m) {
+    case 4: return q4x16_rows<4>(panel, nb, xq, ldx, xs, xsum, c, ldc);
+    case 3: return q4x16_rows<3>(panel, nb, xq, ldx, xs, xsum, c, ldc);
+    case 2: return q4x16_rows<2>(panel, nb, xq, ldx, xs, xsum, c, ldc);
+    default: return q4x16_rows<1>(panel, nb, xq, ldx, xs, xsum, c, ldc);
+  }
+}
+
 void i8_panel(const int8_t* panel, const float* d, const float* wsum, int64_t nb, const uint8_t* xu, int64_t ldx,
               const float* xs, int64_t m, float* c, int64_t ldc, int64_t ncols) {
   switch (m) {
@@ -159,6 +198,7 @@ const QDotKernels* qdot_avx512_kernels() {  // outside the region: callable on a
     v.q8_0 = dot_q8_0;
     v.q4_0 = dot_q4_0;
     v.i8_panel = i8_panel;
+    v.q4x16_panel = q4x16_panel;
     return v;
   }();
   return &k;

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backends/cpu/isa.h"
 #include "backends/cpu/kernel.h"
 #include "backends/cpu/kernels/gemm.h"
 #include "backends/cpu/kernels/qdot.h"
@@ -176,6 +177,32 @@ void run_gemm_i8(const RunCtx& ctx, const QCfg& c, const float* x, const uint8_t
   else work(0, panels);
 }
 
+// q4_0x16 (repacked at load time): every product, decode or prefill, runs the VNNI panel
+// kernel: 16 weight rows per task, 4 activation rows per pass, nothing packed per call.
+void run_q4x16(const RunCtx& ctx, const QCfg& c, const float* x, const uint8_t* w, float* y, int64_t m) {
+  const int64_t nb = c.k / 32;
+  thread_local std::vector<int8_t> xq;
+  thread_local std::vector<float> xs, xsum;
+  xq.resize(static_cast<size_t>(m * c.k));
+  xs.resize(static_cast<size_t>(m * nb));
+  xsum.resize(static_cast<size_t>(m * nb));
+  for (int64_t i = 0; i < m; ++i)
+    quantize_activations_q8(x + i * c.k, c.k, xs.data() + i * nb, xq.data() + i * c.k, xsum.data() + i * nb);
+  const int8_t* xqp = xq.data();
+  const float *xsp = xs.data(), *xsump = xsum.data();
+  auto work = [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p)
+      for (int64_t i = 0; i < m; i += 4)
+        c.dot->q4x16_panel(w + p * nb * 288, nb, xqp + i * c.k, c.k, xsp + i * nb, xsump + i * nb,
+                           std::min<int64_t>(4, m - i), y + i * c.n + p * 16, c.n);
+  };
+  const int64_t panels = c.n / 16;
+  // ~32 KiB of weights per task, as for the dot path.
+  const int64_t grain = std::max<int64_t>(1, (int64_t(32) << 10) / std::max<int64_t>(nb * 288, 1));
+  if (ctx.pool && panels > grain) ctx.pool->parallel_for(panels, grain, work);
+  else work(0, panels);
+}
+
 void run_gemm(const RunCtx& ctx, const QCfg& c, const float* x, const uint8_t* w, float* y, int64_t m) {
   if (c.dot->i8_panel && (c.format == quant::kQ8_0 || c.format == quant::kQ4_0)) return run_gemm_i8(ctx, c, x, w, y, m);
   SgemmProblem p;
@@ -243,7 +270,8 @@ void run_qmatmul(const RunCtx& ctx, const void* vcfg, void* const* bufs) {
   const uint8_t* w = static_cast<const uint8_t*>(bufs[1]);
   float* y = static_cast<float*>(bufs[2]);
   if (c.m == 0 || c.n == 0) return;
-  if (c.m <= kGemvRows) run_gemv(ctx, c, x, w, y, c.m);
+  if (c.format == quant::kQ4_0x16) run_q4x16(ctx, c, x, w, y, c.m);
+  else if (c.m <= kGemvRows) run_gemv(ctx, c, x, w, y, c.m);
   else run_gemm(ctx, c, x, w, y, c.m);
 }
 
@@ -292,7 +320,9 @@ void run_qmatmul_id(const RunCtx& ctx, const void* vcfg, void* const* bufs) {
 }
 
 bool supports_qmatmul(const Node& node, const std::vector<const Shape*>&) {
-  return quant::can_dequantize(static_cast<uint32_t>(node.attr<QMatMulAttrs>().format));
+  const uint32_t f = static_cast<uint32_t>(node.attr<QMatMulAttrs>().format);
+  if (f == quant::kQ4_0x16) return node.kind == OpKind::QMatMul && has_avx512_vnni();  // its one kernel
+  return quant::can_dequantize(f);
 }
 
 KernelCall build_qmatmul(const Node& node, const std::vector<const Shape*>& in, const std::vector<Shape>& out) {
@@ -356,7 +386,7 @@ void quantize_activations_q8(const float* x, int64_t k, float* xs, int8_t* xq, f
 }
 
 const QDotKernels& qdot_kernels(Isa isa) {
-  static const QDotKernels scalar{scalar_q8_0, scalar_q4_0, scalar_f16, scalar_f32, nullptr, scalar_axpy_f16, scalar_axpy_f32};
+  static const QDotKernels scalar{scalar_q8_0, scalar_q4_0, scalar_f16, scalar_f32, nullptr, nullptr, scalar_axpy_f16, scalar_axpy_f32};
   if (isa == Isa::Avx512 && has_avx512_vnni()) return *qdot_avx512_kernels();
   if (isa != Isa::Scalar) return *qdot_avx2_kernels();
   return scalar;
