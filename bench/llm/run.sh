@@ -103,9 +103,14 @@ for B in 4 8; do
   rows+=("$(printf '%-6s %-6s %7s %12s %12s %8s' Q8_0 "B=$B" "$tmax" "$a" "$b" "$(awk -v a="$a" -v b="$b" 'BEGIN { if (b == "-" || b == 0) print "-"; else printf "%.2f", a / b }')")")
 done
 
-# Peak RSS (KiB) of a generation run of each, in separate processes.
-rss_r=$(/usr/bin/time -f %M "$rlx" llm-bench -m "$m" -p 128 -n 32 -t "$tmax" -r 1 2>&1 >/dev/null | tail -n 1)
-rss_l=$(/usr/bin/time -f %M "$bin/llama-bench" -m "$m" -p 128 -n 32 -t "$tmax" -r 1 2>&1 >/dev/null | tail -n 1)
+# Peak RSS (KiB) of a pp128 + tg32 run of each, in separate processes, per model.
+rss=()
+for q in Q8_0 Q4_0; do
+  mq="$models/smollm2-135m-shape-llamaspm-$q.gguf"
+  a=$(/usr/bin/time -f %M "$rlx" llm-bench -m "$mq" -p 128 -n 32 -t "$tmax" -r 1 2>&1 >/dev/null | tail -n 1)
+  b=$(/usr/bin/time -f %M "$bin/llama-bench" -m "$mq" -p 128 -n 32 -t "$tmax" -r 1 2>&1 >/dev/null | tail -n 1)
+  rss+=("$q: rlx $a KiB, llama.cpp $b KiB")
+done
 # Weight bandwidth of rlx's decode: tensor bytes of the file per generated token.
 wbytes=$("$rlx" inspect "$m" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["tensor_bytes"])')
 bw=""
@@ -117,7 +122,7 @@ isa=avx2; grep -qw avx512f /proc/cpuinfo && isa=avx512; grep -qw avx512_vnni /pr
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores, $isa; $(date -u +%F)"
 printf '%-6s %-6s %7s %12s %12s %8s\n' type test threads rlx llama.cpp rlx/lcpp
 for r in "${rows[@]}"; do echo "$r"; done
-echo "peak RSS (Q8_0, pp128+tg32, $tmax threads): rlx $rss_r KiB, llama.cpp $rss_l KiB"
+echo "peak RSS (pp128+tg32, $tmax threads): ${rss[0]}; ${rss[1]}"
 tg=${tgmed[Q8_0.$tmax]:-}
 if [ -n "$bw" ] && [ -n "$tg" ] && [ "$tg" != "-" ]; then
   awk -v w="$wbytes" -v tg="$tg" -v bw="$bw" -v t="$tmax" 'BEGIN { printf "rlx decode weight traffic (Q8_0, tg32, %d threads): %.1f GB/s of a measured %.1f GB/s read bandwidth\n", t, w * tg / 1e9, bw }'

@@ -117,6 +117,10 @@ class File {
   // Tells the OS the tensor's pages of the mapping are not needed now (they count in RSS
   // once read; a repacked copy replaces them). Reading them again faults them back in.
   void release(const TensorInfo& t) const;
+  // Frees the elements of the array values whose key starts with `prefix` (their values
+  // read as empty arrays afterwards): an engine that has built its tokenizer from the
+  // `tokenizer.` arrays does not keep a second copy of the vocabulary.
+  void drop_arrays(const std::string& prefix);
 
  private:
   struct Mapping;

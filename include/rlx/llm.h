@@ -43,7 +43,7 @@ struct HParams {
 struct Model {
   // Error(Io/Parse) for unreadable files, Error(Unsupported) for unknown families.
   static std::shared_ptr<const Model> load(const std::string& path);
-  gguf::File file;
+  gguf::File file;  // once the tokenizer is built, its tokenizer.ggml.* arrays read empty
   HParams hp;
   std::shared_ptr<const Tokenizer> tokenizer;  // null when the vocab is not a supported tokenizer
   std::string tokenizer_error;                 // why it is null

@@ -172,6 +172,7 @@ std::shared_ptr<const Model> Model::load(const std::string& path) {
       fail(ErrorCategory::Parse, "GGUF file '", path, "': ", m->hp.n_expert_used, " experts used of ", m->hp.n_expert);
     try {
       m->tokenizer = std::make_shared<Tokenizer>(Tokenizer::from_gguf(m->file));
+      m->file.drop_arrays("tokenizer.ggml.");  // the tokenizer holds the vocabulary now
     } catch (const Error& e) {
       m->tokenizer_error = e.what();
     }

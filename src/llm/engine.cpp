@@ -11,11 +11,15 @@
 // one slot at a time; the batch pass holds all.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <sstream>
 #include <tuple>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include "llm/arch.h"
 #include "rlx/dtype.h"
@@ -40,7 +44,11 @@ struct Engine::Impl {
   std::vector<int64_t> pos;  // per slot: tokens in its cache
   int64_t C = 0;             // current cache capacity (bucket), shared by all slots
   size_t kv_elt = 2;
-  std::vector<std::vector<uint8_t>> kc, vc;  // per layer [slots, Hkv, C, D] in kv_type
+  // One zeroed allocation for every layer's K and V (calloc: fresh pages, touched only as
+  // rows are written, so the unused part of a bucket costs no memory); kc/vc point into it,
+  // per layer [slots, Hkv, C, D] in kv_type.
+  std::unique_ptr<uint8_t, void (*)(void*)> cache_mem{nullptr, std::free};
+  std::vector<uint8_t*> kc, vc;
   struct Pass {
     CompiledGraph net;
     int64_t B = 1;
@@ -198,6 +206,9 @@ Engine::Impl::Pass& Engine::Impl::graph(int64_t B, int64_t T, bool all_rows) {
   }
   auto [pos_it, ok] = graphs.emplace(key, std::move(p));
   if (!weights_owner) weights_owner = &pos_it->second.net;  // std::map nodes do not move
+#if defined(__GLIBC__)
+  malloc_trim(0);  // compiling freed a lot of small blocks: hand the pages back before the runs
+#endif
   return pos_it->second;
 }
 
@@ -207,8 +218,8 @@ bool Engine::Impl::bind_external(Pass& p, int64_t slot) {
   const size_t base = p.B > 1 ? 0 : at(slot, 0, 0);
   for (int64_t il = 0; il < hp.n_layer; ++il)
     for (int kv = 0; kv < 2; ++kv) {
-      std::vector<uint8_t>& cache = (kv ? vc : kc)[static_cast<size_t>(il)];
-      if (!p.net.bind_handle_external(p.cache_names[static_cast<size_t>(2 * il + kv)], cache.data() + base, bytes, nullptr))
+      uint8_t* cache = (kv ? vc : kc)[static_cast<size_t>(il)];
+      if (!p.net.bind_handle_external(p.cache_names[static_cast<size_t>(2 * il + kv)], cache + base, bytes, nullptr))
         return false;
     }
   return true;
@@ -228,10 +239,10 @@ void Engine::Impl::sync(Pass& p, int64_t b, int64_t slot, int64_t from, int64_t 
   const size_t n = static_cast<size_t>(to - from) * row_bytes();
   for (int64_t il = 0; il < hp.n_layer; ++il)
     for (int kv = 0; kv < 2; ++kv) {
-      const std::vector<uint8_t>& cache = (kv ? vc : kc)[static_cast<size_t>(il)];
+      const uint8_t* cache = (kv ? vc : kc)[static_cast<size_t>(il)];
       const std::string& name = p.cache_names[static_cast<size_t>(2 * il + kv)];
       for (int64_t h = 0; h < hp.n_head_kv; ++h)
-        p.net.write_handle(name, at(b, h, from), cache.data() + at(slot, h, from), n);
+        p.net.write_handle(name, at(b, h, from), cache + at(slot, h, from), n);
     }
 }
 
@@ -243,20 +254,25 @@ void Engine::Impl::grow(int64_t need) {
   const HParams& hp = model->hp;
   const size_t rb = row_bytes();
   const int64_t old = C;
-  kc.resize(static_cast<size_t>(hp.n_layer));
-  vc.resize(static_cast<size_t>(hp.n_layer));
-  for (int64_t il = 0; il < hp.n_layer; ++il)
-    for (auto* cache : {&kc, &vc}) {
-      std::vector<uint8_t>& c = (*cache)[static_cast<size_t>(il)];
-      std::vector<uint8_t> fresh(static_cast<size_t>(slots * hp.n_head_kv * nc) * rb);
-      if (!c.empty())
-        for (int64_t s = 0; s < slots; ++s)
-          for (int64_t h = 0; h < hp.n_head_kv; ++h)
-            std::memcpy(fresh.data() + static_cast<size_t>((s * hp.n_head_kv + h) * nc) * rb,
-                        c.data() + static_cast<size_t>((s * hp.n_head_kv + h) * old) * rb,
-                        static_cast<size_t>(pos[static_cast<size_t>(s)]) * rb);
-      c = std::move(fresh);
-    }
+  const size_t layer_bytes = static_cast<size_t>(slots * hp.n_head_kv * nc) * rb;
+  uint8_t* mem = static_cast<uint8_t*>(std::calloc(2 * static_cast<size_t>(hp.n_layer), layer_bytes));
+  if (!mem) fail(ErrorCategory::ResourceExhausted, "llm::Engine: cannot allocate a KV cache of ",
+                 2 * hp.n_layer * int64_t(layer_bytes), " bytes");
+  std::vector<uint8_t*> nk(static_cast<size_t>(hp.n_layer)), nv(nk.size());
+  for (int64_t il = 0; il < hp.n_layer; ++il) {
+    nk[static_cast<size_t>(il)] = mem + static_cast<size_t>(2 * il) * layer_bytes;
+    nv[static_cast<size_t>(il)] = mem + static_cast<size_t>(2 * il + 1) * layer_bytes;
+    if (kc.empty()) continue;
+    for (int kv = 0; kv < 2; ++kv)
+      for (int64_t s = 0; s < slots; ++s)
+        for (int64_t h = 0; h < hp.n_head_kv; ++h)
+          std::memcpy((kv ? nv : nk)[static_cast<size_t>(il)] + static_cast<size_t>((s * hp.n_head_kv + h) * nc) * rb,
+                      (kv ? vc : kc)[static_cast<size_t>(il)] + static_cast<size_t>((s * hp.n_head_kv + h) * old) * rb,
+                      static_cast<size_t>(pos[static_cast<size_t>(s)]) * rb);
+  }
+  kc = std::move(nk);
+  vc = std::move(nv);
+  cache_mem.reset(mem);
   C = nc;
   for (auto it = graphs.begin(); it != graphs.end();) {
     if (std::get<2>(it->first) != C && &it->second.net != weights_owner) it = graphs.erase(it);
@@ -304,13 +320,13 @@ std::vector<float> Engine::Impl::run(Pass& p, std::span<const int32_t> tokens, c
   for (int64_t il = 0; il < hp.n_layer; ++il)
     for (int kv = 0; kv < 2; ++kv) {
       const uint8_t* src = static_cast<const uint8_t*>(out[static_cast<size_t>(1 + 2 * il + kv)].data);
-      std::vector<uint8_t>& cache = (kv ? vc : kc)[static_cast<size_t>(il)];
+      uint8_t* cache = (kv ? vc : kc)[static_cast<size_t>(il)];
       const std::string& name = p.cache_names[static_cast<size_t>(2 * il + kv)];
       for (int64_t b = 0; b < B; ++b) {
         const int64_t s = slot_of[static_cast<size_t>(b)], at_pos = pos[static_cast<size_t>(s)];
         for (int64_t h = 0; h < hp.n_head_kv; ++h) {
           const uint8_t* rows = src + static_cast<size_t>((b * hp.n_head_kv + h) * T) * rb;
-          std::memcpy(cache.data() + at(s, h, at_pos), rows, n);
+          std::memcpy(cache + at(s, h, at_pos), rows, n);
           if (!p.external) p.net.write_handle(name, at(b, h, at_pos), rows, n);
         }
       }

@@ -142,6 +142,16 @@ std::vector<double> File::get_numbers(const std::string& key) const {
   return std::vector<double>(v->ints.begin(), v->ints.end());
 }
 
+void File::drop_arrays(const std::string& prefix) {
+  for (auto& [k, v] : meta_)
+    if (v.type == ValueType::Array && k.compare(0, prefix.size(), prefix) == 0) {
+      std::vector<int64_t>().swap(v.ints);
+      std::vector<double>().swap(v.floats);
+      std::vector<std::string>().swap(v.strs);
+      std::vector<MetaValue>().swap(v.items);
+    }
+}
+
 const TensorInfo* File::find_tensor(const std::string& name) const {
   auto it = tensor_index_.find(name);
   return it == tensor_index_.end() ? nullptr : &tensors_[it->second];
