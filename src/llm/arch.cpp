@@ -2,6 +2,9 @@
 #include "llm/arch.h"
 
 #include <algorithm>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include "rlx/quant.h"
 
@@ -173,6 +176,9 @@ std::shared_ptr<const Model> Model::load(const std::string& path) {
     try {
       m->tokenizer = std::make_shared<Tokenizer>(Tokenizer::from_gguf(m->file));
       m->file.drop_arrays("tokenizer.ggml.");  // the tokenizer holds the vocabulary now
+#if defined(__GLIBC__)
+      malloc_trim(0);  // and building it left freed blocks behind
+#endif
     } catch (const Error& e) {
       m->tokenizer_error = e.what();
     }
