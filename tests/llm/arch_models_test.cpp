@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <ostream>
 #include <random>
 
 #include "rlx/llm.h"
@@ -23,6 +24,7 @@ struct ArchCase {
   std::string name, arch, vocab;
   int64_t experts = 0;
 };
+void PrintTo(const ArchCase& c, std::ostream* os) { *os << c.name; }  // readable ctest names
 
 void write_model(const ArchCase& c, const std::string& path, gguf::TensorType mtype) {
   gguf::File v = gguf::File::open(std::string(RLX_SHARED_DIR) + "/gguf/vocab/" + c.vocab);
