@@ -27,7 +27,7 @@ if [ -z "$bin" ]; then
   if [ ! -x "$bin/llama-bench" ] || [ ! -x "$bin/llama-quantize" ] || [ ! -x "$bin/llama-batched-bench" ]; then
     echo "bench/llm: building llama.cpp v0.5.0 (llama-bench, llama-quantize) under $peers (once; a few minutes)"
     mkdir -p "$peers/npm"
-    ( cd "$peers/npm" && [ -f node-llama-cpp-3.22.1.tgz ] || npm pack node-llama-cpp@3.22.1 >/dev/null ) || exit 1
+    ( cd "$peers/npm" && [ -f node-llama-cpp-3.22.1.tgz ] || npm pack node-llama-cpp@3.22.1 >/dev/null 2>&1 ) || exit 1
     rm -rf "$peers/npm/x" && mkdir -p "$peers/npm/x" && tar -xzf "$peers/npm/node-llama-cpp-3.22.1.tgz" -C "$peers/npm/x" || exit 1
     [ -d "$peers/llama.cpp-src" ] || git clone -q "$peers/npm/x/package/llama/gitRelease.bundle" "$peers/llama.cpp-src" || exit 1
     cmake -S "$peers/llama.cpp-src" -B "$peers/llama.cpp-build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
