@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "rlx/error.h"
+#include "rlx/quant.h"
 
 namespace rlx::gguf {
 
@@ -39,12 +40,10 @@ enum class TensorType : uint32_t {
   TQ1_0 = 34, TQ2_0 = 35, MXFP4 = 39,
 };
 
-struct TypeTraits {
-  const char* name = nullptr;   // "q4_K", as llama.cpp prints it
-  int64_t block_elems = 0;      // elements per block (1 for plain types)
-  int64_t block_bytes = 0;      // bytes per block
-};
-// Traits of a known type; nullptr for a number that is not one.
+// A type's block geometry and name (the format table of rlx/quant.h).
+using TypeTraits = quant::Format;
+// Traits of a known GGUF type; nullptr for a number that is not one (rlx's own layouts,
+// numbered from 256, are not GGUF types).
 const TypeTraits* type_traits(uint32_t type);
 const TypeTraits& type_traits(TensorType type);
 const char* type_name(TensorType type);

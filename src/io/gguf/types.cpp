@@ -4,24 +4,7 @@
 
 namespace rlx::gguf {
 
-namespace {
-// TypeTraits mirror of the quant table (built once; the pointers stay valid).
-const TypeTraits* traits_table() {
-  static TypeTraits t[64];
-  static const bool init = [] {
-    for (uint32_t id = 0; id < 64; ++id)
-      if (const quant::Format* f = quant::find(id)) t[id] = TypeTraits{f->name, f->block_elems, f->block_bytes};
-    return true;
-  }();
-  (void)init;
-  return t;
-}
-}  // namespace
-
-const TypeTraits* type_traits(uint32_t type) {
-  if (type >= 64 || !quant::find(type)) return nullptr;
-  return &traits_table()[type];
-}
+const TypeTraits* type_traits(uint32_t type) { return type < 256 ? quant::find(type) : nullptr; }
 
 const TypeTraits& type_traits(TensorType type) {
   const TypeTraits* t = type_traits(static_cast<uint32_t>(type));
@@ -33,7 +16,7 @@ const char* type_name(TensorType type) { return type_traits(type).name; }
 
 bool type_from_name(const std::string& name, TensorType& out) {
   uint32_t id = 0;
-  if (!quant::from_name(name.c_str(), id)) return false;
+  if (!quant::from_name(name.c_str(), id) || !type_traits(id)) return false;
   out = static_cast<TensorType>(id);
   return true;
 }

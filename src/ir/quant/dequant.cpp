@@ -6,22 +6,20 @@
 #include "rlx/dtype.h"
 #include "rlx/error.h"
 #include "rlx/quant.h"
+#include "ir/quant/block_util.h"
 
 namespace rlx::quant {
 
 namespace {
+
+using detail::h2f;
+using detail::scale_min_k4;
 
 // ggml type numbers of the formats handled here.
 enum : uint32_t {
   F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q2_K = 10, Q3_K = 11, Q4_K = 12,
   Q5_K = 13, Q6_K = 14, IQ4_NL = 20, IQ4_XS = 23, F64 = 28, BF16 = 30,
 };
-
-inline float h2f(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return f16_to_f32(h);
-}
 
 // The 16 non-uniform levels of IQ4_NL / IQ4_XS.
 constexpr int8_t kIq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
@@ -131,17 +129,6 @@ void dq_q3_k(const uint8_t* b, float* y) {
       m <<= 1;
     }
     q += 32;
-  }
-}
-
-// The 6-bit scale and min of sub-block j of a Q4_K / Q5_K block.
-inline void scale_min_k4(int j, const uint8_t* q, uint8_t& d, uint8_t& m) {
-  if (j < 4) {
-    d = q[j] & 63;
-    m = q[j + 4] & 63;
-  } else {
-    d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
   }
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "ir/quant/block_util.h"
 #include "ir/quant/quantize_k.h"
 
 #include <algorithm>
@@ -15,21 +16,13 @@ namespace rlx::quant {
 
 namespace {
 
+using detail::put_f16;
+
 // ggml type numbers of the formats handled here.
 enum : uint32_t {
   F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q2_K = 10, Q3_K = 11, Q4_K = 12,
   Q5_K = 13, Q6_K = 14, IQ4_NL = 20, IQ4_XS = 23, F64 = 28, BF16 = 30,
 };
-
-inline void put_f16(uint8_t* p, float v) {
-  uint16_t h = f32_to_f16(v);
-  std::memcpy(p, &h, 2);
-}
-inline float h2f(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return f16_to_f32(h);
-}
 
 // The value of largest magnitude, keeping its sign (the first one on ties).
 inline float signed_absmax(const float* x, int n) {
@@ -159,7 +152,6 @@ void quantize(uint32_t type, const float* src, void* dst, int64_t n) {
   }
   BlockFn fn = block_fn(type);
   for (int64_t b = 0; b < n / tr.block_elems; ++b) fn(src + b * tr.block_elems, p + b * tr.block_bytes);
-  (void)h2f;
 }
 
 }  // namespace rlx::quant

@@ -4,6 +4,8 @@
 // match what llama-quantize writes without an importance matrix.
 #include "ir/quant/quantize_k.h"
 
+#include "ir/quant/block_util.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -13,6 +15,9 @@
 namespace rlx::quant {
 
 namespace {
+
+using detail::put_f16;
+using detail::scale_min_k4;
 
 constexpr float kGroupMaxEps = 1e-15f;
 
@@ -138,21 +143,6 @@ float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, ui
   }
   *the_min = -min;
   return scale;
-}
-
-inline void put_f16(uint8_t* p, float v) {
-  uint16_t h = f32_to_f16(v);
-  std::memcpy(p, &h, 2);
-}
-
-inline void scale_min_k4(int j, const uint8_t* q, uint8_t& d, uint8_t& m) {
-  if (j < 4) {
-    d = q[j] & 63;
-    m = q[j + 4] & 63;
-  } else {
-    d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
 }
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include "backends/cpu/kernels/gemm.h"
 #include "backends/cpu/kernels/qdot.h"
 #include "backends/cpu/thread_pool.h"
+#include "ir/quant/block_util.h"
 #include "rlx/quant.h"
 
 namespace rlx::cpu {
@@ -33,11 +34,9 @@ float scalar_q8_0(const uint8_t* w, const float* xs, const int8_t* xq, int64_t n
   float s = 0;
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = w + 34 * b;
-    uint16_t h;
-    std::memcpy(&h, blk, 2);
     int32_t acc = 0;
     for (int i = 0; i < 32; ++i) acc += int32_t(int8_t(blk[2 + i])) * xq[32 * b + i];
-    s += f16_to_f32(h) * xs[b] * float(acc);
+    s += quant::detail::h2f(blk) * xs[b] * float(acc);
   }
   return s;
 }
@@ -45,14 +44,12 @@ float scalar_q4_0(const uint8_t* w, const float* xs, const int8_t* xq, const flo
   float s = 0;
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = w + 18 * b;
-    uint16_t h;
-    std::memcpy(&h, blk, 2);
     int32_t acc = 0;
     for (int i = 0; i < 16; ++i) {
       acc += ((blk[2 + i] & 0x0F) - 8) * xq[32 * b + i];
       acc += ((blk[2 + i] >> 4) - 8) * xq[32 * b + 16 + i];
     }
-    s += f16_to_f32(h) * xs[b] * float(acc);
+    s += quant::detail::h2f(blk) * xs[b] * float(acc);
   }
   return s;
 }
@@ -122,14 +119,10 @@ void pack_i8_panel(const QCfg& c, const uint8_t* w, int64_t j0, int64_t rows, in
   for (int64_t n = 0; n < rows; ++n) {
     const uint8_t* wr = w + (j0 + n) * c.row_bytes;
     for (int64_t b = 0; b < nb; ++b) {
-      uint16_t h;
+      const uint8_t* blk = wr + (c.format == quant::kQ8_0 ? 34 : 18) * b;
       if (c.format == quant::kQ8_0) {
-        const uint8_t* blk = wr + 34 * b;
-        std::memcpy(&h, blk, 2);
         std::memcpy(q, blk + 2, 32);
       } else {
-        const uint8_t* blk = wr + 18 * b;
-        std::memcpy(&h, blk, 2);
         for (int i = 0; i < 16; ++i) {
           q[i] = static_cast<int8_t>((blk[2 + i] & 0x0F) - 8);
           q[16 + i] = static_cast<int8_t>((blk[2 + i] >> 4) - 8);
@@ -138,7 +131,7 @@ void pack_i8_panel(const QCfg& c, const uint8_t* w, int64_t j0, int64_t rows, in
       int32_t sum = 0;
       for (int i = 0; i < 32; ++i) sum += q[i];
       for (int g = 0; g < 8; ++g) std::memcpy(panel + b * 512 + g * 64 + n * 4, q + 4 * g, 4);
-      d[b * 16 + n] = f16_to_f32(h);
+      d[b * 16 + n] = quant::detail::h2f(blk);
       wsum[b * 16 + n] = 128.0f * static_cast<float>(sum);
     }
   }

@@ -1,0 +1,34 @@
+// Internal: helpers the block (de)quantizers share, with ggml's arithmetic.
+#pragma once
+#include <cstdint>
+#include <cstring>
+
+#include "rlx/dtype.h"
+
+namespace rlx::quant::detail {
+
+// The IEEE half at p (unaligned), as float.
+inline float h2f(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return f16_to_f32(h);
+}
+
+// Stores v as an IEEE half at p (round to nearest even).
+inline void put_f16(uint8_t* p, float v) {
+  const uint16_t h = f32_to_f16(v);
+  std::memcpy(p, &h, 2);
+}
+
+// The 6-bit scale d and min m of sub-block j of a Q4_K / Q5_K block's 12 scale bytes q.
+inline void scale_min_k4(int j, const uint8_t* q, uint8_t& d, uint8_t& m) {
+  if (j < 4) {
+    d = q[j] & 63;
+    m = q[j + 4] & 63;
+  } else {
+    d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+}  // namespace rlx::quant::detail
