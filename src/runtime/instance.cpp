@@ -454,14 +454,18 @@ void Instance::bind_handle(const std::string& name, const TypedTensor& initial) 
     h.store.resize(p.slot.bytes());
     if (f.user_elems) to_slot(f.boundary, f.data, h.store.data(), f.user_elems);
   }
-  int k = find_handle(name);
+  store_handle(std::move(h));
+}
+
+void Instance::store_handle(Handle h) {
+  int k = find_handle(h.name);
   if (k < 0) {
     k = int(handles_.size());
     handles_.push_back(std::move(h));
   } else {
     handles_[size_t(k)] = std::move(h);
   }
-  if (in >= 0) input_handle_[size_t(in)] = k;
+  if (handles_[size_t(k)].input >= 0) input_handle_[size_t(handles_[size_t(k)].input)] = k;
 }
 
 TypedTensor Instance::read_handle(const std::string& name) const {
@@ -494,15 +498,7 @@ bool Instance::bind_handle_external(const std::string& name, void* data, size_t 
          p.slot.bytes(), " bytes, got ", nbytes);
   if (nbytes && !data) fail(ErrorCategory::InvalidArgument, "bind_handle_external: null data for input '", name, "'");
   if (!p.stored || !exe_->bind_value_external(p.value, data, nbytes)) return false;
-  Handle h{name, in, -1, {}, std::move(owner), true};
-  int k = find_handle(name);
-  if (k < 0) {
-    k = int(handles_.size());
-    handles_.push_back(std::move(h));
-  } else {
-    handles_[size_t(k)] = std::move(h);
-  }
-  input_handle_[size_t(in)] = k;
+  store_handle(Handle{name, in, -1, {}, std::move(owner), true});
   return true;
 }
 

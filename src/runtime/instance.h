@@ -111,6 +111,7 @@ class Instance {
   void execute();                // writes feeds_, runs, refreshes handles
   void read_output(const Port& p, const Boundary& b, void* dst, size_t user_elems) const;
   int find_handle(const std::string& name) const;
+  void store_handle(Handle h);  // adds or replaces the handle of h.name, links its input
 
   std::shared_ptr<const Interface> iface_;
   std::unique_ptr<backend::Executable> exe_;
