@@ -53,6 +53,7 @@ struct Model {
 std::vector<std::string> architectures();
 
 struct EngineOptions {
+  Device device = Device::Cpu;
   int threads = 0;           // 0: hardware concurrency
   int64_t n_ctx = 0;         // 0: min(the model's training context, 4096); per sequence
   DType kv_type = DType::F16;  // F16 or F32

@@ -63,8 +63,16 @@ struct Engine::Impl {
   bool repack = true;  // Q4_0 matrices as q4_0x16 while the backend takes them
   std::string report;
   std::vector<float> rope_factors;  // rope_freqs.weight, empty when absent
+  float theta_scale = 1;            // base^(-2/n_rot), in float as llama.cpp computes it
+  // The embedding tables (looked up once; position_embd only for learned positions).
+  const gguf::TensorInfo* tok_embd = nullptr;
+  const gguf::TensorInfo* pos_embd = nullptr;
+  int64_t tok_row_bytes = 0, pos_row_bytes = 0;
+  std::vector<int64_t> all_slots;  // 0 .. slots-1, the batch pass's rows
   std::vector<float> embd, cosv, sinv, row;  // per-run host buffers (reused)
   std::vector<int64_t> pastv;
+  std::vector<std::span<const uint8_t>> inputs;  // run()'s graph inputs (reused)
+  std::vector<int64_t> one_slot{0};              // slot_of for a one-sequence pass
 
   size_t row_bytes() const { return static_cast<size_t>(model->hp.head_dim) * kv_elt; }
   // Byte offset of (slot or batch row b, head h, position p) in a [*, Hkv, C, D] cache.
@@ -84,15 +92,10 @@ struct Engine::Impl {
 };
 
 void Engine::Impl::embed_row(int32_t token, int64_t position, float* dst) {
-  const gguf::File& f = model->file;
   const int64_t E = model->hp.n_embd;
-  const gguf::TensorInfo& te = f.tensor("token_embd.weight");
-  gguf::dequantize(te.type, f.data(te) + token * gguf::row_bytes(te.type, E), dst, E);
-  if (const gguf::TensorInfo* pe = f.find_tensor("position_embd.weight")) {  // learned positions (gpt2)
-    if (pe->dims.size() != 2 || pe->dims[0] != E || pe->dims[1] < n_ctx)
-      fail(ErrorCategory::Parse, "GGUF file '", f.path(), "': position_embd.weight must be [", E, ", >= ", n_ctx, "]");
-    row.resize(static_cast<size_t>(E));
-    gguf::dequantize(pe->type, f.data(*pe) + position * gguf::row_bytes(pe->type, E), row.data(), E);
+  gguf::dequantize(tok_embd->type, model->file.data(*tok_embd) + token * tok_row_bytes, dst, E);
+  if (pos_embd) {  // learned positions (gpt2)
+    gguf::dequantize(pos_embd->type, model->file.data(*pos_embd) + position * pos_row_bytes, row.data(), E);
     for (int64_t i = 0; i < E; ++i) dst[i] += row[static_cast<size_t>(i)];
   }
 }
@@ -101,10 +104,8 @@ void Engine::Impl::embed_row(int32_t token, int64_t position, float* dst) {
 // theta_i = pos * base^(-2i/n_rot) by repeated multiplication, divided by the frequency
 // factor, then cosf/sinf.
 void Engine::Impl::rope_row(int64_t position, float* c, float* s) const {
-  const HParams& hp = model->hp;
-  const float theta_scale = std::pow(static_cast<float>(hp.rope_base), -2.0f / static_cast<float>(hp.n_rot));
   float theta = static_cast<float>(position);
-  for (int64_t i = 0; i < hp.n_rot / 2; ++i) {
+  for (int64_t i = 0; i < model->hp.n_rot / 2; ++i) {
     const float ff = rope_factors.empty() ? 1.0f : rope_factors[static_cast<size_t>(i)];
     const float a = theta / ff;
     c[i] = std::cos(a);
@@ -171,14 +172,14 @@ Engine::Impl::Pass& Engine::Impl::graph(int64_t B, int64_t T, bool all_rows) {
   };
   std::unique_ptr<BuildCtx> cp = build(repack);
   try {
-    p.net = Session(Device::Cpu, co).compile(cp->g);
+    p.net = Session(opts.device, co).compile(cp->g);
   } catch (const Error& e) {
     // The first pass learns whether the backend reads q4_0x16 (legalize refuses it where
     // the kernel is missing); from then on every pass is built the same way.
     if (e.category() != ErrorCategory::Unsupported || !repack || weights_owner) throw;
     repack = false;
     cp = build(false);
-    p.net = Session(Device::Cpu, co).compile(cp->g);
+    p.net = Session(opts.device, co).compile(cp->g);
   }
   BuildCtx& c = *cp;
   if (!weights_owner) fill_params(p.net, c.params());
@@ -304,7 +305,8 @@ std::vector<float> Engine::Impl::run(Pass& p, std::span<const int32_t> tokens, c
   auto bytes = [](const auto& v) {
     return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(v[0]));
   };
-  std::vector<std::span<const uint8_t>> in;
+  std::vector<std::span<const uint8_t>>& in = inputs;
+  in.clear();
   for (int kind : p.input_kind) {
     switch (kind) {
       case 0: in.push_back(bytes(embd)); break;
@@ -358,6 +360,18 @@ Engine::Engine(std::shared_ptr<const Model> model, EngineOptions opts) : impl_(s
     if (m.n_ctx < 1 || m.n_ctx > (int64_t(1) << 24))
       fail(ErrorCategory::InvalidArgument, "llm::Engine: context ", m.n_ctx, " is out of range");
     m.kv_elt = dtype_size(opts.kv_type);
+    const gguf::File& f = m.model->file;
+    m.theta_scale = std::pow(static_cast<float>(hp.rope_base), -2.0f / static_cast<float>(hp.n_rot));
+    m.tok_embd = &f.tensor("token_embd.weight");
+    m.tok_row_bytes = gguf::row_bytes(m.tok_embd->type, hp.n_embd);
+    if ((m.pos_embd = f.find_tensor("position_embd.weight"))) {
+      if (m.pos_embd->dims.size() != 2 || m.pos_embd->dims[0] != hp.n_embd || m.pos_embd->dims[1] < m.n_ctx)
+        fail(ErrorCategory::Parse, "GGUF file '", f.path(), "': position_embd.weight must be [", hp.n_embd, ", >= ",
+             m.n_ctx, "]");
+      m.pos_row_bytes = gguf::row_bytes(m.pos_embd->type, hp.n_embd);
+      m.row.resize(static_cast<size_t>(hp.n_embd));
+    }
+    for (int64_t s = 0; s < m.slots; ++s) m.all_slots.push_back(s);
     if (const gguf::TensorInfo* rf = m.model->file.find_tensor("rope_freqs.weight")) {
       if (rf->elements() != hp.n_rot / 2 || rf->type != gguf::TensorType::F32)
         fail(ErrorCategory::Parse, "GGUF file '", m.model->file.path(), "': rope_freqs.weight must be f32[",
@@ -414,7 +428,8 @@ std::vector<float> Engine::eval(int64_t slot, std::span<const int32_t> tokens, b
     m.grow(at + T);
     Impl::Pass& p = m.graph(1, T, all_rows);
     m.bind_slot(p, slot);
-    std::vector<float> logits = m.run(p, tokens, {slot});
+    m.one_slot[0] = slot;
+    std::vector<float> logits = m.run(p, tokens, m.one_slot);
     // A prompt pass runs once per prompt: its activation pages go back to the OS until the
     // next one (its cache handles are persistent and stay).
     if (T > 1) p.net.release_scratch();
@@ -438,12 +453,10 @@ std::vector<float> Engine::step(std::span<const int32_t> tokens) {
     if (m.slots == 1) {
       Impl::Pass& p = m.graph(1, 1, false);
       m.bind_slot(p, 0);
-      return m.run(p, tokens, {0});
+      m.one_slot[0] = 0;
+      return m.run(p, tokens, m.one_slot);
     }
-    Impl::Pass& p = m.graph(m.slots, 1, false);
-    std::vector<int64_t> all(static_cast<size_t>(m.slots));
-    for (int64_t s = 0; s < m.slots; ++s) all[static_cast<size_t>(s)] = s;
-    return m.run(p, tokens, all);
+    return m.run(m.graph(m.slots, 1, false), tokens, m.all_slots);
   });
 }
 

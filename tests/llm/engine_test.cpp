@@ -64,7 +64,9 @@ TEST(LlmEngine, TextInTextOutWithARealTokenizer) {
   EXPECT_EQ(model->hp.n_vocab, 32000);
   std::vector<int32_t> ids = model->tokenizer->encode("Hello world", true);
   EXPECT_EQ(ids, (std::vector<int32_t>{1, 15043, 3186}));
-  Engine e(model, EngineOptions{1, 0, DType::F16, 1});
+  EngineOptions eo;
+  eo.threads = 1;
+  Engine e(model, eo);
   std::vector<float> lg = e.eval(ids);
   ASSERT_EQ(lg.size(), 32000u);
   Sampler s(SamplerOptions{0.8f, 40, 0.95f, 0.05f, 1.1f, 64, 42});
