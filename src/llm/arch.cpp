@@ -23,14 +23,20 @@ Value BuildCtx::param(const std::string& name, const std::string& tensor, bool r
   return g.param(name, Shape(dims, raw ? DType::U8 : DType::F32));
 }
 
-Value BuildCtx::project(Value x, const std::string& tensor) {
+// The GGUF tensor of a projection: `rank` dims in a format rlx reads.
+const gguf::TensorInfo& BuildCtx::weight(const std::string& tensor, size_t rank, const char* what) const {
   const gguf::TensorInfo& t = model.file.tensor(tensor);
-  if (t.dims.size() != 2)
+  if (t.dims.size() != rank)
     fail(ErrorCategory::Parse, "GGUF file '", model.file.path(), "': tensor '", tensor, "' has ", t.dims.size(),
-         " dims, a matrix needs 2");
+         " dims, ", what, " need ", rank);
   if (!gguf::can_dequantize(t.type))
     fail(ErrorCategory::Unsupported, "GGUF file '", model.file.path(), "': tensor '", tensor, "' is ",
          gguf::type_name(t.type), ", a format rlx cannot read yet");
+  return t;
+}
+
+Value BuildCtx::project(Value x, const std::string& tensor) {
+  const gguf::TensorInfo& t = weight(tensor, 2, "matrices");
   const int64_t k = t.dims[0], n = t.dims[1];
   Value w = param(tensor, tensor, true, {n, gguf::row_bytes(t.type, k)});
   uint32_t format = static_cast<uint32_t>(t.type);
@@ -43,13 +49,7 @@ Value BuildCtx::project(Value x, const std::string& tensor) {
 }
 
 Value BuildCtx::project_id(Value x, const std::string& tensor, Value ids) {
-  const gguf::TensorInfo& t = model.file.tensor(tensor);
-  if (t.dims.size() != 3)
-    fail(ErrorCategory::Parse, "GGUF file '", model.file.path(), "': tensor '", tensor, "' has ", t.dims.size(),
-         " dims, stacked experts need 3");
-  if (!gguf::can_dequantize(t.type))
-    fail(ErrorCategory::Unsupported, "GGUF file '", model.file.path(), "': tensor '", tensor, "' is ",
-         gguf::type_name(t.type), ", a format rlx cannot read yet");
+  const gguf::TensorInfo& t = weight(tensor, 3, "stacked experts");
   const int64_t k = t.dims[0], n = t.dims[1], e = t.dims[2];
   Value w = param(tensor, tensor, true, {e, n, gguf::row_bytes(t.type, k)});
   return g.qmatmul_id(x, w, ids, static_cast<uint32_t>(t.type), k);

@@ -64,6 +64,7 @@ class BuildCtx {
 
  private:
   Value param(const std::string& name, const std::string& tensor, bool raw, std::vector<int64_t> dims);
+  const gguf::TensorInfo& weight(const std::string& tensor, size_t rank, const char* what) const;
   std::vector<ParamSource> params_;
   Value embd_, cos_, sin_, past_;
   std::vector<Value> kc_, vc_;
@@ -85,6 +86,6 @@ ArchSpec arch_llama();
 ArchSpec arch_qwen2();
 ArchSpec arch_qwen3();
 ArchSpec arch_gpt2();
-ArchSpec arch_qwen3moe();
+ArchSpec arch_qwen3moe();  // both in arch_qwen3.cpp
 
 }  // namespace rlx::llm
