@@ -16,95 +16,13 @@
 #include <random>
 
 #include "rlx/llm.h"
+#include "tiny_model.h"
 
 namespace rlx::llm {
 namespace {
 
-struct ArchCase {
-  std::string name, arch, vocab;
-  int64_t experts = 0;
-};
-void PrintTo(const ArchCase& c, std::ostream* os) { *os << c.name; }  // readable ctest names
-
-void write_model(const ArchCase& c, const std::string& path, gguf::TensorType mtype) {
-  gguf::File v = gguf::File::open(std::string(RLX_SHARED_DIR) + "/gguf/vocab/" + c.vocab);
-  const int64_t V = int64_t(v.get_strings("tokenizer.ggml.tokens").size()), E = 64, F = 128, H = 2, Hkv = 1, D = 32;
-  const std::string& a = c.arch;
-  gguf::Writer w;
-  w.copy_metadata(v, "tokenizer.");
-  w.set_string("general.architecture", a);
-  w.set_u32(a + ".context_length", 512);
-  w.set_u32(a + ".embedding_length", uint32_t(E));
-  w.set_u32(a + ".block_count", 2);
-  w.set_u32(a + ".feed_forward_length", uint32_t(F));
-  w.set_u32(a + ".attention.head_count", uint32_t(H));
-  w.set_u32(a + ".attention.head_count_kv", uint32_t(Hkv));
-  w.set_f32(a + ".attention.layer_norm_rms_epsilon", 1e-5f);
-  w.set_f32(a + ".attention.layer_norm_epsilon", 1e-5f);
-  if (c.experts) {
-    w.set_u32(a + ".expert_count", uint32_t(c.experts));
-    w.set_u32(a + ".expert_used_count", 2);
-  }
-  std::mt19937 rng(11);
-  std::normal_distribution<float> nd(0.f, 0.2f);
-  auto add = [&](const std::string& name, std::vector<int64_t> dims, gguf::TensorType type) {
-    int64_t n = 1;
-    for (int64_t d : dims) n *= d;
-    std::vector<float> x(static_cast<size_t>(n), 0.0f);
-    for (float& f : x) f = nd(rng);
-    const int64_t rb = gguf::row_bytes(type, dims[0]);
-    std::vector<uint8_t> b(static_cast<size_t>(rb * (n / dims[0])), 0);
-    for (int64_t r = 0; r < n / dims[0]; ++r) gguf::quantize(type, x.data() + r * dims[0], b.data() + r * rb, dims[0]);
-    w.add_tensor(name, dims, type, b);
-  };
-  const auto f32 = gguf::TensorType::F32;
-  const bool gpt2 = a == "gpt2", qk_norm = a == "qwen3" || a == "qwen3moe";
-  add("token_embd.weight", {E, V}, mtype);
-  add("output_norm.weight", {E}, f32);
-  if (gpt2) {
-    add("output_norm.bias", {E}, f32);
-    add("position_embd.weight", {E, 512}, f32);
-  }
-  if (a == "qwen2") add("output.weight", {E, V}, mtype);  // untied; the others tie to token_embd
-  for (int il = 0; il < 2; ++il) {
-    const std::string b = "blk." + std::to_string(il) + ".";
-    add(b + "attn_norm.weight", {E}, f32);
-    add(b + "ffn_norm.weight", {E}, f32);
-    if (gpt2) {
-      add(b + "attn_norm.bias", {E}, f32);
-      add(b + "ffn_norm.bias", {E}, f32);
-    }
-    add(b + "attn_q.weight", {E, H * D}, mtype);
-    add(b + "attn_k.weight", {E, Hkv * D}, mtype);
-    add(b + "attn_v.weight", {E, Hkv * D}, mtype);
-    add(b + "attn_output.weight", {H * D, E}, mtype);
-    if (a == "qwen2" || gpt2) {
-      add(b + "attn_q.bias", {H * D}, f32);
-      add(b + "attn_k.bias", {Hkv * D}, f32);
-      add(b + "attn_v.bias", {Hkv * D}, f32);
-    }
-    if (qk_norm) {
-      add(b + "attn_q_norm.weight", {D}, f32);
-      add(b + "attn_k_norm.weight", {D}, f32);
-    }
-    if (c.experts) {
-      add(b + "ffn_gate_inp.weight", {E, c.experts}, f32);
-      add(b + "ffn_gate_exps.weight", {E, F, c.experts}, mtype);
-      add(b + "ffn_up_exps.weight", {E, F, c.experts}, mtype);
-      add(b + "ffn_down_exps.weight", {F, E, c.experts}, mtype);
-    } else if (gpt2) {
-      add(b + "ffn_up.weight", {E, F}, mtype);
-      add(b + "ffn_up.bias", {F}, f32);
-      add(b + "ffn_down.weight", {F, E}, mtype);
-      add(b + "ffn_down.bias", {E}, f32);
-    } else {
-      add(b + "ffn_gate.weight", {E, F}, mtype);
-      add(b + "ffn_up.weight", {E, F}, mtype);
-      add(b + "ffn_down.weight", {F, E}, mtype);
-    }
-  }
-  w.write(path);
-}
+using test::ArchCase;
+using test::write_model;
 
 class ArchModels : public ::testing::TestWithParam<ArchCase> {};
 

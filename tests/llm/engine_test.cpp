@@ -1,4 +1,4 @@
-// The engine and sampler on models made here with gguf::Writer: a llama-family model with
+// The engine and sampler on models made with gguf::Writer (tiny_model.h): a llama model with
 // the real llama-spm tokenizer copied from its vocab GGUF (so the text path of generation
 // runs end to end), an unknown architecture, and the sampler's contract.
 #include <gtest/gtest.h>
@@ -7,58 +7,18 @@
 #include <random>
 
 #include "rlx/llm.h"
+#include "tiny_model.h"
 
 namespace rlx::llm {
 namespace {
 
 std::string vocab(const std::string& f) { return std::string(RLX_SHARED_DIR) + "/gguf/vocab/" + f; }
 
-// A 1-layer llama (n_embd 32, 2 heads of 16, 1 KV head, FFN 64) with random F16/Q8_0
-// matrices and the tokenizer keys of `vocab_file`; written to `path`.
-void write_tiny_llama(const std::string& vocab_file, const std::string& path, const std::string& arch = "llama") {
-  gguf::File v = gguf::File::open(vocab_file);
-  const int64_t V = int64_t(v.get_strings("tokenizer.ggml.tokens").size()), E = 32, F = 64;
-  gguf::Writer w;
-  w.copy_metadata(v, "tokenizer.");
-  w.set_string("general.architecture", arch);
-  w.set_u32(arch + ".context_length", 512);
-  w.set_u32(arch + ".embedding_length", uint32_t(E));
-  w.set_u32(arch + ".block_count", 1);
-  w.set_u32(arch + ".feed_forward_length", uint32_t(F));
-  w.set_u32(arch + ".attention.head_count", 2);
-  w.set_u32(arch + ".attention.head_count_kv", 1);
-  w.set_f32(arch + ".attention.layer_norm_rms_epsilon", 1e-5f);
-  std::mt19937 rng(5);
-  std::normal_distribution<float> nd(0.f, 0.3f);
-  auto add = [&](const std::string& name, std::vector<int64_t> dims, gguf::TensorType type) {
-    int64_t n = 1;
-    for (int64_t d : dims) n *= d;
-    std::vector<float> x(static_cast<size_t>(n), 0.0f);
-    for (float& f : x) f = nd(rng);
-    std::vector<uint8_t> b(size_t(gguf::row_bytes(type, dims[0]) * (n / dims[0])));
-    for (int64_t r = 0; r < n / dims[0]; ++r)
-      gguf::quantize(type, x.data() + r * dims[0], b.data() + r * gguf::row_bytes(type, dims[0]), dims[0]);
-    w.add_tensor(name, dims, type, b);
-  };
-  add("token_embd.weight", {E, V}, gguf::TensorType::Q8_0);
-  add("output_norm.weight", {E}, gguf::TensorType::F32);
-  add("blk.0.attn_norm.weight", {E}, gguf::TensorType::F32);
-  add("blk.0.ffn_norm.weight", {E}, gguf::TensorType::F32);
-  add("blk.0.attn_q.weight", {E, 32}, gguf::TensorType::F16);
-  add("blk.0.attn_k.weight", {E, 16}, gguf::TensorType::Q8_0);
-  add("blk.0.attn_v.weight", {E, 16}, gguf::TensorType::Q4_0);
-  add("blk.0.attn_output.weight", {32, E}, gguf::TensorType::Q8_0);
-  add("blk.0.ffn_gate.weight", {E, F}, gguf::TensorType::Q4_0);
-  add("blk.0.ffn_up.weight", {E, F}, gguf::TensorType::F16);
-  add("blk.0.ffn_down.weight", {F, E}, gguf::TensorType::Q8_0);
-  w.write(path);
-}
-
 TEST(LlmEngine, TextInTextOutWithARealTokenizer) {
   const std::string vf = vocab("ggml-vocab-llama-spm.gguf");
   if (!std::filesystem::exists(vf)) GTEST_SKIP() << "no " << vf;
   const std::string path = testing::TempDir() + "/tiny-llama.gguf";
-  write_tiny_llama(vf, path);
+  test::write_model({"llama", "llama", "ggml-vocab-llama-spm.gguf"}, path, gguf::TensorType::Q8_0);
   auto model = Model::load(path);
   ASSERT_TRUE(model->tokenizer) << model->tokenizer_error;
   EXPECT_EQ(model->hp.n_vocab, 32000);
@@ -100,7 +60,7 @@ TEST(LlmEngine, UnknownArchitectureIsNamed) {
   const std::string vf = vocab("ggml-vocab-llama-spm.gguf");
   if (!std::filesystem::exists(vf)) GTEST_SKIP() << "no " << vf;
   const std::string path = testing::TempDir() + "/tiny-mamba.gguf";
-  write_tiny_llama(vf, path, "mamba");
+  test::write_model({"mamba", "mamba", "ggml-vocab-llama-spm.gguf"}, path, gguf::TensorType::Q8_0);
   try {
     Model::load(path);
     FAIL() << "loaded";
