@@ -92,9 +92,10 @@ void check(uint32_t format, int64_t m, bool repack = false) {
             amax = std::max(amax, double(std::fabs(xr[k])));
             wsum += std::fabs(wr[k]);
           }
-          qerr += wsum * (amax / 127.0) / 2.0 * (1 + 1e-6);
+          // d is amax/127 rounded to float: at most (1 + 2^-24) times the exact step.
+          qerr += wsum * (amax / 127.0) / 2.0 * (1 + std::ldexp(1.0, -24));
         }
-      const double tol = 2.0 * K * std::ldexp(1.0, -24) * mag + qerr + 1e-30;
+      const double tol = 2.0 * K * std::ldexp(1.0, -24) * mag + qerr;
       ASSERT_NEAR(got[size_t(i * n + jj)], ref, tol) << f.name << " m=" << m << " row " << i << " col " << jj;
     }
 }
