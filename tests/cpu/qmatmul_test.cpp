@@ -6,15 +6,22 @@
 // Tolerances, per output y = sum_k x_k w_k, derived from the computation:
 //   - float accumulation over K terms: |err| <= 2 * K * 2^-24 * sum_k |x_k w_k| (a standard
 //     bound with slack 2 for the partial-sum order);
-//   - Q8_0 / Q4_0 also quantize x per 32-block (decode GEMV, and the int8 prefill GEMM on
-//     VNNI; step d = amax/127, rounding error <= d/2 per element): |err| += sum_k |w_k| * d_block(k) / 2.
+//   - Q8_0 / Q4_0 (decode GEMV, and the int8 prefill GEMM on VNNI) and Q4_1 / Q5_0 / Q5_1 /
+//     Q4_K / Q5_K / Q6_K (always) quantize x per 32-block (step d = amax/127, rounding error <= d/2 per
+//     element): |err| += sum_k |w_k| * d_block(k) / 2;
+//   - formats with a min or an offset (Q4_1 / Q5_0 / Q5_1 / Q4_K / Q5_K) apply the scale and
+//     the min separately (w = a + m, a = d * sc * q): the rounding of each part is relative
+//     to |a| + |m|, not |w|, so |err| += 4 * 2^-24 * sum_k |x_k| (|a_k| + |m_k|).
+// Every ISA level this machine has runs (native, avx2, scalar: each has its own kernels).
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <random>
 
+#include "gemm_test_util.h"
 #include "harness.h"
 #include "rlx/quant.h"
 
@@ -26,26 +33,56 @@ std::vector<uint8_t> fixture(const std::string& name) {
   return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
 }
 
-void check(uint32_t format, int64_t m, bool repack = false) {
+void check_at(uint32_t format, int64_t m, bool repack, int64_t K, const char* isa) {
+  SCOPED_TRACE(std::string("RLX_ISA=") + isa + " K=" + std::to_string(K));
+  test::IsaOverride guard(isa);
   const quant::Format& f = quant::get(format);
-  const int64_t K = 256;
   std::vector<uint8_t> w = fixture(f.name);
   ASSERT_FALSE(w.empty()) << "no fixture for " << f.name;
-  const int64_t rb = quant::row_bytes(format, K);
-  const int64_t N = static_cast<int64_t>(w.size()) / rb;
-  std::vector<float> wd(static_cast<size_t>(N * K));
-  quant::dequantize(format, w.data(), wd.data(), N * K);
+  // The fixture holds rows of 256 elements; rows of K = 256 r are made of r of them.
+  const int64_t rb1 = quant::row_bytes(format, 256), rb = quant::row_bytes(format, K);
+  const int64_t N = static_cast<int64_t>(w.size()) / rb1;
+  std::vector<float> w1(static_cast<size_t>(N * 256));
+  quant::dequantize(format, w.data(), w1.data(), N * 256);
+  // The scale part a of weights w = a + m (Q4_1 / Q5_1 / Q4_K / Q5_K: the same blocks with
+  // the min scale, bytes 2-3, zeroed; Q5_0: a = w + 16 d).
+  const bool has_min = format == quant::kQ4_K || format == quant::kQ5_K || format == quant::kQ4_1 ||
+                       format == quant::kQ5_1 || format == quant::kQ5_0;
+  std::vector<float> a1;
+  if (has_min) {
+    a1.resize(w1.size());
+    if (format == quant::kQ5_0) {
+      for (int64_t e = 0; e < N * 256; ++e) {
+        uint16_t h;
+        std::memcpy(&h, w.data() + (e / 32) * f.block_bytes, 2);
+        a1[size_t(e)] = w1[size_t(e)] + 16.0f * f16_to_f32(h);
+      }
+    } else {
+      std::vector<uint8_t> z = w;
+      for (size_t o = 0; o + f.block_bytes <= z.size(); o += size_t(f.block_bytes)) z[o + 2] = z[o + 3] = 0;
+      quant::dequantize(format, z.data(), a1.data(), N * 256);
+    }
+  }
   // Fixtures include conversion edge cases (inf/NaN in f16/bf16 rows); keep finite rows.
-  std::vector<int64_t> rows;
+  std::vector<int64_t> fin;
   for (int64_t j = 0; j < N; ++j) {
     bool finite = true;
-    for (int64_t k = 0; k < K; ++k) finite = finite && std::isfinite(wd[size_t(j * K + k)]) && std::fabs(wd[size_t(j * K + k)]) < 1e30f;
-    if (finite) rows.push_back(j);
+    for (int64_t k = 0; k < 256; ++k) finite = finite && std::isfinite(w1[size_t(j * 256 + k)]) && std::fabs(w1[size_t(j * 256 + k)]) < 1e30f;
+    if (finite) fin.push_back(j);
   }
+  ASSERT_GE(fin.size(), 4u);
+  const int64_t n = repack ? 32 : std::max<int64_t>(24, int64_t(fin.size()));
+  const int64_t r = K / 256;
   std::vector<uint8_t> wf;
-  for (int64_t j : rows) wf.insert(wf.end(), w.begin() + j * rb, w.begin() + (j + 1) * rb);
-  const int64_t n = static_cast<int64_t>(rows.size());
-  ASSERT_GT(n, 4);
+  std::vector<float> wd, wa;
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t t = 0; t < r; ++t) {
+      const int64_t src = fin[size_t((j * 7 + t * 3) % int64_t(fin.size()))];
+      wf.insert(wf.end(), w.begin() + src * rb1, w.begin() + (src + 1) * rb1);
+      wd.insert(wd.end(), w1.begin() + src * 256, w1.begin() + (src + 1) * 256);
+      if (has_min) wa.insert(wa.end(), a1.begin() + src * 256, a1.begin() + (src + 1) * 256);
+    }
+  ASSERT_EQ(int64_t(wf.size()), n * rb);
   std::mt19937 rng(format * 31 + uint32_t(m));
   std::normal_distribution<float> nd(0.f, 1.f);
   std::vector<float> x(static_cast<size_t>(m * K));
@@ -53,7 +90,6 @@ void check(uint32_t format, int64_t m, bool repack = false) {
 
   uint32_t run_format = format;
   if (repack) {  // the same weights in rlx's q4_0x16 panels
-    ASSERT_EQ(n % 16, 0);
     std::vector<uint8_t> packed(wf.size());
     quant::repack_q4_0x16(wf.data(), packed.data(), n, K);
     wf = packed;
@@ -75,10 +111,10 @@ void check(uint32_t format, int64_t m, bool repack = false) {
   std::vector<float> got = test::from_bytes<float>(out1[0]);
   // Q8_0 / Q4_0 quantize x on the decode path and, where the CPU has VNNI, on the int8
   // prefill path too: the bound includes that error for any m.
-  const bool q8 = format == quant::kQ8_0 || format == quant::kQ4_0;
+  const bool q8 = format == quant::kQ8_0 || format == quant::kQ4_0 || format == quant::kQ6_K || has_min;
   for (int64_t i = 0; i < m; ++i)
     for (int64_t jj = 0; jj < n; ++jj) {
-      const float* wr = wd.data() + rows[size_t(jj)] * K;
+      const float* wr = wd.data() + jj * K;
       const float* xr = x.data() + i * K;
       double ref = 0, mag = 0, qerr = 0;
       for (int64_t k = 0; k < K; ++k) {
@@ -95,9 +131,24 @@ void check(uint32_t format, int64_t m, bool repack = false) {
           // d is amax/127 rounded to float: at most (1 + 2^-24) times the exact step.
           qerr += wsum * (amax / 127.0) / 2.0 * (1 + std::ldexp(1.0, -24));
         }
-      const double tol = 2.0 * K * std::ldexp(1.0, -24) * mag + qerr;
+      double split = 0;
+      if (has_min) {
+        const float* ar = wa.data() + jj * K;
+        for (int64_t k = 0; k < K; ++k) split += std::fabs(double(xr[k])) * (std::fabs(ar[k]) + std::fabs(double(ar[k]) - wr[k]));
+      }
+      const double tol = 2.0 * K * std::ldexp(1.0, -24) * mag + qerr + 4.0 * std::ldexp(1.0, -24) * split;
       ASSERT_NEAR(got[size_t(i * n + jj)], ref, tol) << f.name << " m=" << m << " row " << i << " col " << jj;
     }
+}
+
+void check(uint32_t format, int64_t m, bool repack = false) {
+  const bool kquant = format == quant::kQ4_K || format == quant::kQ5_K || format == quant::kQ6_K;
+  for (const char* isa : test::isa_levels_here()) {
+    if (repack && std::string(isa) != "native") break;  // q4_0x16 has one kernel (VNNI)
+    check_at(format, m, repack, 256, isa);
+    if (kquant) check_at(format, m, repack, 512, isa);  // two super-blocks per row
+    if (::testing::Test::HasFatalFailure() || ::testing::Test::IsSkipped()) return;
+  }
 }
 
 class QMatMul : public ::testing::TestWithParam<uint32_t> {};

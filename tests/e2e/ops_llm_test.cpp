@@ -1,9 +1,11 @@
 // End-to-end cases of the LLM ops: qmatmul (block-quantized weights read as stored),
 // qmatmul_id (mixture of experts) and kv_attention (attention over a KV cache), compiled
 // through Session and compared with double-precision references on the dequantized weights.
-// The weights use paths with plain f32 accumulation (f16 rows; Q5_0 / Q4_K on the prefill
-// GEMM path), so the default e2e tolerance holds; the int8 paths of Q8_0 / Q4_0 (which
-// quantize activations) have their own bounded tests in tests/cpu/qmatmul_test.cpp.
+// Tolerances (per output, the largest over the outputs is used): the f32 dot-product bound,
+// plus for block formats the activation quantization the CPU kernels do (x per 32-block,
+// step amax/127, error <= step/2 per element, times sum |w| of the block) and, for formats
+// with a min or offset (w = a + m, applied separately), 4 * 2^-24 * sum |x| (|a| + |m|).
+// tests/cpu/qmatmul_test.cpp has the per-format, per-ISA kernel tests.
 #include <cmath>
 
 #include "op_cases.h"
@@ -20,8 +22,25 @@ using Outs = std::vector<Value>;
 // near zero come from cancellation, where a relative tolerance alone would be too strict.
 double f32_dot_bound(int64_t k, double mag) { return 2.0 * double(k) * std::ldexp(1.0, -24) * mag; }
 
-// W [rows, k] quantized to `fmt`, as a u8 [rows, row_bytes] tensor, and its dequantized values.
-std::pair<T, std::vector<float>> quantized(Rng& rng, int64_t rows, int64_t k, uint32_t fmt) {
+// The min / offset part m of each weight (w = a + m) of Q5_0 and Q4_K rows: Q5_0's -16 d is
+// the block with every value zeroed (bytes 2..21), Q4_K's -dmin * min the block with d
+// (bytes 0-1) zeroed. Zero for other formats.
+std::vector<float> min_part(uint32_t fmt, std::vector<uint8_t> q, int64_t n) {
+  const quant::Format& f = quant::get(fmt);
+  std::vector<float> m(size_t(n), 0.0f);
+  if (fmt != quant::kQ5_0 && fmt != quant::kQ4_K) return m;
+  for (size_t o = 0; o + f.block_bytes <= q.size(); o += size_t(f.block_bytes)) {
+    if (fmt == quant::kQ5_0) std::fill(q.begin() + o + 2, q.begin() + o + 22, 0);
+    else q[o] = q[o + 1] = 0;
+  }
+  quant::dequantize(fmt, q.data(), m.data(), n);
+  return m;
+}
+
+// W [rows, k] quantized to `fmt`, as a u8 [rows, row_bytes] tensor, and its dequantized values
+// (with, in `mins`, their min / offset parts).
+std::pair<T, std::vector<float>> quantized(Rng& rng, int64_t rows, int64_t k, uint32_t fmt,
+                                           std::vector<float>* mins = nullptr) {
   std::vector<float> w(size_t(rows * k));
   for (float& v : w) v = float(rng.uniform(-1, 1));
   const int64_t rb = quant::row_bytes(fmt, k);
@@ -29,6 +48,7 @@ std::pair<T, std::vector<float>> quantized(Rng& rng, int64_t rows, int64_t k, ui
   for (int64_t r = 0; r < rows; ++r) quant::quantize(fmt, w.data() + r * k, q.data() + r * rb, k);
   std::vector<float> deq(w.size());
   quant::dequantize(fmt, q.data(), deq.data(), rows * k);
+  if (mins) *mins = min_part(fmt, q, rows * k);
   T t({rows, rb}, DType::U8);
   for (size_t i = 0; i < q.size(); ++i) t.v[i] = q[i];
   return {t, deq};
@@ -38,21 +58,34 @@ OpCase qmatmul_case(const std::string& name, uint32_t fmt, int64_t m, int64_t n,
   return {name, [=] {
             Rng rng(uint32_t(900 + fmt + m));
             T x = rng.tensor({m, k});
-            auto [w, deq] = quantized(rng, n, k, fmt);
+            std::vector<float> mins;
+            auto [w, deq] = quantized(rng, n, k, fmt, &mins);
+            const bool quantizes_x = fmt != quant::kF32 && fmt != quant::kF16 && fmt != quant::kBF16;
             T want({m, n});
-            double mag = 0;  // largest sum of |x_e w_e| over the outputs
+            double atol = 0;
             for (int64_t i = 0; i < m; ++i)
               for (int64_t j = 0; j < n; ++j) {
-                double s = 0, a = 0;
+                double s = 0, a = 0, qerr = 0, split = 0;
                 for (int64_t e = 0; e < k; ++e) {
-                  s += x.v[size_t(i * k + e)] * deq[size_t(j * k + e)];
-                  a += std::fabs(x.v[size_t(i * k + e)] * deq[size_t(j * k + e)]);
+                  const double xe = x.v[size_t(i * k + e)], we = deq[size_t(j * k + e)], me = mins[size_t(j * k + e)];
+                  s += xe * we;
+                  a += std::fabs(xe * we);
+                  split += std::fabs(xe) * (std::fabs(we - me) + std::fabs(me));
                 }
+                if (quantizes_x)
+                  for (int64_t b = 0; b < k / 32; ++b) {
+                    double amax = 0, wsum = 0;
+                    for (int64_t e = 32 * b; e < 32 * b + 32; ++e) {
+                      amax = std::max(amax, std::fabs(x.v[size_t(i * k + e)]));
+                      wsum += std::fabs(deq[size_t(j * k + e)]);
+                    }
+                    qerr += wsum * amax / 127.0 / 2.0 * (1 + std::ldexp(1.0, -24));
+                  }
                 want.v[size_t(i * n + j)] = s;
-                mag = std::max(mag, a);
+                atol = std::max(atol, f32_dot_bound(k, a) + qerr + 4.0 * std::ldexp(1.0, -24) * split);
               }
             check_op(name, {x, w}, [&](Graph& g, Ins in) { return Outs{g.qmatmul(in[0], in[1], fmt, k)}; }, {want},
-                     2e-5, f32_dot_bound(k, mag));
+                     2e-5, atol);
           }};
 }
 

@@ -30,14 +30,32 @@ struct QDotKernels {
   // c[r][j] = sum_b d_j,b * xs[r][b] * (sum_i nib_j[32b + i] * xq[r][32b + i] - 8 * xsum[r][b]).
   void (*q4x16_panel)(const uint8_t* panel, int64_t nb, const int8_t* xq, int64_t ldx, const float* xs,
                       const float* xsum, int64_t m, float* c, int64_t ldc) = nullptr;
+  // Rows of nblk blocks of a format whose values are unsigned integers under a scale (and
+  // a min or an offset) -- Q4_1, Q5_0, Q5_1 (blocks of 32) and Q4_K, Q5_K, Q6_K (super-blocks
+  // of 256) -- times m <= 4 activation rows quantized per 32 as above (row r at xq + r * ldx,
+  // xs / xsum + r * ldx / 32): out[r * ldo] = sum over (sub-)blocks of its weight scale * xs
+  // * (int8 dot of the unsigned values with xq) + (its min or offset term) * xs * xsum.
+  // The same kernel serves decode and prefill: the weights are read as stored, decoded
+  // once per 4 activation rows, and never widened to floats.
+  using BlockDot = void (*)(const uint8_t* w, int64_t nblk, const int8_t* xq, const float* xs, const float* xsum,
+                            int64_t ldx, int64_t m, float* out, int64_t ldo);
+  BlockDot q4_1 = nullptr, q5_0 = nullptr, q5_1 = nullptr, q4_k = nullptr, q5_k = nullptr, q6_k = nullptr;
   // y[i] += a * x[i] for an f16 / f32 row x (attention's weighted sum of value rows).
   void (*axpy_f16)(float a, const uint16_t* x, float* y, int64_t n) = nullptr;
   void (*axpy_f32)(float a, const float* x, float* y, int64_t n) = nullptr;
 };
 
 const QDotKernels& qdot_kernels(Isa isa);
+const QDotKernels* qdot_scalar_kernels();
+// The block-format entries (BlockDot) of the AVX2 and AVX-512 VNNI tables
+// (qdot_kquant_*.cpp: Q4_K / Q5_K / Q6_K and, through qdot_blocks_impl.h, Q4_1 / Q5_0 / Q5_1).
+void add_kquant_avx2(QDotKernels& k);
+void add_kquant_avx512(QDotKernels& k);
 const QDotKernels* qdot_avx2_kernels();
 const QDotKernels* qdot_avx512_kernels();  // AVX-512 VNNI int8 dots (AVX2 for the float rows)
+
+// The 6-bit scales and mins of a Q4_K / Q5_K super-block's 12 scale bytes, unpacked.
+void unpack_scales_k4(const uint8_t* q, uint8_t sc[8], uint8_t mn[8]);
 
 // Quantizes k floats (a multiple of 32) into k/32 blocks: xs[b] scale, xq[32*b + i] (the
 // int8 value plus `offset`, as a byte: offset 128 gives the unsigned form the int8 GEMM

@@ -117,7 +117,11 @@ RLX_ISA_REGION_END()
 
 namespace rlx::cpu {
 const QDotKernels* qdot_avx2_kernels() {  // outside the region: callable on any CPU
-  static const QDotKernels k{dot_q8_0, dot_q4_0, dot_f16, dot_f32, nullptr, nullptr, axpy_f16, axpy_f32};
+  static const QDotKernels k = [] {
+    QDotKernels v{.q8_0 = dot_q8_0, .q4_0 = dot_q4_0, .f16 = dot_f16, .f32 = dot_f32, .axpy_f16 = axpy_f16, .axpy_f32 = axpy_f32};
+    add_kquant_avx2(v);
+    return v;
+  }();
   return &k;
 }
 }  // namespace rlx::cpu

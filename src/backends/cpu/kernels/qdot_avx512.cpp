@@ -199,6 +199,7 @@ const QDotKernels* qdot_avx512_kernels() {  // outside the region: callable on a
     v.q4_0 = dot_q4_0;
     v.i8_panel = i8_panel;
     v.q4x16_panel = q4x16_panel;
+    add_kquant_avx512(v);
     return v;
   }();
   return &k;

@@ -1,11 +1,14 @@
 // qmatmul: y[m, n] = sum_k x[m, k] * W[n, k] with W's rows in a block format (rlx/quant.h),
 // read as stored (GGUF's layout: N rows of K elements).
+//   - Q4_1 / Q5_0 / Q5_1 / Q4_K / Q5_K / Q6_K, any row count: x quantized to int8 blocks,
+//     per weight row the BlockDot kernel (qdot.h) over 4 x rows at a time, from the blocks.
 //   - Few rows (decode, m <= kGemvRows): per weight row, a dot product with every x row:
-//     Q8_0 / Q4_0 against x quantized to int8 blocks (qdot.h), F16 / F32 in float, other
-//     formats dequantized one row at a time into a thread-local buffer of K floats.
-//   - More rows (prefill): sgemm with B = W^T, packed straight from the blocks: pack_b
-//     dequantizes only the kc x nr panels it is asked for (F32/F16/BF16 rows are plain
-//     strided operands), so f32 weights are never materialized.
+//     Q8_0 / Q4_0 against x quantized to int8 blocks (qdot.h), F16 / F32 in float, the
+//     remaining formats dequantized one row at a time into a thread-local buffer of K floats.
+//   - More rows (prefill): Q8_0 / Q4_0 on VNNI as an int8 GEMM over 16-row panels; else
+//     sgemm with B = W^T, packed straight from the blocks: pack_b dequantizes only the
+//     kc x nr panels it is asked for (F32/F16/BF16 rows are plain strided operands).
+//   - q4_0x16 (repacked Q4_0): one VNNI panel kernel for decode and prefill.
 // Weight rows are split over the pool; each output is computed by one thread in a fixed
 // order, so results do not depend on the thread count.
 // qmatmul_id (mixture of experts): the (token, slot) pairs are bucketed by expert id, each
@@ -29,46 +32,6 @@ namespace rlx::cpu {
 namespace {
 
 constexpr int64_t kGemvRows = 8;
-
-float scalar_q8_0(const uint8_t* w, const float* xs, const int8_t* xq, int64_t nb) {
-  float s = 0;
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = w + 34 * b;
-    int32_t acc = 0;
-    for (int i = 0; i < 32; ++i) acc += int32_t(int8_t(blk[2 + i])) * xq[32 * b + i];
-    s += quant::detail::h2f(blk) * xs[b] * float(acc);
-  }
-  return s;
-}
-float scalar_q4_0(const uint8_t* w, const float* xs, const int8_t* xq, const float*, int64_t nb) {
-  float s = 0;
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = w + 18 * b;
-    int32_t acc = 0;
-    for (int i = 0; i < 16; ++i) {
-      acc += ((blk[2 + i] & 0x0F) - 8) * xq[32 * b + i];
-      acc += ((blk[2 + i] >> 4) - 8) * xq[32 * b + 16 + i];
-    }
-    s += quant::detail::h2f(blk) * xs[b] * float(acc);
-  }
-  return s;
-}
-float scalar_f16(const uint16_t* w, const float* x, int64_t k) {
-  float s = 0;
-  for (int64_t i = 0; i < k; ++i) s += f16_to_f32(w[i]) * x[i];
-  return s;
-}
-float scalar_f32(const float* w, const float* x, int64_t k) {
-  float s = 0;
-  for (int64_t i = 0; i < k; ++i) s += w[i] * x[i];
-  return s;
-}
-void scalar_axpy_f16(float a, const uint16_t* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] += a * f16_to_f32(x[i]);
-}
-void scalar_axpy_f32(float a, const float* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
-}
 
 struct QCfg {
   uint32_t format = 0;
@@ -257,6 +220,56 @@ void run_gemv(const RunCtx& ctx, const QCfg& c, const float* x, const uint8_t* w
   else rows(0, c.n);
 }
 
+// Q4_1 / Q5_0 / Q5_1 / Q4_K / Q5_K / Q6_K, decode and prefill alike: x quantized once per
+// row to int8 blocks of 32, then per weight row the BlockDot kernel over 4 activation rows
+// at a time (each block decoded once per 4 rows). Activation rows are taken in tiles of
+// ~128 KiB so a task's weight rows and the tile stay in cache.
+QDotKernels::BlockDot block_dot(const QCfg& c) {
+  switch (c.format) {
+    case quant::kQ4_1: return c.dot->q4_1;
+    case quant::kQ5_0: return c.dot->q5_0;
+    case quant::kQ5_1: return c.dot->q5_1;
+    case quant::kQ4_K: return c.dot->q4_k;
+    case quant::kQ5_K: return c.dot->q5_k;
+    case quant::kQ6_K: return c.dot->q6_k;
+    default: return nullptr;
+  }
+}
+
+void run_block_dot(const RunCtx& ctx, const QCfg& c, QDotKernels::BlockDot dot, const float* x, const uint8_t* w,
+                   float* y, int64_t m) {
+  const int64_t nb = c.k / 32, nsb = c.k / c.block_elems;
+  thread_local std::vector<int8_t> xq;
+  thread_local std::vector<float> xs, xsum;
+  xq.resize(static_cast<size_t>(m * c.k));
+  xs.resize(static_cast<size_t>(m * nb));
+  xsum.resize(static_cast<size_t>(m * nb));
+  for (int64_t i = 0; i < m; ++i)
+    quantize_activations_q8(x + i * c.k, c.k, xs.data() + i * nb, xq.data() + i * c.k, xsum.data() + i * nb);
+  const int8_t* xqp = xq.data();
+  const float *xsp = xs.data(), *xsump = xsum.data();
+  const int64_t tile = std::max<int64_t>(4, ((int64_t(128) << 10) / c.k) & ~int64_t(3));
+  auto rows = [&](int64_t n0, int64_t n1) {
+    for (int64_t t0 = 0; t0 < m; t0 += tile) {
+      const int64_t t1 = std::min(m, t0 + tile);
+      for (int64_t j = n0; j < n1; ++j)
+        for (int64_t i = t0; i < t1; i += 4)
+          dot(w + j * c.row_bytes, nsb, xqp + i * c.k, xsp + i * nb, xsump + i * nb, c.k, std::min<int64_t>(4, t1 - i),
+              y + i * c.n + j, c.n);
+    }
+  };
+  const int64_t grain = std::max<int64_t>(1, (int64_t(32) << 10) / std::max<int64_t>(c.row_bytes, 1));
+  if (ctx.pool && c.n > grain) ctx.pool->parallel_for(c.n, grain, rows);
+  else rows(0, c.n);
+}
+
+// Every product of a qmatmul or of one expert's rows, by format and row count.
+void run_rows(const RunCtx& ctx, const QCfg& c, const float* x, const uint8_t* w, float* y, int64_t m) {
+  if (auto dot = block_dot(c)) run_block_dot(ctx, c, dot, x, w, y, m);
+  else if (m <= kGemvRows) run_gemv(ctx, c, x, w, y, m);
+  else run_gemm(ctx, c, x, w, y, m);
+}
+
 void run_qmatmul(const RunCtx& ctx, const void* vcfg, void* const* bufs) {
   const QCfg& c = *static_cast<const QCfg*>(vcfg);
   const float* x = static_cast<const float*>(bufs[0]);
@@ -264,8 +277,7 @@ void run_qmatmul(const RunCtx& ctx, const void* vcfg, void* const* bufs) {
   float* y = static_cast<float*>(bufs[2]);
   if (c.m == 0 || c.n == 0) return;
   if (c.format == quant::kQ4_0x16) run_q4x16(ctx, c, x, w, y, c.m);
-  else if (c.m <= kGemvRows) run_gemv(ctx, c, x, w, y, c.m);
-  else run_gemm(ctx, c, x, w, y, c.m);
+  else run_rows(ctx, c, x, w, y, c.m);
 }
 
 struct QIdCfg {
@@ -305,8 +317,7 @@ void run_qmatmul_id(const RunCtx& ctx, const void* vcfg, void* const* bufs) {
       std::memcpy(xs.data() + i * K, src, static_cast<size_t>(K) * sizeof(float));
     }
     const uint8_t* we = w + e * expert_bytes;
-    if (m <= kGemvRows) run_gemv(ctx, c.q, xs.data(), we, ys.data(), m);
-    else run_gemm(ctx, c.q, xs.data(), we, ys.data(), m);
+    run_rows(ctx, c.q, xs.data(), we, ys.data(), m);
     for (int64_t i = 0; i < m; ++i)
       std::memcpy(y + b[static_cast<size_t>(i)] * N, ys.data() + i * N, static_cast<size_t>(N) * sizeof(float));
   }
@@ -379,10 +390,9 @@ void quantize_activations_q8(const float* x, int64_t k, float* xs, int8_t* xq, f
 }
 
 const QDotKernels& qdot_kernels(Isa isa) {
-  static const QDotKernels scalar{scalar_q8_0, scalar_q4_0, scalar_f16, scalar_f32, nullptr, nullptr, scalar_axpy_f16, scalar_axpy_f32};
   if (isa == Isa::Avx512 && has_avx512_vnni()) return *qdot_avx512_kernels();
   if (isa != Isa::Scalar) return *qdot_avx2_kernels();
-  return scalar;
+  return *qdot_scalar_kernels();
 }
 
 void register_qmatmul_kernels(KernelRegistry& r) {
