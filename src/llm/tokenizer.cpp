@@ -120,7 +120,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special,
 
 std::string Tokenizer::piece(int32_t id) const {
   impl_->check_id(id);
-  return impl_->pieces[id];
+  return std::string(impl_->piece_of(id));
 }
 
 std::string Tokenizer::decode(std::span<const int32_t> ids, DecodeOptions opt) const {
@@ -130,7 +130,7 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, DecodeOptions opt) c
     std::string out;
     bool strip = opt.remove_prefix_space && t.kind == Impl::Kind::Spm && t.v.add_space_prefix;
     for (int32_t id : ids) {
-      std::string_view p = t.pieces[id];
+      std::string_view p = t.piece_of(id);
       if (!opt.render_special && (t.attr[id] & (kAttrControl | kAttrUnknown))) p = {};
       if (strip && !p.empty() && p[0] == ' ') p.remove_prefix(1);
       strip = false;

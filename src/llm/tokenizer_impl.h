@@ -72,10 +72,18 @@ struct Tokenizer::Impl {
   Vocab v;
   Kind kind = Kind::Spm;
   std::vector<uint32_t> attr;       // TokenAttr bits per id
-  TokenMap tok2id;
+  // text -> id; the keys view v.tokens (never modified once the index is built; Impl is
+  // shared, never copied), so the vocabulary's strings are held once.
+  std::unordered_map<std::string_view, int32_t> tok2id;
   std::vector<int32_t> special;     // control / user-defined / unknown ids, longest text first
   std::vector<uint8_t> eog;         // 1 for end-of-generation ids
-  std::vector<std::string> pieces;  // decoded bytes of each token (piece())
+  // Decoded bytes of each token (piece()), all in one buffer: token i is
+  // piece_bytes[piece_at[i], piece_at[i + 1]) (one string per token would cost ~32 bytes each).
+  std::string piece_bytes;
+  std::vector<uint32_t> piece_at;
+  std::string_view piece_of(int32_t id) const {
+    return std::string_view(piece_bytes).substr(piece_at[size_t(id)], piece_at[size_t(id) + 1] - piece_at[size_t(id)]);
+  }
 
   // SPM
   std::array<int32_t, 256> byte_tok{};  // byte -> id ("<0xNN>" or the one-byte token), -1 none

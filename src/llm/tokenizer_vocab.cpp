@@ -205,12 +205,13 @@ void build_tokenizer(Tokenizer::Impl& t) {
            " is out of range [0, ", n, ")");
 
   // Token texts (llama.cpp renames empty ones) and the text -> id map.
-  t.tok2id.reserve(n * 2);
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i = 0; i < n; ++i)
     if (v.tokens[i].empty()) v.tokens[i] = "[EMPTY_" + std::to_string(i) + "]";
-    if (!t.tok2id.emplace(v.tokens[i], static_cast<int32_t>(i)).second)
-      fail(ErrorCategory::InvalidArgument, "tokenizer: token text of id ", i,
-           " repeats id ", t.tok2id[v.tokens[i]]);
+  t.tok2id.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    auto [it, fresh] = t.tok2id.emplace(std::string_view(v.tokens[i]), static_cast<int32_t>(i));
+    if (!fresh)
+      fail(ErrorCategory::InvalidArgument, "tokenizer: token text of id ", i, " repeats id ", it->second);
   }
 
   // Attributes from the types, then llama.cpp's fix-ups by text.
@@ -289,12 +290,13 @@ void build_tokenizer(Tokenizer::Impl& t) {
     }
   }
 
-  // Decoded pieces.
-  t.pieces.resize(n);
+  // Decoded pieces, appended to one buffer.
+  t.piece_at.assign(n + 1, 0);
+  std::string p;
   for (size_t i = 0; i < n; ++i) {
     const std::string& s = v.tokens[i];
     const uint32_t a = t.attr[i];
-    std::string& p = t.pieces[i];
+    p.clear();
     if (a & (kAttrUnknown | kAttrControl | kAttrUserDefined)) {
       p = s;
     } else if (a & kAttrNormal) {
@@ -317,7 +319,12 @@ void build_tokenizer(Tokenizer::Impl& t) {
       const int b = byte_token_value(s);
       if (b >= 0) p = std::string(1, static_cast<char>(b));
     }
+    t.piece_bytes += p;
+    if (t.piece_bytes.size() > 0xFFFFFFFFu)
+      fail(ErrorCategory::InvalidArgument, "tokenizer: the vocabulary's text exceeds 4 GiB");
+    t.piece_at[i + 1] = static_cast<uint32_t>(t.piece_bytes.size());
   }
+  t.piece_bytes.shrink_to_fit();
 }
 
 }  // namespace rlx::llm
