@@ -39,6 +39,9 @@ struct QDotKernels {
   // once per 4 activation rows, and never widened to floats.
   using BlockDot = void (*)(const uint8_t* w, int64_t nblk, const int8_t* xq, const float* xs, const float* xsum,
                             int64_t ldx, int64_t m, float* out, int64_t ldo);
+  // Q8_0 / Q4_0 as BlockDot: the few-row products (batched decode: 2..8 rows) read each
+  // block once for 4 rows; one row keeps q8_0 / q4_0 above.
+  BlockDot q8_0_rows = nullptr, q4_0_rows = nullptr;
   BlockDot q4_1 = nullptr, q5_0 = nullptr, q5_1 = nullptr, q4_k = nullptr, q5_k = nullptr, q6_k = nullptr;
   // y[i] += a * x[i] for an f16 / f32 row x (attention's weighted sum of value rows).
   void (*axpy_f16)(float a, const uint16_t* x, float* y, int64_t n) = nullptr;

@@ -1,21 +1,27 @@
-// Internal: the Q4_1 / Q5_0 / Q5_1 row kernels (QDotKernels::BlockDot), written once and
-// compiled inside each ISA region (qdot_kquant_avx2.cpp, qdot_kquant_avx512.cpp). The
-// including file defines, before the include:
-//   __m256 qb_dot(__m256i q, __m256i x)  -- 8 float lanes of sum(q * x), q u8, x s8;
-//   __m256i qb_bits(uint32_t qh)         -- byte e = 16 where bit e of qh is set, else 0;
-//   float qb_half(const uint8_t* p)      -- the IEEE half at p.
+// Internal: the row kernels of the 32-element block formats (QDotKernels::BlockDot):
+// Q4_0, Q4_1, Q5_0, Q5_1 (unsigned values) and Q8_0 (signed), written once and compiled
+// inside each ISA region (qdot_kquant_avx2.cpp, qdot_kquant_avx512.cpp). The including
+// file defines, before the include:
+//   __m256 qb_dot(__m256i q, __m256i x)   -- 8 float lanes of sum(q * x), q u8, x s8;
+//   __m256 qb_sdot(__m256i aw, __m256i w, __m256i x)
+//                                          -- the same for signed w (aw = |w| as u8, x s8);
+//   __m256i qb_bits(uint32_t qh)          -- byte e = 16 where bit e of qh is set, else 0;
+//   float qb_half(const uint8_t* p)       -- the IEEE half at p.
 // Blocks of 32: d (f16), then for Q4_1 / Q5_1 a min m (f16), for Q5_0 / Q5_1 32 fifth bits
 // (u32, bit e for element e), then 16 bytes of nibbles (element i low nibble of byte i,
-// element 16 + i its high nibble). Values: Q4_1 d q + m, Q5_0 d (q - 16), Q5_1 d q + m.
+// element 16 + i its high nibble); Q8_0: d, 32 int8. Values: Q4_0 d (q - 8), Q4_1 d q + m,
+// Q5_0 d (q - 16), Q5_1 d q + m, Q8_0 d q.
 #pragma once
 
 template <uint32_t F>
 struct QbLayout {
-  static constexpr bool five = F != rlx::quant::kQ4_1;
-  static constexpr bool has_min = F != rlx::quant::kQ5_0;
-  static constexpr int bytes = F == rlx::quant::kQ4_1 ? 20 : F == rlx::quant::kQ5_0 ? 22 : 24;
+  static constexpr bool q8 = F == rlx::quant::kQ8_0;
+  static constexpr bool five = F == rlx::quant::kQ5_0 || F == rlx::quant::kQ5_1;
+  static constexpr bool has_min = F == rlx::quant::kQ4_1 || F == rlx::quant::kQ5_1;
+  static constexpr float offset = F == rlx::quant::kQ4_0 ? 8.0f : F == rlx::quant::kQ5_0 ? 16.0f : 0.0f;
+  static constexpr int bytes = q8 ? 34 : 2 + (has_min ? 2 : 0) + (five ? 4 : 0) + 16;
   static constexpr int qh_at = has_min ? 4 : 2;
-  static constexpr int qs_at = bytes - 16;
+  static constexpr int qs_at = q8 ? 2 : bytes - 16;
 };
 
 // One block's 32 unsigned values as bytes.
@@ -46,13 +52,23 @@ void qb_rows(const uint8_t* w, int64_t nb, const int8_t* xq, const float* xs, co
   for (int r = 0; r < M; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
   auto step = [&](int64_t b, __m256* a) __attribute__((always_inline)) {
     const uint8_t* blk = w + b * L::bytes;
-    const __m256 d = _mm256_set1_ps(qb_half(blk));
-    const float mterm = L::has_min ? qb_half(blk + 2) : -16.0f * qb_half(blk);  // the min, or Q5_0's offset
-    const __m256i q = qb_values<F>(blk);
-    for (int r = 0; r < M; ++r) {
-      const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + r * ldx + 32 * b));
-      const __m256 t = _mm256_fmadd_ps(d, qb_dot(q, x), _mm256_set1_ps(mterm * 0.125f * xsum[r * ldb + b]));
-      a[r] = _mm256_fmadd_ps(_mm256_set1_ps(xs[r * ldb + b]), t, a[r]);
+    const float dh = qb_half(blk);
+    const __m256 d = _mm256_set1_ps(dh);
+    if constexpr (L::q8) {
+      const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+      const __m256i aw = _mm256_abs_epi8(wv);
+      for (int r = 0; r < M; ++r) {
+        const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + r * ldx + 32 * b));
+        a[r] = _mm256_fmadd_ps(_mm256_set1_ps(dh * xs[r * ldb + b]), qb_sdot(aw, wv, x), a[r]);
+      }
+    } else {
+      const float mterm = L::has_min ? qb_half(blk + 2) : -L::offset * dh;  // the min, or the offset
+      const __m256i q = qb_values<F>(blk);
+      for (int r = 0; r < M; ++r) {
+        const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + r * ldx + 32 * b));
+        const __m256 t = _mm256_fmadd_ps(d, qb_dot(q, x), _mm256_set1_ps(mterm * 0.125f * xsum[r * ldb + b]));
+        a[r] = _mm256_fmadd_ps(_mm256_set1_ps(xs[r * ldb + b]), t, a[r]);
+      }
     }
   };
   int64_t b = 0;

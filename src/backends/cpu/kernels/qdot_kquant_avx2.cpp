@@ -35,6 +35,7 @@ inline __m256 u8s8_dot(__m256i q, __m256i x) {  // 8 float lanes of sum(q * x) o
 
 inline __m256 qb_dot(__m256i q, __m256i x) { return u8s8_dot(q, x); }
 inline float qb_half(const uint8_t* p) { return half(p); }
+inline __m256 qb_sdot(__m256i aw, __m256i w, __m256i x) { return u8s8_dot(aw, _mm256_sign_epi8(x, w)); }
 inline __m256i qb_bits(uint32_t qh) {  // byte e <- bit e: bytes of qh spread 8 ways, tested per bit
   const __m256i spread = _mm256_shuffle_epi8(
       _mm256_set1_epi32(static_cast<int>(qh)),
@@ -149,6 +150,8 @@ RLX_ISA_REGION_END()
 
 namespace rlx::cpu {
 void add_kquant_avx2(QDotKernels& k) {  // outside the region: callable on any CPU
+  k.q8_0_rows = qb<quant::kQ8_0>;
+  k.q4_0_rows = qb<quant::kQ4_0>;
   k.q4_1 = qb<quant::kQ4_1>;
   k.q5_0 = qb<quant::kQ5_0>;
   k.q5_1 = qb<quant::kQ5_1>;

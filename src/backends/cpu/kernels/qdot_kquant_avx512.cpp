@@ -29,6 +29,10 @@ inline __m256 qb_dot(__m256i q, __m256i x) {
   return _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(_mm256_setzero_si256(), q, x));
 }
 inline float qb_half(const uint8_t* p) { return half(p); }
+inline __m256 qb_sdot(__m256i aw, __m256i w, __m256i x) {
+  const __m256i sx = _mm256_mask_sub_epi8(x, _mm256_movepi8_mask(w), _mm256_setzero_si256(), x);
+  return _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(_mm256_setzero_si256(), aw, sx));
+}
 inline __m256i qb_bits(uint32_t qh) { return _mm256_maskz_mov_epi8(qh, _mm256_set1_epi8(16)); }
 
 #include "backends/cpu/kernels/qdot_blocks_impl.h"
@@ -159,6 +163,8 @@ RLX_ISA_REGION_END()
 
 namespace rlx::cpu {
 void add_kquant_avx512(QDotKernels& k) {  // outside the region: callable on any CPU
+  k.q8_0_rows = qb<quant::kQ8_0>;
+  k.q4_0_rows = qb<quant::kQ4_0>;
   k.q4_1 = qb<quant::kQ4_1>;
   k.q5_0 = qb<quant::kQ5_0>;
   k.q5_1 = qb<quant::kQ5_1>;

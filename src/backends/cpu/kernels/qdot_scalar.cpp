@@ -58,29 +58,31 @@ void scalar_axpy_f32(float a, const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
-// Q4_1 / Q5_0 / Q5_1 (layouts: qdot_blocks_impl.h).
+// Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 (layouts: qdot_blocks_impl.h).
 template <uint32_t F>
 void scalar_qb(const uint8_t* w, int64_t nb, const int8_t* xq, const float* xs, const float* xsum, int64_t ldx,
                int64_t m, float* out, int64_t ldo) {
-  constexpr bool five = F != quant::kQ4_1, has_min = F != quant::kQ5_0;
-  constexpr int bytes = F == quant::kQ4_1 ? 20 : F == quant::kQ5_0 ? 22 : 24;
+  constexpr bool q8 = F == quant::kQ8_0, five = F == quant::kQ5_0 || F == quant::kQ5_1;
+  constexpr bool has_min = F == quant::kQ4_1 || F == quant::kQ5_1;
+  constexpr float offset = F == quant::kQ4_0 ? 8.0f : F == quant::kQ5_0 ? 16.0f : 0.0f;
+  constexpr int bytes = q8 ? 34 : 2 + (has_min ? 2 : 0) + (five ? 4 : 0) + 16;
   const int64_t ldb = ldx / 32;
   for (int64_t r = 0; r < m; ++r) {
     float acc = 0, corr = 0;
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* blk = w + b * bytes;
-      const float d = h2f(blk), mterm = has_min ? h2f(blk + 2) : -16.0f * d;
+      const float d = h2f(blk), mterm = has_min ? h2f(blk + 2) : -offset * d;
       uint32_t qh = 0;
       if (five) std::memcpy(&qh, blk + (has_min ? 4 : 2), 4);
-      const uint8_t* qs = blk + bytes - 16;
+      const uint8_t* qs = blk + bytes - (q8 ? 32 : 16);
       int32_t dot = 0;
       for (int e = 0; e < 32; ++e) {
-        const int q = (e < 16 ? qs[e] & 0x0F : qs[e - 16] >> 4) | (five && (qh >> e & 1) ? 16 : 0);
+        const int q = q8 ? int(int8_t(qs[e])) : (e < 16 ? qs[e] & 0x0F : qs[e - 16] >> 4) | (five && (qh >> e & 1) ? 16 : 0);
         dot += q * xq[r * ldx + 32 * b + e];
       }
       const float sx = xs[r * ldb + b];
       acc += d * sx * float(dot);
-      corr += mterm * sx * xsum[r * ldb + b];
+      if (!q8) corr += mterm * sx * xsum[r * ldb + b];
     }
     out[r * ldo] = acc + corr;
   }
@@ -159,6 +161,8 @@ const QDotKernels* qdot_scalar_kernels() {
                              .q4_0 = scalar_q4_0,
                              .f16 = scalar_f16,
                              .f32 = scalar_f32,
+                             .q8_0_rows = scalar_qb<quant::kQ8_0>,
+                             .q4_0_rows = scalar_qb<quant::kQ4_0>,
                              .q4_1 = scalar_qb<quant::kQ4_1>,
                              .q5_0 = scalar_qb<quant::kQ5_0>,
                              .q5_1 = scalar_qb<quant::kQ5_1>,

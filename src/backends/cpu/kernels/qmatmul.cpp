@@ -2,6 +2,7 @@
 // read as stored (GGUF's layout: N rows of K elements).
 //   - Q4_1 / Q5_0 / Q5_1 / Q4_K / Q5_K / Q6_K, any row count: x quantized to int8 blocks,
 //     per weight row the BlockDot kernel (qdot.h) over 4 x rows at a time, from the blocks.
+//   - Q8_0 / Q4_0 with 2..kGemvRows rows (batched decode): the same, as BlockDot kernels.
 //   - Few rows (decode, m <= kGemvRows): per weight row, a dot product with every x row:
 //     Q8_0 / Q4_0 against x quantized to int8 blocks (qdot.h), F16 / F32 in float, the
 //     remaining formats dequantized one row at a time into a thread-local buffer of K floats.
@@ -220,12 +221,14 @@ void run_gemv(const RunCtx& ctx, const QCfg& c, const float* x, const uint8_t* w
   else rows(0, c.n);
 }
 
-// Q4_1 / Q5_0 / Q5_1 / Q4_K / Q5_K / Q6_K, decode and prefill alike: x quantized once per
+// Q4_1 / Q5_0 / Q5_1 / Q4_K / Q5_K / Q6_K decode and prefill alike (Q8_0 / Q4_0: 2..8 rows): x quantized once per
 // row to int8 blocks of 32, then per weight row the BlockDot kernel over 4 activation rows
 // at a time (each block decoded once per 4 rows). Activation rows are taken in tiles of
 // ~128 KiB so a task's weight rows and the tile stay in cache.
-QDotKernels::BlockDot block_dot(const QCfg& c) {
+QDotKernels::BlockDot block_dot(const QCfg& c, int64_t m) {
   switch (c.format) {
+    case quant::kQ8_0: return m >= 2 && m <= kGemvRows ? c.dot->q8_0_rows : nullptr;
+    case quant::kQ4_0: return m >= 2 && m <= kGemvRows ? c.dot->q4_0_rows : nullptr;
     case quant::kQ4_1: return c.dot->q4_1;
     case quant::kQ5_0: return c.dot->q5_0;
     case quant::kQ5_1: return c.dot->q5_1;
@@ -265,7 +268,7 @@ void run_block_dot(const RunCtx& ctx, const QCfg& c, QDotKernels::BlockDot dot, 
 
 // Every product of a qmatmul or of one expert's rows, by format and row count.
 void run_rows(const RunCtx& ctx, const QCfg& c, const float* x, const uint8_t* w, float* y, int64_t m) {
-  if (auto dot = block_dot(c)) run_block_dot(ctx, c, dot, x, w, y, m);
+  if (auto dot = block_dot(c, m)) run_block_dot(ctx, c, dot, x, w, y, m);
   else if (m <= kGemvRows) run_gemv(ctx, c, x, w, y, m);
   else run_gemm(ctx, c, x, w, y, m);
 }
