@@ -221,8 +221,8 @@ void run_gemv(const RunCtx& ctx, const QCfg& c, const float* x, const uint8_t* w
   else rows(0, c.n);
 }
 
-// Q4_1 / Q5_0 / Q5_1 / Q4_K / Q5_K / Q6_K decode and prefill alike (Q8_0 / Q4_0: 2..8 rows): x quantized once per
-// row to int8 blocks of 32, then per weight row the BlockDot kernel over 4 activation rows
+// Q4_1 / Q5_0 / Q5_1 / Q4_K / Q5_K / Q6_K at any row count, Q8_0 / Q4_0 at 2..8 rows: x
+// quantized once per row to int8 blocks of 32, then per weight row the BlockDot kernel over 4 activation rows
 // at a time (each block decoded once per 4 rows). Activation rows are taken in tiles of
 // ~128 KiB so a task's weight rows and the tile stay in cache.
 QDotKernels::BlockDot block_dot(const QCfg& c, int64_t m) {
