@@ -26,6 +26,8 @@ try runtime io/onnx/importer.h no
 try io runtime/backend_registry.h yes
 try io backends/cpu/kernel.h no
 try io backends/null/backend.h no
+try io backends/cuda/backend.h no
+try runtime backends/cuda/backend.h yes
 try io llm/arch.h no
 try llm runtime/instance.h yes
 try llm backends/cpu/kernel.h no

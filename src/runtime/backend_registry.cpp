@@ -4,6 +4,9 @@
 
 #include "backends/cpu/backend.h"
 #include "backends/null/backend.h"
+#ifdef RLX_HAVE_CUDA
+#include "backends/cuda/backend.h"
+#endif
 
 namespace rlx {
 
@@ -25,6 +28,9 @@ struct Registry {
   Registry() {
     owned.push_back(cpu::make_backend());
     owned.push_back(null_backend::make_backend());
+#ifdef RLX_HAVE_CUDA
+    owned.push_back(cuda::make_backend());
+#endif
     for (const auto& b : owned) view.push_back(b.get());
   }
 };
@@ -37,25 +43,25 @@ const Registry& registry() {
 const std::vector<const backend::Backend*>& backends() { return registry().view; }
 
 const backend::Backend& backend_for(Device d) {
-  std::string available;
+  // Only the asked-for backend is probed on the way to success: probing a GPU backend
+  // starts its driver, which a CPU-only caller must not pay for. The list of what is
+  // available is made only for the error.
   const backend::Backend* found = nullptr;
+  for (const backend::Backend* b : backends())
+    if (b->device() == d) found = b;
   std::string why;
+  if (found && found->available(&why)) return *found;
+  std::string available;
   for (const backend::Backend* b : backends()) {
     std::string reason;
-    const bool ok = b->available(&reason);
-    if (ok && b->device() != Device::Null) available += (available.empty() ? "" : ", ") + b->name();
-    if (b->device() == d) {
-      found = b;
-      if (!ok) why = reason;
-    }
+    if (b != found && b->device() != Device::Null && b->available(&reason))
+      available += (available.empty() ? "" : ", ") + b->name();
   }
   if (!found)
     fail(ErrorCategory::Unsupported, "no ", device_name(d), " backend in this build of rlx (available devices: ",
          available, ")");
-  if (!why.empty())
-    fail(ErrorCategory::Unsupported, "the ", device_name(d), " backend cannot run here: ", why,
-         " (available devices: ", available, ")");
-  return *found;
+  fail(ErrorCategory::Unsupported, "the ", device_name(d), " backend cannot run here: ", why,
+       " (available devices: ", available, ")");
 }
 
 const opt::ConstEvaluator& host_evaluator() {

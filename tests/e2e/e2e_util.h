@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <random>
@@ -147,9 +148,14 @@ inline bool has_op(const Graph& g, OpKind k) {
 }
 
 // The one compile entry of these tests (a place to steer around a crashing bug while
-// its fix is pending): Session(Device::Cpu, o).compile(g).
+// its fix is pending): Session(Device::Cpu, o).compile(g). RLX_E2E_DEVICE=cuda runs the
+// same cases on the CUDA backend (on a GPU machine; cases it cannot compile then fail).
+inline Device e2e_device() {
+  const char* d = std::getenv("RLX_E2E_DEVICE");
+  return d && std::string(d) == "cuda" ? Device::Cuda : Device::Cpu;
+}
 inline CompiledGraph compile_e2e(const Graph& g, const CompileOptions& o = default_options()) {
-  return Session(Device::Cpu, o).compile(g);
+  return Session(e2e_device(), o).compile(g);
 }
 
 using Feeds = std::map<std::string, T>;

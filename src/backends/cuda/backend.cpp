@@ -1,0 +1,444 @@
+// CudaExecutable / CudaBackend: the runtime's view of the CUDA backend (backend.h).
+// One device arena (one cudaMalloc) holds inputs, constants and activations at their
+// planned offsets; params live in device allocations of their own, by name, shared
+// between executables (share_params_from) through a shared_ptr. run() launches the steps
+// on the executable's stream: eagerly the first time (a failing launch names its node),
+// then the schedule is captured once into a CUDA Graph and replayed; anything that moves
+// a pointer (other weights, poisoning switched) drops the graph so the next run captures
+// again. Transfers are stream-ordered and synchronous for the caller.
+#include "backends/cuda/backend.h"
+
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "backends/cpu/backend.h"
+#include "backends/cuda/blas.h"
+#include "backends/cuda/program.h"
+
+namespace rlx::cuda {
+
+namespace {
+
+void ok(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) fail(ErrorCategory::Internal, "CUDA ", what, ": ", cudaGetErrorString(e));
+}
+
+// Held while a schedule is captured and around every call that allocates, frees or
+// creates device objects (memory, streams, cuBLAS handles, graphs): some of them
+// synchronize the device, which would break a capture running in another thread
+// (executables of different graphs may run on different threads). Replays and transfers
+// do not take it. Recursive: construction allocates under it.
+std::recursive_mutex& device_sync_mutex() {
+  static std::recursive_mutex m;
+  return m;
+}
+using DeviceLock = std::lock_guard<std::recursive_mutex>;
+
+struct DeviceMem {
+  void* p = nullptr;
+  size_t bytes = 0;
+  explicit DeviceMem(size_t n) : bytes(n) {
+    DeviceLock lock(device_sync_mutex());
+    if (n) {
+      const cudaError_t e = cudaMalloc(&p, n);
+      if (e != cudaSuccess)
+        fail(ErrorCategory::ResourceExhausted, "CUDA: cannot allocate ", n, " bytes of device memory: ",
+             cudaGetErrorString(e));
+    }
+  }
+  ~DeviceMem() {
+    if (p) {
+      DeviceLock lock(device_sync_mutex());
+      cudaFree(p);
+    }
+  }
+  DeviceMem(const DeviceMem&) = delete;
+  DeviceMem& operator=(const DeviceMem&) = delete;
+};
+
+// Params by name, each in its own allocation.
+struct Weights {
+  struct Entry {
+    Shape type;
+    std::unique_ptr<DeviceMem> mem;
+    bool set = false;
+  };
+  std::map<std::string, Entry> entries;
+  uint64_t epoch = 0;
+};
+
+class CudaExecutable final : public backend::Executable {
+ public:
+  // Every transfer goes through stream_ and is waited for on it: nothing touches the legacy
+  // stream or synchronizes the device, which would disturb other executables' captures.
+  explicit CudaExecutable(std::shared_ptr<const Program> p) : prog_(std::move(p)), weights_(std::make_shared<Weights>()) {
+    DeviceLock lock(device_sync_mutex());
+    ok(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream");
+    for (const ParamSlot& ps : prog_->params) {
+      Weights::Entry e{ps.type, std::make_unique<DeviceMem>(ps.type.bytes()), ps.type.bytes() == 0};
+      const Blob& init = prog_->plan.graph.node(ps.node).attr<LeafAttrs>().init;
+      if (!init.empty()) {
+        ok(cudaMemcpyAsync(e.mem->p, init.data(), init.size(), cudaMemcpyHostToDevice, stream_), "param upload");
+        e.set = true;
+      }
+      weights_->entries.emplace(ps.name, std::move(e));
+    }
+    setup();
+    for (const auto& c : prog_->constants)
+      ok(cudaMemcpyAsync(ptr(c.where), c.bytes.data(), c.bytes.size(), cudaMemcpyHostToDevice, stream_),
+         "constant upload");
+    ok(cudaStreamSynchronize(stream_), "constant upload");
+  }
+  ~CudaExecutable() override {
+    DeviceLock lock(device_sync_mutex());
+    if (graph_) cudaGraphExecDestroy(graph_);
+    if (blas_) blas().destroy(blas_);
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+
+  const opt::Plan& plan() const override { return prog_->plan; }
+  Capabilities capabilities() const override {
+    Capabilities c;
+    c.device = "cuda";
+    c.threads = 1;
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) c.isa = "sm_" + std::to_string(prop.major * 10 + prop.minor);
+    c.active_extent = false;
+    c.precisions = {"f32"};
+    return c;
+  }
+  int num_kernel_calls() const override { return int(prog_->steps.size()); }
+
+  bool stored(Value v) const override { return !ref(v).absent(); }
+  uint8_t* host_data(Value) override { return nullptr; }  // device memory only
+  void upload(Value v, const void* src, size_t bytes) override { upload_range(v, 0, src, bytes); }
+  void download(Value v, void* dst, size_t bytes) const override {
+    auto* self = const_cast<CudaExecutable*>(this);
+    if (!bytes) return;
+    ok(cudaMemcpyAsync(dst, self->checked(v, bytes), bytes, cudaMemcpyDeviceToHost, stream_), "download");
+    ok(cudaStreamSynchronize(stream_), "download");
+  }
+  void upload_range(Value v, size_t offset, const void* src, size_t bytes) override {
+    const size_t total = prog_->plan.graph.type(v).bytes();
+    if (offset > total || bytes > total - offset)
+      fail(ErrorCategory::Internal, "transfer of ", bytes, " bytes at offset ", offset, " into a value of ", total, " bytes");
+    if (!bytes) return;
+    ok(cudaMemcpyAsync(checked(v, total) + offset, src, bytes, cudaMemcpyHostToDevice, stream_), "upload");
+    ok(cudaStreamSynchronize(stream_), "upload");
+  }
+  bool bind_value_external(Value, void*, size_t) override { return false; }  // device memory: not in place
+  void copy_value(Value src, Value dst, size_t bytes) override {
+    if (!bytes) return;
+    uint8_t *s = checked(src, bytes), *d = checked(dst, bytes);
+    if (s == d) return;
+    if (s < d + bytes && d < s + bytes) {  // overlapping: through a temporary
+      DeviceMem tmp(bytes);
+      ok(cudaMemcpyAsync(tmp.p, s, bytes, cudaMemcpyDeviceToDevice, stream_), "copy");
+      ok(cudaMemcpyAsync(d, tmp.p, bytes, cudaMemcpyDeviceToDevice, stream_), "copy");
+    } else {
+      ok(cudaMemcpyAsync(d, s, bytes, cudaMemcpyDeviceToDevice, stream_), "copy");
+    }
+    ok(cudaStreamSynchronize(stream_), "copy");
+  }
+
+  bool has_param(const std::string& name) const override { return weights_->entries.count(name) > 0; }
+  uint8_t* param_host_data(const std::string&) override { return nullptr; }
+  void write_param(const std::string& name, size_t offset, const void* src, size_t bytes) override {
+    Weights::Entry& e = entry(name);
+    if (offset > e.type.bytes() || bytes > e.type.bytes() - offset)
+      fail(ErrorCategory::InvalidArgument, "param '", name, "': bytes [", offset, ", ", offset + bytes, ") outside its ",
+           e.type.bytes());
+    if (!bytes) return;
+    ok(cudaMemcpyAsync(static_cast<uint8_t*>(e.mem->p) + offset, src, bytes, cudaMemcpyHostToDevice, stream_),
+       "param upload");
+    ok(cudaStreamSynchronize(stream_), "param upload");
+  }
+  void mark_param_set(const std::string& name) override { entry(name).set = true; }
+  void bind_param_external(const std::string& name, const void* bytes, size_t nbytes,
+                           std::shared_ptr<const void>) override {  // device memory: a copy
+    if (nbytes != entry(name).type.bytes())
+      fail(ErrorCategory::InvalidArgument, "param '", name, "': ", nbytes, " bytes given, it has ",
+           entry(name).type.bytes());
+    write_param(name, 0, bytes, nbytes);
+    mark_param_set(name);
+  }
+  bool param_set(const std::string& name) const override { return const_cast<CudaExecutable*>(this)->entry(name).set; }
+  void copy_params_from(const backend::Executable& other) override {
+    const auto& o = as_cuda(other, "copy_params_from");
+    if (o.weights_ == weights_) return;
+    for (auto& [name, e] : weights_->entries) {
+      auto it = o.weights_->entries.find(name);
+      if (it == o.weights_->entries.end() || !(it->second.type == e.type))
+        fail(ErrorCategory::InvalidArgument, "copy_params_from: the source does not store param '", name, "' as ",
+             e.type.str());
+    }
+    for (auto& [name, e] : weights_->entries) {
+      const Weights::Entry& src = o.weights_->entries.at(name);
+      if (e.type.bytes())
+        ok(cudaMemcpyAsync(e.mem->p, src.mem->p, e.type.bytes(), cudaMemcpyDeviceToDevice, stream_), "param copy");
+      e.set = e.set || src.set;
+    }
+    ok(cudaStreamSynchronize(stream_), "param copy");
+  }
+  void share_params_from(const backend::Executable& other) override {
+    const auto& o = as_cuda(other, "share_params_from");
+    for (const auto& [name, e] : weights_->entries) {
+      auto it = o.weights_->entries.find(name);
+      if (it == o.weights_->entries.end() || !(it->second.type == e.type))
+        fail(ErrorCategory::InvalidArgument, "share_params_from: the source does not store param '", name, "' as ",
+             e.type.str());
+    }
+    weights_ = o.weights_;
+    resolve();
+  }
+  bool shares_params_with(const backend::Executable& other) const override {
+    auto* o = dynamic_cast<const CudaExecutable*>(&other);
+    return o && o->weights_ == weights_;
+  }
+
+  void run() override {
+    if (!graph_ && ran_once_) capture();
+    if (graph_) {
+      ok(cudaGraphLaunch(graph_, stream_), "graph launch");
+    } else {
+      enqueue();
+      ran_once_ = true;
+    }
+    finish();
+  }
+  // Every row is computed: rows past an active extent are undefined by contract, so full
+  // runs honour it; capabilities() says active_extent = false (no work is skipped).
+  void set_extent(int64_t, int64_t) override {}
+  void release_scratch() override {}  // device memory stays allocated with the executable
+  void set_poison_scratch(bool on) override {
+    if (on != poison_) drop_graph();
+    poison_ = on;
+  }
+  std::unique_ptr<backend::Executable> clone() const override {
+    DeviceLock lock(device_sync_mutex());
+    auto c = std::unique_ptr<CudaExecutable>(new CudaExecutable(prog_, deep_copy(*weights_, stream_)));
+    // Inputs and constants carry over: the persistent ranges of the arena.
+    for (const auto& [b, e] : prog_->plan.memory.persistent)
+      if (e > b)
+        ok(cudaMemcpyAsync(static_cast<uint8_t*>(c->arena_->p) + b, static_cast<uint8_t*>(arena_->p) + b, size_t(e - b),
+                           cudaMemcpyDeviceToDevice, stream_),
+           "clone");
+    ok(cudaStreamSynchronize(stream_), "clone");
+    c->poison_ = poison_;
+    return c;
+  }
+
+ private:
+  CudaExecutable(std::shared_ptr<const Program> p, std::shared_ptr<Weights> w) : prog_(std::move(p)), weights_(std::move(w)) {
+    DeviceLock lock(device_sync_mutex());
+    ok(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream");
+    setup();
+  }
+  static std::shared_ptr<Weights> deep_copy(const Weights& w, cudaStream_t s) {
+    auto c = std::make_shared<Weights>();
+    for (const auto& [name, e] : w.entries) {
+      Weights::Entry n{e.type, std::make_unique<DeviceMem>(e.type.bytes()), e.set};
+      if (e.type.bytes())
+        ok(cudaMemcpyAsync(n.mem->p, e.mem->p, e.type.bytes(), cudaMemcpyDeviceToDevice, s), "clone");
+      c->entries.emplace(name, std::move(n));
+    }
+    ok(cudaStreamSynchronize(s), "clone");
+    return c;
+  }
+  void setup() {
+    const Blas& b = blas();
+    if (b.create(&blas_) != CUBLAS_STATUS_SUCCESS) fail(ErrorCategory::Internal, "cuBLAS: cublasCreate failed");
+    b.set_stream(blas_, stream_);
+    // A workspace of our own so that cuBLAS allocates nothing while a graph is captured.
+    blas_ws_ = std::make_unique<DeviceMem>(size_t(32) << 20);
+    b.set_workspace(blas_, blas_ws_->p, blas_ws_->bytes);
+    b.set_pointer_mode(blas_, CUBLAS_POINTER_MODE_HOST);
+    arena_ = std::make_unique<DeviceMem>(size_t(std::max<int64_t>(prog_->plan.memory.arena_bytes, 1)));
+    ok(cudaMemsetAsync(arena_->p, 0, arena_->bytes, stream_), "arena");
+    err_ = std::make_unique<DeviceMem>(2 * sizeof(int));
+    ok(cudaMemsetAsync(err_->p, 0, err_->bytes, stream_), "error record");
+    ok(cudaStreamSynchronize(stream_), "setup");
+    resolve();
+  }
+  void resolve() {
+    param_ptr_.clear();
+    for (const ParamSlot& ps : prog_->params) param_ptr_.push_back(static_cast<uint8_t*>(weights_->entries.at(ps.name).mem->p));
+    ptrs_.resize(prog_->refs.size());
+    for (size_t i = 0; i < prog_->refs.size(); ++i) ptrs_[i] = ptr(prog_->refs[i]);
+    drop_graph();
+  }
+  uint8_t* ptr(const Ref& r) const {
+    if (r.absent()) return nullptr;
+    if (r.segment == opt::Segment::Weights) return param_ptr_[size_t(r.param)] + r.offset;
+    return static_cast<uint8_t*>(arena_->p) + r.offset;
+  }
+  void enqueue() {
+    if (poison_)
+      for (const auto& [b, e] : prog_->plan.memory.scratch)
+        if (e > b) ok(cudaMemsetAsync(static_cast<uint8_t*>(arena_->p) + b, 0xFF, size_t(e - b), stream_), "poison");
+    LaunchCtx ctx{stream_, blas_, static_cast<int*>(err_->p), 0};
+    for (size_t i = 0; i < prog_->steps.size(); ++i) {
+      const Step& s = prog_->steps[i];
+      ctx.step = int(i) + 1;
+      s.fn(ctx, ptrs_.data() + s.first);
+    }
+  }
+  void capture() {
+    DeviceLock lock(device_sync_mutex());
+    ok(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "graph capture");
+    try {
+      enqueue();
+    } catch (...) {
+      cudaGraph_t g = nullptr;
+      cudaStreamEndCapture(stream_, &g);
+      if (g) cudaGraphDestroy(g);
+      throw;
+    }
+    cudaGraph_t g = nullptr;
+    ok(cudaStreamEndCapture(stream_, &g), "graph capture");
+    const cudaError_t e = cudaGraphInstantiate(&graph_, g, 0);
+    cudaGraphDestroy(g);
+    if (e != cudaSuccess) {
+      graph_ = nullptr;
+      ok(e, "graph instantiate");
+    }
+  }
+  void drop_graph() {
+    DeviceLock lock(device_sync_mutex());
+    if (graph_) cudaGraphExecDestroy(graph_);
+    graph_ = nullptr;
+  }
+  // Waits for the run; a device error names its step's node, and the record is cleared
+  // so the executable stays usable.
+  void finish() {
+    const cudaError_t e = cudaStreamSynchronize(stream_);
+    if (e != cudaSuccess) fail(ErrorCategory::Internal, "CUDA run failed: ", cudaGetErrorString(e));
+    int rec[2] = {0, 0};
+    ok(cudaMemcpyAsync(rec, err_->p, sizeof rec, cudaMemcpyDeviceToHost, stream_), "error record");
+    ok(cudaStreamSynchronize(stream_), "error record");
+    if (rec[0]) {
+      ok(cudaMemsetAsync(err_->p, 0, sizeof rec, stream_), "error record");
+      ok(cudaStreamSynchronize(stream_), "error record");
+      const Node& n = prog_->plan.graph.node(prog_->steps.at(size_t(rec[1] - 1)).node);
+      fail(ErrorCategory::InvalidArgument, "node '", n.name, "' (", op_name(n.kind), "): an index is out of range");
+    }
+  }
+  const Ref& ref(Value v) const {
+    if (v.node < 0 || size_t(v.node) >= prog_->values.size() || v.out < 0 ||
+        size_t(v.out) >= prog_->values[size_t(v.node)].size())
+      fail(ErrorCategory::Internal, "the CUDA executable has no value (", v.node, ", ", v.out, ")");
+    return prog_->values[size_t(v.node)][size_t(v.out)];
+  }
+  uint8_t* checked(Value v, size_t bytes) {
+    if (bytes != prog_->plan.graph.type(v).bytes())
+      fail(ErrorCategory::Internal, "transfer of ", bytes, " bytes for a value of type ", prog_->plan.graph.type(v).str());
+    uint8_t* p = ptr(ref(v));
+    if (!p) fail(ErrorCategory::Internal, "value (", v.node, ", ", v.out, ") has no storage");
+    return p;
+  }
+  Weights::Entry& entry(const std::string& name) {
+    auto it = weights_->entries.find(name);
+    if (it == weights_->entries.end()) fail(ErrorCategory::Internal, "param '", name, "' missing on the device");
+    return it->second;
+  }
+  static const CudaExecutable& as_cuda(const backend::Executable& other, const char* what) {
+    auto* o = dynamic_cast<const CudaExecutable*>(&other);
+    if (!o) fail(ErrorCategory::InvalidArgument, what, ": the source graph was compiled for another backend");
+    return *o;
+  }
+
+  std::shared_ptr<const Program> prog_;
+  std::shared_ptr<Weights> weights_;
+  std::unique_ptr<DeviceMem> arena_, err_, blas_ws_;
+  std::vector<uint8_t*> param_ptr_;
+  std::vector<void*> ptrs_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t blas_ = nullptr;
+  cudaGraphExec_t graph_ = nullptr;
+  bool ran_once_ = false, poison_ = false;
+};
+
+// Counts the devices in a short-lived child process: initializing CUDA here would leave
+// this process unable to fork children that use CUDA (rlx test-onnx isolates each case in
+// a forked child), and a probe must not make a CPU-only caller pay for a driver start.
+// Returns "" when a device is usable, else why not.
+std::string probe_in_child() {
+  int fds[2];
+  if (pipe(fds) != 0) return "cannot probe the CUDA device (pipe failed)";
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return "cannot probe the CUDA device (fork failed)";
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    int n = 0;
+    const cudaError_t e = cudaGetDeviceCount(&n);
+    std::string msg = e != cudaSuccess ? std::string("no usable CUDA device (") + cudaGetErrorString(e) + ")"
+                      : n == 0         ? std::string("no CUDA device")
+                                       : std::string();
+    if (!msg.empty() && write(fds[1], msg.data(), msg.size()) < 0) {}
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string msg;
+  char buf[256];
+  for (ssize_t r; (r = read(fds[0], buf, sizeof buf)) > 0;) msg.append(buf, size_t(r));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return "the CUDA device probe crashed";
+  return msg;
+}
+
+class CudaBackend final : public backend::Backend {
+ public:
+  std::string name() const override { return "cuda"; }
+  Device device() const override { return Device::Cuda; }
+  bool available(std::string* why) const override {
+    static std::once_flag once;
+    static std::string reason;
+    std::call_once(once, [] {
+      // The runtime reports a missing driver as "insufficient driver": say what is missing.
+      if (void* drv = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL)) {
+        dlclose(drv);
+      } else {
+        reason = "no NVIDIA driver on this machine (libcuda.so.1 cannot be loaded)";
+        return;
+      }
+      reason = probe_in_child();
+    });
+    if (!reason.empty() && why) *why = reason;
+    return reason.empty();
+  }
+  opt::BackendClaims claims() const override {
+    return opt::BackendClaims{"cuda", [](const Node& n, const std::vector<const Shape*>& in) { return supports(n, in); }};
+  }
+  // Constants fold on the host, with the CPU oracle's kernels.
+  opt::ConstEvaluator const_evaluator() const override { return cpu_->const_evaluator(); }
+  std::unique_ptr<backend::Executable> compile(opt::Plan plan, const CompileOptions&) const override {
+    std::string why;
+    if (!available(&why)) fail(ErrorCategory::Unsupported, "the cuda backend cannot run here: ", why);
+    std::shared_ptr<Program> prog = compile_program(std::move(plan));
+    auto exe = std::make_unique<CudaExecutable>(prog);
+    // The device weights hold the params' initial data now: keep it in one place only.
+    for (const ParamSlot& ps : prog->params) prog->plan.graph.mutable_node(ps.node).attr<LeafAttrs>().init = Blob();
+    return exe;
+  }
+
+ private:
+  std::unique_ptr<backend::Backend> cpu_ = cpu::make_backend();
+};
+
+}  // namespace
+
+std::unique_ptr<backend::Backend> make_backend() { return std::make_unique<CudaBackend>(); }
+
+}  // namespace rlx::cuda

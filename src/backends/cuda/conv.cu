@@ -1,0 +1,177 @@
+// Spatial and index kernels of the CUDA backend: direct NCHW convolution and pooling (one
+// thread per output element, f32 accumulation over input channel, kernel row, column),
+// pad, and argmax / argmin. Direct convolution is correct for
+// every shape the op takes but not tuned: no shared-memory tiling, no tensor cores
+// (implicit GEMM / cuDNN is the next step for real CNNs).
+#include <cstdint>
+
+#include "backends/cuda/kernels.h"
+
+namespace rlx::cuda {
+namespace {
+
+inline unsigned grid_for(int64_t n, int threads) {
+  const int64_t b = (n + threads - 1) / threads;
+  return unsigned(b < 1 ? 1 : b > 65535 * 8 ? 65535 * 8 : b);
+}
+
+__global__ void conv2d_kernel(ConvArgs a, const float* x, const float* w, const float* bias, float* y) {
+  const int64_t total = a.n * a.cout * a.oh * a.ow;
+  const int64_t cg = a.c / a.group, og = a.cout / a.group;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t ox = i % a.ow, oy = (i / a.ow) % a.oh, co = (i / (a.ow * a.oh)) % a.cout, n = i / (a.ow * a.oh * a.cout);
+    const int64_t g = co / og;
+    float acc = 0;
+    for (int64_t ci = 0; ci < cg; ++ci) {
+      const float* xp = x + ((n * a.c + g * cg + ci) * a.h) * a.w;
+      const float* wp = w + ((co * cg + ci) * a.kh) * a.kw;
+      for (int64_t ky = 0; ky < a.kh; ++ky) {
+        const int64_t iy = oy * a.sh - a.pt + ky * a.dh;
+        if (iy < 0 || iy >= a.h) continue;
+        for (int64_t kx = 0; kx < a.kw; ++kx) {
+          const int64_t ix = ox * a.sw - a.pl + kx * a.dw;
+          if (ix < 0 || ix >= a.w) continue;
+          acc = fmaf(xp[iy * a.w + ix], wp[ky * a.kw + kx], acc);
+        }
+      }
+    }
+    y[i] = bias ? acc + bias[co] : acc;
+  }
+}
+
+// Taps [lo, hi) of a window (tap t at start + t*d) inside [0, n); `padded`: inside the
+// padded extent [-pad_begin, n + pad_end).
+struct Taps {
+  int64_t lo, hi, padded;
+};
+__device__ inline Taps taps(int64_t start, int64_t k, int64_t d, int64_t n, int64_t pb, int64_t pe) {
+  auto first_at_least = [&](int64_t bound) { return bound <= start ? int64_t(0) : (bound - start + d - 1) / d; };
+  const int64_t lo = min(k, first_at_least(0)), hi = max(lo, min(k, first_at_least(n)));
+  const int64_t plo = min(k, first_at_least(-pb)), phi = max(plo, min(k, first_at_least(n + pe)));
+  return {lo, hi, phi - plo};
+}
+
+__global__ void pool2d_kernel(PoolArgs a, const float* x, float* y) {
+  const int64_t total = a.planes * a.oh * a.ow;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t ox = i % a.ow, oy = (i / a.ow) % a.oh, p = i / (a.ow * a.oh);
+    const int64_t y0 = oy * a.sh - a.pt, x0 = ox * a.sw - a.pl;
+    const Taps ty = taps(y0, a.kh, a.dh, a.h, a.pt, a.pb), tx = taps(x0, a.kw, a.dw, a.w, a.pl, a.pr);
+    const float* xp = x + p * a.h * a.w;
+    if (a.is_max) {
+      float m = -INFINITY;
+      for (int64_t ky = ty.lo; ky < ty.hi; ++ky)
+        for (int64_t kx = tx.lo; kx < tx.hi; ++kx) {
+          const float v = xp[(y0 + ky * a.dh) * a.w + x0 + kx * a.dw];
+          if (v > m || v != v) m = v;
+        }
+      y[i] = m;
+    } else {
+      float s = 0;
+      for (int64_t ky = ty.lo; ky < ty.hi; ++ky)
+        for (int64_t kx = tx.lo; kx < tx.hi; ++kx) s += xp[(y0 + ky * a.dh) * a.w + x0 + kx * a.dw];
+      const int64_t count = a.count_include_pad ? ty.padded * tx.padded : (ty.hi - ty.lo) * (tx.hi - tx.lo);
+      y[i] = count > 0 ? s / float(count) : 0.0f;
+    }
+  }
+}
+
+template <int E>
+struct Elem;
+template <> struct Elem<1> { using T = uint8_t; };
+template <> struct Elem<2> { using T = uint16_t; };
+template <> struct Elem<4> { using T = uint32_t; };
+template <> struct Elem<8> { using T = uint64_t; };
+
+template <int E>
+__global__ void pad_kernel(const void* xv, Iter in, PadArgs a, void* yv, Iter out) {
+  using T = typename Elem<E>::T;
+  const T* x = static_cast<const T*>(xv);
+  T* y = static_cast<T*>(yv);
+  T fill;
+  memcpy(&fill, &a.fill, E);
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < out.numel; i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t r = i, src = 0, stride = 1;
+    bool outside = false;
+    for (int k = out.rank - 1; k >= 0; --k) {
+      const int64_t o = r % out.dims[k], n = in.dims[k];
+      r /= out.dims[k];
+      int64_t s = o - a.begin[k];
+      if (s < 0 || s >= n) {
+        if (a.mode == 0 || n == 0) {
+          outside = true;
+        } else if (a.mode == 2) {
+          s = s < 0 ? 0 : n - 1;
+        } else if (n == 1) {
+          s = 0;
+        } else {  // reflect about the edges, excluding them (period 2(n-1))
+          const int64_t period = 2 * (n - 1);
+          s %= period;
+          if (s < 0) s += period;
+          if (s >= n) s = period - s;
+        }
+      }
+      src += s * stride;
+      stride *= n;
+    }
+    y[i] = outside ? fill : x[src];
+  }
+}
+
+__global__ void arg_kernel(bool is_max, bool last, const float* x, int64_t outer, int64_t n, int64_t inner, int64_t* y) {
+  for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c < outer * inner; c += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t base = (c / inner) * n * inner + c % inner;
+    float b = x[base];
+    int64_t bi = 0;
+    for (int64_t k = 1; k < n; ++k) {
+      const float v = x[base + k * inner];
+      bool take;
+      if (b != b) take = last && v != v;  // NaN ranks above every number
+      else if (v != v) take = true;
+      else take = (is_max ? v > b : v < b) || (last && v == b);
+      if (take) {
+        b = v;
+        bi = k;
+      }
+    }
+    y[c] = bi;
+  }
+}
+
+}  // namespace
+
+cudaError_t conv2d(const ConvArgs& a, const float* x, const float* wt, const float* bias, float* y, cudaStream_t s) {
+  const int64_t total = a.n * a.cout * a.oh * a.ow;
+  if (total == 0) return cudaSuccess;
+  conv2d_kernel<<<grid_for(total, 128), 128, 0, s>>>(a, x, wt, bias, y);
+  return cudaGetLastError();
+}
+
+cudaError_t pool2d(const PoolArgs& a, const float* x, float* y, cudaStream_t s) {
+  const int64_t total = a.planes * a.oh * a.ow;
+  if (total == 0) return cudaSuccess;
+  pool2d_kernel<<<grid_for(total, 256), 256, 0, s>>>(a, x, y);
+  return cudaGetLastError();
+}
+
+cudaError_t pad(int elem, const void* x, const Iter& in, const PadArgs& a, void* y, const Iter& out, cudaStream_t s) {
+  if (out.numel == 0) return cudaSuccess;
+  const unsigned g = grid_for(out.numel, 256);
+  switch (elem) {
+    case 1: pad_kernel<1><<<g, 256, 0, s>>>(x, in, a, y, out); break;
+    case 2: pad_kernel<2><<<g, 256, 0, s>>>(x, in, a, y, out); break;
+    case 4: pad_kernel<4><<<g, 256, 0, s>>>(x, in, a, y, out); break;
+    case 8: pad_kernel<8><<<g, 256, 0, s>>>(x, in, a, y, out); break;
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t arg_reduce(bool is_max, bool select_last, const float* x, int64_t outer, int64_t n, int64_t inner,
+                       int64_t* y, cudaStream_t s) {
+  if (outer * inner == 0) return cudaSuccess;
+  arg_kernel<<<grid_for(outer * inner, 256), 256, 0, s>>>(is_max, select_last, x, outer, n, inner, y);
+  return cudaGetLastError();
+}
+
+}  // namespace rlx::cuda

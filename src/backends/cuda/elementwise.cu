@@ -1,0 +1,345 @@
+// Element-wise kernels of the CUDA backend: unary (f32), binary with broadcasting through
+// strides, where, cast. Grid-stride loops, 64-bit indices; math in float as the CPU
+// oracle does it (erf / tanh forms of gelu as in the op table's definitions).
+#include <cuda_bf16.h>
+#include <type_traits>
+#include <cuda_fp16.h>
+
+#include "backends/cuda/kernels.h"
+
+namespace rlx::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+inline unsigned blocks_for(int64_t n) {
+  const int64_t b = (n + kThreads - 1) / kThreads;
+  return unsigned(b < 1 ? 1 : b > 65535 * 8 ? 65535 * 8 : b);
+}
+
+__device__ inline int64_t offset_of(int64_t i, const Iter& it, const Strides& st) {
+  int64_t off = st.base;
+  for (int k = it.rank - 1; k >= 0; --k) {
+    const int64_t d = it.dims[k];
+    off += (i % d) * st.s[k];
+    i /= d;
+  }
+  return off;
+}
+
+// Float ops in T (float or double: the overloads of CUDA's math library pick the precision).
+template <class T>
+__device__ inline T unary_f(const UnaryArgs& a, T x) {
+  const T one = T(1), zero = T(0), half = T(0.5);
+  switch (a.op) {
+    case UnaryOp::Abs: return fabs(x);
+    case UnaryOp::Neg: return -x;
+    case UnaryOp::Exp: return exp(x);
+    case UnaryOp::Log: return log(x);
+    case UnaryOp::Sqrt: return sqrt(x);
+    case UnaryOp::Rsqrt: return one / sqrt(x);
+    case UnaryOp::Reciprocal: return one / x;
+    case UnaryOp::Sin: return sin(x);
+    case UnaryOp::Cos: return cos(x);
+    case UnaryOp::Tan: return tan(x);
+    case UnaryOp::Asin: return asin(x);
+    case UnaryOp::Acos: return acos(x);
+    case UnaryOp::Atan: return atan(x);
+    case UnaryOp::Sinh: return sinh(x);
+    case UnaryOp::Cosh: return cosh(x);
+    case UnaryOp::Asinh: return asinh(x);
+    case UnaryOp::Acosh: return acosh(x);
+    case UnaryOp::Atanh: return atanh(x);
+    case UnaryOp::Tanh: return tanh(x);
+    case UnaryOp::Sigmoid: return one / (one + exp(-x));
+    case UnaryOp::Relu: return x > zero ? x : (x == x ? zero : x);
+    case UnaryOp::Gelu: return half * x * (one + erf(x * T(0.70710678118654752440)));
+    case UnaryOp::GeluTanh: return half * x * (one + tanh(T(0.7978845608028654) * (x + T(0.044715) * x * x * x)));
+    case UnaryOp::Silu: return x / (one + exp(-x));
+    case UnaryOp::Softplus: return x > T(20) ? x : log1p(exp(x));
+    case UnaryOp::Softsign: return x / (one + fabs(x));
+    case UnaryOp::Mish: return x * tanh(x > T(20) ? x : log1p(exp(x)));
+    case UnaryOp::HardSwish: return x * fmin(fmax(x / T(6) + half, zero), one);
+    case UnaryOp::HardSigmoid: return fmin(fmax(T(a.alpha) * x + T(a.beta), zero), one);
+    case UnaryOp::LeakyRelu: return x >= zero ? x : T(a.alpha) * x;
+    case UnaryOp::Elu: return x >= zero ? x : T(a.alpha) * (exp(x) - one);
+    case UnaryOp::Selu: return T(a.beta) * (x > zero ? x : T(a.alpha) * (exp(x) - one));
+    case UnaryOp::Celu: return fmax(zero, x) + fmin(zero, T(a.alpha) * (exp(x / T(a.alpha)) - one));
+    case UnaryOp::ThresholdedRelu: return x > T(a.alpha) ? x : zero;
+    case UnaryOp::Clip: return x != x ? x : fmin(fmax(x, T(a.alpha)), T(a.beta));
+    case UnaryOp::Erf: return erf(x);
+    case UnaryOp::Floor: return floor(x);
+    case UnaryOp::Ceil: return ceil(x);
+    case UnaryOp::Round: return rint(x);
+    case UnaryOp::Sign: return x > zero ? one : x < zero ? -one : x;
+    default: return x;
+  }
+}
+
+// Integer ops (abs, neg, sign, relu, bitwise not), wrapping like the CPU's.
+template <class T>
+__device__ inline T unary_i(const UnaryArgs& a, T x) {
+  switch (a.op) {
+    case UnaryOp::Abs: if constexpr (std::is_signed_v<T>) return x < 0 ? T(-x) : x; else return x;
+    case UnaryOp::Neg: return T(-x);
+    case UnaryOp::Sign: if constexpr (std::is_signed_v<T>) return T(x > 0 ? 1 : x < 0 ? -1 : 0); else return T(x > 0 ? 1 : 0);
+    case UnaryOp::Relu: if constexpr (std::is_signed_v<T>) return x > 0 ? x : T(0); else return x;
+    default: return T(~x);  // BitNot
+  }
+}
+
+template <class T>
+__global__ void unary_kernel(UnaryArgs a, const T* x, T* y, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    if constexpr (std::is_floating_point_v<T>) y[i] = unary_f(a, x[i]);
+    else y[i] = unary_i(a, x[i]);
+  }
+}
+template <class T>
+__global__ void unary_bool_kernel(UnaryArgs a, const T* x, bool* y, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const T v = x[i];
+    if constexpr (std::is_same_v<T, bool>) y[i] = !v;
+    else y[i] = a.op == UnaryOp::IsNaN ? v != v : ((a.pos && v == T(INFINITY)) || (a.neg && v == T(-INFINITY)));
+  }
+}
+
+template <class T>
+__device__ inline T pow_t(T a, T b) {
+  if constexpr (std::is_same_v<T, float>) return powf(a, b);
+  else if constexpr (std::is_floating_point_v<T>) return pow(a, b);
+  else {  // integer power by squaring (negative exponents: 0 unless |a| == 1)
+    if constexpr (std::is_signed_v<T>)
+      if (b < 0) return a == 1 ? T(1) : a == T(-1) ? ((b & 1) ? T(-1) : T(1)) : T(0);
+    T r = 1, base = a;
+    for (auto e = b; e > 0; e >>= 1) {
+      if (e & 1) r *= base;
+      base *= base;
+    }
+    return r;
+  }
+}
+
+template <class T>
+__device__ inline T arith(BinaryOp op, T a, T b) {
+  constexpr bool fl = std::is_floating_point_v<T>;
+  switch (op) {
+    case BinaryOp::Add: return a + b;
+    case BinaryOp::Sub: return a - b;
+    case BinaryOp::Mul: return a * b;
+    case BinaryOp::Div:
+      if constexpr (fl) return a / b;
+      else return b == 0 ? T(0) : T(a / b);  // integers truncate toward zero, as the CPU oracle does
+    case BinaryOp::Pow: return pow_t(a, b);
+    case BinaryOp::Max: if constexpr (fl) return (a != a || b != b) ? a + b : (a > b ? a : b); else return a > b ? a : b;
+    case BinaryOp::Min: if constexpr (fl) return (a != a || b != b) ? a + b : (a < b ? a : b); else return a < b ? a : b;
+    case BinaryOp::FMod:
+      if constexpr (fl) return T(fmod(double(a), double(b)));
+      else return b == 0 ? T(0) : T(a % b);
+    case BinaryOp::FloorMod:
+      if constexpr (fl) {
+        const double r = fmod(double(a), double(b));
+        return T((r != 0 && ((r < 0) != (b < 0))) ? r + double(b) : r);
+      } else {
+        if (b == 0) return T(0);
+        const T r = a % b;
+        if constexpr (std::is_signed_v<T>) return (r != 0 && ((r < 0) != (b < 0))) ? T(r + b) : r;
+        else return r;
+      }
+    case BinaryOp::BitAnd: if constexpr (!fl) return a & b; else return a;
+    case BinaryOp::BitOr: if constexpr (!fl) return a | b; else return a;
+    case BinaryOp::BitXor: if constexpr (!fl) return a ^ b; else return a;
+    default: return a;
+  }
+}
+
+template <class T>
+__device__ inline bool predicate(BinaryOp op, T a, T b) {
+  switch (op) {
+    case BinaryOp::And: return a && b;
+    case BinaryOp::Or: return a || b;
+    case BinaryOp::Xor: return bool(a) != bool(b);
+    case BinaryOp::Eq: return a == b;
+    case BinaryOp::Ne: return a != b;
+    case BinaryOp::Lt: return a < b;
+    case BinaryOp::Le: return a <= b;
+    case BinaryOp::Gt: return a > b;
+    default: return a >= b;
+  }
+}
+
+template <class T>
+__global__ void binary_kernel(BinaryOp op, const T* a, Strides sa, const T* b, Strides sb, void* y, Iter it) {
+  const bool pred = op >= BinaryOp::And;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < it.numel; i += int64_t(gridDim.x) * blockDim.x) {
+    const T x = a[offset_of(i, it, sa)], z = b[offset_of(i, it, sb)];
+    if (pred) static_cast<bool*>(y)[i] = predicate(op, x, z);
+    else static_cast<T*>(y)[i] = arith(op, x, z);
+  }
+}
+
+template <int E>
+struct Elem;
+template <> struct Elem<1> { using T = uint8_t; };
+template <> struct Elem<2> { using T = uint16_t; };
+template <> struct Elem<4> { using T = uint32_t; };
+template <> struct Elem<8> { using T = uint64_t; };
+
+template <int E>
+__global__ void where_kernel(const bool* c, Strides sc, const void* a, Strides sa, const void* b, Strides sb, void* y,
+                             Iter it) {
+  using T = typename Elem<E>::T;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < it.numel; i += int64_t(gridDim.x) * blockDim.x)
+    static_cast<T*>(y)[i] = c[offset_of(i, it, sc)] ? static_cast<const T*>(a)[offset_of(i, it, sa)]
+                                                     : static_cast<const T*>(b)[offset_of(i, it, sb)];
+}
+
+template <int E>
+__global__ void strided_copy_kernel(const void* x, Strides sx, void* y, Strides sy, Iter it) {
+  using T = typename Elem<E>::T;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < it.numel; i += int64_t(gridDim.x) * blockDim.x)
+    static_cast<T*>(y)[offset_of(i, it, sy)] = static_cast<const T*>(x)[offset_of(i, it, sx)];
+}
+
+// ---- cast: through the widest type of each kind (double for floats, int64 for ints)
+template <class T> __device__ inline double to_d(T v) { return double(v); }
+template <> __device__ inline double to_d(__half v) { return double(__half2float(v)); }
+template <> __device__ inline double to_d(__nv_bfloat16 v) { return double(__bfloat162float(v)); }
+template <class T> __device__ inline T from_d(double v) { return T(v); }
+template <> __device__ inline __half from_d(double v) { return __float2half_rn(float(v)); }
+template <> __device__ inline __nv_bfloat16 from_d(double v) { return __float2bfloat16_rn(float(v)); }
+template <> __device__ inline bool from_d(double v) { return v != 0.0; }
+
+template <class S, class D>
+__global__ void cast_kernel(const S* x, D* y, int64_t n) {
+  constexpr bool s_int = std::is_integral_v<S>;
+  constexpr bool d_int = std::is_integral_v<D> && !std::is_same_v<D, bool>;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    if constexpr (s_int && d_int) {
+      y[i] = D(int64_t(x[i]));  // integer to integer: wraps like the CPU's static_cast
+    } else if constexpr (std::is_same_v<D, float> && std::is_same_v<S, float>) {
+      y[i] = x[i];
+    } else if constexpr (d_int) {
+      const double v = to_d(x[i]);  // float to integer: truncation; NaN / out of range as the CPU does (0)
+      y[i] = (v != v) ? D(0) : D(int64_t(v));
+    } else {
+      y[i] = from_d<D>(to_d(x[i]));
+    }
+  }
+}
+
+template <class S>
+cudaError_t cast_from(ET to, const S* x, void* y, int64_t n, cudaStream_t s) {
+  const unsigned g = blocks_for(n);
+  switch (to) {
+    case ET::F32: cast_kernel<<<g, kThreads, 0, s>>>(x, static_cast<float*>(y), n); break;
+    case ET::F16: cast_kernel<<<g, kThreads, 0, s>>>(x, static_cast<__half*>(y), n); break;
+    case ET::BF16: cast_kernel<<<g, kThreads, 0, s>>>(x, static_cast<__nv_bfloat16*>(y), n); break;
+    case ET::F64: cast_kernel<<<g, kThreads, 0, s>>>(x, static_cast<double*>(y), n); break;
+    case ET::I8: cast_kernel<<<g, kThreads, 0, s>>>(x, static_cast<int8_t*>(y), n); break;
+    case ET::U8: cast_kernel<<<g, kThreads, 0, s>>>(x, static_cast<uint8_t*>(y), n); break;
+    case ET::I16: cast_kernel<<<g, kThreads, 0, s>>>(x, static_cast<int16_t*>(y), n); break;
+    case ET::I32: cast_kernel<<<g, kThreads, 0, s>>>(x, static_cast<int32_t*>(y), n); break;
+    case ET::I64: cast_kernel<<<g, kThreads, 0, s>>>(x, static_cast<int64_t*>(y), n); break;
+    case ET::Bool: cast_kernel<<<g, kThreads, 0, s>>>(x, static_cast<bool*>(y), n); break;
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t unary(const UnaryArgs& a, ET t, const void* x, void* y, int64_t n, cudaStream_t s) {
+  if (n == 0) return cudaSuccess;
+  const unsigned g = blocks_for(n);
+  if (a.op == UnaryOp::Not) {
+    unary_bool_kernel<<<g, kThreads, 0, s>>>(a, static_cast<const bool*>(x), static_cast<bool*>(y), n);
+    return cudaGetLastError();
+  }
+  if (a.op == UnaryOp::IsNaN || a.op == UnaryOp::IsInf) {
+    if (t == ET::F64) unary_bool_kernel<<<g, kThreads, 0, s>>>(a, static_cast<const double*>(x), static_cast<bool*>(y), n);
+    else unary_bool_kernel<<<g, kThreads, 0, s>>>(a, static_cast<const float*>(x), static_cast<bool*>(y), n);
+    return cudaGetLastError();
+  }
+#define RLX_UN(ET_, T_) \
+  case ET_: unary_kernel<T_><<<g, kThreads, 0, s>>>(a, static_cast<const T_*>(x), static_cast<T_*>(y), n); break;
+  switch (t) {
+    RLX_UN(ET::F32, float)
+    RLX_UN(ET::F64, double)
+    RLX_UN(ET::I8, int8_t)
+    RLX_UN(ET::U8, uint8_t)
+    RLX_UN(ET::I16, int16_t)
+    RLX_UN(ET::I32, int32_t)
+    RLX_UN(ET::I64, int64_t)
+    default: return cudaErrorInvalidValue;
+  }
+#undef RLX_UN
+  return cudaGetLastError();
+}
+
+cudaError_t binary(BinaryOp op, ET t, const void* a, const Strides& sa, const void* b, const Strides& sb, void* y,
+                   const Iter& it, cudaStream_t s) {
+  if (it.numel == 0) return cudaSuccess;
+  const unsigned g = blocks_for(it.numel);
+#define RLX_BIN(ET_, T_) \
+  case ET_: binary_kernel<T_><<<g, kThreads, 0, s>>>(op, static_cast<const T_*>(a), sa, static_cast<const T_*>(b), sb, y, it); break;
+  switch (t) {
+    RLX_BIN(ET::F32, float)
+    RLX_BIN(ET::F64, double)
+    RLX_BIN(ET::I32, int32_t)
+    RLX_BIN(ET::I64, int64_t)
+    RLX_BIN(ET::I8, int8_t)
+    RLX_BIN(ET::U8, uint8_t)
+    RLX_BIN(ET::Bool, uint8_t)
+    default: return cudaErrorInvalidValue;
+  }
+#undef RLX_BIN
+  return cudaGetLastError();
+}
+
+cudaError_t where(int elem, const void* c, const Strides& sc, const void* a, const Strides& sa, const void* b,
+                  const Strides& sb, void* y, const Iter& it, cudaStream_t s) {
+  if (it.numel == 0) return cudaSuccess;
+  const unsigned g = blocks_for(it.numel);
+  const bool* cb = static_cast<const bool*>(c);
+  switch (elem) {
+    case 1: where_kernel<1><<<g, kThreads, 0, s>>>(cb, sc, a, sa, b, sb, y, it); break;
+    case 2: where_kernel<2><<<g, kThreads, 0, s>>>(cb, sc, a, sa, b, sb, y, it); break;
+    case 4: where_kernel<4><<<g, kThreads, 0, s>>>(cb, sc, a, sa, b, sb, y, it); break;
+    case 8: where_kernel<8><<<g, kThreads, 0, s>>>(cb, sc, a, sa, b, sb, y, it); break;
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t strided_copy(int elem, const void* x, const Strides& sx, void* y, const Strides& sy, const Iter& it,
+                         cudaStream_t s) {
+  if (it.numel == 0) return cudaSuccess;
+  const unsigned g = blocks_for(it.numel);
+  switch (elem) {
+    case 1: strided_copy_kernel<1><<<g, kThreads, 0, s>>>(x, sx, y, sy, it); break;
+    case 2: strided_copy_kernel<2><<<g, kThreads, 0, s>>>(x, sx, y, sy, it); break;
+    case 4: strided_copy_kernel<4><<<g, kThreads, 0, s>>>(x, sx, y, sy, it); break;
+    case 8: strided_copy_kernel<8><<<g, kThreads, 0, s>>>(x, sx, y, sy, it); break;
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t cast(ET from, ET to, const void* x, void* y, int64_t n, cudaStream_t s) {
+  if (n == 0) return cudaSuccess;
+  switch (from) {
+    case ET::F32: return cast_from(to, static_cast<const float*>(x), y, n, s);
+    case ET::F16: return cast_from(to, static_cast<const __half*>(x), y, n, s);
+    case ET::BF16: return cast_from(to, static_cast<const __nv_bfloat16*>(x), y, n, s);
+    case ET::F64: return cast_from(to, static_cast<const double*>(x), y, n, s);
+    case ET::I8: return cast_from(to, static_cast<const int8_t*>(x), y, n, s);
+    case ET::U8: return cast_from(to, static_cast<const uint8_t*>(x), y, n, s);
+    case ET::I16: return cast_from(to, static_cast<const int16_t*>(x), y, n, s);
+    case ET::I32: return cast_from(to, static_cast<const int32_t*>(x), y, n, s);
+    case ET::I64: return cast_from(to, static_cast<const int64_t*>(x), y, n, s);
+    case ET::Bool: return cast_from(to, static_cast<const bool*>(x), y, n, s);
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace rlx::cuda

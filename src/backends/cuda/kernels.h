@@ -1,0 +1,104 @@
+// Internal: the device kernels of the CUDA backend (the .cu files), as host launch
+// functions on a stream. Element-wise and copy kernels index through per-operand element
+// strides over the iteration dims (0: broadcast, negative: reversed), up to kMaxRank dims.
+// Errors a kernel finds in the data (an index out of range) are recorded in `err`
+// (device memory: code, then the 1-based schedule step) for the host to report after the
+// run; a launch failure is returned by cudaGetLastError to the caller.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace rlx::cuda {
+
+constexpr int kMaxRank = 8;
+
+struct Iter {                  // the iteration space: row-major dims
+  int rank = 0;
+  int64_t dims[kMaxRank] = {};
+  int64_t numel = 1;
+};
+struct Strides {               // one operand's element strides over Iter's dims
+  int64_t s[kMaxRank] = {};
+  int64_t base = 0;            // element offset of index 0
+};
+
+// Element types the kernels know (a subset of rlx::DType, mapped by the lowering).
+enum class ET : int { F32, F16, BF16, F64, I8, U8, I16, I32, I64, Bool };
+
+enum class UnaryOp : int {
+  Abs, Neg, Exp, Log, Sqrt, Rsqrt, Reciprocal, Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh,
+  Tanh, Sigmoid, Relu, Gelu, GeluTanh, Silu, Softplus, Softsign, Mish, HardSwish, HardSigmoid, LeakyRelu, Elu,
+  Selu, Celu, ThresholdedRelu, Clip, Erf, Floor, Ceil, Round, Sign, IsNaN, IsInf, Not, BitNot
+};
+struct UnaryArgs {
+  UnaryOp op = UnaryOp::Abs;
+  float alpha = 0, beta = 0;   // ScalarAttrs / clip bounds
+  bool neg = true, pos = true; // is_inf
+};
+// y = op(x) over n contiguous elements of type t: float ops in F32 / F64; abs, neg, sign,
+// relu and bitwise not also on integers; is_nan / is_inf write bool; not reads bool.
+cudaError_t unary(const UnaryArgs& a, ET t, const void* x, void* y, int64_t n, cudaStream_t s);
+
+enum class BinaryOp : int {
+  Add, Sub, Mul, Div, Pow, Max, Min, FMod, FloorMod, BitAnd, BitOr, BitXor, And, Or, Xor,
+  Eq, Ne, Lt, Le, Gt, Ge
+};
+// y[i] = a[sa(i)] op b[sb(i)]: operands of type t, y of type t (bool for comparisons and
+// logical ops). t: F32, F64, I32, I64, U8, I8, Bool (what the lowering claims).
+cudaError_t binary(BinaryOp op, ET t, const void* a, const Strides& sa, const void* b, const Strides& sb, void* y,
+                   const Iter& it, cudaStream_t s);
+// y[i] = c[sc(i)] ? a[sa(i)] : b[sb(i)], elements of `elem` bytes.
+cudaError_t where(int elem, const void* c, const Strides& sc, const void* a, const Strides& sa, const void* b,
+                  const Strides& sb, void* y, const Iter& it, cudaStream_t s);
+// y = (to) x over n elements.
+cudaError_t cast(ET from, ET to, const void* x, void* y, int64_t n, cudaStream_t s);
+// y[so(i)] = x[sx(i)] for every i of `it`, elements of `elem` bytes (1, 2, 4, 8):
+// transpose, slice, expand, concat and split pieces.
+cudaError_t strided_copy(int elem, const void* x, const Strides& sx, void* y, const Strides& sy, const Iter& it,
+                         cudaStream_t s);
+// Gather along one axis: data [outer, dim, inner] (elements of `elem` bytes), indices
+// (i32 or i64, n_idx of them; negative counts from the end), y [outer, n_idx, inner].
+cudaError_t gather(int elem, const void* data, int64_t outer, int64_t dim, int64_t inner, const void* idx,
+                   bool idx64, int64_t n_idx, void* y, int* err, int step, cudaStream_t s);
+
+// Pad (mode 0 constant, 1 reflect, 2 edge; negative pads crop): out index o on dim k reads
+// input index o - begin[k], mapped into the input by the mode or filled with `fill` (the
+// element's bytes, little-endian in the low bytes).
+struct PadArgs {
+  int mode = 0;
+  int64_t begin[kMaxRank] = {};
+  uint64_t fill = 0;
+};
+cudaError_t pad(int elem, const void* x, const Iter& in, const PadArgs& a, void* y, const Iter& out, cudaStream_t s);
+
+// f32 NCHW convolution (groups, strides, dilations, top/left pads; bias or nullptr) and
+// pooling (max or average, count_include_pad; taps past input + padding never count).
+struct ConvArgs {
+  int64_t n, c, h, w, cout, kh, kw, oh, ow, sh, sw, pt, pl, dh, dw, group;
+};
+cudaError_t conv2d(const ConvArgs& a, const float* x, const float* wt, const float* bias, float* y, cudaStream_t s);
+struct PoolArgs {
+  bool is_max = true, count_include_pad = false;
+  int64_t planes, h, w, oh, ow, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw;
+};
+cudaError_t pool2d(const PoolArgs& a, const float* x, float* y, cudaStream_t s);
+// argmax / argmin of f32 over the middle dim of [outer, n, inner] into i64 (first index of
+// the extreme value, or the last with select_last; NaN wins, as on the CPU).
+cudaError_t arg_reduce(bool is_max, bool select_last, const float* x, int64_t outer, int64_t n, int64_t inner,
+                       int64_t* y, cudaStream_t s);
+
+enum class ReduceOp : int { Sum, Mean, Max, Min, Prod };
+// y[o] = reduce over r of x[base(o) + r-offset]: the kept dims (`kept`, strides `ks` into
+// x) index the outputs, the reduced dims (`red`, strides `rs`) the terms. Floats (F32, F64):
+// every op, accumulated in the type; integers: max and min.
+cudaError_t reduce(ReduceOp op, ET t, const void* x, const Iter& kept, const Strides& ks, const Iter& red,
+                   const Strides& rs, void* y, cudaStream_t s);
+// f32 softmax / log-softmax over the middle dim of [outer, n, inner].
+cudaError_t softmax(bool log, const float* x, float* y, int64_t outer, int64_t n, int64_t inner, cudaStream_t s);
+// f32 layer norm (rms = false) or RMS norm over rows of `cols`; scale / bias: cols
+// elements or nullptr.
+cudaError_t norm(bool rms, const float* x, const float* scale, const float* bias, float* y, int64_t rows,
+                 int64_t cols, float eps, cudaStream_t s);
+
+}  // namespace rlx::cuda

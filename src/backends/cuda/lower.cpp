@@ -1,0 +1,304 @@
+// CUDA lowering: what the backend claims (supports), and each claimed op's Launch over
+// kernels.h: element-wise and data movement here, the compute families in
+// lower_compute.cpp. What is not claimed is decomposed by legalize where the op table has
+// a decomposition, else reported unsupported by name.
+#include "backends/cuda/lower.h"
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+
+#include "backends/cuda/lower_util.h"
+#include "ir/op_table.h"
+
+namespace rlx::cuda {
+
+void check(cudaError_t e, const char* what, const Node& node) {
+  if (e != cudaSuccess)
+    fail(ErrorCategory::Internal, "CUDA ", what, " for node '", node.name, "' (", op_name(node.kind),
+         "): ", cudaGetErrorString(e));
+}
+void check_blas(cublasStatus_t s, const char* what, const Node& node) {
+  if (s != CUBLAS_STATUS_SUCCESS)
+    fail(ErrorCategory::Internal, "cuBLAS ", what, " for node '", node.name, "' (", op_name(node.kind),
+         "): status ", int(s));
+}
+
+namespace {
+
+std::optional<UnaryOp> unary_of(OpKind k) {
+  switch (k) {
+#define RLX_U(K) case OpKind::K: return UnaryOp::K;
+    RLX_U(Abs) RLX_U(Neg) RLX_U(Exp) RLX_U(Log) RLX_U(Sqrt) RLX_U(Rsqrt) RLX_U(Reciprocal) RLX_U(Sin) RLX_U(Cos)
+    RLX_U(Tan) RLX_U(Asin) RLX_U(Acos) RLX_U(Atan) RLX_U(Sinh) RLX_U(Cosh) RLX_U(Asinh) RLX_U(Acosh) RLX_U(Atanh)
+    RLX_U(Tanh) RLX_U(Sigmoid) RLX_U(Relu) RLX_U(Gelu) RLX_U(Silu) RLX_U(Softplus) RLX_U(Softsign) RLX_U(Mish)
+    RLX_U(HardSwish) RLX_U(HardSigmoid) RLX_U(LeakyRelu) RLX_U(Elu) RLX_U(Selu) RLX_U(Celu) RLX_U(ThresholdedRelu)
+    RLX_U(Clip) RLX_U(Erf) RLX_U(Floor) RLX_U(Ceil) RLX_U(Round) RLX_U(Sign) RLX_U(IsNaN) RLX_U(IsInf) RLX_U(Not)
+#undef RLX_U
+    case OpKind::BitwiseNot: return UnaryOp::BitNot;
+    default: return std::nullopt;
+  }
+}
+
+std::optional<BinaryOp> binary_of(const Node& n) {
+  switch (n.kind) {
+    case OpKind::Add: return BinaryOp::Add;
+    case OpKind::Sub: return BinaryOp::Sub;
+    case OpKind::Mul: return BinaryOp::Mul;
+    case OpKind::Div: return BinaryOp::Div;
+    case OpKind::Pow: return BinaryOp::Pow;
+    case OpKind::Max: return BinaryOp::Max;
+    case OpKind::Min: return BinaryOp::Min;
+    case OpKind::Mod: return n.attr<ModAttrs>().fmod ? BinaryOp::FMod : BinaryOp::FloorMod;
+    case OpKind::BitwiseAnd: return BinaryOp::BitAnd;
+    case OpKind::BitwiseOr: return BinaryOp::BitOr;
+    case OpKind::BitwiseXor: return BinaryOp::BitXor;
+    case OpKind::And: return BinaryOp::And;
+    case OpKind::Or: return BinaryOp::Or;
+    case OpKind::Xor: return BinaryOp::Xor;
+    case OpKind::Equal: return BinaryOp::Eq;
+    case OpKind::NotEqual: return BinaryOp::Ne;
+    case OpKind::Less: return BinaryOp::Lt;
+    case OpKind::LessEqual: return BinaryOp::Le;
+    case OpKind::Greater: return BinaryOp::Gt;
+    case OpKind::GreaterEqual: return BinaryOp::Ge;
+    default: return std::nullopt;
+  }
+}
+
+bool binary_type_ok(BinaryOp op, DType t) {
+  const bool fl = t == DType::F32 || t == DType::F64;
+  const bool in = t == DType::I32 || t == DType::I64 || t == DType::I8 || t == DType::U8;
+  if (op == BinaryOp::And || op == BinaryOp::Or || op == BinaryOp::Xor) return t == DType::Bool;
+  if (op >= BinaryOp::Eq) return fl || in || t == DType::Bool;
+  if (op == BinaryOp::BitAnd || op == BinaryOp::BitOr || op == BinaryOp::BitXor) return in;
+  return fl || in;
+}
+
+}  // namespace
+
+bool supports(const Node& n, const std::vector<const Shape*>& in) {
+  for (const Shape* s : in)
+    if (s && !static_rank_ok(s)) return false;
+  if (in.empty() || !in[0]) return false;
+  const DType t = in[0]->dtype();
+  if (auto u = unary_of(n.kind)) {
+    if (*u == UnaryOp::Not) return t == DType::Bool;
+    const bool fl = t == DType::F32 || t == DType::F64;
+    const bool in = t == DType::I8 || t == DType::U8 || t == DType::I16 || t == DType::I32 || t == DType::I64;
+    if (*u == UnaryOp::BitNot) return in;
+    if (*u == UnaryOp::Abs || *u == UnaryOp::Neg || *u == UnaryOp::Sign || *u == UnaryOp::Relu) return fl || in;
+    return fl;
+  }
+  if (auto b = binary_of(n)) return in.size() == 2 && in[1] && in[1]->dtype() == t && binary_type_ok(*b, t);
+  switch (n.kind) {
+    case OpKind::Where:
+      return in.size() == 3 && in[0]->dtype() == DType::Bool && in[1] && in[2] && in[1]->dtype() == in[2]->dtype() &&
+             dtype_size(in[1]->dtype()) <= 8;
+    case OpKind::Cast: return et_of(t) && et_of(n.attr<CastAttrs>().to);
+    case OpKind::Identity:
+    case OpKind::Reshape:
+    case OpKind::Transpose:
+    case OpKind::Slice:
+    case OpKind::Expand:
+    case OpKind::Concat:
+    case OpKind::Split: {
+      const size_t e = dtype_size(t);
+      return e == 1 || e == 2 || e == 4 || e == 8;
+    }
+    case OpKind::Gather: {
+      const size_t e = dtype_size(t);
+      return in.size() == 2 && in[1] && (in[1]->dtype() == DType::I64 || in[1]->dtype() == DType::I32) &&
+             (e == 1 || e == 2 || e == 4 || e == 8);
+    }
+    case OpKind::ReduceSum:
+    case OpKind::ReduceMean:
+    case OpKind::ReduceProd: return t == DType::F32 || t == DType::F64;
+    case OpKind::ReduceMax:
+    case OpKind::ReduceMin:
+      return t == DType::F32 || t == DType::F64 || t == DType::I8 || t == DType::U8 || t == DType::I16 ||
+             t == DType::I32 || t == DType::I64;
+    case OpKind::Softmax:
+    case OpKind::LogSoftmax: return t == DType::F32;
+    case OpKind::LayerNorm:
+    case OpKind::RmsNorm: {
+      if (t != DType::F32) return false;
+      const int64_t cols = norm_cols(n, *in[0]);
+      for (size_t i = 1; i < in.size(); ++i)
+        if (in[i] && in[i]->numel() != cols) return false;  // per-element scale / bias of the normalized dims
+      return true;
+    }
+    case OpKind::MatMul:
+      return t == DType::F32 && in.size() == 2 && in[1] && in[1]->dtype() == DType::F32;
+    case OpKind::Pad: {
+      const size_t e = dtype_size(t);
+      return et_of(t) && (e == 1 || e == 2 || e == 4 || e == 8);
+    }
+    case OpKind::Conv2d:
+      return t == DType::F32 && in.size() >= 2 && in[1] && in[1]->dtype() == DType::F32 && in[0]->rank() == 4 &&
+             (in.size() < 3 || !in[2] || in[2]->dtype() == DType::F32);
+    case OpKind::MaxPool2d:
+    case OpKind::AvgPool2d: return t == DType::F32 && in[0]->rank() == 4;
+    case OpKind::ArgMax:
+    case OpKind::ArgMin: return t == DType::F32;
+    default: return false;
+  }
+}
+
+Launch lower(const Node& n, const std::vector<const Shape*>& in, const std::vector<Shape>& out) {
+  if (!supports(n, in))
+    fail(ErrorCategory::Unsupported, "no CUDA kernel runs node '", n.name, "' (", op_name(n.kind), ") with these types");
+  const Node* np = &n;  // nodes outlive the program that holds these launches
+  const DType t = in[0]->dtype();
+  if (auto u = unary_of(n.kind)) {
+    UnaryArgs a;
+    a.op = *u;
+    if (n.kind == OpKind::Gelu && n.attr<GeluAttrs>().tanh_approx) a.op = UnaryOp::GeluTanh;
+    if (n.kind == OpKind::HardSigmoid || n.kind == OpKind::LeakyRelu || n.kind == OpKind::Elu ||
+        n.kind == OpKind::Selu || n.kind == OpKind::Celu || n.kind == OpKind::ThresholdedRelu) {
+      a.alpha = float(n.attr<ScalarAttrs>().alpha);
+      a.beta = float(n.attr<ScalarAttrs>().beta);
+    }
+    if (n.kind == OpKind::Clip) {
+      a.alpha = float(n.attr<ClipAttrs>().min);
+      a.beta = float(n.attr<ClipAttrs>().max);
+    }
+    if (n.kind == OpKind::IsInf) {
+      a.neg = n.attr<IsInfAttrs>().detect_negative;
+      a.pos = n.attr<IsInfAttrs>().detect_positive;
+    }
+    const int64_t count = in[0]->numel();
+    const ET et = *et_of(t);
+    return [np, a, et, count](const LaunchCtx& c, void* const* b) {
+      check(unary(a, et, b[0], b[1], count, c.stream), "unary kernel", *np);
+    };
+  }
+  if (auto op = binary_of(n)) {
+    const auto od = out[0].static_dims();
+    const Iter it = iter_of(od);
+    const Strides sa = broadcast_strides(in[0]->static_dims(), od), sb = broadcast_strides(in[1]->static_dims(), od);
+    const ET et = *et_of(t);
+    const BinaryOp bop = *op;
+    return [np, bop, et, it, sa, sb](const LaunchCtx& c, void* const* b) {
+      check(binary(bop, et, b[0], sa, b[1], sb, b[2], it, c.stream), "binary kernel", *np);
+    };
+  }
+  switch (n.kind) {
+    case OpKind::Where: {
+      const auto od = out[0].static_dims();
+      const Iter it = iter_of(od);
+      const Strides sc = broadcast_strides(in[0]->static_dims(), od), sa = broadcast_strides(in[1]->static_dims(), od),
+                    sb = broadcast_strides(in[2]->static_dims(), od);
+      const int e = int(dtype_size(in[1]->dtype()));
+      return [np, e, it, sc, sa, sb](const LaunchCtx& c, void* const* b) {
+        check(where(e, b[0], sc, b[1], sa, b[2], sb, b[3], it, c.stream), "where kernel", *np);
+      };
+    }
+    case OpKind::Cast: {
+      const ET from = *et_of(t), to = *et_of(n.attr<CastAttrs>().to);
+      const int64_t count = in[0]->numel();
+      return [np, from, to, count](const LaunchCtx& c, void* const* b) {
+        check(cast(from, to, b[0], b[1], count, c.stream), "cast kernel", *np);
+      };
+    }
+    case OpKind::Identity:
+    case OpKind::Reshape: {  // not aliased by the planner: a plain copy
+      const size_t bytes = out[0].bytes();
+      return [np, bytes](const LaunchCtx& c, void* const* b) {
+        if (bytes && b[0] != b[1]) check(cudaMemcpyAsync(b[1], b[0], bytes, cudaMemcpyDeviceToDevice, c.stream), "copy", *np);
+      };
+    }
+    case OpKind::Transpose: {
+      const auto id = in[0]->static_dims(), od = out[0].static_dims();
+      const auto& perm = n.attr<TransposeAttrs>().perm;
+      const auto cs = contiguous(id);
+      std::vector<int64_t> src(od.size());
+      for (size_t k = 0; k < od.size(); ++k) src[k] = cs[size_t(perm.empty() ? od.size() - 1 - k : size_t(perm[k]))];
+      const Strides sx = strides_of(src), sy = strides_of(contiguous(od));
+      const Iter it = iter_of(od);
+      const int e = int(dtype_size(t));
+      return [np, e, sx, sy, it](const LaunchCtx& c, void* const* b) {
+        check(strided_copy(e, b[0], sx, b[1], sy, it, c.stream), "transpose kernel", *np);
+      };
+    }
+    case OpKind::Slice: {
+      const auto& at = n.attr<SliceAttrs>();
+      const auto id = in[0]->static_dims(), od = out[0].static_dims();
+      const int rank = int(id.size());
+      const auto cs = contiguous(id);
+      std::vector<int64_t> src = cs;
+      int64_t base = 0;
+      for (size_t i = 0; i < at.starts.size(); ++i) {
+        const int ax = normalize_axis(at.axes.empty() ? int64_t(i) : at.axes[i], rank, "slice axis");
+        const int64_t dim = id[size_t(ax)], step = at.steps.empty() ? 1 : at.steps[i];
+        int64_t s = at.starts[i];
+        if (s < 0) s += dim;
+        s = step > 0 ? std::clamp<int64_t>(s, 0, dim) : std::clamp<int64_t>(s, 0, std::max<int64_t>(dim - 1, 0));
+        base += s * cs[size_t(ax)];
+        src[size_t(ax)] = cs[size_t(ax)] * step;
+      }
+      const Strides sx = strides_of(src, base), sy = strides_of(contiguous(od));
+      const Iter it = iter_of(od);
+      const int e = int(dtype_size(t));
+      return [np, e, sx, sy, it](const LaunchCtx& c, void* const* b) {
+        check(strided_copy(e, b[0], sx, b[1], sy, it, c.stream), "slice kernel", *np);
+      };
+    }
+    case OpKind::Expand: {
+      const auto od = out[0].static_dims();
+      const Strides sx = broadcast_strides(in[0]->static_dims(), od), sy = strides_of(contiguous(od));
+      const Iter it = iter_of(od);
+      const int e = int(dtype_size(t));
+      return [np, e, sx, sy, it](const LaunchCtx& c, void* const* b) {
+        check(strided_copy(e, b[0], sx, b[1], sy, it, c.stream), "expand kernel", *np);
+      };
+    }
+    case OpKind::Concat:
+    case OpKind::Split: {
+      // One strided copy per piece: the piece's dims, its offset along the axis of the whole.
+      const bool concat = n.kind == OpKind::Concat;
+      const Shape& whole = concat ? out[0] : *in[0];
+      const auto wd = whole.static_dims();
+      const int ax = normalize_axis(concat ? n.attr<AxisAttrs>().axis : n.attr<SplitAttrs>().axis, int(wd.size()), "axis");
+      const auto ws = contiguous(wd);
+      struct Piece {
+        Iter it;
+        Strides whole, part;
+        int index;
+      };
+      std::vector<Piece> pieces;
+      int64_t at = 0;
+      const size_t count = concat ? in.size() : out.size();
+      for (size_t i = 0; i < count; ++i) {
+        const auto pd = (concat ? *in[i] : out[i]).static_dims();
+        Piece p{iter_of(pd), strides_of(ws, at * ws[size_t(ax)]), strides_of(contiguous(pd)), int(i)};
+        at += pd[size_t(ax)];
+        if (p.it.numel) pieces.push_back(p);
+      }
+      const int e = int(dtype_size(t));
+      const int nin = int(in.size());
+      return [np, e, pieces, concat, nin](const LaunchCtx& c, void* const* b) {
+        for (const Piece& p : pieces) {
+          if (concat) check(strided_copy(e, b[p.index], p.part, b[nin], p.whole, p.it, c.stream), "concat kernel", *np);
+          else check(strided_copy(e, b[0], p.whole, b[nin + p.index], p.part, p.it, c.stream), "split kernel", *np);
+        }
+      };
+    }
+    case OpKind::Gather: {
+      const auto dd = in[0]->static_dims();
+      const int ax = normalize_axis(n.attr<AxisAttrs>().axis, int(dd.size()), "gather axis");
+      int64_t outer = 1, inner = 1;
+      for (int k = 0; k < ax; ++k) outer *= dd[size_t(k)];
+      for (size_t k = size_t(ax) + 1; k < dd.size(); ++k) inner *= dd[k];
+      const int64_t dim = dd[size_t(ax)], n_idx = in[1]->numel();
+      const bool idx64 = in[1]->dtype() == DType::I64;
+      const int e = int(dtype_size(t));
+      return [np, e, outer, dim, inner, idx64, n_idx](const LaunchCtx& c, void* const* b) {
+        check(gather(e, b[0], outer, dim, inner, b[1], idx64, n_idx, b[2], c.err, c.step, c.stream), "gather kernel", *np);
+      };
+    }
+    default: return lower_compute(n, in, out);
+  }
+}
+
+}  // namespace rlx::cuda

@@ -1,0 +1,34 @@
+// Internal: the CUDA lowering of one plan node to a launch closure, and what it claims.
+// A Launch enqueues the node's work on ctx.stream (no host synchronization, so a schedule
+// of them can be captured into a CUDA Graph); it throws rlx::Error naming the node when a
+// launch is refused. bufs: the node's inputs, then its outputs (device pointers; nullptr
+// for absent optional inputs and empty values).
+#pragma once
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <functional>
+#include <vector>
+
+#include "rlx/graph.h"
+
+namespace rlx::cuda {
+
+struct LaunchCtx {
+  cudaStream_t stream = nullptr;
+  cublasHandle_t blas = nullptr;
+  int* err = nullptr;  // device error record (kernels.h)
+  int step = 0;        // 1-based schedule step of the node (named in a device error)
+};
+using Launch = std::function<void(const LaunchCtx& ctx, void* const* bufs)>;
+
+// True when a CUDA kernel runs `node` with these input types (in[i] nullptr: absent).
+bool supports(const Node& node, const std::vector<const Shape*>& in);
+// The node's launch; Error(Unsupported) naming the node when supports() is false.
+Launch lower(const Node& node, const std::vector<const Shape*>& in, const std::vector<Shape>& out);
+
+// Throws Error naming `what` (a kernel or call) and the node when `e` is an error.
+void check(cudaError_t e, const char* what, const Node& node);
+void check_blas(cublasStatus_t s, const char* what, const Node& node);
+
+}  // namespace rlx::cuda

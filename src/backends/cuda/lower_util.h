@@ -1,0 +1,70 @@
+// Internal: shape helpers of the CUDA lowering (lower.cpp, lower_compute.cpp).
+#pragma once
+#include <optional>
+#include <vector>
+
+#include "backends/cuda/kernels.h"
+#include "backends/cuda/lower.h"
+
+namespace rlx::cuda {
+
+inline std::optional<ET> et_of(DType t) {
+  switch (t) {
+    case DType::F32: return ET::F32;
+    case DType::F16: return ET::F16;
+    case DType::BF16: return ET::BF16;
+    case DType::F64: return ET::F64;
+    case DType::I8: return ET::I8;
+    case DType::U8: return ET::U8;
+    case DType::I16: return ET::I16;
+    case DType::I32: return ET::I32;
+    case DType::I64: return ET::I64;
+    case DType::Bool: return ET::Bool;
+    default: return std::nullopt;
+  }
+}
+
+inline bool static_rank_ok(const Shape* s) { return s && s->is_static() && s->rank() <= kMaxRank; }
+
+inline Iter iter_of(const std::vector<int64_t>& d) {
+  Iter it;
+  it.rank = int(d.size());
+  for (size_t k = 0; k < d.size(); ++k) {
+    it.dims[k] = d[k];
+    it.numel *= d[k];
+  }
+  return it;
+}
+inline std::vector<int64_t> contiguous(const std::vector<int64_t>& d) {
+  std::vector<int64_t> s(d.size(), 1);
+  for (int k = int(d.size()) - 2; k >= 0; --k) s[size_t(k)] = s[size_t(k) + 1] * d[size_t(k) + 1];
+  return s;
+}
+// Strides of an operand broadcast (numpy, right-aligned) to `out` dims.
+inline Strides broadcast_strides(const std::vector<int64_t>& in, const std::vector<int64_t>& out) {
+  Strides st;
+  const std::vector<int64_t> cs = contiguous(in);
+  const size_t off = out.size() - in.size();
+  for (size_t k = 0; k < in.size(); ++k) st.s[off + k] = in[k] == 1 ? 0 : cs[k];
+  return st;
+}
+inline Strides strides_of(const std::vector<int64_t>& s, int64_t base = 0) {
+  Strides st;
+  for (size_t k = 0; k < s.size(); ++k) st.s[k] = s[k];
+  st.base = base;
+  return st;
+}
+
+inline int64_t norm_cols(const Node& n, const Shape& x) {
+  const int ax = normalize_axis(n.attr<NormAttrs>().axis, x.rank(), "norm axis");
+  int64_t cols = 1;
+  for (int k = ax; k < x.rank(); ++k) cols *= x.static_dims()[size_t(k)];
+  return cols;
+}
+
+
+// The launch of the compute families (reductions, softmax, norms, matmul, pad, conv,
+// pools, argmax / argmin): lower_compute.cpp. Error(Unsupported) for anything else.
+Launch lower_compute(const Node& n, const std::vector<const Shape*>& in, const std::vector<Shape>& out);
+
+}  // namespace rlx::cuda

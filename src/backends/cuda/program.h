@@ -1,0 +1,53 @@
+// Internal: a Plan compiled for CUDA. Every value is a (segment, param, offset)
+// reference: arena values by byte offset from the device arena, weights values by the
+// param that holds them (params live in their own device allocations, looked up by name,
+// so executables of different plans can share them). Leaves, planned views and empty
+// nodes get no step; every other node one Launch (lower.h).
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/lower.h"
+#include "opt/plan.h"
+
+namespace rlx::cuda {
+
+struct Ref {
+  opt::Segment segment = opt::Segment::Arena;
+  int32_t param = -1;   // into Program::params for the weights segment
+  int64_t offset = -1;  // bytes; < 0: absent
+  bool absent() const { return offset < 0; }
+};
+
+struct ParamSlot {
+  std::string name;
+  int32_t node = -1;
+  Shape type;
+  int64_t offset = -1;  // in the plan's weights layout
+};
+
+struct Step {
+  Launch fn;
+  int32_t node = -1;
+  uint32_t first = 0, count = 0;  // into Program::refs: inputs, then outputs
+};
+
+struct Program {
+  opt::Plan plan;
+  std::vector<Step> steps;
+  std::vector<Ref> refs;
+  std::vector<std::vector<Ref>> values;  // [node][output]
+  std::vector<ParamSlot> params;
+  struct Constant {
+    Ref where;
+    Blob bytes;
+  };
+  std::vector<Constant> constants;
+};
+
+// Error(Unsupported) naming the node when no CUDA kernel runs it; Error(Internal) when the
+// memory plan disagrees with the graph.
+std::shared_ptr<Program> compile_program(opt::Plan plan);
+
+}  // namespace rlx::cuda

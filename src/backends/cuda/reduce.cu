@@ -1,0 +1,227 @@
+// Reduction-shaped kernels of the CUDA backend: reduce (sum / mean / max / min / prod over
+// any axes), softmax / log-softmax over one axis, layer / RMS norm over trailing dims, and
+// gather. One warp per output (reductions) or per row (norms, softmax with inner == 1),
+// the terms summed in float by warp shuffles, a fixed order for a given launch, so runs
+// repeat bit for bit.
+#include <algorithm>
+#include <cfloat>
+#include <cuda/std/limits>
+#include <type_traits>
+
+#include "backends/cuda/kernels.h"
+
+namespace rlx::cuda {
+namespace {
+
+constexpr int kWarps = 8;  // warps per block
+
+__device__ inline int64_t offset_of(int64_t i, const Iter& it, const Strides& st) {
+  int64_t off = st.base;
+  for (int k = it.rank - 1; k >= 0; --k) {
+    const int64_t d = it.dims[k];
+    off += (i % d) * st.s[k];
+    i /= d;
+  }
+  return off;
+}
+
+__device__ inline float combine(ReduceOp op, float a, float b) {
+  switch (op) {
+    case ReduceOp::Max: return (a != a || b != b) ? a + b : fmaxf(a, b);
+    case ReduceOp::Min: return (a != a || b != b) ? a + b : fminf(a, b);
+    case ReduceOp::Prod: return a * b;
+    default: return a + b;
+  }
+}
+__device__ inline float identity(ReduceOp op) {
+  return op == ReduceOp::Max ? -INFINITY : op == ReduceOp::Min ? INFINITY : op == ReduceOp::Prod ? 1.0f : 0.0f;
+}
+__device__ inline float warp_all(ReduceOp op, float v) {
+  for (int o = 16; o > 0; o >>= 1) v = combine(op, v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
+  return v;
+}
+
+template <class T>
+__device__ inline T combine_t(ReduceOp op, T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    switch (op) {
+      case ReduceOp::Max: return (a != a || b != b) ? a + b : (a > b ? a : b);
+      case ReduceOp::Min: return (a != a || b != b) ? a + b : (a < b ? a : b);
+      case ReduceOp::Prod: return a * b;
+      default: return a + b;
+    }
+  } else {
+    return op == ReduceOp::Max ? (a > b ? a : b) : (a < b ? a : b);  // integers: max / min only
+  }
+}
+template <class T>
+__device__ inline T identity_t(ReduceOp op) {
+  if constexpr (std::is_floating_point_v<T>)
+    return op == ReduceOp::Max ? T(-INFINITY) : op == ReduceOp::Min ? T(INFINITY) : op == ReduceOp::Prod ? T(1) : T(0);
+  else return op == ReduceOp::Max ? ::cuda::std::numeric_limits<T>::lowest() : ::cuda::std::numeric_limits<T>::max();
+}
+template <class T>
+__device__ inline T warp_all_t(ReduceOp op, T v) {
+  for (int o = 16; o > 0; o >>= 1) v = combine_t(op, v, T(__shfl_xor_sync(0xFFFFFFFFu, v, o)));
+  return v;
+}
+
+template <class T>
+__global__ void reduce_kernel(ReduceOp op, const T* x, Iter kept, Strides ks, Iter red, Strides rs, T* y) {
+  const int lane = threadIdx.x & 31;
+  for (int64_t o = blockIdx.x * int64_t(kWarps) + threadIdx.x / 32; o < kept.numel; o += int64_t(gridDim.x) * kWarps) {
+    const int64_t base = offset_of(o, kept, ks);
+    T acc = identity_t<T>(op);
+    for (int64_t r = lane; r < red.numel; r += 32) acc = combine_t(op, acc, x[base + offset_of(r, red, rs)]);
+    acc = warp_all_t(op, acc);
+    if (lane == 0) y[o] = op == ReduceOp::Mean ? T(acc / T(red.numel)) : acc;
+  }
+}
+
+// Softmax over contiguous rows (inner == 1): one warp per row.
+__global__ void softmax_rows(bool logsm, const float* x, float* y, int64_t rows, int64_t n) {
+  const int lane = threadIdx.x & 31;
+  for (int64_t r = blockIdx.x * int64_t(kWarps) + threadIdx.x / 32; r < rows; r += int64_t(gridDim.x) * kWarps) {
+    const float* xr = x + r * n;
+    float* yr = y + r * n;
+    float m = -INFINITY;
+    for (int64_t i = lane; i < n; i += 32) m = fmaxf(m, xr[i]);
+    m = warp_all(ReduceOp::Max, m);
+    float s = 0;
+    for (int64_t i = lane; i < n; i += 32) s += expf(xr[i] - m);
+    s = warp_all(ReduceOp::Sum, s);
+    if (logsm) {
+      const float ls = logf(s);
+      for (int64_t i = lane; i < n; i += 32) yr[i] = xr[i] - m - ls;
+    } else {
+      const float inv = 1.0f / s;
+      for (int64_t i = lane; i < n; i += 32) yr[i] = expf(xr[i] - m) * inv;
+    }
+  }
+}
+
+// Softmax over a strided axis (inner > 1): one thread per (outer, inner) column.
+__global__ void softmax_cols(bool logsm, const float* x, float* y, int64_t outer, int64_t n, int64_t inner) {
+  for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c < outer * inner; c += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t base = (c / inner) * n * inner + c % inner;
+    float m = -INFINITY, s = 0;
+    for (int64_t i = 0; i < n; ++i) m = fmaxf(m, x[base + i * inner]);
+    for (int64_t i = 0; i < n; ++i) s += expf(x[base + i * inner] - m);
+    const float ls = logf(s), inv = 1.0f / s;
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = x[base + i * inner] - m;
+      y[base + i * inner] = logsm ? v - ls : expf(v) * inv;
+    }
+  }
+}
+
+__global__ void norm_rows(bool rms, const float* x, const float* scale, const float* bias, float* y, int64_t rows,
+                          int64_t cols, float eps) {
+  const int lane = threadIdx.x & 31;
+  for (int64_t r = blockIdx.x * int64_t(kWarps) + threadIdx.x / 32; r < rows; r += int64_t(gridDim.x) * kWarps) {
+    const float* xr = x + r * cols;
+    float* yr = y + r * cols;
+    float mean = 0;
+    if (!rms) {
+      float s = 0;
+      for (int64_t i = lane; i < cols; i += 32) s += xr[i];
+      mean = warp_all(ReduceOp::Sum, s) / float(cols);
+    }
+    float v = 0;
+    for (int64_t i = lane; i < cols; i += 32) {
+      const float d = xr[i] - mean;
+      v += d * d;
+    }
+    const float inv = rsqrtf(warp_all(ReduceOp::Sum, v) / float(cols) + eps);
+    for (int64_t i = lane; i < cols; i += 32) {
+      float o = (xr[i] - mean) * inv;
+      if (scale) o *= scale[i];
+      if (bias) o += bias[i];
+      yr[i] = o;
+    }
+  }
+}
+
+template <int E>
+struct Elem;
+template <> struct Elem<1> { using T = uint8_t; };
+template <> struct Elem<2> { using T = uint16_t; };
+template <> struct Elem<4> { using T = uint32_t; };
+template <> struct Elem<8> { using T = uint64_t; };
+
+template <int E>
+__global__ void gather_kernel(const void* data, int64_t outer, int64_t dim, int64_t inner, const void* idx, bool idx64,
+                              int64_t n_idx, void* y, int* err, int step) {
+  using T = typename Elem<E>::T;
+  const int64_t total = outer * n_idx * inner;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t in_pos = i % inner, j = (i / inner) % n_idx, o = i / (inner * n_idx);
+    int64_t k = idx64 ? static_cast<const int64_t*>(idx)[j] : static_cast<const int32_t*>(idx)[j];
+    if (k < 0) k += dim;
+    if (k < 0 || k >= dim) {  // recorded for the host; the element is written as zero bytes
+      atomicCAS(err, 0, 1);
+      atomicCAS(err + 1, 0, step);
+      static_cast<T*>(y)[i] = T(0);
+      continue;
+    }
+    static_cast<T*>(y)[i] = static_cast<const T*>(data)[(o * dim + k) * inner + in_pos];
+  }
+}
+
+inline unsigned warp_blocks(int64_t n) {
+  const int64_t b = (n + kWarps - 1) / kWarps;
+  return unsigned(b < 1 ? 1 : b > 65535 * 8 ? 65535 * 8 : b);
+}
+
+}  // namespace
+
+cudaError_t reduce(ReduceOp op, ET t, const void* x, const Iter& kept, const Strides& ks, const Iter& red,
+                   const Strides& rs, void* y, cudaStream_t s) {
+  if (kept.numel == 0) return cudaSuccess;
+  const unsigned g = warp_blocks(kept.numel);
+#define RLX_RED(ET_, T_) \
+  case ET_: reduce_kernel<T_><<<g, 32 * kWarps, 0, s>>>(op, static_cast<const T_*>(x), kept, ks, red, rs, static_cast<T_*>(y)); break;
+  switch (t) {
+    RLX_RED(ET::F32, float)
+    RLX_RED(ET::F64, double)
+    RLX_RED(ET::I8, int8_t)
+    RLX_RED(ET::U8, uint8_t)
+    RLX_RED(ET::I16, int16_t)
+    RLX_RED(ET::I32, int32_t)
+    RLX_RED(ET::I64, int64_t)
+    default: return cudaErrorInvalidValue;
+  }
+#undef RLX_RED
+  return cudaGetLastError();
+}
+
+cudaError_t softmax(bool log, const float* x, float* y, int64_t outer, int64_t n, int64_t inner, cudaStream_t s) {
+  if (outer * n * inner == 0) return cudaSuccess;
+  if (inner == 1) softmax_rows<<<warp_blocks(outer), 32 * kWarps, 0, s>>>(log, x, y, outer, n);
+  else softmax_cols<<<unsigned((outer * inner + 255) / 256), 256, 0, s>>>(log, x, y, outer, n, inner);
+  return cudaGetLastError();
+}
+
+cudaError_t norm(bool rms, const float* x, const float* scale, const float* bias, float* y, int64_t rows,
+                 int64_t cols, float eps, cudaStream_t s) {
+  if (rows * cols == 0) return cudaSuccess;
+  norm_rows<<<warp_blocks(rows), 32 * kWarps, 0, s>>>(rms, x, scale, bias, y, rows, cols, eps);
+  return cudaGetLastError();
+}
+
+cudaError_t gather(int elem, const void* data, int64_t outer, int64_t dim, int64_t inner, const void* idx,
+                   bool idx64, int64_t n_idx, void* y, int* err, int step, cudaStream_t s) {
+  const int64_t total = outer * n_idx * inner;
+  if (total == 0) return cudaSuccess;
+  const unsigned g = unsigned(std::min<int64_t>((total + 255) / 256, 65535 * 8));
+  switch (elem) {
+    case 1: gather_kernel<1><<<g, 256, 0, s>>>(data, outer, dim, inner, idx, idx64, n_idx, y, err, step); break;
+    case 2: gather_kernel<2><<<g, 256, 0, s>>>(data, outer, dim, inner, idx, idx64, n_idx, y, err, step); break;
+    case 4: gather_kernel<4><<<g, 256, 0, s>>>(data, outer, dim, inner, idx, idx64, n_idx, y, err, step); break;
+    case 8: gather_kernel<8><<<g, 256, 0, s>>>(data, outer, dim, inner, idx, idx64, n_idx, y, err, step); break;
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace rlx::cuda

@@ -1,0 +1,179 @@
+// The CUDA backend against the CPU oracle, through the public API, on a GPU machine.
+// Without a usable CUDA device (CI, or a build without the toolkit) every test skips with
+// the reason the runtime gives. The broad per-op check is the e2e suite run with
+// RLX_E2E_DEVICE=cuda; these tests cover what is CUDA's own: a transformer-shaped graph
+// end to end, graph replay across runs, clone and shared params, errors found on the
+// device naming their node with the executable still usable.
+// Tolerances: matmul and the norms accumulate K (or the row) f32 terms in another order
+// than the CPU: |diff| <= 2 * K * 2^-24 * sum |terms| per output on each side; the inputs
+// are in [-1, 1] with K = 64, so the bound used, 4 * 64 * 2^-24 * 64 (about 1e-3 of the
+// unit scale, relative to the largest output), covers both with slack; transcendental
+// functions differ by a few ulps (CUDA's libdevice vs the CPU's vector math).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <random>
+
+#include "rlx/rlx.h"
+
+namespace rlx {
+namespace {
+
+std::string cuda_unavailable() {
+  for (Device d : Session::available_devices())
+    if (d == Device::Cuda) return "";
+  try {
+    Graph g;
+    g.set_outputs({g.relu(g.input("x", Shape({1}, DType::F32)))});
+    Session(Device::Cuda).compile(g);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "CUDA is not listed as available";
+}
+
+#define REQUIRE_CUDA()                                              \
+  do {                                                              \
+    const std::string why = cuda_unavailable();                     \
+    if (!why.empty()) GTEST_SKIP() << "no usable CUDA device: " << why; \
+  } while (0)
+
+std::vector<float> randoms(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+// x [B, S, 64] -> layer_norm -> @ W [64, 64] -> gelu -> split heads [B, 4, S, 16] ->
+// softmax over S -> reduce_mean -> concat with a gathered row -> outputs.
+Graph block_graph(int64_t B, int64_t S) {
+  Graph g("cuda_block");
+  Value x = g.input("x", Shape({B, S, 64}, DType::F32));
+  Value idx = g.input("idx", Shape({3}, DType::I64));
+  Value scale = g.param("scale", Shape({64}, DType::F32));
+  Value bias = g.param("bias", Shape({64}, DType::F32));
+  Value w = g.param("w", Shape({64, 64}, DType::F32));
+  Value h = g.layer_norm(x, scale, bias, -1, 1e-5);
+  h = g.gelu(g.matmul(h, w));
+  Value heads = g.transpose(g.reshape(h, {B, S, 4, 16}), {0, 2, 1, 3});
+  Value p = g.softmax(heads, 2);
+  Value m = g.reduce_mean(p, {3}, false);                // [B, 4, S]
+  Value rows = g.gather(g.reshape(h, {B * S, 64}), idx, 0);  // [3, 64]
+  Value cat = g.concat({rows, g.slice(g.reshape(h, {B * S, 64}), {0}, {2})}, 0);  // [5, 64]
+  Value mask = g.gt(cat, g.scalar(0.0, DType::F32));
+  Value sel = g.where(mask, cat, g.mul(cat, g.scalar(0.5, DType::F32)));
+  g.set_outputs({m, sel, g.rms_norm(x, scale, -1, 1e-6)}, {"m", "sel", "rms"});
+  return g;
+}
+
+void set_block_params(CompiledGraph& net) {
+  net.set_param("scale", randoms(64, 1));
+  net.set_param("bias", randoms(64, 2));
+  net.set_param("w", randoms(64 * 64, 3));
+}
+
+void expect_near_all(const std::vector<float>& got, const std::vector<float>& want, double tol, const char* what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double mx = 0;
+  for (float v : want) mx = std::max(mx, double(std::fabs(v)));
+  int bad = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (!(std::fabs(double(got[i]) - want[i]) <= tol * std::max(mx, 1.0)) && bad++ < 5)
+      ADD_FAILURE() << what << "[" << i << "]: cuda " << got[i] << ", cpu " << want[i];
+  EXPECT_EQ(bad, 0) << what;
+}
+
+const double kTol = 4.0 * 64 * std::ldexp(1.0, -24) * 64;
+
+TEST(CudaBackend, TransformerBlockMatchesCpu) {
+  REQUIRE_CUDA();
+  const int64_t B = 2, S = 24;
+  Graph g = block_graph(B, S);
+  CompiledGraph cpu = Session(Device::Cpu).compile(g), gpu = Session(Device::Cuda).compile(g);
+  set_block_params(cpu);
+  set_block_params(gpu);
+  EXPECT_EQ(gpu.capabilities().device, "cuda");
+  std::map<std::string, std::vector<float>> in{{"x", randoms(size_t(B * S * 64), 7)}, {"idx", {5, -1, 0}}};
+  auto want = cpu.run(in);
+  // Run 1 is eager, run 2 captures the CUDA Graph, runs 3+ replay it: all must agree.
+  std::vector<std::vector<float>> first;
+  for (int r = 0; r < 4; ++r) {
+    auto got = gpu.run(in);
+    ASSERT_EQ(got.size(), want.size());
+    const char* names[] = {"m", "sel", "rms"};
+    for (size_t o = 0; o < got.size(); ++o) expect_near_all(got[o], want[o], kTol, names[o]);
+    if (r == 0) first = got;
+    else EXPECT_EQ(got, first) << "run " << r << " differs from run 0 (graph replay must repeat bit for bit)";
+  }
+  // New inputs through the replayed graph.
+  in["x"] = randoms(size_t(B * S * 64), 8);
+  auto want2 = cpu.run(in), got2 = gpu.run(in);
+  for (size_t o = 0; o < got2.size(); ++o) expect_near_all(got2[o], want2[o], kTol, "second input");
+}
+
+TEST(CudaBackend, CloneAndSharedParams) {
+  REQUIRE_CUDA();
+  Graph g = block_graph(1, 8);
+  CompiledGraph a = Session(Device::Cuda).compile(g);
+  set_block_params(a);
+  std::map<std::string, std::vector<float>> in{{"x", randoms(8 * 64, 9)}, {"idx", {1, 2, 3}}};
+  auto ra = a.run(in);
+  CompiledGraph b = a.clone();
+  EXPECT_EQ(b.run(in), ra);
+  CompiledGraph c = Session(Device::Cuda).compile(g);
+  c.share_params_from(a);
+  EXPECT_EQ(c.run(in), ra);
+  a.set_param("w", randoms(64 * 64, 4));  // shared by c, not by the clone b
+  auto ra2 = a.run(in);
+  EXPECT_EQ(c.run(in), ra2);
+  EXPECT_EQ(b.run(in), ra);
+  EXPECT_NE(ra2, ra);
+}
+
+TEST(CudaBackend, DeviceErrorNamesTheNodeAndTheExecutableStaysUsable) {
+  REQUIRE_CUDA();
+  Graph g = block_graph(1, 8);
+  CompiledGraph net = Session(Device::Cuda).compile(g);
+  set_block_params(net);
+  std::map<std::string, std::vector<float>> good{{"x", randoms(8 * 64, 10)}, {"idx", {0, 1, 2}}};
+  auto ok = net.run(good);
+  for (int attempt = 0; attempt < 2; ++attempt) {  // eager, then through the captured graph
+    auto bad = good;
+    bad["idx"] = {0, 99, 1};
+    try {
+      net.run(bad);
+      FAIL() << "an index out of range ran";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.category(), ErrorCategory::InvalidArgument) << e.what();
+      EXPECT_NE(std::string(e.what()).find("gather"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(net.run(good), ok);
+  }
+}
+
+// Graphs that fold to constants (what the ONNX runner makes when shape inputs are bound):
+// the output is a constant, or an op of constants only.
+TEST(CudaBackend, ConstantOutputs) {
+  REQUIRE_CUDA();
+  Graph g("consts");
+  Value x = g.input("x", Shape({2, 3}, DType::F32));
+  Value c = g.expand(g.scalar(1.5, DType::F32), {4, 3, 2});
+  const std::vector<float> mv{1, -1, 2, -2, 3, -3};
+  std::vector<uint8_t> mb(mv.size() * sizeof(float));
+  std::memcpy(mb.data(), mv.data(), mb.size());
+  Value mask = g.gt(g.constant(Shape({2, 3}, DType::F32), Blob(mb)), g.scalar(0.0, DType::F32));
+  g.set_outputs({c, g.where(mask, x, g.scalar(0.0, DType::F32))}, {"c", "w"});
+  for (int r = 0; r < 3; ++r) {
+    CompiledGraph net = Session(Device::Cuda).compile(g);
+    auto out = net.run({{"x", {1, 2, 3, 4, 5, 6}}});
+    EXPECT_EQ(out[0], std::vector<float>(24, 1.5f)) << "run " << r;
+    EXPECT_EQ(out[1], (std::vector<float>{1, 0, 3, 0, 5, 0})) << "run " << r;
+  }
+}
+
+}  // namespace
+}  // namespace rlx
