@@ -271,6 +271,37 @@ TEST_F(Cli, HelpListsTheFormats) {
   EXPECT_NE(t.out.find("model.onnx"), std::string::npos) << t.out;
 }
 
+// rlx diff: f32 against f16 on the CPU finds the first node that rounds differently (the
+// matmul, which runs in f16), the same policy twice finds nothing, and bad use is one
+// error line.
+TEST_F(Cli, DiffNamesTheFirstDivergingNode) {
+  Graph g("chain");
+  auto x = g.input("x", Shape({4, 16}, DType::F32));
+  std::vector<float> wv(16 * 16);
+  for (size_t i = 0; i < wv.size(); ++i) wv[i] = float((i * 37) % 17) / 17.0f - 0.5f;
+  auto w = g.param("w", Shape({16, 16}, DType::F32), Blob(f32_bytes(wv)));
+  auto h = g.matmul(x, w);
+  g.set_outputs({g.reduce_sum(g.gelu(h), {1})}, {"s"});
+  const std::string file = write_graph("chain.rlx", g);
+  Result d = rlx("diff '" + file + "' --precision f32,f16 --rtol 0 --atol 0");
+  EXPECT_EQ(d.status, 1) << d.out << d.err;
+  EXPECT_NE(d.out.find("first divergence: node '"), std::string::npos) << d.out;
+  EXPECT_NE(d.out.find("(matmul) f32[4,16]"), std::string::npos) << d.out;
+  EXPECT_NE(d.out.find("worst ["), std::string::npos) << d.out;
+  Result same = rlx("diff '" + file + "' --precision f32,f32 --rtol 0 --atol 0");
+  EXPECT_EQ(same.status, 0) << same.out << same.err;
+  EXPECT_NE(same.out.find("no divergence"), std::string::npos) << same.out;
+  Result cpu2 = rlx("diff '" + file + "' --devices cpu,cpu");
+  EXPECT_EQ(cpu2.status, 0) << cpu2.out << cpu2.err;
+  expect_one_error_line(rlx("diff '" + file + "'"), "exactly one of --devices");
+  expect_one_error_line(rlx("diff '" + file + "' --devices cpu"), "two values separated by a comma");
+  expect_one_error_line(rlx("diff '" + file + "' --devices cpu,tpu"), "'tpu' is not cpu or cuda");
+  expect_one_error_line(rlx("diff '" + file + "' --precision f32,f16 --rtol x"), "--rtol 'x'");
+  bool cuda = false;
+  for (Device dv : Session::available_devices()) cuda = cuda || dv == Device::Cuda;
+  if (!cuda) expect_one_error_line(rlx("diff '" + file + "' --devices cpu,cuda"), "cuda backend");
+}
+
 #ifdef RLX_HAVE_ONNX
 TEST_F(Cli, TestOnnxRefusesEmptyPathsAndMissingDevices) {
   fs::create_directories(dir_ / "empty");

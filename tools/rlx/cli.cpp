@@ -30,6 +30,20 @@ const std::vector<Command>& commands() {
                         {"--output-dir", "DIR", "directory for the outputs (created if missing)", false}});
       t.push_back(std::move(c));
     }
+    {
+      Command c{"diff", "run a model on two devices or two precisions; name the first node whose output diverges",
+                "FILE (--devices A,B | --precision P,Q) [options]", 1, 1, compile_option_specs(), &cmd_diff};
+      for (OptionSpec& o : c.options)
+        if (o.name == "--precision") o = {"--precision", "P,Q", "compare two precision policies (f32, f16, bf16) on one device", false};
+      c.options.insert(c.options.begin(),
+                       {{"--devices", "A,B", "compare two backends (cpu, cuda) at one precision", false},
+                        {"--input", "NAME=FILE.npy", "feed input NAME from FILE.npy (others: seeded random)", true},
+                        {"--param", "NAME=FILE.npy", "set param NAME from FILE.npy", true},
+                        {"--rtol", "R", "relative tolerance (default 1e-4; 1e-2 with a half precision)", false},
+                        {"--atol", "A", "absolute tolerance (default 1e-5; 1e-2 with a half precision)", false},
+                        {"--seed", "S", "seed of the generated inputs (default 1)", false}});
+      t.push_back(std::move(c));
+    }
     t.push_back(bench_command());
     {
       Command c{"test-onnx", "run ONNX backend test cases; one PASS/FAIL/SKIP line each, then a summary",
@@ -103,8 +117,9 @@ Args parse_args(const Command& cmd, int argc, char** argv, int first) {
 
 std::string command_help(const Command& cmd) {
   std::string s = "usage: rlx " + cmd.name + " " + cmd.usage + "\n\n" + cmd.summary + "\n";
-  if (cmd.name == "check" || cmd.name == "run" || cmd.name == "bench") s += "\n" + model_formats_line() + "\n";
-  if (cmd.name == "check" || cmd.name == "run") s += "Inputs and params (--input, --param): .npy files.\n";
+  if (cmd.name == "check" || cmd.name == "run" || cmd.name == "bench" || cmd.name == "diff")
+    s += "\n" + model_formats_line() + "\n";
+  if (cmd.name == "check" || cmd.name == "run" || cmd.name == "diff") s += "Inputs and params (--input, --param): .npy files.\n";
   if (cmd.name == "test-onnx")
     s += "\nPATH: an ONNX backend test case (a directory holding model.onnx and test_data_set_N/ with\n"
          "input_K.pb / output_K.pb TensorProto files) or a directory of such cases.\n";

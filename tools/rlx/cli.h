@@ -78,6 +78,7 @@ std::pair<std::string, std::string> split_assignment(const std::string& s, const
 // Command handlers (one file each).
 int cmd_check(const Args& args);
 int cmd_run(const Args& args);
+int cmd_diff(const Args& args);  // tools/rlx/cmd_diff.cpp
 Command bench_command();  // tools/rlx/cmd_bench.cpp
 int cmd_test_onnx(const Args& args);            // tools/rlx/cmd_test_onnx.cpp
 std::vector<OptionSpec> test_onnx_option_specs();

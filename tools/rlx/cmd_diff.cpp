@@ -1,0 +1,196 @@
+// rlx diff FILE --devices A,B | --precision P,Q: runs the model twice (two backends, or two
+// precision policies on one) with every computed value made a graph output, and names the
+// first node, in schedule order, whose output differs beyond |a - b| <= atol + rtol * |b|,
+// with both values of its worst element. Exit status 0: no divergence, 1: divergence.
+// Making every value an output keeps each node's result observable (fusion cannot hide
+// it), which is what locating a divergence needs; the compiled graphs are otherwise built
+// by the normal pipeline.
+#include <cmath>
+#include <cstring>
+#include <iostream>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include "cli.h"
+#include "runtime/npy.h"
+#include "runtime/typed_io.h"
+
+namespace rlx::cli {
+
+namespace {
+
+std::vector<std::string> two_of(const std::string& s, const std::string& opt) {
+  const size_t c = s.find(',');
+  if (c == std::string::npos || s.find(',', c + 1) != std::string::npos || c == 0 || c + 1 == s.size())
+    throw UsageError(opt + " '" + s + "': expected two values separated by a comma (e.g. " +
+                     (opt == "--devices" ? "cpu,cuda" : "f32,f16") + ")");
+  return {s.substr(0, c), s.substr(c + 1)};
+}
+
+Device device_of(const std::string& d) {
+  if (d == "cpu") return Device::Cpu;
+  if (d == "cuda") return Device::Cuda;
+  throw UsageError("--devices: '" + d + "' is not cpu or cuda");
+}
+Precision precision_of(const std::string& p) {
+  if (p == "f32") return Precision::F32;
+  if (p == "f16") return Precision::F16;
+  if (p == "bf16") return Precision::BF16;
+  throw UsageError("--precision: '" + p + "' is not f32, f16 or bf16");
+}
+
+// Seeded inputs for those not given: floats uniform in [-1, 1), integers in [0, 4) (safe
+// as indices of small dims), bools half true.
+TypedTensor random_input(const Shape& s, uint32_t seed) {
+  const std::vector<int64_t> dims = s.static_dims();
+  const size_t n = size_t(s.numel());
+  std::mt19937 rng(seed);
+  std::vector<double> v(n);
+  const bool real = s.dtype() == DType::F32 || s.dtype() == DType::F16 || s.dtype() == DType::BF16 ||
+                    s.dtype() == DType::F64;
+  for (double& x : v) x = real ? std::uniform_real_distribution<double>(-1, 1)(rng) : double(rng() % (s.dtype() == DType::Bool ? 2 : 4));
+  TypedTensor d{DType::F64, dims, std::vector<uint8_t>(n * sizeof(double))};
+  std::memcpy(d.bytes.data(), v.data(), d.bytes.size());
+  return runtime::convert_tensor(d, s.dtype());
+}
+
+std::vector<double> as_doubles(const TypedTensor& t) {
+  const TypedTensor d = runtime::convert_tensor(t, DType::F64);
+  std::vector<double> v(d.bytes.size() / sizeof(double));
+  std::memcpy(v.data(), d.bytes.data(), d.bytes.size());
+  return v;
+}
+
+std::string index_str(int64_t flat, const std::vector<int64_t>& dims) {
+  std::vector<int64_t> idx(dims.size());
+  for (int k = int(dims.size()) - 1; k >= 0; --k) {
+    idx[size_t(k)] = dims[size_t(k)] ? flat % dims[size_t(k)] : 0;
+    flat = dims[size_t(k)] ? flat / dims[size_t(k)] : 0;
+  }
+  std::string s = "[";
+  for (size_t k = 0; k < idx.size(); ++k) s += (k ? "," : "") + std::to_string(idx[k]);
+  return s + "]";
+}
+
+double number_of(const Args& a, const std::string& opt, const std::string& fallback) {
+  const std::string v = a.get(opt, fallback);
+  try {
+    size_t used = 0;
+    const double d = std::stod(v, &used);
+    if (used == v.size() && std::isfinite(d) && d >= 0) return d;
+  } catch (const std::exception&) {
+  }
+  throw UsageError(opt + " '" + v + "': expected a non-negative number");
+}
+
+}  // namespace
+
+int cmd_diff(const Args& raw) {
+  const bool by_device = raw.has("--devices"), by_precision = raw.has("--precision");
+  if (by_device == by_precision)
+    throw UsageError("rlx diff needs exactly one of --devices A,B or --precision P,Q");
+  Args args = raw;
+  args.values.erase("--precision");  // ours takes two values; the shared parser takes one
+  const std::vector<std::string> sides = two_of(by_device ? raw.get("--devices") : raw.get("--precision"),
+                                                by_device ? "--devices" : "--precision");
+  Device dev[2] = {Device::Cpu, Device::Cpu};
+  CompileOptions base = compile_options_from(args);
+  Graph g = load_model(args.positional[0], base);  // drops the bindings the importer used up
+  CompileOptions opt[2] = {base, base};
+  for (int s = 0; s < 2; ++s) {
+    if (by_device) dev[s] = device_of(sides[size_t(s)]);
+    else opt[s].precision = precision_of(sides[size_t(s)]);
+  }
+  const bool low = by_precision && (opt[0].precision != Precision::F32 || opt[1].precision != Precision::F32);
+  const double rtol = number_of(args, "--rtol", low ? "1e-2" : "1e-4");
+  const double atol = number_of(args, "--atol", low ? "1e-2" : "1e-5");
+
+  // Every computed value of the graph becomes an output, in node order.
+  std::vector<Value> probes;
+  std::vector<std::string> names;
+  std::vector<int32_t> probe_node;
+  std::set<std::string> used;
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    const Node& n = g.nodes()[i];
+    if (n.kind == OpKind::Input || n.kind == OpKind::Param || n.kind == OpKind::Constant) continue;
+    for (size_t o = 0; o < n.outputs.size(); ++o) {
+      if (!n.outputs[o].is_static() || n.outputs[o].bytes() == 0) continue;
+      std::string name = (n.name.empty() ? "node" + std::to_string(i) : n.name) + (n.outputs.size() > 1 ? ":" + std::to_string(o) : "");
+      for (int k = 2; used.count(name); ++k) name += "#" + std::to_string(k);
+      used.insert(name);
+      probes.push_back(Value{int32_t(i), int32_t(o)});
+      names.push_back(name);
+      probe_node.push_back(int32_t(i));
+    }
+  }
+  if (probes.empty()) throw UsageError("rlx diff: the model computes nothing (no node outside inputs, params, constants)");
+  g.set_outputs(probes, names);
+
+  std::map<std::string, TypedTensor> inputs;
+  for (const std::string& a : args.all("--input")) {
+    auto [name, file] = split_assignment(a, "--input");
+    inputs[name] = runtime::read_npy(file);
+  }
+  const uint32_t seed = uint32_t(number_of(args, "--seed", "1"));
+  std::vector<TypedTensor> out[2];
+  for (int s = 0; s < 2; ++s) {
+    CompiledGraph net = Session(dev[s], opt[s]).compile(g);
+    set_params_from_args(net, args);
+    if (s == 0) {
+      uint32_t k = 0;
+      for (const std::string& name : net.input_names())
+        if (!inputs.count(name)) inputs[name] = random_input(net.input_type(name), seed + k++);
+    }
+    out[s] = net.run_typed(inputs);
+  }
+
+  std::cout << "rlx diff " << sides[0] << " vs " << sides[1] << ": " << probes.size() << " values of "
+            << args.positional[0] << ", tolerance |a - b| <= " << atol << " + " << rtol << " * |b|\n";
+  int divergent = 0;
+  for (size_t k = 0; k < probes.size(); ++k) {
+    const std::vector<double> a = as_doubles(out[0][k]), b = as_doubles(out[1][k]);
+    int64_t bad = 0, worst = -1;
+    double worst_excess = 0, max_abs = 0;
+    for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+      if ((std::isnan(a[i]) && std::isnan(b[i])) || a[i] == b[i]) continue;
+      const double err = std::fabs(a[i] - b[i]), lim = atol + rtol * std::fabs(b[i]);
+      max_abs = std::max(max_abs, std::isnan(err) ? INFINITY : err);
+      if (!(err <= lim)) {
+        ++bad;
+        const double excess = std::isnan(err) ? INFINITY : err - lim;
+        if (worst < 0 || excess > worst_excess) worst = int64_t(i), worst_excess = excess;
+      }
+    }
+    if (a.size() != b.size()) bad = int64_t(std::max(a.size(), b.size())), worst = -1;
+    if (!bad) continue;
+    if (divergent++ == 0) {
+      const Node& n = g.node(probe_node[k]);
+      const Shape& t = g.type(probes[k]);
+      std::cout << "first divergence: node '" << names[k] << "' (" << op_name(n.kind) << ") " << t.str() << ": " << bad
+                << " of " << a.size() << " elements beyond tolerance, max |a - b| " << max_abs << "\n";
+      if (worst >= 0) {
+        const std::vector<int64_t> dims = t.static_dims();
+        const double err = std::fabs(a[size_t(worst)] - b[size_t(worst)]);
+        std::cout << "  worst " << index_str(worst, dims) << ": " << sides[0] << " " << a[size_t(worst)] << ", "
+                  << sides[1] << " " << b[size_t(worst)] << " (|a - b| " << err << ", relative "
+                  << err / std::max(std::fabs(b[size_t(worst)]), 1e-30) << ")\n";
+      }
+      std::cout << "  inputs of that node:";
+      for (const Value& v : n.inputs) {
+        if (!v.valid()) continue;
+        const Node& in = g.node(v.node);
+        std::cout << " '" << in.name << "' (" << op_name(in.kind) << ")";
+      }
+      std::cout << "\n";
+    }
+  }
+  if (!divergent) {
+    std::cout << "no divergence\n";
+    return 0;
+  }
+  std::cout << divergent << " of " << probes.size() << " values diverge\n";
+  return 1;
+}
+
+}  // namespace rlx::cli
