@@ -5,15 +5,16 @@
 // (implicit GEMM / cuDNN is the next step for real CNNs).
 #include <cstdint>
 
+#include "backends/cuda/device_util.cuh"
 #include "backends/cuda/kernels.h"
 
 namespace rlx::cuda {
 namespace {
 
-inline unsigned grid_for(int64_t n, int threads) {
-  const int64_t b = (n + threads - 1) / threads;
-  return unsigned(b < 1 ? 1 : b > 65535 * 8 ? 65535 * 8 : b);
-}
+using dev::Elem;
+using dev::offset_of;
+
+using dev::grid_for;
 
 __global__ void conv2d_kernel(ConvArgs a, const float* x, const float* w, const float* bias, float* y) {
   const int64_t total = a.n * a.cout * a.oh * a.ow;
@@ -75,13 +76,6 @@ __global__ void pool2d_kernel(PoolArgs a, const float* x, float* y) {
     }
   }
 }
-
-template <int E>
-struct Elem;
-template <> struct Elem<1> { using T = uint8_t; };
-template <> struct Elem<2> { using T = uint16_t; };
-template <> struct Elem<4> { using T = uint32_t; };
-template <> struct Elem<8> { using T = uint64_t; };
 
 template <int E>
 __global__ void pad_kernel(const void* xv, Iter in, PadArgs a, void* yv, Iter out) {

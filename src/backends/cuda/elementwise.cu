@@ -5,27 +5,18 @@
 #include <type_traits>
 #include <cuda_fp16.h>
 
+#include "backends/cuda/device_util.cuh"
 #include "backends/cuda/kernels.h"
 
 namespace rlx::cuda {
 namespace {
 
+using dev::Elem;
+using dev::offset_of;
+
 constexpr int kThreads = 256;
 
-inline unsigned blocks_for(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return unsigned(b < 1 ? 1 : b > 65535 * 8 ? 65535 * 8 : b);
-}
-
-__device__ inline int64_t offset_of(int64_t i, const Iter& it, const Strides& st) {
-  int64_t off = st.base;
-  for (int k = it.rank - 1; k >= 0; --k) {
-    const int64_t d = it.dims[k];
-    off += (i % d) * st.s[k];
-    i /= d;
-  }
-  return off;
-}
+inline unsigned blocks_for(int64_t n) { return dev::grid_for(n, kThreads); }
 
 // Float ops in T (float or double: the overloads of CUDA's math library pick the precision).
 template <class T>
@@ -177,13 +168,6 @@ __global__ void binary_kernel(BinaryOp op, const T* a, Strides sa, const T* b, S
     else static_cast<T*>(y)[i] = arith(op, x, z);
   }
 }
-
-template <int E>
-struct Elem;
-template <> struct Elem<1> { using T = uint8_t; };
-template <> struct Elem<2> { using T = uint16_t; };
-template <> struct Elem<4> { using T = uint32_t; };
-template <> struct Elem<8> { using T = uint64_t; };
 
 template <int E>
 __global__ void where_kernel(const bool* c, Strides sc, const void* a, Strides sa, const void* b, Strides sb, void* y,

@@ -8,22 +8,16 @@
 #include <cuda/std/limits>
 #include <type_traits>
 
+#include "backends/cuda/device_util.cuh"
 #include "backends/cuda/kernels.h"
 
 namespace rlx::cuda {
 namespace {
 
-constexpr int kWarps = 8;  // warps per block
+using dev::Elem;
+using dev::offset_of;
 
-__device__ inline int64_t offset_of(int64_t i, const Iter& it, const Strides& st) {
-  int64_t off = st.base;
-  for (int k = it.rank - 1; k >= 0; --k) {
-    const int64_t d = it.dims[k];
-    off += (i % d) * st.s[k];
-    i /= d;
-  }
-  return off;
-}
+constexpr int kWarps = 8;  // warps per block
 
 __device__ inline float combine(ReduceOp op, float a, float b) {
   switch (op) {
@@ -143,13 +137,6 @@ __global__ void norm_rows(bool rms, const float* x, const float* scale, const fl
 }
 
 template <int E>
-struct Elem;
-template <> struct Elem<1> { using T = uint8_t; };
-template <> struct Elem<2> { using T = uint16_t; };
-template <> struct Elem<4> { using T = uint32_t; };
-template <> struct Elem<8> { using T = uint64_t; };
-
-template <int E>
 __global__ void gather_kernel(const void* data, int64_t outer, int64_t dim, int64_t inner, const void* idx, bool idx64,
                               int64_t n_idx, void* y, int* err, int step) {
   using T = typename Elem<E>::T;
@@ -168,10 +155,7 @@ __global__ void gather_kernel(const void* data, int64_t outer, int64_t dim, int6
   }
 }
 
-inline unsigned warp_blocks(int64_t n) {
-  const int64_t b = (n + kWarps - 1) / kWarps;
-  return unsigned(b < 1 ? 1 : b > 65535 * 8 ? 65535 * 8 : b);
-}
+inline unsigned warp_blocks(int64_t n) { return dev::grid_for(n, kWarps); }
 
 }  // namespace
 
@@ -213,7 +197,7 @@ cudaError_t gather(int elem, const void* data, int64_t outer, int64_t dim, int64
                    bool idx64, int64_t n_idx, void* y, int* err, int step, cudaStream_t s) {
   const int64_t total = outer * n_idx * inner;
   if (total == 0) return cudaSuccess;
-  const unsigned g = unsigned(std::min<int64_t>((total + 255) / 256, 65535 * 8));
+  const unsigned g = dev::grid_for(total, 256);
   switch (elem) {
     case 1: gather_kernel<1><<<g, 256, 0, s>>>(data, outer, dim, inner, idx, idx64, n_idx, y, err, step); break;
     case 2: gather_kernel<2><<<g, 256, 0, s>>>(data, outer, dim, inner, idx, idx64, n_idx, y, err, step); break;

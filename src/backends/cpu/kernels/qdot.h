@@ -4,6 +4,7 @@
 // float scale product per block; the error this adds is bounded in the tests.
 #pragma once
 #include <cstdint>
+#include <type_traits>
 
 #include "backends/cpu/isa.h"
 
@@ -47,6 +48,18 @@ struct QDotKernels {
   void (*axpy_f16)(float a, const uint16_t* x, float* y, int64_t n) = nullptr;
   void (*axpy_f32)(float a, const float* x, float* y, int64_t n) = nullptr;
 };
+
+// Calls f(std::integral_constant<int, R>{}) for the row count m (R = m for 1..4; the row
+// kernels are templates on it, so their accumulators stay in registers).
+template <class F>
+inline void with_rows(int64_t m, F&& f) {
+  switch (m) {
+    case 4: return f(std::integral_constant<int, 4>{});
+    case 3: return f(std::integral_constant<int, 3>{});
+    case 2: return f(std::integral_constant<int, 2>{});
+    default: return f(std::integral_constant<int, 1>{});
+  }
+}
 
 const QDotKernels& qdot_kernels(Isa isa);
 const QDotKernels* qdot_scalar_kernels();

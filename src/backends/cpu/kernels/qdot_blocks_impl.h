@@ -89,10 +89,5 @@ void qb_rows(const uint8_t* w, int64_t nb, const int8_t* xq, const float* xs, co
 template <uint32_t F>
 void qb(const uint8_t* w, int64_t nb, const int8_t* xq, const float* xs, const float* xsum, int64_t ldx, int64_t m,
         float* out, int64_t ldo) {
-  switch (m) {
-    case 4: return qb_rows<F, 4>(w, nb, xq, xs, xsum, ldx, out, ldo);
-    case 3: return qb_rows<F, 3>(w, nb, xq, xs, xsum, ldx, out, ldo);
-    case 2: return qb_rows<F, 2>(w, nb, xq, xs, xsum, ldx, out, ldo);
-    default: return qb_rows<F, 1>(w, nb, xq, xs, xsum, ldx, out, ldo);
-  }
+  with_rows(m, [&](auto r) { qb_rows<F, decltype(r)::value>(w, nb, xq, xs, xsum, ldx, out, ldo); });
 }

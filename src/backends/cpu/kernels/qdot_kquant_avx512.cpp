@@ -139,22 +139,12 @@ void q6k_rows(const uint8_t* w, int64_t nsb, const int8_t* xq, const float* xs, 
 template <bool Five>
 void k4(const uint8_t* w, int64_t nsb, const int8_t* xq, const float* xs, const float* xsum, int64_t ldx, int64_t m,
         float* out, int64_t ldo) {
-  switch (m) {
-    case 4: return k4_rows<Five, 4>(w, nsb, xq, xs, xsum, ldx, out, ldo);
-    case 3: return k4_rows<Five, 3>(w, nsb, xq, xs, xsum, ldx, out, ldo);
-    case 2: return k4_rows<Five, 2>(w, nsb, xq, xs, xsum, ldx, out, ldo);
-    default: return k4_rows<Five, 1>(w, nsb, xq, xs, xsum, ldx, out, ldo);
-  }
+  with_rows(m, [&](auto r) { k4_rows<Five, decltype(r)::value>(w, nsb, xq, xs, xsum, ldx, out, ldo); });
 }
 
 void q6k(const uint8_t* w, int64_t nsb, const int8_t* xq, const float* xs, const float* xsum, int64_t ldx, int64_t m,
          float* out, int64_t ldo) {
-  switch (m) {
-    case 4: return q6k_rows<4>(w, nsb, xq, xs, xsum, ldx, out, ldo);
-    case 3: return q6k_rows<3>(w, nsb, xq, xs, xsum, ldx, out, ldo);
-    case 2: return q6k_rows<2>(w, nsb, xq, xs, xsum, ldx, out, ldo);
-    default: return q6k_rows<1>(w, nsb, xq, xs, xsum, ldx, out, ldo);
-  }
+  with_rows(m, [&](auto r) { q6k_rows<decltype(r)::value>(w, nsb, xq, xs, xsum, ldx, out, ldo); });
 }
 
 }  // namespace

@@ -134,19 +134,31 @@ void run_gemm_i8(const RunCtx& ctx, const QCfg& c, const float* x, const uint8_t
   else work(0, panels);
 }
 
+// x's m rows of k quantized to int8 blocks of 32 (quantize_activations_q8) in thread-local
+// buffers, valid until the thread's next call: row i at xq + i * k, xs / xsum + i * k / 32.
+struct QuantizedRows {
+  const int8_t* xq;
+  const float *xs, *xsum;
+};
+QuantizedRows quantize_rows(const float* x, int64_t m, int64_t k) {
+  const int64_t nb = k / 32;
+  thread_local std::vector<int8_t> xq;
+  thread_local std::vector<float> xs, xsum;
+  xq.resize(static_cast<size_t>(m * k));
+  xs.resize(static_cast<size_t>(m * nb));
+  xsum.resize(static_cast<size_t>(m * nb));
+  for (int64_t i = 0; i < m; ++i)
+    quantize_activations_q8(x + i * k, k, xs.data() + i * nb, xq.data() + i * k, xsum.data() + i * nb);
+  return {xq.data(), xs.data(), xsum.data()};
+}
+
 // q4_0x16 (repacked at load time): every product, decode or prefill, runs the VNNI panel
 // kernel: 16 weight rows per task, 4 activation rows per pass, nothing packed per call.
 void run_q4x16(const RunCtx& ctx, const QCfg& c, const float* x, const uint8_t* w, float* y, int64_t m) {
   const int64_t nb = c.k / 32;
-  thread_local std::vector<int8_t> xq;
-  thread_local std::vector<float> xs, xsum;
-  xq.resize(static_cast<size_t>(m * c.k));
-  xs.resize(static_cast<size_t>(m * nb));
-  xsum.resize(static_cast<size_t>(m * nb));
-  for (int64_t i = 0; i < m; ++i)
-    quantize_activations_q8(x + i * c.k, c.k, xs.data() + i * nb, xq.data() + i * c.k, xsum.data() + i * nb);
-  const int8_t* xqp = xq.data();
-  const float *xsp = xs.data(), *xsump = xsum.data();
+  const QuantizedRows q = quantize_rows(x, m, c.k);
+  const int8_t* xqp = q.xq;
+  const float *xsp = q.xs, *xsump = q.xsum;
   auto work = [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p)
       for (int64_t i = 0; i < m; i += 4)
@@ -183,18 +195,10 @@ void run_gemm(const RunCtx& ctx, const QCfg& c, const float* x, const uint8_t* w
 void run_gemv(const RunCtx& ctx, const QCfg& c, const float* x, const uint8_t* w, float* y, int64_t m) {
   const bool q8 = c.format == quant::kQ8_0 || c.format == quant::kQ4_0;
   const int64_t nb = c.k / 32;
-  thread_local std::vector<float> xs, xsum;
-  thread_local std::vector<int8_t> xq;
-  if (q8) {
-    xs.resize(static_cast<size_t>(m * nb));
-    xsum.resize(static_cast<size_t>(m * nb));
-    xq.resize(static_cast<size_t>(m * c.k));
-    for (int64_t i = 0; i < m; ++i)
-      quantize_activations_q8(x + i * c.k, c.k, xs.data() + i * nb, xq.data() + i * c.k, xsum.data() + i * nb);
-  }
-  const float* xsp = xs.data();
-  const float* xsump = xsum.data();
-  const int8_t* xqp = xq.data();
+  const QuantizedRows q = q8 ? quantize_rows(x, m, c.k) : QuantizedRows{nullptr, nullptr, nullptr};
+  const float* xsp = q.xs;
+  const float* xsump = q.xsum;
+  const int8_t* xqp = q.xq;
   auto rows = [&](int64_t n0, int64_t n1) {
     thread_local std::vector<float> deq;
     for (int64_t j = n0; j < n1; ++j) {
@@ -242,15 +246,9 @@ QDotKernels::BlockDot block_dot(const QCfg& c, int64_t m) {
 void run_block_dot(const RunCtx& ctx, const QCfg& c, QDotKernels::BlockDot dot, const float* x, const uint8_t* w,
                    float* y, int64_t m) {
   const int64_t nb = c.k / 32, nsb = c.k / c.block_elems;
-  thread_local std::vector<int8_t> xq;
-  thread_local std::vector<float> xs, xsum;
-  xq.resize(static_cast<size_t>(m * c.k));
-  xs.resize(static_cast<size_t>(m * nb));
-  xsum.resize(static_cast<size_t>(m * nb));
-  for (int64_t i = 0; i < m; ++i)
-    quantize_activations_q8(x + i * c.k, c.k, xs.data() + i * nb, xq.data() + i * c.k, xsum.data() + i * nb);
-  const int8_t* xqp = xq.data();
-  const float *xsp = xs.data(), *xsump = xsum.data();
+  const QuantizedRows q = quantize_rows(x, m, c.k);
+  const int8_t* xqp = q.xq;
+  const float *xsp = q.xs, *xsump = q.xsum;
   const int64_t tile = std::max<int64_t>(4, ((int64_t(128) << 10) / c.k) & ~int64_t(3));
   auto rows = [&](int64_t n0, int64_t n1) {
     for (int64_t t0 = 0; t0 < m; t0 += tile) {
