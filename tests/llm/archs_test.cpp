@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -17,7 +18,17 @@
 namespace rlx::llm {
 namespace {
 
-std::string archs(const std::string& f) { return std::string(RLX_SHARED_DIR) + "/gguf/archs/" + f; }
+// RLX_SHARED_DIR (environment) overrides the ../shared of the build, for runs on another
+// machine; RLX_LLM_DEVICE=cuda runs the engine on the CUDA backend (same references, same
+// tolerance: F32 weights and cache there too).
+std::string archs(const std::string& f) {
+  const char* env = std::getenv("RLX_SHARED_DIR");
+  return std::string(env && *env ? env : RLX_SHARED_DIR) + "/gguf/archs/" + f;
+}
+Device llm_device() {
+  const char* d = std::getenv("RLX_LLM_DEVICE");
+  return d && std::string(d) == "cuda" ? Device::Cuda : Device::Cpu;
+}
 
 std::string slurp(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -66,6 +77,7 @@ void check_fixture(const std::string& name) {
   EngineOptions eo;
   eo.kv_type = DType::F32;
   eo.threads = 1;
+  eo.device = llm_device();
   Engine e(model, eo);
   double worst = 0;
   auto compare = [&](const float* got, int64_t row) {

@@ -132,7 +132,48 @@ __global__ void arg_kernel(bool is_max, bool last, const float* x, int64_t outer
   }
 }
 
+// The CPU's total order for topk: NaN ranks first when largest (last otherwise), equal keys
+// by index. True when (va, a) comes before (vb, b).
+__device__ inline bool topk_before(bool largest, float va, int64_t a, float vb, int64_t b) {
+  const bool na = va != va, nb = vb != vb;
+  if (na || nb) return (na && nb) ? a < b : (largest ? na : nb);
+  if (va != vb) return largest ? va > vb : va < vb;
+  return a < b;
+}
+
+// One thread per row of [outer, n, inner]: the j-th output is the first element, in that
+// order, after the (j-1)-th (selection: k passes over the row).
+__global__ void topk_kernel(bool largest, const float* x, int64_t outer, int64_t n, int64_t inner, int64_t k,
+                            float* vals, int64_t* idx) {
+  for (int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; r < outer * inner; r += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t o = r / inner, i = r % inner;
+    const float* src = x + o * n * inner + i;
+    int64_t prev = -1;
+    float pv = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t best = -1;
+      float bv = 0;
+      for (int64_t c = 0; c < n; ++c) {
+        const float v = src[c * inner];
+        if (prev >= 0 && !topk_before(largest, pv, prev, v, c)) continue;
+        if (best < 0 || topk_before(largest, v, c, bv, best)) best = c, bv = v;
+      }
+      vals[(o * k + j) * inner + i] = bv;
+      idx[(o * k + j) * inner + i] = best;
+      prev = best;
+      pv = bv;
+    }
+  }
+}
+
 }  // namespace
+
+cudaError_t topk(bool largest, const float* x, int64_t outer, int64_t n, int64_t inner, int64_t k, float* vals,
+                 int64_t* idx, cudaStream_t s) {
+  if (outer * inner * k == 0) return cudaSuccess;
+  topk_kernel<<<grid_for(outer * inner, 128), 128, 0, s>>>(largest, x, outer, n, inner, k, vals, idx);
+  return cudaGetLastError();
+}
 
 cudaError_t conv2d(const ConvArgs& a, const float* x, const float* wt, const float* bias, float* y, cudaStream_t s) {
   const int64_t total = a.n * a.cout * a.oh * a.ow;

@@ -88,6 +88,33 @@ cudaError_t pool2d(const PoolArgs& a, const float* x, float* y, cudaStream_t s);
 cudaError_t arg_reduce(bool is_max, bool select_last, const float* x, int64_t outer, int64_t n, int64_t inner,
                        int64_t* y, cudaStream_t s);
 
+// qmatmul: y[m, n] = x[m, :] . dequant(W[n, :]) for W's rows in GGUF block format `format`
+// (0 F32, 1 F16, 8 Q8_0, 2 Q4_0), row_bytes per row. qmatmul_id: m = tokens * slots pairs,
+// pair p uses expert ids[p] (i32 / i64; one out of range is recorded in err) of W [E, N,
+// row_bytes] and x row p (x_per_slot) or p / slots.
+struct QMatMulArgs {
+  int format = 0;
+  int64_t m = 0, n = 0, k = 0, row_bytes = 0;
+};
+cudaError_t qmatmul(const QMatMulArgs& a, const float* x, const uint8_t* w, float* y, cudaStream_t s);
+cudaError_t qmatmul_id(const QMatMulArgs& a, int64_t experts, int64_t slots, bool x_per_slot, const float* x,
+                       const uint8_t* w, const void* ids, bool ids64, float* y, int* err, int step, cudaStream_t s);
+// kv_attention (ops.def): q f32 [b, hq, t, d]; caches [b, hkv, c, d] and new rows [b, hkv, t,
+// d] in f16 or f32; past i64 [b] (outside [0, c]: recorded in err); d <= 256.
+struct KvAttentionArgs {
+  int64_t b = 0, hq = 0, hkv = 0, t = 0, c = 0, d = 0;
+  float scale = 1;
+};
+cudaError_t kv_attention(const KvAttentionArgs& a, bool f16, const float* q, const void* kc, const void* vc,
+                         const void* kn, const void* vn, const int64_t* past, float* out, int* err, int step,
+                         cudaStream_t s);
+
+// topk of f32 over the middle dim of [outer, n, inner]: values and i64 indices [outer, k,
+// inner], in the CPU's order (largest or smallest first; NaN first when largest; ties by
+// index), whatever `sorted` says.
+cudaError_t topk(bool largest, const float* x, int64_t outer, int64_t n, int64_t inner, int64_t k, float* vals,
+                 int64_t* idx, cudaStream_t s);
+
 enum class ReduceOp : int { Sum, Mean, Max, Min, Prod };
 // y[o] = reduce over r of x[base(o) + r-offset]: the kept dims (`kept`, strides `ks` into
 // x) index the outputs, the reduced dims (`red`, strides `rs`) the terms. Floats (F32, F64):

@@ -140,7 +140,16 @@ bool supports(const Node& n, const std::vector<const Shape*>& in) {
     case OpKind::MaxPool2d:
     case OpKind::AvgPool2d: return t == DType::F32 && in[0]->rank() == 4;
     case OpKind::ArgMax:
-    case OpKind::ArgMin: return t == DType::F32;
+    case OpKind::ArgMin:
+    case OpKind::TopK: return t == DType::F32;
+    case OpKind::QMatMul:
+    case OpKind::QMatMulId: {
+      const int64_t f = n.attr<QMatMulAttrs>().format;  // F32, F16, Q8_0, Q4_0 (not the rlx-internal repacks)
+      return t == DType::F32 && (f == 0 || f == 1 || f == 8 || f == 2);
+    }
+    case OpKind::KvAttention:
+      return t == DType::F32 && in.size() == 6 && in[1] && (in[1]->dtype() == DType::F16 || in[1]->dtype() == DType::F32) &&
+             in[3] && in[3]->dtype() == in[1]->dtype() && in[0]->static_dims().back() <= 256;
     default: return false;
   }
 }

@@ -2,6 +2,7 @@
 // (cuBLAS SGEMM, f32 accumulation: no TF32), pad, direct conv2d and pools, argmax /
 // argmin. Element-wise and data movement are in lower.cpp.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "backends/cuda/blas.h"
@@ -233,6 +234,56 @@ Launch lower_compute(const Node& n, const std::vector<const Shape*>& in, const s
         check(arg_reduce(is_max, last, static_cast<const float*>(b[0]), outer, len, inner, static_cast<int64_t*>(b[1]),
                          c.stream),
               "argmax kernel", *np);
+      };
+    }
+    case OpKind::TopK: {
+      const auto& at = n.attr<TopKAttrs>();
+      const auto id = in[0]->static_dims();
+      const int ax = normalize_axis(at.axis, int(id.size()), "topk axis");
+      int64_t outer = 1, inner = 1;
+      for (int k = 0; k < ax; ++k) outer *= id[size_t(k)];
+      for (size_t k = size_t(ax) + 1; k < id.size(); ++k) inner *= id[k];
+      const int64_t len = id[size_t(ax)], kk = at.k;
+      if (kk < 0 || kk > len) fail(ErrorCategory::InvalidArgument, "node '", n.name, "' (topk): k=", kk, " outside [0, ", len, "]");
+      const bool largest = at.largest;
+      return [np, largest, outer, len, inner, kk](const LaunchCtx& c, void* const* b) {
+        check(topk(largest, static_cast<const float*>(b[0]), outer, len, inner, kk, static_cast<float*>(b[1]),
+                   static_cast<int64_t*>(b[2]), c.stream),
+              "topk kernel", *np);
+      };
+    }
+    case OpKind::QMatMul: {
+      const auto& at = n.attr<QMatMulAttrs>();
+      const auto wd = in[1]->static_dims();
+      QMatMulArgs a{int(at.format), out[0].numel() / std::max<int64_t>(wd[0], 1), wd[0], at.k, wd[1]};
+      return [np, a](const LaunchCtx& c, void* const* b) {
+        check(qmatmul(a, static_cast<const float*>(b[0]), static_cast<const uint8_t*>(b[1]), static_cast<float*>(b[2]),
+                      c.stream),
+              "qmatmul kernel", *np);
+      };
+    }
+    case OpKind::QMatMulId: {
+      const auto& at = n.attr<QMatMulAttrs>();
+      const auto wd = in[1]->static_dims(), idd = in[2]->static_dims();
+      QMatMulArgs a{int(at.format), idd[0] * idd[1], wd[1], at.k, wd[2]};
+      const int64_t experts = wd[0], slots = idd[1];
+      const bool per_slot = in[0]->rank() == 3, ids64 = in[2]->dtype() == DType::I64;
+      return [np, a, experts, slots, per_slot, ids64](const LaunchCtx& c, void* const* b) {
+        check(qmatmul_id(a, experts, slots, per_slot, static_cast<const float*>(b[0]), static_cast<const uint8_t*>(b[1]),
+                         b[2], ids64, static_cast<float*>(b[3]), c.err, c.step, c.stream),
+              "qmatmul_id kernel", *np);
+      };
+    }
+    case OpKind::KvAttention: {
+      const auto qd = in[0]->static_dims(), kd = in[1]->static_dims();
+      KvAttentionArgs a{qd[0], qd[1], kd[1], qd[2], kd[2], qd[3], 1.0f};
+      const double sc = n.attr<AttentionAttrs>().scale;
+      a.scale = float(sc != 0 ? sc : 1.0 / std::sqrt(double(a.d)));
+      const bool f16 = in[1]->dtype() == DType::F16;
+      return [np, a, f16](const LaunchCtx& c, void* const* b) {
+        check(kv_attention(a, f16, static_cast<const float*>(b[0]), b[1], b[2], b[3], b[4],
+                           static_cast<const int64_t*>(b[5]), static_cast<float*>(b[6]), c.err, c.step, c.stream),
+              "kv_attention kernel", *np);
       };
     }
     default: break;

@@ -1,0 +1,182 @@
+// LLM kernels of the CUDA backend: qmatmul / qmatmul_id over weight rows in their GGUF block
+// format (F32, F16, Q8_0, Q4_0 decoded in registers; nothing is expanded in memory) and
+// kv_attention over a KV cache (online softmax, one warp per query row). One warp per
+// output element or query; f32 accumulation; each output computed by one warp in a fixed
+// order, so runs repeat bit for bit.
+#include <cuda_fp16.h>
+
+#include "backends/cuda/device_util.cuh"
+#include "backends/cuda/kernels.h"
+
+namespace rlx::cuda {
+namespace {
+
+constexpr int kWarps = 8;
+
+__device__ inline float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
+  return v;
+}
+__device__ inline float half_at(const uint8_t* p) {
+  __half h;
+  memcpy(&h, p, 2);
+  return __half2float(h);
+}
+
+// Lane's share of dot(x[0..k), row): F32 / F16 by element, Q8_0 / Q4_0 by 32-element block.
+__device__ inline float row_dot(int fmt, const uint8_t* w, const float* x, int64_t k, int lane) {
+  float acc = 0;
+  if (fmt == 0) {
+    const float* r = reinterpret_cast<const float*>(w);
+    for (int64_t i = lane; i < k; i += 32) acc = fmaf(r[i], x[i], acc);
+  } else if (fmt == 1) {
+    for (int64_t i = lane; i < k; i += 32) acc = fmaf(half_at(w + 2 * i), x[i], acc);
+  } else if (fmt == 8) {
+    for (int64_t b = lane; b < k / 32; b += 32) {
+      const uint8_t* blk = w + 34 * b;
+      const float d = half_at(blk);
+      float s = 0;
+      for (int i = 0; i < 32; ++i) s = fmaf(float(int8_t(blk[2 + i])), x[32 * b + i], s);
+      acc = fmaf(d, s, acc);
+    }
+  } else {  // Q4_0: element i low nibble of byte i, element 16 + i its high nibble, minus 8
+    for (int64_t b = lane; b < k / 32; b += 32) {
+      const uint8_t* blk = w + 18 * b;
+      const float d = half_at(blk);
+      float s = 0;
+      for (int i = 0; i < 16; ++i) {
+        s = fmaf(float(int(blk[2 + i] & 0x0F) - 8), x[32 * b + i], s);
+        s = fmaf(float(int(blk[2 + i] >> 4) - 8), x[32 * b + 16 + i], s);
+      }
+      acc = fmaf(d, s, acc);
+    }
+  }
+  return acc;
+}
+
+__global__ void qmatmul_kernel(QMatMulArgs a, const float* x, const uint8_t* w, float* y) {
+  const int lane = threadIdx.x & 31;
+  for (int64_t o = blockIdx.x * int64_t(kWarps) + threadIdx.x / 32; o < a.m * a.n; o += int64_t(gridDim.x) * kWarps) {
+    const int64_t i = o / a.n, j = o % a.n;
+    const float s = warp_sum(row_dot(a.format, w + j * a.row_bytes, x + i * a.k, a.k, lane));
+    if (lane == 0) y[o] = s;
+  }
+}
+
+__global__ void qmatmul_id_kernel(QMatMulArgs a, int64_t experts, int64_t slots, bool x_per_slot, const float* x,
+                                  const uint8_t* w, const void* ids, bool ids64, float* y, int* err, int step) {
+  const int lane = threadIdx.x & 31;
+  const int64_t pairs = a.m;  // tokens * slots
+  for (int64_t o = blockIdx.x * int64_t(kWarps) + threadIdx.x / 32; o < pairs * a.n; o += int64_t(gridDim.x) * kWarps) {
+    const int64_t p = o / a.n, j = o % a.n;
+    const int64_t e = ids64 ? static_cast<const int64_t*>(ids)[p] : static_cast<const int32_t*>(ids)[p];
+    if (e < 0 || e >= experts) {
+      if (lane == 0) {
+        atomicCAS(err, 0, 1);
+        atomicCAS(err + 1, 0, step);
+        y[o] = 0;
+      }
+      continue;
+    }
+    const float* xr = x + (x_per_slot ? p : p / slots) * a.k;
+    const float s = warp_sum(row_dot(a.format, w + (e * a.n + j) * a.row_bytes, xr, a.k, lane));
+    if (lane == 0) y[o] = s;
+  }
+}
+
+constexpr int kMaxDimPerLane = 8;  // head dims up to 256
+
+template <bool F16>
+__device__ inline float cache_at(const void* base, int64_t i) {
+  if constexpr (F16) return __half2float(static_cast<const __half*>(base)[i]);
+  else return static_cast<const float*>(base)[i];
+}
+
+// One warp per (sequence, query head, query): the lanes split the head dim; rows are
+// visited in order (cache rows, then the new rows up to this query) with a running max
+// and sum, the output accumulated and rescaled as the max grows.
+template <bool F16>
+__global__ void kv_attention_kernel(KvAttentionArgs a, const float* q, const void* kc, const void* vc, const void* kn,
+                                    const void* vn, const int64_t* past, float* out, int* err, int step) {
+  const int lane = threadIdx.x & 31;
+  const int64_t group = a.hq / a.hkv, tasks = a.b * a.hq * a.t;
+  for (int64_t task = blockIdx.x * int64_t(kWarps) + threadIdx.x / 32; task < tasks; task += int64_t(gridDim.x) * kWarps) {
+    const int64_t t = task % a.t, h = (task / a.t) % a.hq, b = task / (a.t * a.hq), hk = h / group;
+    const int64_t np = past[b];
+    if (np < 0 || np > a.c) {
+      if (lane == 0) {
+        atomicCAS(err, 0, 1);
+        atomicCAS(err + 1, 0, step);
+      }
+      for (int64_t e = lane; e < a.d; e += 32) out[task * a.d + e] = 0;
+      continue;
+    }
+    float qv[kMaxDimPerLane], acc[kMaxDimPerLane];
+#pragma unroll
+    for (int r = 0; r < kMaxDimPerLane; ++r) {
+      const int64_t e = lane + 32 * r;
+      qv[r] = e < a.d ? q[task * a.d + e] * a.scale : 0.0f;
+      acc[r] = 0;
+    }
+    float m = -INFINITY, l = 0;
+    const int64_t cache_base = (b * a.hkv + hk) * a.c * a.d, new_base = (b * a.hkv + hk) * a.t * a.d;
+    const int64_t n = np + t + 1;
+    for (int64_t j = 0; j < n; ++j) {
+      const bool cached = j < np;
+      const void* kb = cached ? kc : kn;
+      const void* vb = cached ? vc : vn;
+      const int64_t row = cached ? cache_base + j * a.d : new_base + (j - np) * a.d;
+      float s = 0;
+#pragma unroll
+      for (int r = 0; r < kMaxDimPerLane; ++r) {
+        const int64_t e = lane + 32 * r;
+        if (e < a.d) s = fmaf(qv[r], cache_at<F16>(kb, row + e), s);
+      }
+      s = warp_sum(s);
+      const float mn = fmaxf(m, s), corr = expf(m - mn), p = expf(s - mn);
+      l = l * corr + p;
+#pragma unroll
+      for (int r = 0; r < kMaxDimPerLane; ++r) {
+        const int64_t e = lane + 32 * r;
+        if (e < a.d) acc[r] = fmaf(p, cache_at<F16>(vb, row + e), acc[r] * corr);
+      }
+      m = mn;
+    }
+    const float inv = 1.0f / l;
+#pragma unroll
+    for (int r = 0; r < kMaxDimPerLane; ++r) {
+      const int64_t e = lane + 32 * r;
+      if (e < a.d) out[task * a.d + e] = acc[r] * inv;
+    }
+  }
+}
+
+}  // namespace
+
+cudaError_t qmatmul(const QMatMulArgs& a, const float* x, const uint8_t* w, float* y, cudaStream_t s) {
+  if (a.m * a.n == 0) return cudaSuccess;
+  qmatmul_kernel<<<dev::grid_for(a.m * a.n, kWarps), 32 * kWarps, 0, s>>>(a, x, w, y);
+  return cudaGetLastError();
+}
+
+cudaError_t qmatmul_id(const QMatMulArgs& a, int64_t experts, int64_t slots, bool x_per_slot, const float* x,
+                       const uint8_t* w, const void* ids, bool ids64, float* y, int* err, int step, cudaStream_t s) {
+  if (a.m * a.n == 0) return cudaSuccess;
+  qmatmul_id_kernel<<<dev::grid_for(a.m * a.n, kWarps), 32 * kWarps, 0, s>>>(a, experts, slots, x_per_slot, x, w, ids,
+                                                                              ids64, y, err, step);
+  return cudaGetLastError();
+}
+
+cudaError_t kv_attention(const KvAttentionArgs& a, bool f16, const float* q, const void* kc, const void* vc,
+                         const void* kn, const void* vn, const int64_t* past, float* out, int* err, int step,
+                         cudaStream_t s) {
+  const int64_t tasks = a.b * a.hq * a.t;
+  if (tasks == 0 || a.d == 0) return cudaSuccess;
+  if (a.d > 32 * kMaxDimPerLane) return cudaErrorInvalidValue;
+  const unsigned g = dev::grid_for(tasks, kWarps);
+  if (f16) kv_attention_kernel<true><<<g, 32 * kWarps, 0, s>>>(a, q, kc, vc, kn, vn, past, out, err, step);
+  else kv_attention_kernel<false><<<g, 32 * kWarps, 0, s>>>(a, q, kc, vc, kn, vn, past, out, err, step);
+  return cudaGetLastError();
+}
+
+}  // namespace rlx::cuda
