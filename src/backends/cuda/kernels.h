@@ -89,7 +89,8 @@ cudaError_t arg_reduce(bool is_max, bool select_last, const float* x, int64_t ou
                        int64_t* y, cudaStream_t s);
 
 // qmatmul: y[m, n] = x[m, :] . dequant(W[n, :]) for W's rows in GGUF block format `format`
-// (0 F32, 1 F16, 8 Q8_0, 2 Q4_0), row_bytes per row. qmatmul_id: m = tokens * slots pairs,
+// (ggml type numbers: 0 F32, 1 F16, 2 Q4_0, 3 Q4_1, 6 Q5_0, 7 Q5_1, 8 Q8_0, 12 Q4_K, 13 Q5_K,
+// 14 Q6_K), row_bytes per row. qmatmul_id: m = tokens * slots pairs,
 // pair p uses expert ids[p] (i32 / i64; one out of range is recorded in err) of W [E, N,
 // row_bytes] and x row p (x_per_slot) or p / slots.
 struct QMatMulArgs {

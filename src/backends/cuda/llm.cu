@@ -1,5 +1,6 @@
 // LLM kernels of the CUDA backend: qmatmul / qmatmul_id over weight rows in their GGUF block
-// format (F32, F16, Q8_0, Q4_0 decoded in registers; nothing is expanded in memory) and
+// format (F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K decoded in registers;
+// nothing is expanded in memory) and
 // kv_attention over a KV cache (online softmax, one warp per query row). One warp per
 // output element or query; f32 accumulation; each output computed by one warp in a fixed
 // order, so runs repeat bit for bit.
@@ -23,7 +24,82 @@ __device__ inline float half_at(const uint8_t* p) {
   return __half2float(h);
 }
 
-// Lane's share of dot(x[0..k), row): F32 / F16 by element, Q8_0 / Q4_0 by 32-element block.
+__device__ inline void scale_min_k4(int j, const uint8_t* q, int& d, int& m) {
+  if (j < 4) {
+    d = q[j] & 63;
+    m = q[j + 4] & 63;
+  } else {
+    d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+// dot(x[0..32), one 32-element block) of Q4_0 / Q4_1 / Q5_0 / Q5_1 (ggml's layouts: d, then
+// the min for _1, the 32 fifth bits for Q5, then 16 bytes of nibbles: element i is the low
+// nibble of byte i, element 16 + i its high nibble).
+__device__ inline float block32_dot(int fmt, const uint8_t* blk, const float* x) {
+  const bool five = fmt == 6 || fmt == 7, has_min = fmt == 3 || fmt == 7;
+  const float d = half_at(blk), mn = has_min ? half_at(blk + 2) : 0.0f;
+  uint32_t qh = 0;
+  if (five) memcpy(&qh, blk + (has_min ? 4 : 2), 4);
+  const uint8_t* qs = blk + (five ? 4 : 0) + (has_min ? 4 : 2);
+  const float off = fmt == 2 ? 8.0f : fmt == 6 ? 16.0f : 0.0f;
+  float s = 0, sx = 0;
+  for (int i = 0; i < 16; ++i) {
+    const int lo = (qs[i] & 0x0F) | (five ? int((qh >> i) & 1) << 4 : 0);
+    const int hi = (qs[i] >> 4) | (five ? int((qh >> (i + 16)) & 1) << 4 : 0);
+    s = fmaf(float(lo) - off, x[i], s);
+    s = fmaf(float(hi) - off, x[16 + i], s);
+    sx += x[i] + x[16 + i];
+  }
+  return d * s + mn * sx;
+}
+
+// dot(x[0..256), one super-block) of Q4_K / Q5_K / Q6_K (layouts: src/ir/quant/dequant.cpp).
+__device__ inline float superblock_dot(int fmt, const uint8_t* blk, const float* x) {
+  float acc = 0;
+  if (fmt == 14) {  // Q6_K: ql[128], qh[64], 16 int8 scales, d
+    const float d = half_at(blk + 208);
+    const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192);
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* ql = blk + 64 * h;
+      const uint8_t* qh = blk + 128 + 32 * h;
+      for (int l = 0; l < 32; ++l) {
+        const int is = l / 16;
+        const int q1 = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+        const int q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+        const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+        const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+        const float* xh = x + 128 * h;
+        acc = fmaf(d * sc[8 * h + is + 0] * q1, xh[l], acc);
+        acc = fmaf(d * sc[8 * h + is + 2] * q2, xh[l + 32], acc);
+        acc = fmaf(d * sc[8 * h + is + 4] * q3, xh[l + 64], acc);
+        acc = fmaf(d * sc[8 * h + is + 6] * q4, xh[l + 96], acc);
+      }
+    }
+    return acc;
+  }
+  const bool five = fmt == 13;  // Q4_K / Q5_K: d, dmin, 12 scale bytes, (qh[32],) qs[128]
+  const float d = half_at(blk), dmin = half_at(blk + 2);
+  const uint8_t* scales = blk + 4;
+  const uint8_t* qh = blk + 16;
+  const uint8_t* qs = blk + (five ? 48 : 16);
+  for (int j = 0; j < 8; ++j) {
+    int sc, m;
+    scale_min_k4(j, scales, sc, m);
+    const float dl = d * float(sc), ml = dmin * float(m);
+    const uint8_t* q = qs + 32 * (j / 2);
+    for (int l = 0; l < 32; ++l) {
+      int v = (j & 1) ? q[l] >> 4 : q[l] & 0x0F;
+      if (five && ((qh[l] >> j) & 1)) v += 16;
+      acc = fmaf(dl * float(v) - ml, x[32 * j + l], acc);
+    }
+  }
+  return acc;
+}
+
+// Lane's share of dot(x[0..k), row): F32 / F16 by element, 32-element formats by block,
+// K-quants by super-block.
 __device__ inline float row_dot(int fmt, const uint8_t* w, const float* x, int64_t k, int lane) {
   float acc = 0;
   if (fmt == 0) {
@@ -39,17 +115,12 @@ __device__ inline float row_dot(int fmt, const uint8_t* w, const float* x, int64
       for (int i = 0; i < 32; ++i) s = fmaf(float(int8_t(blk[2 + i])), x[32 * b + i], s);
       acc = fmaf(d, s, acc);
     }
-  } else {  // Q4_0: element i low nibble of byte i, element 16 + i its high nibble, minus 8
-    for (int64_t b = lane; b < k / 32; b += 32) {
-      const uint8_t* blk = w + 18 * b;
-      const float d = half_at(blk);
-      float s = 0;
-      for (int i = 0; i < 16; ++i) {
-        s = fmaf(float(int(blk[2 + i] & 0x0F) - 8), x[32 * b + i], s);
-        s = fmaf(float(int(blk[2 + i] >> 4) - 8), x[32 * b + 16 + i], s);
-      }
-      acc = fmaf(d, s, acc);
-    }
+  } else if (fmt == 2 || fmt == 3 || fmt == 6 || fmt == 7) {
+    const int bytes = fmt == 2 ? 18 : fmt == 3 ? 20 : fmt == 6 ? 22 : 24;
+    for (int64_t b = lane; b < k / 32; b += 32) acc += block32_dot(fmt, w + bytes * b, x + 32 * b);
+  } else {
+    const int bytes = fmt == 12 ? 144 : fmt == 13 ? 176 : 210;
+    for (int64_t b = lane; b < k / 256; b += 32) acc += superblock_dot(fmt, w + bytes * b, x + 256 * b);
   }
   return acc;
 }
