@@ -24,8 +24,12 @@ struct MatmulShape {
   bool b_transposed;  // b stored [N, K] (a linear layer's weight), used transposed
 };
 
+// Square 256..2048, the transformer shapes of a BERT-base layer at 128 tokens (QKV / output
+// projection, FFN up, FFN down), an MLP-like product and decode-sized matrix-vector ones.
 const std::vector<MatmulShape> kMatmulShapes = {
-    {512, 512, 512, false}, {1024, 1024, 4096, false}, {1, 4096, 4096, false}, {1, 4096, 4096, true}};
+    {256, 256, 256, false},   {512, 512, 512, false},    {1024, 1024, 1024, false}, {2048, 2048, 2048, false},
+    {128, 768, 768, false},   {128, 768, 3072, false},   {128, 3072, 768, false},   {1024, 1024, 4096, false},
+    {1, 4096, 4096, false},   {1, 4096, 4096, true}};
 
 std::string shape_name(const MatmulShape& s, int threads) {
   return std::to_string(s.m) + "x" + std::to_string(s.k) + "x" + std::to_string(s.n) + (s.b_transposed ? "_bT" : "") +

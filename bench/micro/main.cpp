@@ -1,6 +1,7 @@
 // rlx_bench_micro entry point: runs the registered benchmarks, then prints, for every
 // rlx benchmark that has a peer measured in the same run (same shape and threads), the
-// ratio of their GFLOP/s.
+// ratio of their GFLOP/s, and for one-thread GEMMs the fraction of the measured
+// single-core FMA peak.
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
@@ -22,6 +23,9 @@ class RatioReporter : public benchmark::ConsoleReporter {
         if (r.aggregate_name != "median") continue;
         name = name.substr(0, name.size() - std::string("_median").size());
       }
+      const std::string rt = "/real_time";  // UseRealTime() appends it; the tables key on the plain name
+      if (name.size() > rt.size() && name.compare(name.size() - rt.size(), rt.size(), rt) == 0)
+        name.resize(name.size() - rt.size());
       auto it = r.counters.find("GFLOP/s");
       if (it != r.counters.end()) gflops_[name] = it->second.value;
     }
@@ -29,15 +33,26 @@ class RatioReporter : public benchmark::ConsoleReporter {
   void Finalize() override {
     ConsoleReporter::Finalize();
     bool header = false;
+    if (auto p = gflops_.find("fma_peak/t1"); p != gflops_.end())
+      std::printf("\nsingle-core FMA peak (measured): %.1f GFLOP/s\n", p->second);
     for (const auto& [name, mine] : gflops_) {
       const std::string prefix = "rlx_matmul/";
       if (name.rfind(prefix, 0) != 0) continue;
       const std::string rest = name.substr(prefix.size());
       auto peer = gflops_.find("openblas_sgemm/" + rest);
       if (peer == gflops_.end()) continue;
-      if (!header) std::printf("\n%-36s %12s %12s %8s\n", "matmul (MxKxN, threads)", "rlx GFLOP/s", "OpenBLAS", "ratio");
+      if (!header)
+        std::printf("\n%-36s %12s %12s %8s %12s\n", "matmul (MxKxN, threads)", "rlx GFLOP/s", "OpenBLAS", "ratio",
+                    "rlx/FMA peak");
       header = true;
-      std::printf("%-36s %12.1f %12.1f %8.2f\n", rest.c_str(), mine, peer->second, mine / peer->second);
+      // One-thread rows against the measured single-core FMA peak (fma_peak.cpp).
+      auto peak = gflops_.find("fma_peak/t1");
+      const bool one = rest.size() > 3 && rest.compare(rest.size() - 3, 3, "/t1") == 0;
+      if (one && peak != gflops_.end())
+        std::printf("%-36s %12.1f %12.1f %8.2f %11.0f%%\n", rest.c_str(), mine, peer->second, mine / peer->second,
+                    100.0 * mine / peak->second);
+      else
+        std::printf("%-36s %12.1f %12.1f %8.2f %12s\n", rest.c_str(), mine, peer->second, mine / peer->second, "-");
     }
   }
 
