@@ -218,6 +218,7 @@ Value Graph::leaky_relu(Value x, double alpha) { return add1(OpKind::LeakyRelu, 
 Value Graph::clip(Value x, double lo, double hi) { return add1(OpKind::Clip, {x}, ClipAttrs{lo, hi}); }
 Value Graph::mod(Value a, Value b, bool fmod) { return add1(OpKind::Mod, {a, b}, ModAttrs{fmod}); }
 Value Graph::cast(Value x, DType to) { return add1(OpKind::Cast, {x}, CastAttrs{to}); }
+Value Graph::bitcast(Value x, DType to) { return add1(OpKind::BitCast, {x}, CastAttrs{to}); }
 Value Graph::fused_matmul(Value a, Value b, Value bias, Activation act, double alpha) {
   std::vector<Value> in{a, b};
   if (bias.valid()) in.push_back(bias);

@@ -19,7 +19,7 @@ enum Trait : uint32_t {
   kBoolResult = 1u << 4,     // the output dtype is bool (comparisons, logical ops, is_nan, is_inf)
   kReduction = 1u << 5,      // reduces along axes (precision keeps these in f32)
   kDataMovement = 1u << 6,   // moves elements without arithmetic
-  kView = 1u << 7,           // may alias its input (reshape, identity)
+  kView = 1u << 7,           // may alias its input (reshape, identity, bitcast)
   kFusable = 1u << 8,        // may join a fused elementwise chain
   kHasDecomposition = 1u << 9,  // opt::decompose lowers it into other ops (legalize's fallback)
   kCommutative = 1u << 11,   // binary op with f(a, b) == f(b, a) (cse canonicalizes operands)

@@ -8,7 +8,7 @@
 // read and written at the same address).
 //
 // Views recognised (exactly; anything else is not a view):
-//   - ops with the kView trait (identity, reshape), byte sizes equal;
+//   - ops with the kView trait (identity, reshape, bitcast), byte sizes equal;
 //   - cast to the input's own dtype;
 //   - transpose whose permutation keeps the relative order of the axes of size > 1;
 //   - slice whose selected region is contiguous: scanning from the last axis, every axis

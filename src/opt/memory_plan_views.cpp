@@ -131,7 +131,8 @@ std::optional<ViewOf> view_of(const Graph& g, int32_t node, int32_t out) {
     return std::nullopt;
   Dims d;
   if (!static_dims(g.type(n.inputs[0]), n.outputs[out], d)) return std::nullopt;
-  if (d.out_bytes == 0 || g.type(n.inputs[0]).dtype() != n.outputs[out].dtype())
+  // Same bytes in the same order; only bitcast reads them as another dtype (of one size).
+  if (d.out_bytes == 0 || (n.kind != OpKind::BitCast && g.type(n.inputs[0]).dtype() != n.outputs[out].dtype()))
     return std::nullopt;
 
   std::optional<ViewOf> v;

@@ -2,6 +2,7 @@
 // rounded inputs in double, tolerance of one or two units of the output type), integer
 // reductions and arg-reductions, and data movement of 1-, 2- and 8-byte and bool data.
 #include <cmath>
+#include <cstring>
 
 #include "op_cases.h"
 
@@ -247,6 +248,39 @@ const bool kCastCases = register_cases({
                      g.cast(in[3], DType::F16)};
        }, {as(h, DType::BF16), as(i8, DType::F16), as(u8, DType::I64), as(d, DType::F32), as(b, DType::I32),
            as(h, DType::I8), as(d, DType::F16)}, 0, 0);
+     }}},
+    // bitcast: the bytes of each element read as another type of the same size; the
+    // reference reinterprets them with memcpy (f32 <-> i32 both ways, f64 -> i64, i8 -> u8,
+    // bool -> u8, f16 -> i16). Exact.
+    {OpKind::BitCast, {"bitcast_same_size_types", [] {
+       Rng rng(1301);
+       T f = rng.tensor({3, 7}, -1000, 1000), i = rng.tensor({3, 7}, -2000000000, 2000000000, DType::I32);
+       T d = rng.tensor({5}, -1e6, 1e6, DType::F64), i8 = rng.tensor({2, 3}, -128, 127, DType::I8);
+       T b = rng.tensor({4}, 0, 1, DType::Bool), h = rng.tensor({6}, -30, 30, DType::F16);
+       f = rounded(f);
+       i = rounded(i);
+       h = rounded(h);
+       auto bits = [](const T& x, DType to) {
+         T y(x.dims, to);
+         const std::vector<uint8_t> raw = to_bytes(x);
+         for (size_t k = 0; k < x.v.size(); ++k) {
+           const uint8_t* p = raw.data() + k * dtype_size(to);
+           switch (to) {
+             case DType::I32: { int32_t v; std::memcpy(&v, p, 4); y.v[k] = v; break; }
+             case DType::F32: { float v; std::memcpy(&v, p, 4); y.v[k] = v; break; }
+             case DType::I64: { int64_t v; std::memcpy(&v, p, 8); y.v[k] = double(v); break; }
+             case DType::U8: y.v[k] = p[0]; break;
+             case DType::I16: { int16_t v; std::memcpy(&v, p, 2); y.v[k] = v; break; }
+             default: break;
+           }
+         }
+         return y;
+       };
+       check_op("bitcast_same_size_types", {f, i, d, i8, b, h}, [](Graph& g, Ins in) {
+         return Outs{g.bitcast(in[0], DType::I32), g.bitcast(in[1], DType::F32), g.bitcast(in[2], DType::I64),
+                     g.bitcast(in[3], DType::U8),  g.bitcast(in[4], DType::U8),  g.bitcast(in[5], DType::I16)};
+       }, {bits(f, DType::I32), bits(i, DType::F32), bits(d, DType::I64), bits(i8, DType::U8), bits(b, DType::U8),
+           bits(h, DType::I16)}, 0, 0);
      }}},
 });
 

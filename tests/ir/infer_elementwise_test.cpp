@@ -74,6 +74,21 @@ TEST(InferCast, ChangesOnlyDType) {
   EXPECT_EQ(g.type(g.cast(x, DType::C128)).dtype(), DType::C128);
 }
 
+TEST(InferBitCast, SameElementSizeOnly) {
+  Graph g;
+  Dim s = g.sym("s");
+  auto x = g.input("x", Shape(std::vector<Dim>{s, 3}, DType::F32));
+  EXPECT_EQ(g.type(g.bitcast(x, DType::I32)), Shape(std::vector<Dim>{s, 3}, DType::I32));
+  EXPECT_EQ(g.type(g.bitcast(x, DType::U32)).dtype(), DType::U32);
+  try {
+    g.bitcast(x, DType::F64);
+    FAIL() << "a bitcast between element sizes 4 and 8 was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.category(), ErrorCategory::Shape) << e.what();
+    EXPECT_NE(std::string(e.what()).find("element sizes differ"), std::string::npos) << e.what();
+  }
+}
+
 TEST(InferBinary, NumpyBroadcastAndPromotion) {
   Graph g;
   auto a = g.input("a", t({2, 1, 4}, DType::F16));

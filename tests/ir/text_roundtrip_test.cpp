@@ -65,6 +65,7 @@ Graph every_op_graph() {
   outs.push_back(g.add1(OpKind::IsInf, {xs}, IsInfAttrs{true, false}));
   outs.push_back(g.logical_not(m));
   outs.push_back(g.cast(xs, DType::F16));
+  outs.push_back(g.bitcast(xs, DType::I32));
   for (OpKind k : {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Div, OpKind::Pow, OpKind::Max, OpKind::Min})
     outs.push_back(g.add1(k, {x, c}));
   outs.push_back(g.mod(x, c, true));

@@ -82,15 +82,15 @@ TEST(OpTraits, BoolResultAndFloatOnlyMatchInference) {
 TEST(OpTraits, ViewsAreViews) {
   Graph g;
   Value x = g.input("x", Shape({2, 3}, DType::F32));
-  Value id = g.identity(x), r = g.reshape(x, {3, 2});
-  g.set_outputs({id, r});
-  for (Value v : {id, r}) {
+  Value id = g.identity(x), r = g.reshape(x, {3, 2}), bc = g.bitcast(x, DType::I32);
+  g.set_outputs({id, r, bc});
+  for (Value v : {id, r, bc}) {
     ASSERT_TRUE(has_trait(g.node(v.node).kind, ir::kView));
     EXPECT_TRUE(view_of(g, v.node, 0).has_value()) << op_name(g.node(v.node).kind);
   }
   int views = 0;
   for (const ir::OpInfo& op : ir::all_ops()) views += bool(op.traits & ir::kView);
-  EXPECT_EQ(views, 2);  // identity and reshape: the two tested above
+  EXPECT_EQ(views, 3);  // identity, reshape and bitcast: the three tested above
 }
 
 // One graph per op with kHasDecomposition, lowered by legalize against a backend that

@@ -98,6 +98,7 @@ bool supports(const Node& n, const std::vector<const Shape*>& in) {
     case OpKind::Cast: return et_of(t) && et_of(n.attr<CastAttrs>().to);
     case OpKind::Identity:
     case OpKind::Reshape:
+    case OpKind::BitCast:
     case OpKind::Transpose:
     case OpKind::Slice:
     case OpKind::Expand:
@@ -213,7 +214,8 @@ Launch lower(const Node& n, const std::vector<const Shape*>& in, const std::vect
       };
     }
     case OpKind::Identity:
-    case OpKind::Reshape: {  // not aliased by the planner: a plain copy
+    case OpKind::Reshape:
+    case OpKind::BitCast: {  // not aliased by the planner: a plain copy
       const size_t bytes = out[0].bytes();
       return [np, bytes](const LaunchCtx& c, void* const* b) {
         if (bytes && b[0] != b[1]) check(cudaMemcpyAsync(b[1], b[0], bytes, cudaMemcpyDeviceToDevice, c.stream), "copy", *np);

@@ -140,6 +140,31 @@ std::vector<Value> lower_cast(NodeCtx& c) {
   return {y};
 }
 
+// BitCast: the same bits read as `to` (equal bit widths). Where both types are carried in
+// an rlx dtype of their own width, the IR's bitcast (a view: no copy where the planner can
+// alias it). A type carried widened (uint16 in i32) holds its value exactly, so between
+// integer types of one width the reinterpretation is the wrapping integer cast; float <->
+// widened types have no such equivalence and are refused.
+std::vector<Value> lower_bitcast(NodeCtx& c) {
+  const int from = c.onnx_type(0), to = int(c.attr_int("to", 0));
+  if (from == kString || to == kString) c.unsupported("BitCast of STRING");
+  const auto df = carried_dtype(from), dt = carried_dtype(to);
+  if (!df || !dt || is_minifloat(from) || is_minifloat(to))
+    c.unsupported("BitCast from ", onnx_type_name(from), " to ", onnx_type_name(to));
+  if (stored_bits(from) != stored_bits(to))
+    c.invalid("BitCast from ", onnx_type_name(from), " (", stored_bits(from), " bits) to ", onnx_type_name(to), " (",
+              stored_bits(to), " bits): the bit widths differ");
+  c.set_out_type(0, to);
+  const bool exact_from = int(dtype_size(*df)) * 8 == stored_bits(from), exact_to = int(dtype_size(*dt)) * 8 == stored_bits(to);
+  if (exact_from && exact_to) {
+    if (*df == *dt) return {c.op(OpKind::Identity, {c.in(0)})};
+    return {c.g.bitcast(c.in(0), *dt)};
+  }
+  if (is_float(*df) || is_float(*dt))
+    c.unsupported("BitCast between ", onnx_type_name(from), " and ", onnx_type_name(to), " (a type carried widened)");
+  return {cast_to(c, c.in(0), to, false)};  // integers of one width: reinterpretation = wrapping conversion
+}
+
 std::vector<Value> lower_cast_like(NodeCtx& c) {
   int to = c.onnx_type(1);
   bool sat = c.attr_int("saturate", 1) != 0;

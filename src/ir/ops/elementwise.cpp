@@ -52,6 +52,16 @@ std::vector<Shape> infer_cast(const InferCtx& ctx) {
   return {ctx.input(0).with_dtype(to)};
 }
 
+std::vector<Shape> infer_bitcast(const InferCtx& ctx) {
+  const DType to = ctx.node.attr<CastAttrs>().to;
+  if (size_t(to) >= size_t(kNumDTypes)) ctx.error("invalid target dtype code ", int(to));
+  const Shape& x = ctx.input(0);
+  if (dtype_size(x.dtype()) != dtype_size(to))
+    ctx.error("bitcast from ", dtype_name(x.dtype()), " (", dtype_size(x.dtype()), " bytes) to ", dtype_name(to), " (",
+              dtype_size(to), " bytes): element sizes differ");
+  return {x.with_dtype(to)};
+}
+
 std::vector<Shape> infer_binary(const InferCtx& ctx) {
   const Shape& a = ctx.input(0);
   const Shape& b = ctx.input(1);

@@ -208,6 +208,7 @@ bool gather_supports(const Node&, const std::vector<const Shape*>& in) {
 void register_movement_kernels(KernelRegistry& r) {
   r.add(OpKind::Reshape, build_copy);
   r.add(OpKind::Identity, build_copy);
+  r.add(OpKind::BitCast, build_copy);  // where the planner did not alias it: the bytes copied
   r.add(OpKind::Concat, build_concat);
   r.add(OpKind::Split, build_split);
   r.add(OpKind::Gather, build_gather, gather_supports);
