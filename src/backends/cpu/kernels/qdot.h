@@ -1,7 +1,7 @@
-// Internal: dot-product kernels of qmatmul (decode-sized products), per ISA.
+// Internal: the dot-product kernels of qmatmul (decode and prefill), per ISA.
 // Activations are quantized per 32 elements like ggml's Q8_0 (scale = amax/127, values
-// rounded to nearest) so weight blocks of Q8_0 / Q4_0 multiply as int8 x int8 sums, one
-// float scale product per block; the error this adds is bounded in the tests.
+// rounded to nearest) so the weight blocks multiply as int8 x int8 sums, one float scale
+// product per (sub-)block; the error this adds is bounded in the tests.
 #pragma once
 #include <cstdint>
 #include <type_traits>

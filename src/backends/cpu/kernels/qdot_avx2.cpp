@@ -9,18 +9,7 @@ RLX_ISA_REGION_BEGIN("avx2,fma,f16c")
 namespace rlx::cpu {
 namespace {
 
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-inline float half(const uint8_t* p) {
-  uint16_t h;
-  __builtin_memcpy(&h, p, 2);
-  return _cvtsh_ss(h);
-}
+#include "backends/cpu/kernels/qdot_region.h"
 
 // Sum over the 32 lanes of w (int8) * x (int8), as 8 int32 lanes converted to float.
 inline __m256 dot32(__m256i w, __m256i x) {
@@ -39,7 +28,7 @@ float dot_q8_0(const uint8_t* w, const float* xs, const int8_t* xq, int64_t nb) 
     const uint8_t* blk = w + 34 * bi;
     const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
     const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32 * bi));
-    a = _mm256_fmadd_ps(_mm256_set1_ps(half(blk) * xs[bi]), dot32(wq, q), a);
+    a = _mm256_fmadd_ps(_mm256_set1_ps(half_at(blk) * xs[bi]), dot32(wq, q), a);
   };
   for (; b + 4 <= nb; b += 4) {
     step(b, acc[0]);
@@ -48,7 +37,7 @@ float dot_q8_0(const uint8_t* w, const float* xs, const int8_t* xq, int64_t nb) 
     step(b + 3, acc[3]);
   }
   for (; b < nb; ++b) step(b, acc[0]);
-  return hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+  return V::hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
 }
 
 // Nibbles as u8 times x as s8 (maddubs needs no sign trick), then - 8 * sum(x) per block.
@@ -62,11 +51,11 @@ float dot_q4_0(const uint8_t* w, const float* xs, const int8_t* xq, const float*
     const __m256i wq = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), lo);
     const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32 * b));
     const __m256 dot = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(wq, q), ones));
-    const float sc = half(blk) * xs[b];
+    const float sc = half_at(blk) * xs[b];
     acc[b & 1] = _mm256_fmadd_ps(_mm256_set1_ps(sc), dot, acc[b & 1]);
     corr += sc * xsum[b];
   }
-  return hsum(_mm256_add_ps(acc[0], acc[1])) - 8.0f * corr;
+  return V::hsum(_mm256_add_ps(acc[0], acc[1])) - 8.0f * corr;
 }
 
 float dot_f16(const uint16_t* w, const float* x, int64_t k) {
@@ -78,7 +67,7 @@ float dot_f16(const uint16_t* w, const float* x, int64_t k) {
     a1 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + i + 8))),
                          _mm256_loadu_ps(x + i + 8), a1);
   }
-  float s = hsum(_mm256_add_ps(a0, a1));
+  float s = V::hsum(_mm256_add_ps(a0, a1));
   for (; i < k; ++i) s += _cvtsh_ss(w[i]) * x[i];
   return s;
 }
@@ -90,7 +79,7 @@ float dot_f32(const float* w, const float* x, int64_t k) {
     a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), a0);
     a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
   }
-  float s = hsum(_mm256_add_ps(a0, a1));
+  float s = V::hsum(_mm256_add_ps(a0, a1));
   for (; i < k; ++i) s += w[i] * x[i];
   return s;
 }

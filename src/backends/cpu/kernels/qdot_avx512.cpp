@@ -11,11 +11,7 @@ RLX_ISA_REGION_BEGIN("avx512f,avx512dq,avx512bw,avx512vl,avx512vnni,avx2,fma,f16
 namespace rlx::cpu {
 namespace {
 
-inline float half(const uint8_t* p) {
-  uint16_t h;
-  __builtin_memcpy(&h, p, 2);
-  return _cvtsh_ss(h);
-}
+#include "backends/cpu/kernels/qdot_region.h"
 
 // int32 lanes of sum(w * x) over 4-byte groups; lanes 0..7 from the low block, 8..15 high.
 inline __m512i dot64(__m512i w, __m512i x) {
@@ -41,20 +37,20 @@ float dot_q8_0(const uint8_t* w, const float* xs, const int8_t* xq, int64_t nb) 
     const uint8_t* p = w + 34 * b;
     const __m512i w0 = pair256(p + 2, p + 36), w1 = pair256(p + 70, p + 104);
     const __m512i x0 = _mm512_loadu_si512(xq + 32 * b), x1 = _mm512_loadu_si512(xq + 32 * b + 64);
-    a0 = _mm512_fmadd_ps(scales2(half(p) * xs[b], half(p + 34) * xs[b + 1]), _mm512_cvtepi32_ps(dot64(w0, x0)), a0);
-    a1 = _mm512_fmadd_ps(scales2(half(p + 68) * xs[b + 2], half(p + 102) * xs[b + 3]),
+    a0 = _mm512_fmadd_ps(scales2(half_at(p) * xs[b], half_at(p + 34) * xs[b + 1]), _mm512_cvtepi32_ps(dot64(w0, x0)), a0);
+    a1 = _mm512_fmadd_ps(scales2(half_at(p + 68) * xs[b + 2], half_at(p + 102) * xs[b + 3]),
                          _mm512_cvtepi32_ps(dot64(w1, x1)), a1);
   }
   for (; b + 2 <= nb; b += 2) {
     const uint8_t* p = w + 34 * b;
-    a0 = _mm512_fmadd_ps(scales2(half(p) * xs[b], half(p + 34) * xs[b + 1]),
+    a0 = _mm512_fmadd_ps(scales2(half_at(p) * xs[b], half_at(p + 34) * xs[b + 1]),
                          _mm512_cvtepi32_ps(dot64(pair256(p + 2, p + 36), _mm512_loadu_si512(xq + 32 * b))), a0);
   }
   if (b < nb) {  // a last odd block: the upper half of the pair is zero
     const uint8_t* p = w + 34 * b;
     const __m512i wv = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2)));
     const __m512i xv = _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32 * b)));
-    a1 = _mm512_fmadd_ps(scales2(half(p) * xs[b], 0.0f),
+    a1 = _mm512_fmadd_ps(scales2(half_at(p) * xs[b], 0.0f),
                          _mm512_cvtepi32_ps(dot64(_mm512_zextsi256_si512(_mm512_castsi512_si256(wv)),
                                                   _mm512_zextsi256_si512(_mm512_castsi512_si256(xv)))), a1);
   }
@@ -97,7 +93,7 @@ float dot_q4_0(const uint8_t* w, const float* xs, const int8_t* xq, const float*
     const uint8_t* p = w + 18 * b;
     const __m512i wv = _mm512_inserti64x4(_mm512_castsi256_si512(nibbles(p + 2)), nibbles(p + 20), 1);
     const __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wv, _mm512_loadu_si512(xq + 32 * b));
-    const float s0 = half(p) * xs[b], s1 = half(p + 18) * xs[b + 1];
+    const float s0 = half_at(p) * xs[b], s1 = half_at(p + 18) * xs[b + 1];
     a0 = _mm512_fmadd_ps(scales2(s0, s1), _mm512_cvtepi32_ps(dp), a0);
     corr += s0 * xsum[b] + s1 * xsum[b + 1];
   }
@@ -105,7 +101,7 @@ float dot_q4_0(const uint8_t* w, const float* xs, const int8_t* xq, const float*
     const uint8_t* p = w + 18 * b;
     const __m512i wv = _mm512_zextsi256_si512(nibbles(p + 2));
     const __m512i xv = _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32 * b)));
-    const float s0 = half(p) * xs[b];
+    const float s0 = half_at(p) * xs[b];
     a0 = _mm512_fmadd_ps(scales2(s0, 0.0f), _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), wv, xv)), a0);
     corr += s0 * xsum[b];
   }

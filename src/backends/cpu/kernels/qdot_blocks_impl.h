@@ -6,12 +6,13 @@
 //   __m256 qb_sdot(__m256i aw, __m256i w, __m256i x)
 //                                          -- the same for signed w (aw = |w| as u8, x s8);
 //   __m256i qb_bits(uint32_t qh)          -- byte e = 16 where bit e of qh is set, else 0;
-//   float qb_half(const uint8_t* p)       -- the IEEE half at p.
 // Blocks of 32: d (f16), then for Q4_1 / Q5_1 a min m (f16), for Q5_0 / Q5_1 32 fifth bits
 // (u32, bit e for element e), then 16 bytes of nibbles (element i low nibble of byte i,
 // element 16 + i its high nibble); Q8_0: d, 32 int8. Values: Q4_0 d (q - 8), Q4_1 d q + m,
 // Q5_0 d (q - 16), Q5_1 d q + m, Q8_0 d q.
 #pragma once
+
+#include "backends/cpu/kernels/qdot_region.h"  // half_at, V::hsum
 
 template <uint32_t F>
 struct QbLayout {
@@ -52,7 +53,7 @@ void qb_rows(const uint8_t* w, int64_t nb, const int8_t* xq, const float* xs, co
   for (int r = 0; r < M; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
   auto step = [&](int64_t b, __m256* a) __attribute__((always_inline)) {
     const uint8_t* blk = w + b * L::bytes;
-    const float dh = qb_half(blk);
+    const float dh = half_at(blk);
     const __m256 d = _mm256_set1_ps(dh);
     if constexpr (L::q8) {
       const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
@@ -62,7 +63,7 @@ void qb_rows(const uint8_t* w, int64_t nb, const int8_t* xq, const float* xs, co
         a[r] = _mm256_fmadd_ps(_mm256_set1_ps(dh * xs[r * ldb + b]), qb_sdot(aw, wv, x), a[r]);
       }
     } else {
-      const float mterm = L::has_min ? qb_half(blk + 2) : -L::offset * dh;  // the min, or the offset
+      const float mterm = L::has_min ? half_at(blk + 2) : -L::offset * dh;  // the min, or the offset
       const __m256i q = qb_values<F>(blk);
       for (int r = 0; r < M; ++r) {
         const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + r * ldx + 32 * b));
@@ -77,13 +78,7 @@ void qb_rows(const uint8_t* w, int64_t nb, const int8_t* xq, const float* xs, co
     step(b + 1, acc1);
   }
   if (b < nb) step(b, acc0);
-  for (int r = 0; r < M; ++r) {
-    const __m256 v = _mm256_add_ps(acc0[r], acc1[r]);
-    __m128 t = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    t = _mm_add_ps(t, _mm_movehl_ps(t, t));
-    t = _mm_add_ss(t, _mm_movehdup_ps(t));
-    out[r * ldo] = _mm_cvtss_f32(t);
-  }
+  for (int r = 0; r < M; ++r) out[r * ldo] = V::hsum(_mm256_add_ps(acc0[r], acc1[r]));
 }
 
 template <uint32_t F>

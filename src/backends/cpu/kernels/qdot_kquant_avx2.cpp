@@ -14,18 +14,7 @@ RLX_ISA_REGION_BEGIN("avx2,fma,f16c")
 namespace rlx::cpu {
 namespace {
 
-inline float half(const uint8_t* p) {
-  uint16_t h;
-  __builtin_memcpy(&h, p, 2);
-  return _cvtsh_ss(h);
-}
-
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
+#include "backends/cpu/kernels/qdot_region.h"
 
 inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
@@ -34,7 +23,6 @@ inline __m256 u8s8_dot(__m256i q, __m256i x) {  // 8 float lanes of sum(q * x) o
 }
 
 inline __m256 qb_dot(__m256i q, __m256i x) { return u8s8_dot(q, x); }
-inline float qb_half(const uint8_t* p) { return half(p); }
 inline __m256 qb_sdot(__m256i aw, __m256i w, __m256i x) { return u8s8_dot(aw, _mm256_sign_epi8(x, w)); }
 inline __m256i qb_bits(uint32_t qh) {  // byte e <- bit e: bytes of qh spread 8 ways, tested per bit
   const __m256i spread = _mm256_shuffle_epi8(
@@ -58,9 +46,9 @@ void k4_rows(const uint8_t* w, int64_t nsb, const int8_t* xq, const float* xs, c
     const uint8_t* blk = w + s * (Five ? 176 : 144);
     uint8_t sc[8], mn[8];
     unpack_scales_k4(blk + 4, sc, mn);
-    const __m256 vsc = _mm256_mul_ps(_mm256_set1_ps(half(blk)),
+    const __m256 vsc = _mm256_mul_ps(_mm256_set1_ps(half_at(blk)),
                                      _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc)))));
-    const __m256 vmn = _mm256_mul_ps(_mm256_set1_ps(half(blk + 2)),
+    const __m256 vmn = _mm256_mul_ps(_mm256_set1_ps(half_at(blk + 2)),
                                      _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn)))));
     alignas(32) float sb[M][8];  // per row: weight scale x activation scale of each sub-block
     for (int r = 0; r < M; ++r) {
@@ -85,7 +73,7 @@ void k4_rows(const uint8_t* w, int64_t nsb, const int8_t* xq, const float* xs, c
       }
     }
   }
-  for (int r = 0; r < M; ++r) out[r * ldo] = hsum(acc[r]) - hsum(accm[r]);
+  for (int r = 0; r < M; ++r) out[r * ldo] = V::hsum(acc[r]) - V::hsum(accm[r]);
 }
 
 // Q6_K: sub-blocks of 16, so an activation block spans two weight scales; the 16-bit pair
@@ -100,7 +88,7 @@ void q6k_rows(const uint8_t* w, int64_t nsb, const int8_t* xq, const float* xs, 
   for (int64_t s = 0; s < nsb; ++s) {
     const uint8_t* blk = w + s * 210;
     const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192);
-    const float d = half(blk + 208);
+    const float d = half_at(blk + 208);
     for (int h = 0; h < 2; ++h) {
       const __m256i l0 = load32(blk + 64 * h), l1 = load32(blk + 64 * h + 32), qh = load32(blk + 128 + 32 * h);
       const __m256i q[4] = {
@@ -120,7 +108,7 @@ void q6k_rows(const uint8_t* w, int64_t nsb, const int8_t* xq, const float* xs, 
       }
     }
   }
-  for (int r = 0; r < M; ++r) out[r * ldo] = hsum(acc[r]);
+  for (int r = 0; r < M; ++r) out[r * ldo] = V::hsum(acc[r]);
 }
 
 template <bool Five>

@@ -15,11 +15,7 @@ RLX_ISA_REGION_BEGIN("avx512f,avx512dq,avx512bw,avx512vl,avx512vnni,avx2,fma,f16
 namespace rlx::cpu {
 namespace {
 
-inline float half(const uint8_t* p) {
-  uint16_t h;
-  __builtin_memcpy(&h, p, 2);
-  return _cvtsh_ss(h);
-}
+#include "backends/cpu/kernels/qdot_region.h"
 
 inline __m512i dup256(const uint8_t* p) {
   return _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
@@ -28,7 +24,6 @@ inline __m512i dup256(const uint8_t* p) {
 inline __m256 qb_dot(__m256i q, __m256i x) {
   return _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(_mm256_setzero_si256(), q, x));
 }
-inline float qb_half(const uint8_t* p) { return half(p); }
 inline __m256 qb_sdot(__m256i aw, __m256i w, __m256i x) {
   const __m256i sx = _mm256_mask_sub_epi8(x, _mm256_movepi8_mask(w), _mm256_setzero_si256(), x);
   return _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(_mm256_setzero_si256(), aw, sx));
@@ -58,9 +53,9 @@ void k4_rows(const uint8_t* w, int64_t nsb, const int8_t* xq, const float* xs, c
     const uint8_t* blk = w + s * (Five ? 176 : 144);
     uint8_t sc[8], mn[8];
     unpack_scales_k4(blk + 4, sc, mn);
-    const __m256 vsc = _mm256_mul_ps(_mm256_set1_ps(half(blk)),
+    const __m256 vsc = _mm256_mul_ps(_mm256_set1_ps(half_at(blk)),
                                      _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc)))));
-    const __m256 vmn = _mm256_mul_ps(_mm256_set1_ps(half(blk + 2)),
+    const __m256 vmn = _mm256_mul_ps(_mm256_set1_ps(half_at(blk + 2)),
                                      _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn)))));
     __m512 sb[M];  // lanes 0..7: weight scale x activation scale of each sub-block
     for (int r = 0; r < M; ++r) {
@@ -86,13 +81,7 @@ void k4_rows(const uint8_t* w, int64_t nsb, const int8_t* xq, const float* xs, c
       }
     }
   }
-  for (int r = 0; r < M; ++r) {
-    const __m256 m8 = accm[r];
-    __m128 t = _mm_add_ps(_mm256_castps256_ps128(m8), _mm256_extractf128_ps(m8, 1));
-    t = _mm_add_ps(t, _mm_movehl_ps(t, t));
-    t = _mm_add_ss(t, _mm_movehdup_ps(t));
-    out[r * ldo] = _mm512_reduce_add_ps(acc[r]) - _mm_cvtss_f32(t);
-  }
+  for (int r = 0; r < M; ++r) out[r * ldo] = _mm512_reduce_add_ps(acc[r]) - V::hsum(accm[r]);
 }
 
 // Q6_K: lane t of chunk g (64 elements) has weight scale sc[4g + t/4] and activation
@@ -111,7 +100,7 @@ void q6k_rows(const uint8_t* w, int64_t nsb, const int8_t* xq, const float* xs, 
   for (int64_t s = 0; s < nsb; ++s) {
     const uint8_t* blk = w + s * 210;
     const __m512 sc16 = _mm512_mul_ps(
-        _mm512_set1_ps(half(blk + 208)),
+        _mm512_set1_ps(half_at(blk + 208)),
         _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192)))));
     __m512 xs8[M];
     for (int r = 0; r < M; ++r) xs8[r] = _mm512_castps256_ps512(_mm256_loadu_ps(xs + r * ldb + 8 * s));

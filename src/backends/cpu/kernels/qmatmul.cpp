@@ -101,20 +101,32 @@ void pack_i8_panel(const QCfg& c, const uint8_t* w, int64_t j0, int64_t rows, in
   }
 }
 
+// x's m rows of k quantized to int8 blocks of 32 (quantize_activations_q8, stored + `offset`:
+// 128 gives the unsigned bytes of the int8 GEMM) in thread-local buffers, valid until the
+// thread's next call: row i at xq + i * k, xs / xsum + i * k / 32.
+struct QuantizedRows {
+  const int8_t* xq;
+  const float *xs, *xsum;
+};
+QuantizedRows quantize_rows(const float* x, int64_t m, int64_t k, int offset = 0) {
+  const int64_t nb = k / 32;
+  thread_local std::vector<int8_t> xq;
+  thread_local std::vector<float> xs, xsum;
+  xq.resize(static_cast<size_t>(m * k));
+  xs.resize(static_cast<size_t>(m * nb));
+  xsum.resize(static_cast<size_t>(m * nb));
+  for (int64_t i = 0; i < m; ++i)
+    quantize_activations_q8(x + i * k, k, xs.data() + i * nb, xq.data() + i * k, xsum.data() + i * nb, offset);
+  return {xq.data(), xs.data(), xsum.data()};
+}
+
 // Q8_0 / Q4_0 prefill on VNNI: activations quantized once to int8 blocks (stored + 128 as
 // bytes), then per panel of 16 weight rows an int8 GEMM over 4 activation rows at a time.
 void run_gemm_i8(const RunCtx& ctx, const QCfg& c, const float* x, const uint8_t* w, float* y, int64_t m) {
   const int64_t nb = c.k / 32;
-  thread_local std::vector<uint8_t> xu;
-  thread_local std::vector<float> xs, xsum;
-  xu.resize(static_cast<size_t>(m * c.k));
-  xs.resize(static_cast<size_t>(m * nb));
-  xsum.resize(static_cast<size_t>(nb));
-  for (int64_t i = 0; i < m; ++i)
-    quantize_activations_q8(x + i * c.k, c.k, xs.data() + i * nb, reinterpret_cast<int8_t*>(xu.data() + i * c.k),
-                            xsum.data(), 128);
-  const uint8_t* xup = xu.data();
-  const float* xsp = xs.data();
+  const QuantizedRows q = quantize_rows(x, m, c.k, 128);
+  const uint8_t* xup = reinterpret_cast<const uint8_t*>(q.xq);
+  const float* xsp = q.xs;
   const int64_t panels = (c.n + 15) / 16;
   auto work = [&](int64_t p0, int64_t p1) {
     thread_local std::vector<int8_t> panel;
@@ -132,24 +144,6 @@ void run_gemm_i8(const RunCtx& ctx, const QCfg& c, const float* x, const uint8_t
   };
   if (ctx.pool && panels > 1) ctx.pool->parallel_for(panels, 1, work);
   else work(0, panels);
-}
-
-// x's m rows of k quantized to int8 blocks of 32 (quantize_activations_q8) in thread-local
-// buffers, valid until the thread's next call: row i at xq + i * k, xs / xsum + i * k / 32.
-struct QuantizedRows {
-  const int8_t* xq;
-  const float *xs, *xsum;
-};
-QuantizedRows quantize_rows(const float* x, int64_t m, int64_t k) {
-  const int64_t nb = k / 32;
-  thread_local std::vector<int8_t> xq;
-  thread_local std::vector<float> xs, xsum;
-  xq.resize(static_cast<size_t>(m * k));
-  xs.resize(static_cast<size_t>(m * nb));
-  xsum.resize(static_cast<size_t>(m * nb));
-  for (int64_t i = 0; i < m; ++i)
-    quantize_activations_q8(x + i * k, k, xs.data() + i * nb, xq.data() + i * k, xsum.data() + i * nb);
-  return {xq.data(), xs.data(), xsum.data()};
 }
 
 // q4_0x16 (repacked at load time): every product, decode or prefill, runs the VNNI panel
@@ -226,9 +220,9 @@ void run_gemv(const RunCtx& ctx, const QCfg& c, const float* x, const uint8_t* w
 }
 
 // Q4_1 / Q5_0 / Q5_1 / Q4_K / Q5_K / Q6_K at any row count, Q8_0 / Q4_0 at 2..8 rows: x
-// quantized once per row to int8 blocks of 32, then per weight row the BlockDot kernel over 4 activation rows
-// at a time (each block decoded once per 4 rows). Activation rows are taken in tiles of
-// ~128 KiB so a task's weight rows and the tile stay in cache.
+// quantized once per row to int8 blocks of 32, then per weight row the BlockDot kernel over
+// 4 activation rows at a time (each block decoded once per 4 rows). Activation rows are
+// taken in tiles of ~128 KiB so a task's weight rows and the tile stay in cache.
 QDotKernels::BlockDot block_dot(const QCfg& c, int64_t m) {
   switch (c.format) {
     case quant::kQ8_0: return m >= 2 && m <= kGemvRows ? c.dot->q8_0_rows : nullptr;
