@@ -124,6 +124,7 @@ std::unique_ptr<Instance> Instance::clone() const {
   c->feeds_.resize(feeds_.size());
   c->input_handle_ = input_handle_;
   c->handles_ = handles_;
+  c->handle_index_ = handle_index_;
   c->params_ready_ = params_ready_;
   c->slot_views_.resize(slot_views_.size());
   return c;
@@ -426,8 +427,8 @@ std::vector<TensorView> Instance::run_slots(const std::vector<std::span<const ui
 // ---------------------------------------------------------------- handles, extent, scratch
 
 int Instance::find_handle(const std::string& name) const {
-  for (size_t i = 0; i < handles_.size(); ++i)
-    if (handles_[i].name == name) return int(i);
+  auto it = handle_index_.find(name);
+  if (it != handle_index_.end()) return it->second;
   return -1;
 }
 
@@ -461,6 +462,7 @@ void Instance::store_handle(Handle h) {
   int k = find_handle(h.name);
   if (k < 0) {
     k = int(handles_.size());
+    handle_index_.emplace(h.name, k);
     handles_.push_back(std::move(h));
   } else {
     handles_[size_t(k)] = std::move(h);

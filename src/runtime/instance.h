@@ -120,6 +120,7 @@ class Instance {
   std::vector<Feed> feeds_;           // per input, reused across runs (no allocation)
   std::vector<int> input_handle_;     // per input: handle index or -1
   std::vector<Handle> handles_;
+  std::unordered_map<std::string, int> handle_index_;  // name -> index into handles_ (row writes look up per call)
   mutable bool params_ready_ = false;  // all params of this graph known to be set
 };
 
