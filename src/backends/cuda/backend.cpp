@@ -70,7 +70,6 @@ struct Weights {
     bool set = false;
   };
   std::map<std::string, Entry> entries;
-  uint64_t epoch = 0;
 };
 
 class CudaExecutable final : public backend::Executable {
