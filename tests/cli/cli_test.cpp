@@ -296,7 +296,7 @@ TEST_F(Cli, DiffNamesTheFirstDivergingNode) {
   expect_one_error_line(rlx("diff '" + file + "'"), "exactly one of --devices");
   expect_one_error_line(rlx("diff '" + file + "' --devices cpu"), "two values separated by a comma");
   expect_one_error_line(rlx("diff '" + file + "' --devices cpu,tpu"), "'tpu' is not cpu or cuda");
-  expect_one_error_line(rlx("diff '" + file + "' --precision f32,f16 --rtol x"), "--rtol 'x'");
+  expect_one_error_line(rlx("diff '" + file + "' --precision f32,f16 --rtol x"), "option '--rtol': 'x' is not a number");
   bool cuda = false;
   for (Device dv : Session::available_devices()) cuda = cuda || dv == Device::Cuda;
   if (!cuda) expect_one_error_line(rlx("diff '" + file + "' --devices cpu,cuda"), "cuda backend");

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <set>
+#include <sstream>
 
 #include "runtime/npy.h"
 #ifdef RLX_HAVE_ONNX
@@ -220,6 +221,21 @@ std::vector<OptionSpec> compile_option_specs() {
       {"--bind", "SYM=N", "bind the dynamic dim SYM to size N", true},
       {"--no-fuse", "", "turn off the fusion passes", false},
   };
+}
+
+double number(const Args& a, const std::string& opt, double dflt, double lo, double hi) {
+  if (!a.has(opt)) return dflt;
+  const std::string s = a.get(opt);
+  try {
+    size_t used = 0;
+    double v = std::stod(s, &used);
+    if (used != s.size() || !(v >= lo && v <= hi)) throw std::invalid_argument(s);
+    return v;
+  } catch (const std::exception&) {
+    std::ostringstream os;
+    os << "option '" << opt << "': '" << s << "' is not a number in [" << lo << ", " << hi << "]";
+    throw UsageError(os.str());
+  }
 }
 
 std::pair<std::string, std::string> split_assignment(const std::string& s, const std::string& opt) {

@@ -72,6 +72,9 @@ void set_params_from_args(CompiledGraph& net, const Args& args);
 std::vector<OptionSpec> compile_option_specs();
 CompileOptions compile_options_from(const Args& args);
 
+// The value of `opt` as a number in [lo, hi] (`dflt` when absent); UsageError naming it otherwise.
+double number(const Args& a, const std::string& opt, double dflt, double lo, double hi);
+
 // "name=value" -> {name, value}; throws UsageError naming `opt`.
 std::pair<std::string, std::string> split_assignment(const std::string& s, const std::string& opt);
 

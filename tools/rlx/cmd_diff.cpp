@@ -73,16 +73,6 @@ std::string index_str(int64_t flat, const std::vector<int64_t>& dims) {
   return s + "]";
 }
 
-double number_of(const Args& a, const std::string& opt, const std::string& fallback) {
-  const std::string v = a.get(opt, fallback);
-  try {
-    size_t used = 0;
-    const double d = std::stod(v, &used);
-    if (used == v.size() && std::isfinite(d) && d >= 0) return d;
-  } catch (const std::exception&) {
-  }
-  throw UsageError(opt + " '" + v + "': expected a non-negative number");
-}
 
 }  // namespace
 
@@ -103,8 +93,8 @@ int cmd_diff(const Args& raw) {
     else opt[s].precision = precision_of(sides[size_t(s)]);
   }
   const bool low = by_precision && (opt[0].precision != Precision::F32 || opt[1].precision != Precision::F32);
-  const double rtol = number_of(args, "--rtol", low ? "1e-2" : "1e-4");
-  const double atol = number_of(args, "--atol", low ? "1e-2" : "1e-5");
+  const double rtol = number(args, "--rtol", low ? 1e-2 : 1e-4, 0, 1e30);
+  const double atol = number(args, "--atol", low ? 1e-2 : 1e-5, 0, 1e30);
 
   // Every computed value of the graph becomes an output, in node order.
   std::vector<Value> probes;
@@ -132,7 +122,7 @@ int cmd_diff(const Args& raw) {
     auto [name, file] = split_assignment(a, "--input");
     inputs[name] = runtime::read_npy(file);
   }
-  const uint32_t seed = uint32_t(number_of(args, "--seed", "1"));
+  const uint32_t seed = uint32_t(number(args, "--seed", 1, 0, 4294967295.0));
   std::vector<TypedTensor> out[2];
   for (int s = 0; s < 2; ++s) {
     CompiledGraph net = Session(dev[s], opt[s]).compile(g);

@@ -13,20 +13,6 @@ namespace rlx::cli {
 
 namespace {
 
-double number(const Args& a, const std::string& opt, double dflt, double lo, double hi) {
-  if (!a.has(opt)) return dflt;
-  const std::string s = a.get(opt);
-  try {
-    size_t used = 0;
-    double v = std::stod(s, &used);
-    if (used != s.size() || !(v >= lo && v <= hi)) throw std::invalid_argument(s);
-    return v;
-  } catch (const std::exception&) {
-    std::ostringstream os;
-    os << "option '" << opt << "': '" << s << "' is not a number in [" << lo << ", " << hi << "]";
-    throw UsageError(os.str());
-  }
-}
 
 std::vector<int32_t> parse_ids(const std::string& s) {
   std::vector<int32_t> ids;
