@@ -10,7 +10,6 @@
 #include <iostream>
 #include <random>
 #include <set>
-#include <sstream>
 
 #include "cli.h"
 #include "runtime/npy.h"
