@@ -3,6 +3,8 @@
 # Idempotent: packages already present are not touched, so a warm machine pays nothing.
 #   scripts/install-deps.sh          build, tests, demo, benchmarks
 #   scripts/install-deps.sh --fuzz   also clang + libFuzzer (make fuzz-onnx / fuzz-text / fuzz-npy)
+#   scripts/install-deps.sh --bench  also PyTorch + torchvision for Debian's /usr/bin/python3 (make bench:
+#                                    bench/models/export_torch.py; make test / make demo never need them)
 set -euo pipefail
 
 packages=(
@@ -17,6 +19,10 @@ packages=(
 )
 if [ "${1:-}" = "--fuzz" ]; then
   packages+=(clang libclang-rt-14-dev)   # libFuzzer + sanitizer runtimes for clang
+fi
+if [ "${1:-}" = "--bench" ]; then
+  packages+=(python3-torch python3-torchvision)   # export_torch.py: BERT/MiniLM-shaped encoders, ResNet-50
+  packages+=(time)                                # GNU time: peak RSS in bench/models and bench/llm
 fi
 
 missing=()
