@@ -113,6 +113,9 @@ class CompiledGraph {
   // bytes in the handle's own dtype (no conversion), without touching the rest: O(1) appends
   // to a resident KV cache. InvalidArgument for an unknown handle or a range past its end.
   void write_handle(const std::string& name, size_t byte_offset, const void* bytes, size_t nbytes);
+  // The reverse: bytes [byte_offset, byte_offset + nbytes) of a bound handle's state, raw, in
+  // its own dtype (e.g. the rows a graph wrote into a resident cache with cache_write).
+  void read_handle_range(const std::string& name, size_t byte_offset, void* bytes, size_t nbytes) const;
 
   // Run only the leading `actual` of `upper` rows along dims compiled as `upper`, where
   // every kernel allows it (others run in full). actual == upper restores full runs.

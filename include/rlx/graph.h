@@ -155,6 +155,8 @@ class Graph {
   Value attention(Value q, Value k, Value v, Value mask = {}, bool causal = false, double scale = 0);
   Value rotary(Value x, Value cos, Value sin, bool interleaved = false);
   Value kv_attention(Value q, Value k_cache, Value v_cache, Value k_new, Value v_new, Value past, double scale = 0);
+  // cache with rows [past[b], past[b] + T) replaced by rows; in place on a graph input (ops.def).
+  Value cache_write(Value cache, Value rows, Value past);
 
  private:
   std::string unique_name(OpKind kind, const std::string& wanted);

@@ -48,6 +48,9 @@ class Executable {
   // Writes `bytes` at byte `offset` of the value (offset + bytes within its size): the
   // row-sized updates of a resident KV cache.
   virtual void upload_range(Value v, size_t offset, const void* src, size_t bytes) = 0;
+  // Reads `bytes` at byte `offset` of the value (within its size): a resident cache's rows
+  // brought back without copying the whole value.
+  virtual void download_range(Value v, size_t offset, void* dst, size_t bytes) const = 0;
   // Makes a graph input's storage the caller's host memory (`bytes` = its size), read in
   // place by every run from now on (nullptr: back to the backend's own storage). Returns
   // false when the backend cannot read host memory in place (device memory); then nothing

@@ -307,5 +307,8 @@ Value Graph::rotary(Value x, Value cos, Value sin, bool interleaved) {
 Value Graph::kv_attention(Value q, Value k_cache, Value v_cache, Value k_new, Value v_new, Value past, double scale) {
   return add1(OpKind::KvAttention, {q, k_cache, v_cache, k_new, v_new, past}, AttentionAttrs{scale, false});
 }
+Value Graph::cache_write(Value cache, Value rows, Value past) {
+  return add1(OpKind::CacheWrite, {cache, rows, past}, NoAttrs{});
+}
 
 }  // namespace rlx

@@ -24,6 +24,9 @@ enum Trait : uint32_t {
   kHasDecomposition = 1u << 9,  // opt::decompose lowers it into other ops (legalize's fallback)
   kCommutative = 1u << 11,   // binary op with f(a, b) == f(b, a) (cse canonicalizes operands)
   kFloatOnly = 1u << 12,     // accepts only floating dtypes
+  // Writes into the storage of input 0 where view_of lets the output share it (the kernel
+  // always runs; where it cannot share, the kernel copies input 0 first): cache_write.
+  kInPlace = 1u << 13,
 };
 
 // The attributes of an elementwise op as two numbers, the form fused_elementwise programs

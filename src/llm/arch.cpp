@@ -12,8 +12,7 @@ namespace rlx::llm {
 
 BuildCtx::BuildCtx(const Model& m, int64_t b, int64_t t, int64_t cache, DType kv, bool all)
     : model(m), hp(m.hp), B(b), T(t), R(b * t), C(cache), kv_type(kv), all_rows(all),
-      kc_(static_cast<size_t>(m.hp.n_layer)), vc_(static_cast<size_t>(m.hp.n_layer)),
-      kv_out_(static_cast<size_t>(m.hp.n_layer)) {}
+      kc_(static_cast<size_t>(m.hp.n_layer)), vc_(static_cast<size_t>(m.hp.n_layer)) {}
 
 bool BuildCtx::has(const std::string& tensor) const { return model.file.find_tensor(tensor) != nullptr; }
 
@@ -87,19 +86,7 @@ Value BuildCtx::v_cache(int64_t il) {
   return v;
 }
 
-void BuildCtx::add_kv_out(int64_t il, Value k, Value v) { kv_out_[static_cast<size_t>(il)] = {k, v}; }
-
-void BuildCtx::finish() {
-  std::vector<Value> outs{logits_};
-  std::vector<std::string> names{"logits"};
-  for (size_t il = 0; il < kv_out_.size(); ++il) {
-    outs.push_back(kv_out_[il].first);
-    outs.push_back(kv_out_[il].second);
-    names.push_back("k_new." + std::to_string(il));
-    names.push_back("v_new." + std::to_string(il));
-  }
-  g.set_outputs(outs, names);
-}
+void BuildCtx::finish() { g.set_outputs({logits_}, {"logits"}); }
 
 const std::vector<ArchSpec>& arch_registry() {
   static const std::vector<ArchSpec> r{arch_llama(), arch_qwen2(), arch_qwen3(), arch_qwen3moe(), arch_gpt2()};

@@ -55,9 +55,9 @@ class BuildCtx {
   Value k_cache(int64_t il);
   Value v_cache(int64_t il);
 
-  // Outputs in order: logits first, then per layer the new K and V rows.
+  // The one output: the logits. (The new K/V rows go into the cache inputs in place, by
+  // cache_write: the caches are handles that persist across runs.)
   void set_logits(Value v) { logits_ = v; }
-  void add_kv_out(int64_t il, Value k, Value v);
   void finish();  // sets the graph outputs
 
   const std::vector<ParamSource>& params() const { return params_; }
@@ -69,7 +69,6 @@ class BuildCtx {
   Value embd_, cos_, sin_, past_;
   std::vector<Value> kc_, vc_;
   Value logits_;
-  std::vector<std::pair<Value, Value>> kv_out_;
 };
 
 struct ArchSpec {

@@ -74,10 +74,13 @@ Value self_attention(BuildCtx& c, int64_t il, Value x, const AttnOpts& o) {
     k = g.cast(k, c.kv_type);
     v = g.cast(v, c.kv_type);
   }
-  c.add_kv_out(il, k, v);  // [B, Hkv, T, D]
-  // Over the filled cache rows and the new ones, read in place (kv_attention).
+  // The new rows [B, Hkv, T, D] into the caches at each sequence's position, in place (the
+  // cache inputs are persistent handles: the rows stay there for the next pass), then
+  // attention over the filled cache rows and the new ones, read in place (kv_attention).
+  Value kc = g.cache_write(c.k_cache(il), k, c.past());
+  Value vc = g.cache_write(c.v_cache(il), v, c.past());
   const double scale = hp.attn_scale != 0 ? hp.attn_scale : 1.0 / std::sqrt(double(D));
-  Value a = g.kv_attention(q, c.k_cache(il), c.v_cache(il), k, v, c.past(), scale);  // [B, H, T, D]
+  Value a = g.kv_attention(q, kc, vc, k, v, c.past(), scale);  // [B, H, T, D]
   a = g.reshape(g.transpose(a, {0, 2, 1, 3}), {R, hp.n_head * D});
   return linear(c, a, blk(il, "attn_output"), o.out_bias, true, true);
 }

@@ -2,13 +2,17 @@
 // fills the weights once (mapped in place), keeps the KV cache of every sequence slot and
 // feeds each pass its embeddings, rotary tables and cached lengths.
 //
-// The cache of every slot lives in the engine's buffers (kc/vc: per layer [slots, Hkv, C, D]).
-// On the CPU every pass reads them in place (bind_handle_external): one copy of the cache,
-// shared by the prompt and decode passes, appended to by writing the new rows. A backend
-// that keeps inputs in device memory gets resident handles instead, kept in step by
-// row-sized writes: each pass records how many rows of each slot its handles hold (synced)
-// and catches up before it runs. A one-sequence pass (prompt, or decode with one slot) holds
-// one slot at a time; the batch pass holds all.
+// Every pass writes its new K/V rows into its cache inputs itself (cache_write, in place on
+// the handles), so nothing but the embeddings, rotary rows and lengths goes in and the
+// logits come out per run.
+// On the CPU every pass reads and writes the engine's buffers in place (kc/vc: per layer
+// [slots, Hkv, C, D], bound with bind_handle_external): one copy of the cache, shared by the
+// prompt and decode passes. A backend that keeps inputs in device memory gets resident
+// handles instead: the rows a pass writes stay in its handles (the slot's `owner`) and cross
+// to the host only when another pass needs them (read_handle_range into the engine's
+// buffers, then row-sized writes into that pass's handles). Each pass records how many rows
+// of each slot its handles hold (synced). A one-sequence pass (prompt, or decode with one
+// slot) holds one slot at a time; the batch pass holds all.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -42,6 +46,10 @@ struct Engine::Impl {
   EngineOptions opts;
   int64_t n_ctx = 0, slots = 1;
   std::vector<int64_t> pos;  // per slot: tokens in its cache
+  // Resident handles only: per slot, rows [0, host_rows) of kc/vc are current, and the
+  // pass (and its batch row) whose handles hold all pos rows, or none.
+  std::vector<int64_t> host_rows;
+  std::vector<std::pair<const void*, int64_t>> owner;
   int64_t C = 0;             // current cache capacity (bucket), shared by all slots
   size_t kv_elt = 2;
   // One zeroed allocation for every layer's K and V (calloc: fresh pages, touched only as
@@ -83,6 +91,8 @@ struct Engine::Impl {
   void bind_slot(Pass& p, int64_t slot);  // a one-sequence pass now holds `slot`
   bool bind_external(Pass& p, int64_t slot);  // p's caches read slot's rows (or all, B > 1) in place
   void sync(Pass& p, int64_t b, int64_t slot, int64_t from, int64_t to);
+  void flush(int64_t slot);  // the slot's rows from its owner's handles into kc/vc
+  void flush_all();
   void fill_params(CompiledGraph& net, const std::vector<ParamSource>& params);
   void grow(int64_t need);
   void embed_row(int32_t token, int64_t position, float* dst);
@@ -228,6 +238,9 @@ bool Engine::Impl::bind_external(Pass& p, int64_t slot) {
 
 void Engine::Impl::bind_slot(Pass& p, int64_t slot) {
   if (p.slot == slot) return;
+  if (!p.external)  // its handles are about to hold another slot: keep the rows they own
+    for (int64_t s = 0; s < slots; ++s)
+      if (owner[static_cast<size_t>(s)].first == &p) flush(s);
   p.slot = slot;
   if (p.external) bind_external(p, slot);
   else p.synced[0] = 0;  // its rows are another slot's: rewrite from the start
@@ -247,11 +260,36 @@ void Engine::Impl::sync(Pass& p, int64_t b, int64_t slot, int64_t from, int64_t 
     }
 }
 
+void Engine::Impl::flush(int64_t slot) {
+  auto& [who, b] = owner[static_cast<size_t>(slot)];
+  int64_t& have = host_rows[static_cast<size_t>(slot)];
+  const int64_t to = pos[static_cast<size_t>(slot)];
+  if (who && have < to) {
+    const Pass& p = *static_cast<const Pass*>(who);
+    const HParams& hp = model->hp;
+    const size_t n = static_cast<size_t>(to - have) * row_bytes();
+    for (int64_t il = 0; il < hp.n_layer; ++il)
+      for (int kv = 0; kv < 2; ++kv) {
+        uint8_t* cache = (kv ? vc : kc)[static_cast<size_t>(il)];
+        const std::string& name = p.cache_names[static_cast<size_t>(2 * il + kv)];
+        for (int64_t h = 0; h < hp.n_head_kv; ++h)
+          p.net.read_handle_range(name, at(b, h, have), cache + at(slot, h, have), n);
+      }
+  }
+  have = to;
+  who = nullptr;
+}
+
+void Engine::Impl::flush_all() {
+  for (int64_t s = 0; s < slots; ++s) flush(s);
+}
+
 // A larger bucket: every slot's rows are laid out again at the new capacity; passes of the
 // old bucket are dropped (the weights owner stays: the others read its segment).
 void Engine::Impl::grow(int64_t need) {
   const int64_t nc = bucket_for(need, n_ctx);
   if (nc <= C && !kc.empty()) return;
+  if (!kc.empty()) flush_all();  // the rows in device handles, before their passes go
   const HParams& hp = model->hp;
   const size_t rb = row_bytes();
   const int64_t old = C;
@@ -286,6 +324,8 @@ std::vector<float> Engine::Impl::run(Pass& p, std::span<const int32_t> tokens, c
   const int64_t B = p.B, R = static_cast<int64_t>(tokens.size()), T = R / B, E = hp.n_embd, half = hp.n_rot / 2;
   for (int64_t b = 0; b < B; ++b) {  // catch up with the rows written since this pass last ran
     const int64_t s = slot_of[static_cast<size_t>(b)];
+    if (p.external || p.synced[static_cast<size_t>(b)] == pos[static_cast<size_t>(s)]) continue;
+    flush(s);  // another pass holds them: through the engine's buffers
     sync(p, b, s, p.synced[static_cast<size_t>(b)], pos[static_cast<size_t>(s)]);
     p.synced[static_cast<size_t>(b)] = pos[static_cast<size_t>(s)];
   }
@@ -317,26 +357,15 @@ std::vector<float> Engine::Impl::run(Pass& p, std::span<const int32_t> tokens, c
     }
   }
   std::vector<TensorView> out = p.net.run_slots(in);
-  // The new rows, [B, Hkv, T, D]: into the engine's copy and this pass's handles.
-  const size_t rb = row_bytes(), n = static_cast<size_t>(T) * rb;
-  for (int64_t il = 0; il < hp.n_layer; ++il)
-    for (int kv = 0; kv < 2; ++kv) {
-      const uint8_t* src = static_cast<const uint8_t*>(out[static_cast<size_t>(1 + 2 * il + kv)].data);
-      uint8_t* cache = (kv ? vc : kc)[static_cast<size_t>(il)];
-      const std::string& name = p.cache_names[static_cast<size_t>(2 * il + kv)];
-      for (int64_t b = 0; b < B; ++b) {
-        const int64_t s = slot_of[static_cast<size_t>(b)], at_pos = pos[static_cast<size_t>(s)];
-        for (int64_t h = 0; h < hp.n_head_kv; ++h) {
-          const uint8_t* rows = src + static_cast<size_t>((b * hp.n_head_kv + h) * T) * rb;
-          std::memcpy(cache + at(s, h, at_pos), rows, n);
-          if (!p.external) p.net.write_handle(name, at(b, h, at_pos), rows, n);
-        }
-      }
-    }
+  // The graph wrote the new rows into its caches: the engine's buffers (external), or this
+  // pass's handles, which now own the slot's rows.
   for (int64_t b = 0; b < B; ++b) {
-    int64_t& ps = pos[static_cast<size_t>(slot_of[static_cast<size_t>(b)])];
+    const int64_t s = slot_of[static_cast<size_t>(b)];
+    int64_t& ps = pos[static_cast<size_t>(s)];
     ps += T;
     p.synced[static_cast<size_t>(b)] = ps;
+    if (p.external) host_rows[static_cast<size_t>(s)] = ps;
+    else owner[static_cast<size_t>(s)] = {&p, b};
   }
   const float* lg = static_cast<const float*>(out[0].data);
   return std::vector<float>(lg, lg + out[0].bytes / 4);
@@ -355,6 +384,8 @@ Engine::Engine(std::shared_ptr<const Model> model, EngineOptions opts) : impl_(s
     m.opts = opts;
     m.slots = opts.sequences;
     m.pos.assign(static_cast<size_t>(m.slots), 0);
+    m.host_rows.assign(static_cast<size_t>(m.slots), 0);
+    m.owner.assign(static_cast<size_t>(m.slots), {nullptr, 0});
     const HParams& hp = m.model->hp;
     m.n_ctx = opts.n_ctx > 0 ? opts.n_ctx : std::min<int64_t>(hp.n_ctx_train, 4096);
     if (m.n_ctx < 1 || m.n_ctx > (int64_t(1) << 24))
@@ -395,11 +426,15 @@ int64_t Engine::context() const { return impl_->n_ctx; }
 int64_t Engine::sequences() const { return impl_->slots; }
 void Engine::reset() {
   std::fill(impl_->pos.begin(), impl_->pos.end(), 0);
+  std::fill(impl_->host_rows.begin(), impl_->host_rows.end(), 0);
+  std::fill(impl_->owner.begin(), impl_->owner.end(), std::pair<const void*, int64_t>{nullptr, 0});
   for (auto& [key, p] : impl_->graphs) std::fill(p.synced.begin(), p.synced.end(), 0);
 }
 void Engine::reset(int64_t slot) {
   position(slot);  // range check
   impl_->pos[static_cast<size_t>(slot)] = 0;
+  impl_->host_rows[static_cast<size_t>(slot)] = 0;
+  impl_->owner[static_cast<size_t>(slot)] = {nullptr, 0};
   for (auto& [key, p] : impl_->graphs)
     if (p.B > 1) p.synced[static_cast<size_t>(slot)] = 0;
     else if (p.slot == slot) p.synced[0] = 0;

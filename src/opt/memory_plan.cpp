@@ -4,7 +4,8 @@
 // Lifetimes are inclusive step ranges [first, last]: a node at step s reads its inputs and
 // writes its outputs during step s, so an input used at s (last >= s) always conflicts
 // with an output defined at s (first == s). That is what keeps outputs off their own
-// inputs; no op is declared in-place-safe yet.
+// inputs. The only sharing is through view_of (views, and in-place ops such as
+// cache_write on a graph input, which memory_plan.h describes).
 #include <algorithm>
 #include <cstdio>
 #include <functional>

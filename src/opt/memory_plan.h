@@ -16,6 +16,9 @@
 //     and every axis before k selects a single index;
 //   - split where every axis before the split axis has size 1 (each output is then a
 //     contiguous chunk).
+// In-place ops (kInPlace: cache_write) share input 0's storage the same way, but only
+// where the write cannot be observed (input 0 is a graph input read by nothing else and not
+// an output); their kernel always runs, since it writes (part of) the shared bytes.
 // Zero-size outputs are never views (they have no location at all).
 #pragma once
 #include <cstdint>

@@ -123,6 +123,24 @@ bool transpose_is_view(const TransposeAttrs& a, const Dims& d) {
   return true;
 }
 
+// An in-place op's output may take input 0's storage only where nobody else can observe
+// the write: input 0 comes straight from a graph input, which no other node reads and
+// which is not itself a graph output.
+bool in_place_ok(const Graph& g, const Node& n, int32_t node) {
+  const Value c = n.inputs[0];
+  if (g.node(c.node).kind != OpKind::Input) return false;
+  for (const GraphOutput& go : g.outputs())
+    if (go.value == c) return false;
+  for (size_t id = size_t(c.node) + 1; id < g.nodes().size(); ++id) {
+    if (int32_t(id) == node) continue;
+    for (const Value& in : g.nodes()[id].inputs)
+      if (in == c) return false;
+  }
+  int uses = 0;
+  for (const Value& in : n.inputs) uses += in == c ? 1 : 0;
+  return uses == 1;
+}
+
 }  // namespace
 
 std::optional<ViewOf> view_of(const Graph& g, int32_t node, int32_t out) {
@@ -136,7 +154,9 @@ std::optional<ViewOf> view_of(const Graph& g, int32_t node, int32_t out) {
     return std::nullopt;
 
   std::optional<ViewOf> v;
-  if (ir::has_trait(n.kind, ir::kView)) {
+  if (ir::has_trait(n.kind, ir::kInPlace)) {
+    if (d.out_bytes == d.in_bytes && in_place_ok(g, n, node)) v = ViewOf{0, 0};
+  } else if (ir::has_trait(n.kind, ir::kView)) {
     if (d.out_bytes == d.in_bytes) v = ViewOf{0, 0};
   } else {
     switch (n.kind) {

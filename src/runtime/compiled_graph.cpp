@@ -70,6 +70,11 @@ void CompiledGraph::write_handle(const std::string& name, size_t byte_offset, co
   detail::guard("CompiledGraph::write_handle", [&] { need(impl_).write_handle(name, byte_offset, bytes, nbytes); });
 }
 
+void CompiledGraph::read_handle_range(const std::string& name, size_t byte_offset, void* bytes, size_t nbytes) const {
+  detail::guard("CompiledGraph::read_handle_range",
+                [&] { need(impl_).read_handle_range(name, byte_offset, bytes, nbytes); });
+}
+
 TypedTensor CompiledGraph::read_handle(const std::string& name) const {
   return detail::guard("CompiledGraph::read_handle", [&] { return need(impl_).read_handle(name); });
 }

@@ -518,6 +518,20 @@ void Instance::write_handle(const std::string& name, size_t byte_offset, const v
   else std::memcpy(h.store.data() + byte_offset, bytes, nbytes);
 }
 
+void Instance::read_handle_range(const std::string& name, size_t byte_offset, void* bytes, size_t nbytes) const {
+  int k = find_handle(name);
+  if (k < 0) fail(ErrorCategory::InvalidArgument, "read_handle_range: no handle named '", name, "'");
+  const Handle& h = handles_[size_t(k)];
+  const Port& p = h.input >= 0 ? iface_->inputs[size_t(h.input)] : iface_->outputs[size_t(h.output)];
+  const size_t total = p.slot.bytes();
+  if (byte_offset > total || nbytes > total - byte_offset)
+    fail(ErrorCategory::InvalidArgument, "read_handle_range: bytes [", byte_offset, ", ", byte_offset + nbytes,
+         ") are outside handle '", name, "' (", total, " bytes, ", p.slot.str(), ")");
+  if (nbytes == 0) return;
+  if (h.input >= 0 && p.stored) exe_->download_range(p.value, byte_offset, bytes, nbytes);
+  else std::memcpy(bytes, h.store.data() + byte_offset, nbytes);
+}
+
 void Instance::set_active_extent(int64_t actual, int64_t upper) {
   if (upper < 1 || actual < 1 || actual > upper)
     fail(ErrorCategory::InvalidArgument, "set_active_extent(", actual, ", ", upper,

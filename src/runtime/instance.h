@@ -76,6 +76,7 @@ class Instance {
   void bind_handle(const std::string& name, const TypedTensor& initial);
   TypedTensor read_handle(const std::string& name) const;
   void write_handle(const std::string& name, size_t byte_offset, const void* bytes, size_t nbytes);
+  void read_handle_range(const std::string& name, size_t byte_offset, void* bytes, size_t nbytes) const;
   bool bind_handle_external(const std::string& name, void* data, size_t nbytes, std::shared_ptr<void> owner);
   void set_active_extent(int64_t actual, int64_t upper);
   void release_scratch();

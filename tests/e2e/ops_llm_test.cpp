@@ -151,12 +151,32 @@ OpCase kv_attention_case() {
           }};
 }
 
+// Two sequences at different positions, two heads: rows land at past[b] .. past[b] + T of
+// their own (sequence, head); everything else is the cache as given. Exact (a copy).
+OpCase cache_write_case() {
+  return {"cache_write_two_sequences", [] {
+            Rng rng(79);
+            const int64_t B = 2, H = 2, C = 5, Tn = 2, D = 3;
+            T cache = rng.tensor({B, H, C, D}), rows = rng.tensor({B, H, Tn, D});
+            T p({B}, std::vector<double>{0, 3}, DType::I64);
+            T want = cache;
+            for (int64_t bh = 0; bh < B * H; ++bh)
+              for (int64_t t = 0; t < Tn; ++t)
+                for (int64_t e = 0; e < D; ++e)
+                  want.v[size_t((bh * C + int64_t(p.v[size_t(bh / H)]) + t) * D + e)] = rows.v[size_t((bh * Tn + t) * D + e)];
+            check_op("cache_write_two_sequences", {cache, rows, p}, [&](Graph& g, Ins in) {
+              return Outs{g.cache_write(in[0], in[1], in[2])};
+            }, {want}, 0.0, 0.0);
+          }};
+}
+
 const bool kLlm = register_cases({
     {OpKind::QMatMul, qmatmul_case("qmatmul_f16_decode", quant::kF16, 2, 5, 64)},
     {OpKind::QMatMul, qmatmul_case("qmatmul_q5_0_prefill", 6, 11, 6, 64)},
     {OpKind::QMatMul, qmatmul_case("qmatmul_q4_K_prefill", quant::kQ4_K, 9, 3, 256)},
     {OpKind::QMatMulId, qmatmul_id_case()},
     {OpKind::KvAttention, kv_attention_case()},
+    {OpKind::CacheWrite, cache_write_case()},
 });
 
 }  // namespace

@@ -188,5 +188,74 @@ TEST(RuntimeState, KernelErrorLeavesTheNetUsable) {
   expect_close(run_net(net, {{"x", xv}, {"idx", idx_ok}})[0], want, 0, 0, "after the errors");
 }
 
+// cache_write on a handle: the graph input kc is read by nothing else, so the write lands in
+// the handle's own storage (the device's, on CUDA) and the rows stay for the next run;
+// read_handle_range brings single rows back. Exact: the op copies bytes.
+void cache_write_handle(DType dt) {
+  const int64_t B = 2, H = 2, C = 5, Tn = 2, D = 3;
+  Graph g("cache_write_handle");
+  Value kc = g.input("kc", Shape({B, H, C, D}, dt));
+  Value rows = g.input("rows", Shape({B, H, Tn, D}, dt));
+  Value past = g.input("past", Shape({B}, DType::I64));
+  g.set_outputs({g.reduce_sum(g.cast(g.cache_write(kc, rows, past), DType::F32), {0, 1, 2, 3}, false)}, {"sum"});
+  CompiledGraph net = compile_e2e(g);
+  T cache({B, H, C, D}, dt);  // zeros
+  net.bind_handle("kc", to_typed(cache));
+  Rng rng(5);
+  const std::vector<std::vector<double>> pasts{{0, 1}, {2, 3}};
+  for (const auto& pv : pasts) {
+    T r = rng.tensor({B, H, Tn, D});
+    if (dt == DType::F16)
+      for (double& x : r.v) x = f16_to_f32(f32_to_f16(float(x)));
+    r.dtype = dt;
+    for (int64_t bh = 0; bh < B * H; ++bh)
+      for (int64_t t = 0; t < Tn; ++t)
+        for (int64_t e = 0; e < D; ++e)
+          cache.v[size_t((bh * C + int64_t(pv[size_t(bh / H)]) + t) * D + e)] = r.v[size_t((bh * Tn + t) * D + e)];
+    T got = run_net(net, {{"rows", r}, {"past", T({B}, pv, DType::I64)}})[0];
+    double sum = 0;
+    for (double x : cache.v) sum += x;
+    EXPECT_NEAR(got.v[0], sum, 1e-5 * (1 + std::fabs(sum)));
+  }
+  expect_close(from_typed(net.read_handle("kc")), cache, 0, 0, "the handle after two runs");
+  // One row, (sequence 1, head 1, position 4), by range.
+  const size_t elt = dtype_size(dt), row = size_t(D) * elt, at = size_t((3 * C + 4) * D) * elt;
+  std::vector<uint8_t> got(row);
+  net.read_handle_range("kc", at, got.data(), row);
+  std::vector<uint8_t> want = to_bytes(cache);
+  EXPECT_EQ(std::vector<uint8_t>(want.begin() + long(at), want.begin() + long(at + row)), got);
+  EXPECT_THROW(net.read_handle_range("kc", want.size() - 1, got.data(), 2), Error);
+  // A position past the cache: an error naming the op, and the net stays usable.
+  T r = rng.tensor({B, H, Tn, D});
+  r.dtype = dt;
+  try {
+    run_net(net, {{"rows", r}, {"past", T({B}, std::vector<double>{0, 4}, DType::I64)}});
+    ADD_FAILURE() << "a row past the cache was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.category(), ErrorCategory::InvalidArgument) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cache_write"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(run_net(net, {{"rows", r}, {"past", T({B}, std::vector<double>{0, 0}, DType::I64)}}));
+}
+
+TEST(RuntimeState, CacheWriteKeepsRowsInTheHandleF32) { cache_write_handle(DType::F32); }
+TEST(RuntimeState, CacheWriteKeepsRowsInTheHandleF16) { cache_write_handle(DType::F16); }
+
+// Where the cache input is read elsewhere too (here: it is also an output), the write may
+// not land in it: the result is a copy and the input stays as it was.
+TEST(RuntimeState, CacheWriteCopiesWhenTheCacheIsReadElsewhere) {
+  Graph g("cache_write_copy");
+  Value kc = g.input("kc", Shape({1, 1, 3, 2}, DType::F32));
+  Value rows = g.input("rows", Shape({1, 1, 1, 2}, DType::F32));
+  Value past = g.input("past", Shape({1}, DType::I64));
+  g.set_outputs({g.cache_write(kc, rows, past), kc}, {"written", "kc"});
+  CompiledGraph net = compile_e2e(g);
+  T c({1, 1, 3, 2}, std::vector<double>{1, 2, 3, 4, 5, 6});
+  std::vector<T> out = run_net(net, {{"kc", c}, {"rows", T({1, 1, 1, 2}, std::vector<double>{9, 8})},
+                                     {"past", T({1}, std::vector<double>{1}, DType::I64)}});
+  expect_close(out[0], T({1, 1, 3, 2}, std::vector<double>{1, 2, 9, 8, 5, 6}), 0, 0, "written");
+  expect_close(out[1], c, 0, 0, "the cache input");
+}
+
 }  // namespace
 }  // namespace rlx::e2e

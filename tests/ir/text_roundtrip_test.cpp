@@ -135,6 +135,7 @@ Graph every_op_graph() {
   auto q1 = g.input("q1", t({1, 4, 1, 8}));
   auto past = g.input("past", t({1}, DType::I64));
   outs.push_back(g.kv_attention(q1, kc, kc, kn, kn, past, 0.25));
+  outs.push_back(g.cache_write(kc, kn, past));
 
   auto qx = g.input("qx", t({3, 64}));
   auto qw = g.param("qw", t({5, 68}, DType::U8));  // 64 q8_0 elements per row

@@ -160,8 +160,13 @@ void check_batched(const std::string& name) {
       next[size_t(s)] = argmax(one.data(), V);
     }
   }
-  EXPECT_EQ(together.position(0), 13);
-  EXPECT_EQ(together.position(2), 8);
+  // Back to a one-sequence pass after batched steps: the handle path brings the batch
+  // pass's rows over (read back, written into the other pass) and agrees exactly.
+  std::vector<int32_t> one{next[1]};
+  ASSERT_EQ(together_h.eval(1, one), together.eval(1, one)) << "one sequence after the batch (handles)";
+  ASSERT_EQ(together_h.step(next), together.step(next)) << "the batch again (handles)";
+  EXPECT_EQ(together.position(0), 14);
+  EXPECT_EQ(together.position(2), 9);
   // A wrong number of tokens or a bad slot is an error that leaves the engine usable.
   EXPECT_THROW(together.step(std::vector<int32_t>{1, 2}), Error);
   EXPECT_THROW(together.eval(3, std::vector<int32_t>{1}), Error);

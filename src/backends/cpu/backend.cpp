@@ -53,6 +53,12 @@ class CpuExecutable final : public backend::Executable {
       fail(ErrorCategory::Internal, "transfer of ", bytes, " bytes at offset ", offset, " into a value of ", total, " bytes");
     if (bytes) std::memcpy(checked(v, total) + offset, src, bytes);
   }
+  void download_range(Value v, size_t offset, void* dst, size_t bytes) const override {
+    const size_t total = program_->plan.graph.type(v).bytes();
+    if (offset > total || bytes > total - offset)
+      fail(ErrorCategory::Internal, "transfer of ", bytes, " bytes at offset ", offset, " from a value of ", total, " bytes");
+    if (bytes) std::memcpy(dst, const_cast<CpuExecutable*>(this)->checked(v, total) + offset, bytes);
+  }
   void copy_value(Value src, Value dst, size_t bytes) override {
     if (bytes) std::memmove(checked(dst, bytes), checked(src, bytes), bytes);  // may alias
   }

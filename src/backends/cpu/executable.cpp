@@ -55,7 +55,7 @@ bool is_planned_view(const Program& p, int32_t id, const std::set<std::pair<int3
     ++nonempty;
     if (!roots.count({id, int32_t(o)})) ++aliased;
   }
-  if (aliased == 0) return false;
+  if (aliased == 0 || ir::has_trait(n.kind, ir::kInPlace)) return false;  // in place: it writes
   if (aliased != nonempty)
     fail(ErrorCategory::Internal, "memory plan aliases only some outputs of ", node_label(n));
   // The alias must be one the view analysis recognises, at the offset it computes.

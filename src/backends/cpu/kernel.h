@@ -64,7 +64,7 @@ void register_movement_kernels(KernelRegistry& r);   // transpose, slice, concat
 void register_conv_kernels(KernelRegistry& r);       // conv2d, pools
 void register_attention_kernels(KernelRegistry& r);  // attention, rotary
 void register_qmatmul_kernels(KernelRegistry& r);    // qmatmul, qmatmul_id (block-quantized weights)
-void register_kv_attention_kernels(KernelRegistry& r);  // kv_attention (decoder attention over a KV cache)
+void register_kv_attention_kernels(KernelRegistry& r);  // kv_attention, cache_write (KV cache ops)
 
 // Helper for builders: wraps a config object.
 template <class Cfg>

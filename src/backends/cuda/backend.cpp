@@ -99,6 +99,7 @@ class CudaExecutable final : public backend::Executable {
     if (graph_) cudaGraphExecDestroy(graph_);
     if (blas_) blas().destroy(blas_);
     if (stream_) cudaStreamDestroy(stream_);
+    if (err_host_) cudaFreeHost(err_host_);
   }
 
   const opt::Plan& plan() const override { return prog_->plan; }
@@ -129,7 +130,22 @@ class CudaExecutable final : public backend::Executable {
       fail(ErrorCategory::Internal, "transfer of ", bytes, " bytes at offset ", offset, " into a value of ", total, " bytes");
     if (!bytes) return;
     ok(cudaMemcpyAsync(checked(v, total) + offset, src, bytes, cudaMemcpyHostToDevice, stream_), "upload");
-    ok(cudaStreamSynchronize(stream_), "upload");
+    // From pageable memory the call returns once `src` is staged, so it can be reused at
+    // once and the copy stays queued before the next run; pinned memory is read by the DMA
+    // itself, so wait for that (a KV row write per layer and head must not cost a sync).
+    cudaPointerAttributes attr{};
+    if (cudaPointerGetAttributes(&attr, src) != cudaSuccess || attr.type != cudaMemoryTypeUnregistered)
+      ok(cudaStreamSynchronize(stream_), "upload");
+    cudaGetLastError();  // a failed attribute query leaves no sticky error; clear it
+  }
+  void download_range(Value v, size_t offset, void* dst, size_t bytes) const override {
+    auto* self = const_cast<CudaExecutable*>(this);
+    const size_t total = prog_->plan.graph.type(v).bytes();
+    if (offset > total || bytes > total - offset)
+      fail(ErrorCategory::Internal, "transfer of ", bytes, " bytes at offset ", offset, " from a value of ", total, " bytes");
+    if (!bytes) return;
+    ok(cudaMemcpyAsync(dst, self->checked(v, total) + offset, bytes, cudaMemcpyDeviceToHost, stream_), "download");
+    ok(cudaStreamSynchronize(stream_), "download");
   }
   bool bind_value_external(Value, void*, size_t) override { return false; }  // device memory: not in place
   void copy_value(Value src, Value dst, size_t bytes) override {
@@ -262,6 +278,9 @@ class CudaExecutable final : public backend::Executable {
     ok(cudaMemsetAsync(arena_->p, 0, arena_->bytes, stream_), "arena");
     err_ = std::make_unique<DeviceMem>(2 * sizeof(int));
     ok(cudaMemsetAsync(err_->p, 0, err_->bytes, stream_), "error record");
+    // The record's host copy: pinned, so the run itself copies it back (a graph may hold
+    // that copy) and finish() needs one wait, not three.
+    if (!err_host_) ok(cudaHostAlloc(reinterpret_cast<void**>(&err_host_), 2 * sizeof(int), cudaHostAllocDefault), "error record");
     ok(cudaStreamSynchronize(stream_), "setup");
     resolve();
   }
@@ -287,6 +306,7 @@ class CudaExecutable final : public backend::Executable {
       ctx.step = int(i) + 1;
       s.fn(ctx, ptrs_.data() + s.first);
     }
+    ok(cudaMemcpyAsync(err_host_, err_->p, 2 * sizeof(int), cudaMemcpyDeviceToHost, stream_), "error record");
   }
   void capture() {
     DeviceLock lock(device_sync_mutex());
@@ -318,10 +338,9 @@ class CudaExecutable final : public backend::Executable {
   void finish() {
     const cudaError_t e = cudaStreamSynchronize(stream_);
     if (e != cudaSuccess) fail(ErrorCategory::Internal, "CUDA run failed: ", cudaGetErrorString(e));
-    int rec[2] = {0, 0};
-    ok(cudaMemcpyAsync(rec, err_->p, sizeof rec, cudaMemcpyDeviceToHost, stream_), "error record");
-    ok(cudaStreamSynchronize(stream_), "error record");
+    const int rec[2] = {err_host_[0], err_host_[1]};
     if (rec[0]) {
+      err_host_[0] = err_host_[1] = 0;
       ok(cudaMemsetAsync(err_->p, 0, sizeof rec, stream_), "error record");
       ok(cudaStreamSynchronize(stream_), "error record");
       const Node& n = prog_->plan.graph.node(prog_->steps.at(size_t(rec[1] - 1)).node);
@@ -360,6 +379,7 @@ class CudaExecutable final : public backend::Executable {
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   cudaGraphExec_t graph_ = nullptr;
+  int* err_host_ = nullptr;  // pinned: the run copies the error record here
   bool ran_once_ = false, poison_ = false;
 };
 

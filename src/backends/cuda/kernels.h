@@ -110,6 +110,15 @@ cudaError_t kv_attention(const KvAttentionArgs& a, bool f16, const float* q, con
                          const void* kn, const void* vn, const int64_t* past, float* out, int* err, int step,
                          cudaStream_t s);
 
+// cache_write (ops.def): rows [b, h, t, d] into cache [b, h, c, d] at rows past[b] .. +t
+// (outside [0, c - t]: recorded in err); elements of `elem` bytes (1, 2, 4, 8). out == cache
+// when the output shares the cache's storage, else the cache is copied first.
+struct CacheWriteArgs {
+  int64_t b = 0, h = 0, c = 0, t = 0, d = 0;
+};
+cudaError_t cache_write(const CacheWriteArgs& a, int elem, const void* cache, const void* rows, const int64_t* past,
+                        void* out, int* err, int step, cudaStream_t s);
+
 // topk of f32 over the middle dim of [outer, n, inner]: values and i64 indices [outer, k,
 // inner], in the CPU's order (largest or smallest first; NaN first when largest; ties by
 // index), whatever `sorted` says.

@@ -1,7 +1,8 @@
 // LLM kernels of the CUDA backend: qmatmul / qmatmul_id over weight rows in their GGUF block
 // format (F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K decoded in registers;
 // nothing is expanded in memory) and
-// kv_attention over a KV cache (online softmax, one warp per query row). One warp per
+// kv_attention over a KV cache (online softmax, one warp per query row), and cache_write
+// (the new rows into a cache, in place on a resident handle). One warp per
 // output element or query; f32 accumulation; each output computed by one warp in a fixed
 // order, so runs repeat bit for bit.
 #include <cuda_fp16.h>
@@ -105,6 +106,26 @@ __device__ inline float row_dot(int fmt, const uint8_t* w, const float* x, int64
   if (fmt == 0) {
     const float* r = reinterpret_cast<const float*>(w);
     for (int64_t i = lane; i < k; i += 32) acc = fmaf(r[i], x[i], acc);
+  } else if (fmt == 1 && (k & 7) == 0 && ((reinterpret_cast<uintptr_t>(w) | reinterpret_cast<uintptr_t>(x)) & 15) == 0) {
+    // 16-byte loads: 8 halves per lane, a warp streams 512 contiguous bytes of the row.
+    const uint4* r = reinterpret_cast<const uint4*>(w);
+    const float4* xv = reinterpret_cast<const float4*>(x);
+    for (int64_t i = lane; i < k / 8; i += 32) {
+      const uint4 u = __ldg(r + i);
+      const float4 x0 = xv[2 * i], x1 = xv[2 * i + 1];
+      __half2 h[4];
+      memcpy(h, &u, 16);
+      const float2 f0 = __half22float2(h[0]), f1 = __half22float2(h[1]), f2 = __half22float2(h[2]),
+                   f3 = __half22float2(h[3]);
+      acc = fmaf(f0.x, x0.x, acc);
+      acc = fmaf(f0.y, x0.y, acc);
+      acc = fmaf(f1.x, x0.z, acc);
+      acc = fmaf(f1.y, x0.w, acc);
+      acc = fmaf(f2.x, x1.x, acc);
+      acc = fmaf(f2.y, x1.y, acc);
+      acc = fmaf(f3.x, x1.z, acc);
+      acc = fmaf(f3.y, x1.w, acc);
+    }
   } else if (fmt == 1) {
     for (int64_t i = lane; i < k; i += 32) acc = fmaf(half_at(w + 2 * i), x[i], acc);
   } else if (fmt == 8) {
@@ -222,7 +243,42 @@ __global__ void kv_attention_kernel(KvAttentionArgs a, const float* q, const voi
   }
 }
 
+// Element (row, e) of the new rows, stored at (row's sequence and head, past + its index).
+template <typename T>
+__global__ void cache_write_kernel(CacheWriteArgs a, const T* rows, const int64_t* past, T* out, int* err, int step) {
+  const int64_t total = a.b * a.h * a.t * a.d;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t e = i % a.d, r = i / a.d, t = r % a.t, bh = r / a.t, p = past[bh / a.h];
+    if (p < 0 || p > a.c - a.t) {
+      atomicCAS(err, 0, 1);
+      atomicCAS(err + 1, 0, step);
+      continue;
+    }
+    out[(bh * a.c + p + t) * a.d + e] = rows[i];
+  }
+}
+
 }  // namespace
+
+cudaError_t cache_write(const CacheWriteArgs& a, int elem, const void* cache, const void* rows, const int64_t* past,
+                        void* out, int* err, int step, cudaStream_t s) {
+  if (out != cache) {  // not sharing the cache's storage: the whole cache first
+    const cudaError_t e = cudaMemcpyAsync(out, cache, size_t(a.b * a.h * a.c * a.d) * size_t(elem),
+                                          cudaMemcpyDeviceToDevice, s);
+    if (e != cudaSuccess) return e;
+  }
+  const int64_t total = a.b * a.h * a.t * a.d;
+  if (total == 0) return cudaSuccess;
+  const unsigned g = dev::grid_for(total, 256);
+  switch (elem) {
+    case 1: cache_write_kernel<<<g, 256, 0, s>>>(a, static_cast<const uint8_t*>(rows), past, static_cast<uint8_t*>(out), err, step); break;
+    case 2: cache_write_kernel<<<g, 256, 0, s>>>(a, static_cast<const uint16_t*>(rows), past, static_cast<uint16_t*>(out), err, step); break;
+    case 4: cache_write_kernel<<<g, 256, 0, s>>>(a, static_cast<const uint32_t*>(rows), past, static_cast<uint32_t*>(out), err, step); break;
+    case 8: cache_write_kernel<<<g, 256, 0, s>>>(a, static_cast<const uint64_t*>(rows), past, static_cast<uint64_t*>(out), err, step); break;
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
 
 cudaError_t qmatmul(const QMatMulArgs& a, const float* x, const uint8_t* w, float* y, cudaStream_t s) {
   if (a.m * a.n == 0) return cudaSuccess;

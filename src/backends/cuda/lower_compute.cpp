@@ -286,6 +286,15 @@ Launch lower_compute(const Node& n, const std::vector<const Shape*>& in, const s
               "kv_attention kernel", *np);
       };
     }
+    case OpKind::CacheWrite: {
+      const auto cd = in[0]->static_dims();
+      const CacheWriteArgs a{cd[0], cd[1], cd[2], in[1]->static_dims()[2], cd[3]};
+      const int elem = int(dtype_size(in[0]->dtype()));
+      return [np, a, elem](const LaunchCtx& c, void* const* b) {
+        check(cache_write(a, elem, b[0], b[1], static_cast<const int64_t*>(b[2]), b[3], c.err, c.step, c.stream),
+              "cache_write kernel", *np);
+      };
+    }
     default: break;
   }
   fail(ErrorCategory::Unsupported, "no CUDA kernel runs node '", n.name, "' (", op_name(n.kind), ")");

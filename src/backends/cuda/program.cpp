@@ -37,6 +37,7 @@ Ref ref_of(const Program& p, int32_t node, int32_t out) {
 bool planned_view(const Program& p, int32_t id, const std::set<std::pair<int32_t, int32_t>>& roots) {
   const Graph& g = p.plan.graph;
   const Node& n = g.node(id);
+  if (ir::has_trait(n.kind, ir::kInPlace)) return false;  // shares input 0's storage and writes it
   bool any = false;
   for (size_t o = 0; o < n.outputs.size(); ++o) {
     if (n.outputs[o].bytes() == 0 || roots.count({id, int32_t(o)})) continue;

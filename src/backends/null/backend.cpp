@@ -62,6 +62,11 @@ class NullExecutable final : public backend::Executable {
   void download(Value v, void* dst, size_t bytes) const override {
     std::memcpy(dst, const_cast<NullExecutable*>(this)->host(v, bytes), bytes);
   }
+  void download_range(Value v, size_t offset, void* dst, size_t bytes) const override {
+    const size_t total = plan_.graph.type(v).bytes();
+    if (offset > total || bytes > total - offset) fail(ErrorCategory::Internal, "null backend: bad ranged transfer");
+    if (bytes) std::memcpy(dst, const_cast<NullExecutable*>(this)->host(v, total) + offset, bytes);
+  }
   void copy_value(Value src, Value dst, size_t bytes) override { std::memmove(host(dst, bytes), host(src, bytes), bytes); }
 
   bool has_param(const std::string& name) const override { return params_->entries.count(name) > 0; }

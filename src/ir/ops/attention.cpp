@@ -81,6 +81,24 @@ std::vector<Shape> infer_kv_attention(const InferCtx& ctx) {
   return {q};
 }
 
+// cache_write(cache[B,H,C,D], rows[B,H,T,D], past i64[B]) -> cache's type.
+std::vector<Shape> infer_cache_write(const InferCtx& ctx) {
+  const Shape& c = ctx.input(0);
+  const Shape& r = ctx.input(1);
+  const Shape& past = ctx.input(2);
+  require_rank(ctx, c, 4, "cache (input 0)");
+  require_rank(ctx, r, 4, "rows (input 1)");
+  require_same_dtype(ctx, r, "rows (input 1)", c, "cache (input 0)");
+  require_same_dim(ctx, r.dims()[0], "rows (input 1) batch", c.dims()[0], "the batch of the cache");
+  require_same_dim(ctx, r.dims()[1], "rows (input 1) heads", c.dims()[1], "the heads of the cache");
+  require_same_dim(ctx, r.dims()[3], "rows (input 1) width", c.dims()[3], "the row width of the cache");
+  if (r.dims()[2].is_static() && c.dims()[2].is_static() && r.dims()[2].raw() > c.dims()[2].raw())
+    ctx.error("rows (input 1) has ", r.dims()[2].raw(), " rows, more than the cache's ", c.dims()[2].raw());
+  if (past.rank() != 1 || past.dtype() != DType::I64) ctx.error("past (input 2) must be i64[B], got ", past.str());
+  require_same_dim(ctx, past.dims()[0], "past", c.dims()[0], "the batch of the cache");
+  return {c};
+}
+
 // rotary(x[B,H,S,D], cos[S,R/2], sin[S,R/2]) -> x's type; rotates the first R of D.
 std::vector<Shape> infer_rotary(const InferCtx& ctx) {
   const Shape& x = ctx.input(0);

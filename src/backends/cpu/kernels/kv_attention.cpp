@@ -3,9 +3,11 @@
 // rows up to this query (f16 rows widened in registers, never copied), a max-shifted
 // softmax, then the weighted sum of the value rows. The cache's unused capacity is never
 // read, and nothing is concatenated or converted per run. Each output is computed by one
-// task in a fixed order: results do not depend on the thread count.
+// task in a fixed order: results do not depend on the thread count. cache_write (the new
+// rows into a cache, in place on a resident handle) lives here too.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "backends/cpu/isa.h"
@@ -95,8 +97,39 @@ KernelCall build_kv_attention(const Node& node, const std::vector<const Shape*>&
   return make_call(run_kv_attention, c);
 }
 
+// cache_write: rows [past[b], past[b] + t) of each (sequence, head) replaced; the rest of
+// the cache is copied only when the output does not share the cache's storage.
+struct CacheWriteCfg {
+  int64_t b = 0, h = 0, c = 0, t = 0;
+  size_t row = 0;  // bytes per row
+};
+
+void run_cache_write(const RunCtx&, const void* vcfg, void* const* bufs) {
+  const CacheWriteCfg& c = *static_cast<const CacheWriteCfg*>(vcfg);
+  const uint8_t* cache = static_cast<const uint8_t*>(bufs[0]);
+  const uint8_t* rows = static_cast<const uint8_t*>(bufs[1]);
+  const int64_t* past = static_cast<const int64_t*>(bufs[2]);
+  uint8_t* out = static_cast<uint8_t*>(bufs[3]);
+  for (int64_t b = 0; b < c.b; ++b)
+    if (past[b] < 0 || past[b] > c.c - c.t)
+      fail(ErrorCategory::InvalidArgument, "cache_write: rows [", past[b], ", ", past[b] + c.t, ") of sequence ", b,
+           " are outside the cache's [0, ", c.c, ")");
+  if (out != cache) std::memcpy(out, cache, size_t(c.b * c.h * c.c) * c.row);
+  for (int64_t bh = 0; bh < c.b * c.h; ++bh)
+    std::memcpy(out + size_t(bh * c.c + past[bh / c.h]) * c.row, rows + size_t(bh * c.t) * c.row, size_t(c.t) * c.row);
+}
+
+KernelCall build_cache_write(const Node&, const std::vector<const Shape*>& in, const std::vector<Shape>&) {
+  const std::vector<int64_t> cd = in[0]->static_dims();
+  CacheWriteCfg c{cd[0], cd[1], cd[2], in[1]->static_dims()[2], size_t(cd[3]) * dtype_size(in[0]->dtype())};
+  return make_call(run_cache_write, c);
+}
+
 }  // namespace
 
-void register_kv_attention_kernels(KernelRegistry& r) { r.add(OpKind::KvAttention, build_kv_attention); }
+void register_kv_attention_kernels(KernelRegistry& r) {
+  r.add(OpKind::KvAttention, build_kv_attention);
+  r.add(OpKind::CacheWrite, build_cache_write);
+}
 
 }  // namespace rlx::cpu
