@@ -223,6 +223,12 @@ std::vector<OptionSpec> compile_option_specs() {
   };
 }
 
+Device device_named(const std::string& name, const std::string& opt) {
+  if (name == "cpu") return Device::Cpu;
+  if (name == "cuda") return Device::Cuda;
+  throw UsageError("option '" + opt + "': '" + name + "' is not cpu or cuda");
+}
+
 double number(const Args& a, const std::string& opt, double dflt, double lo, double hi) {
   if (!a.has(opt)) return dflt;
   const std::string s = a.get(opt);

@@ -74,6 +74,8 @@ CompileOptions compile_options_from(const Args& args);
 
 // The value of `opt` as a number in [lo, hi] (`dflt` when absent); UsageError naming it otherwise.
 double number(const Args& a, const std::string& opt, double dflt, double lo, double hi);
+// A device name ("cpu", "cuda") given to `opt`; UsageError naming both otherwise.
+Device device_named(const std::string& name, const std::string& opt);
 
 // "name=value" -> {name, value}; throws UsageError naming `opt`.
 std::pair<std::string, std::string> split_assignment(const std::string& s, const std::string& opt);

@@ -27,11 +27,6 @@ std::vector<std::string> two_of(const std::string& s, const std::string& opt) {
   return {s.substr(0, c), s.substr(c + 1)};
 }
 
-Device device_of(const std::string& d) {
-  if (d == "cpu") return Device::Cpu;
-  if (d == "cuda") return Device::Cuda;
-  throw UsageError("--devices: '" + d + "' is not cpu or cuda");
-}
 Precision precision_of(const std::string& p) {
   if (p == "f32") return Precision::F32;
   if (p == "f16") return Precision::F16;
@@ -88,7 +83,7 @@ int cmd_diff(const Args& raw) {
   Graph g = load_model(args.positional[0], base);  // drops the bindings the importer used up
   CompileOptions opt[2] = {base, base};
   for (int s = 0; s < 2; ++s) {
-    if (by_device) dev[s] = device_of(sides[size_t(s)]);
+    if (by_device) dev[s] = device_named(sides[size_t(s)], "--devices");
     else opt[s].precision = precision_of(sides[size_t(s)]);
   }
   const bool low = by_precision && (opt[0].precision != Precision::F32 || opt[1].precision != Precision::F32);

@@ -114,6 +114,7 @@ int cmd_generate(const Args& a) {
   auto model = llm::Model::load(path);
   llm::EngineOptions eo;
   eo.threads = static_cast<int>(number(a, "--threads", 0, 0, 1024));
+  eo.device = device_named(a.get("--device", "cpu"), "--device");
   eo.n_ctx = static_cast<int64_t>(number(a, "--ctx", 0, 0, double(int64_t(1) << 24)));
   const std::string kv = a.get("--kv-type", "f16");
   if (kv != "f16" && kv != "f32") throw UsageError("--kv-type: 'f16' or 'f32', not '" + kv + "'");
@@ -249,6 +250,7 @@ int cmd_llm_bench(const Args& a) {
   std::vector<int> threads = int_list(a.get("-t", "1"), "-t");
   const std::string kv = a.get("--kv-type", "f16");
   if (kv != "f16" && kv != "f32") throw UsageError("--kv-type: 'f16' or 'f32', not '" + kv + "'");
+  const Device device = device_named(a.get("--device", "cpu"), "--device");
   using clock = std::chrono::steady_clock;
   const int64_t V = model->hp.n_vocab;
   auto tokens = [&](int n, uint32_t seed) {
@@ -259,6 +261,7 @@ int cmd_llm_bench(const Args& a) {
   for (int t : threads) {
     llm::EngineOptions eo;
     eo.threads = t;
+    eo.device = device;
     eo.kv_type = kv == "f16" ? DType::F16 : DType::F32;
     eo.n_ctx = std::max<int64_t>({int64_t(P), int64_t(D) + N, 256});
     llm::Engine e(model, eo);
@@ -306,6 +309,7 @@ int cmd_llm_bench(const Args& a) {
     for (int t : threads) {
       llm::EngineOptions eo;
       eo.threads = t;
+      eo.device = device;
       eo.kv_type = kv == "f16" ? DType::F16 : DType::F32;
       eo.sequences = B;
       eo.n_ctx = std::max<int64_t>(int64_t(P) + N + 1, 256);
@@ -354,6 +358,7 @@ std::vector<Command> generate_commands() {
        {"--threads", "N", "threads (default: all cores)", false},
        {"--ctx", "C", "context length (default: min(training context, 4096))", false},
        {"--kv-type", "f16|f32", "KV cache element type (default f16)", false},
+       {"--device", "cpu|cuda", "the backend (default cpu)", false},
        {"--print-ids", "", "end with one line 'ids: ...' of the generated ids", false},
        {"--verbose", "", "also print what loading did to the weights", false}},
       &cmd_generate});
@@ -366,7 +371,8 @@ std::vector<Command> generate_commands() {
                        {"-t", "T,T", "thread counts (default 1)", false},
                        {"-r", "R", "repetitions after one warm-up; the median is printed (default 5)", false},
                        {"-B", "B,B", "also batched decode of B sequences after P prompt tokens each (aggregate tok/s)", false},
-                       {"--kv-type", "f16|f32", "KV cache element type (default f16)", false}},
+                       {"--kv-type", "f16|f32", "KV cache element type (default f16)", false},
+                       {"--device", "cpu|cuda", "the backend (default cpu)", false}},
                       &cmd_llm_bench});
   t.push_back(Command{"tokenize", "print the token ids of TEXT for a GGUF model's tokenizer", "-m MODEL.gguf TEXT [options]",
                       1, 1,

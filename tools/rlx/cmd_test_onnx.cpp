@@ -29,10 +29,8 @@ int cmd_test_onnx(const Args& args) {
   fail(ErrorCategory::Unsupported, "this rlx was built without the ONNX importer (protobuf/libonnx not found)");
 #else
   onnx::ConformanceOptions opts;
-  std::string dev = args.get("--device", "cpu");
-  if (dev == "cpu") opts.device = Device::Cpu;
-  else if (dev == "cuda") opts.device = Device::Cuda;
-  else throw UsageError("--device must be cpu or cuda, got '" + dev + "'");
+  const std::string dev = args.get("--device", "cpu");
+  opts.device = device_named(dev, "--device");
   // Fail once, up front, rather than once per case.
   const std::vector<Device> avail = Session::available_devices();
   if (std::find(avail.begin(), avail.end(), opts.device) == avail.end())

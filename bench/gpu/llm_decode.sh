@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# LLM decode on a GPU: a TinyLlama-1.1B-shaped llama (random weights, real tokenizer; made by
+# ../shared/gguf/tools/make_synth_llama_gguf.py preset tinyllama-1.1b) at F16 and Q4_0 through
+# rlx on CUDA, batch 1: generation tokens/s (rlx llm-bench: greedy, one token per step, the
+# median of R repetitions after a warm-up) and the weight bandwidth that implies (the bytes of
+# every matrix a step reads: all but the token embedding table, which is gathered on the host)
+# against the device's copy bandwidth measured in the same run (PyTorch device-to-device copy
+# of 1 GiB, read + write bytes over time). Needs a GPU machine with PyTorch.
+#   bench/gpu/llm_decode.sh BUILD_DIR WORK_DIR
+# Environment: SHARED (default ../shared beside the checkout), GGUF_PY (llama.cpp's gguf-py,
+# for the generator), PYTHON (python3), TOKENS (generated per repetition, 128), REPS (5).
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+build="$(cd "${1:?usage: llm_decode.sh BUILD_DIR WORK_DIR}" && pwd)"
+work="${2:?usage: llm_decode.sh BUILD_DIR WORK_DIR}"
+shared="${SHARED:-$root/../shared}"
+py="${PYTHON:-python3}"
+tokens="${TOKENS:-128}" reps="${REPS:-5}"
+rlx="$build/rlx"
+mkdir -p "$work"
+f16="$work/tinyllama-1.1b-f16.gguf" q40="$work/tinyllama-1.1b-q4_0.gguf"
+if [ ! -s "$f16" ]; then
+  PYTHONPATH="${GGUF_PY:-}" "$py" "$shared/gguf/tools/make_synth_llama_gguf.py" \
+    "$shared/gguf/vocab/ggml-vocab-llama-spm.gguf" "$f16" tinyllama-1.1b >/dev/null
+fi
+[ -s "$q40" ] || "$rlx" quantize "$f16" "$q40" q4_0 --quiet
+
+copy_bw=$("$py" - <<'PY'
+import torch
+n = 1 << 30
+x = torch.empty(n, dtype=torch.uint8, device="cuda"); y = torch.empty_like(x)
+for _ in range(3): y.copy_(x)
+a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+a.record()
+for _ in range(20): y.copy_(x)
+b.record(); torch.cuda.synchronize()
+print("%.1f" % (2 * n * 20 / (a.elapsed_time(b) / 1e3) / 1e9))
+PY
+)
+
+# Bytes of the matrices one decode step reads, from rlx inspect's tensor table (the token
+# table counts only when it is also the output projection: tied embeddings).
+step_bytes() {
+  "$rlx" inspect "$1" | awk '
+    $1 ~ /\.weight$/ && NF >= 5 {
+      v = $(NF - 1); u = $NF
+      m = u == "GiB" ? 1073741824 : u == "MiB" ? 1048576 : u == "KiB" ? 1024 : 1
+      if ($1 == "token_embd.weight") emb = v * m; else s += v * m
+      if ($1 == "output.weight") untied = 1 }
+    END { printf "%.0f", untied ? s : s + emb }'
+}
+
+echo "== LLM decode on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1): TinyLlama-1.1B shape, batch 1, $tokens tokens x $reps"
+echo "device copy bandwidth (read + write): $copy_bw GB/s"
+printf '%-8s %12s %14s %16s %10s\n' type "tok/s" "MB per token" "weight GB/s" "of copy"
+for m in "$f16" "$q40"; do
+  type=$(basename "$m" .gguf | sed 's/.*-//')
+  out=$("$rlx" llm-bench -m "$m" --device cuda -p 0 -n "$tokens" -r "$reps")
+  rate=$(sed -n 's/.*: \([0-9.]*\) tok\/s.*/\1/p' <<<"$out" | head -n 1)
+  bytes=$(step_bytes "$m")
+  awk -v t="$type" -v r="$rate" -v b="$bytes" -v c="$copy_bw" 'BEGIN {
+    gbs = r * b / 1e9; printf "%-8s %12.1f %14.1f %16.1f %9.1f%%\n", t, r, b / 1e6, gbs, 100 * gbs / c }'
+done
