@@ -13,9 +13,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <string>
+#include <vector>
 
 #include "backends/cpu/backend.h"
 #include "backends/cuda/blas.h"
@@ -100,6 +106,8 @@ class CudaExecutable final : public backend::Executable {
     if (blas_) blas().destroy(blas_);
     if (stream_) cudaStreamDestroy(stream_);
     if (err_host_) cudaFreeHost(err_host_);
+    if (profile_) print_profile();
+    for (cudaEvent_t e : events_) cudaEventDestroy(e);
   }
 
   const opt::Plan& plan() const override { return prog_->plan; }
@@ -218,6 +226,7 @@ class CudaExecutable final : public backend::Executable {
   }
 
   void run() override {
+    if (profile_) return run_profiled();
     if (!graph_ && ran_once_) capture();
     if (graph_) {
       ok(cudaGraphLaunch(graph_, stream_), "graph launch");
@@ -347,6 +356,50 @@ class CudaExecutable final : public backend::Executable {
       fail(ErrorCategory::InvalidArgument, "node '", n.name, "' (", op_name(n.kind), "): an index is out of range");
     }
   }
+  // RLX_PROFILE=1: each step between two events, summed per op kind over the runs.
+  void run_profiled() {
+    const size_t n = prog_->steps.size();
+    while (events_.size() < n + 1) {
+      cudaEvent_t e;
+      ok(cudaEventCreate(&e), "profile event");
+      events_.push_back(e);
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    LaunchCtx ctx{stream_, blas_, static_cast<int*>(err_->p), 0};
+    ok(cudaEventRecord(events_[0], stream_), "profile event");
+    for (size_t i = 0; i < n; ++i) {
+      ctx.step = int(i) + 1;
+      prog_->steps[i].fn(ctx, ptrs_.data() + prog_->steps[i].first);
+      ok(cudaEventRecord(events_[i + 1], stream_), "profile event");
+    }
+    ok(cudaMemcpyAsync(err_host_, err_->p, 2 * sizeof(int), cudaMemcpyDeviceToHost, stream_), "error record");
+    finish();
+    wall_ms_ += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    ++runs_;
+    for (size_t i = 0; i < n; ++i) {
+      float ms = 0;
+      ok(cudaEventElapsedTime(&ms, events_[i], events_[i + 1]), "profile event");
+      auto& [t, c] = by_op_[std::string(op_name(prog_->plan.graph.node(prog_->steps[i].node).kind))];
+      t += ms;
+      ++c;
+    }
+  }
+  void print_profile() const {
+    if (!runs_) return;
+    std::vector<std::pair<double, std::string>> rows;
+    double total = 0;
+    for (const auto& [name, tc] : by_op_) {
+      rows.emplace_back(tc.first, name);
+      total += tc.first;
+    }
+    std::sort(rows.rbegin(), rows.rend());
+    std::fprintf(stderr, "rlx profile (cuda): %lld runs of %zu kernel steps; per run %.3f ms on the device, %.3f ms wall\n",
+                 static_cast<long long>(runs_), prog_->steps.size(), total / double(runs_), wall_ms_ / double(runs_));
+    for (const auto& [t, name] : rows)
+      std::fprintf(stderr, "  %-20s %9.3f ms per run  %6.1f%%  (%lld launches per run)\n", name.c_str(), t / double(runs_),
+                   100 * t / total, static_cast<long long>(by_op_.at(name).second / runs_));
+  }
+
   const Ref& ref(Value v) const {
     if (v.node < 0 || size_t(v.node) >= prog_->values.size() || v.out < 0 ||
         size_t(v.out) >= prog_->values[size_t(v.node)].size())
@@ -380,6 +433,15 @@ class CudaExecutable final : public backend::Executable {
   cublasHandle_t blas_ = nullptr;
   cudaGraphExec_t graph_ = nullptr;
   int* err_host_ = nullptr;  // pinned: the run copies the error record here
+  // RLX_PROFILE
+  bool profile_ = [] {
+    const char* v = std::getenv("RLX_PROFILE");
+    return v && std::string(v) == "1";
+  }();
+  std::vector<cudaEvent_t> events_;
+  std::map<std::string, std::pair<double, int64_t>> by_op_;
+  double wall_ms_ = 0;
+  int64_t runs_ = 0;
   bool ran_once_ = false, poison_ = false;
 };
 

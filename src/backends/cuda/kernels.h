@@ -110,6 +110,14 @@ cudaError_t kv_attention(const KvAttentionArgs& a, bool f16, const float* q, con
                          const void* kn, const void* vn, const int64_t* past, float* out, int* err, int step,
                          cudaStream_t s);
 
+// rotary (ops.def) of f32 x [rows = b*h*s, d] with cos/sin [s, half]: the first 2*half
+// dims rotated in pairs, the rest copied.
+struct RotaryArgs {
+  int64_t rows = 0, s = 0, d = 0, half = 0;
+  bool interleaved = false;
+};
+cudaError_t rotary(const RotaryArgs& a, const float* x, const float* cs, const float* sn, float* y, cudaStream_t s);
+
 // cache_write (ops.def): rows [b, h, t, d] into cache [b, h, c, d] at rows past[b] .. +t
 // (outside [0, c - t]: recorded in err); elements of `elem` bytes (1, 2, 4, 8). out == cache
 // when the output shares the cache's storage, else the cache is copied first.

@@ -1,11 +1,12 @@
 // LLM kernels of the CUDA backend: qmatmul / qmatmul_id over weight rows in their GGUF block
 // format (F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K decoded in registers;
-// nothing is expanded in memory) and
-// kv_attention over a KV cache (online softmax, one warp per query row), and cache_write
-// (the new rows into a cache, in place on a resident handle). One warp per
-// output element or query; f32 accumulation; each output computed by one warp in a fixed
-// order, so runs repeat bit for bit.
+// nothing is expanded in memory; one warp per output element), kv_attention over a KV cache
+// (online softmax; a block per query, its warps splitting the keys), rotary, and cache_write
+// (the new rows into a cache, in place on a resident handle). f32 accumulation in a fixed
+// order per output, so runs repeat bit for bit.
 #include <cuda_fp16.h>
+
+#include <algorithm>
 
 #include "backends/cuda/device_util.cuh"
 #include "backends/cuda/kernels.h"
@@ -33,6 +34,22 @@ __device__ inline void scale_min_k4(int j, const uint8_t* q, int& d, int& m) {
     d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
     m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
   }
+}
+
+// acc + dot(8 halves in u, x[0..8) as two float4).
+__device__ inline float dot8_f16(uint4 u, const float4* x, float acc) {
+  const float4 x0 = x[0], x1 = x[1];
+  __half2 h[4];
+  memcpy(h, &u, 16);
+  const float2 f0 = __half22float2(h[0]), f1 = __half22float2(h[1]), f2 = __half22float2(h[2]), f3 = __half22float2(h[3]);
+  acc = fmaf(f0.x, x0.x, acc);
+  acc = fmaf(f0.y, x0.y, acc);
+  acc = fmaf(f1.x, x0.z, acc);
+  acc = fmaf(f1.y, x0.w, acc);
+  acc = fmaf(f2.x, x1.x, acc);
+  acc = fmaf(f2.y, x1.y, acc);
+  acc = fmaf(f3.x, x1.z, acc);
+  return fmaf(f3.y, x1.w, acc);
 }
 
 // dot(x[0..32), one 32-element block) of Q4_0 / Q4_1 / Q5_0 / Q5_1 (ggml's layouts: d, then
@@ -107,24 +124,53 @@ __device__ inline float row_dot(int fmt, const uint8_t* w, const float* x, int64
     const float* r = reinterpret_cast<const float*>(w);
     for (int64_t i = lane; i < k; i += 32) acc = fmaf(r[i], x[i], acc);
   } else if (fmt == 1 && (k & 7) == 0 && ((reinterpret_cast<uintptr_t>(w) | reinterpret_cast<uintptr_t>(x)) & 15) == 0) {
-    // 16-byte loads: 8 halves per lane, a warp streams 512 contiguous bytes of the row.
+    // 16-byte loads: 8 halves per lane, a warp streams 512 contiguous bytes of the row;
+    // four such loads issued before their FMAs, so enough bytes are in flight per warp.
     const uint4* r = reinterpret_cast<const uint4*>(w);
     const float4* xv = reinterpret_cast<const float4*>(x);
-    for (int64_t i = lane; i < k / 8; i += 32) {
-      const uint4 u = __ldg(r + i);
-      const float4 x0 = xv[2 * i], x1 = xv[2 * i + 1];
-      __half2 h[4];
-      memcpy(h, &u, 16);
-      const float2 f0 = __half22float2(h[0]), f1 = __half22float2(h[1]), f2 = __half22float2(h[2]),
-                   f3 = __half22float2(h[3]);
-      acc = fmaf(f0.x, x0.x, acc);
-      acc = fmaf(f0.y, x0.y, acc);
-      acc = fmaf(f1.x, x0.z, acc);
-      acc = fmaf(f1.y, x0.w, acc);
-      acc = fmaf(f2.x, x1.x, acc);
-      acc = fmaf(f2.y, x1.y, acc);
-      acc = fmaf(f3.x, x1.z, acc);
-      acc = fmaf(f3.y, x1.w, acc);
+    const int64_t n8 = k / 8;
+    int64_t i = lane;
+    for (; i + 96 < n8; i += 128) {
+      const uint4 u0 = __ldg(r + i), u1 = __ldg(r + i + 32), u2 = __ldg(r + i + 64), u3 = __ldg(r + i + 96);
+      acc = dot8_f16(u0, xv + 2 * i, acc);
+      acc = dot8_f16(u1, xv + 2 * (i + 32), acc);
+      acc = dot8_f16(u2, xv + 2 * (i + 64), acc);
+      acc = dot8_f16(u3, xv + 2 * (i + 96), acc);
+    }
+    for (; i < n8; i += 32) acc = dot8_f16(__ldg(r + i), xv + 2 * i, acc);
+  } else if (fmt == 2 && (reinterpret_cast<uintptr_t>(x) & 7) == 0) {
+    // Q4_0, a block per lane: 2-byte loads of the nibbles, float2 loads of x (element pairs).
+    for (int64_t b = lane; b < k / 32; b += 32) {
+      const uint8_t* blk = w + 18 * b;
+      const unsigned short* q = reinterpret_cast<const unsigned short*>(blk + 2);
+      const float2* xb = reinterpret_cast<const float2*>(x + 32 * b);
+      float s = 0;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const int v = __ldg(q + j), b0 = v & 0xFF, b1 = v >> 8;
+        const float2 lo = xb[j], hi = xb[8 + j];
+        s = fmaf(float((b0 & 15) - 8), lo.x, s);
+        s = fmaf(float((b1 & 15) - 8), lo.y, s);
+        s = fmaf(float((b0 >> 4) - 8), hi.x, s);
+        s = fmaf(float((b1 >> 4) - 8), hi.y, s);
+      }
+      acc = fmaf(half_at(blk), s, acc);
+    }
+  } else if (fmt == 8 && (reinterpret_cast<uintptr_t>(x) & 7) == 0) {
+    // Q8_0, a block per lane: 2-byte loads of the int8 pairs, float2 loads of x.
+    for (int64_t b = lane; b < k / 32; b += 32) {
+      const uint8_t* blk = w + 34 * b;
+      const unsigned short* q = reinterpret_cast<const unsigned short*>(blk + 2);
+      const float2* xb = reinterpret_cast<const float2*>(x + 32 * b);
+      float s = 0;
+#pragma unroll
+      for (int j = 0; j < 16; ++j) {
+        const int v = __ldg(q + j);
+        const float2 xv = xb[j];
+        s = fmaf(float(int8_t(v & 0xFF)), xv.x, s);
+        s = fmaf(float(int8_t(v >> 8)), xv.y, s);
+      }
+      acc = fmaf(half_at(blk), s, acc);
     }
   } else if (fmt == 1) {
     for (int64_t i = lane; i < k; i += 32) acc = fmaf(half_at(w + 2 * i), x[i], acc);
@@ -184,23 +230,26 @@ __device__ inline float cache_at(const void* base, int64_t i) {
   else return static_cast<const float*>(base)[i];
 }
 
-// One warp per (sequence, query head, query): the lanes split the head dim; rows are
-// visited in order (cache rows, then the new rows up to this query) with a running max
-// and sum, the output accumulated and rescaled as the max grows.
+// One block per (sequence, query head, query), split over the keys: warp w visits rows
+// w, w + kWarps, ... (cache rows, then the new rows up to this query) with its own running
+// max and sum, the lanes splitting the head dim; the warps' partial states are then merged
+// in a fixed order (so runs repeat bit for bit). A decode step's few queries thus use
+// kWarps warps each instead of one walking the whole cache.
 template <bool F16>
 __global__ void kv_attention_kernel(KvAttentionArgs a, const float* q, const void* kc, const void* vc, const void* kn,
                                     const void* vn, const int64_t* past, float* out, int* err, int step) {
-  const int lane = threadIdx.x & 31;
+  __shared__ float part_m[kWarps], part_l[kWarps], part_acc[kWarps][32 * kMaxDimPerLane];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
   const int64_t group = a.hq / a.hkv, tasks = a.b * a.hq * a.t;
-  for (int64_t task = blockIdx.x * int64_t(kWarps) + threadIdx.x / 32; task < tasks; task += int64_t(gridDim.x) * kWarps) {
+  for (int64_t task = blockIdx.x; task < tasks; task += gridDim.x) {
     const int64_t t = task % a.t, h = (task / a.t) % a.hq, b = task / (a.t * a.hq), hk = h / group;
     const int64_t np = past[b];
     if (np < 0 || np > a.c) {
-      if (lane == 0) {
+      if (threadIdx.x == 0) {
         atomicCAS(err, 0, 1);
         atomicCAS(err + 1, 0, step);
       }
-      for (int64_t e = lane; e < a.d; e += 32) out[task * a.d + e] = 0;
+      for (int64_t e = threadIdx.x; e < a.d; e += blockDim.x) out[task * a.d + e] = 0;
       continue;
     }
     float qv[kMaxDimPerLane], acc[kMaxDimPerLane];
@@ -213,7 +262,7 @@ __global__ void kv_attention_kernel(KvAttentionArgs a, const float* q, const voi
     float m = -INFINITY, l = 0;
     const int64_t cache_base = (b * a.hkv + hk) * a.c * a.d, new_base = (b * a.hkv + hk) * a.t * a.d;
     const int64_t n = np + t + 1;
-    for (int64_t j = 0; j < n; ++j) {
+    for (int64_t j = warp; j < n; j += kWarps) {
       const bool cached = j < np;
       const void* kb = cached ? kc : kn;
       const void* vb = cached ? vc : vn;
@@ -234,12 +283,26 @@ __global__ void kv_attention_kernel(KvAttentionArgs a, const float* q, const voi
       }
       m = mn;
     }
-    const float inv = 1.0f / l;
-#pragma unroll
-    for (int r = 0; r < kMaxDimPerLane; ++r) {
-      const int64_t e = lane + 32 * r;
-      if (e < a.d) out[task * a.d + e] = acc[r] * inv;
+    if (lane == 0) {
+      part_m[warp] = m;
+      part_l[warp] = l;
     }
+#pragma unroll
+    for (int r = 0; r < kMaxDimPerLane; ++r) part_acc[warp][lane + 32 * r] = acc[r];
+    __syncthreads();
+    // Merge: every row was visited by exactly one warp; a warp that saw none has m = -inf.
+    float mx = -INFINITY;
+    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, part_m[w]);
+    float sum = 0;
+    for (int w = 0; w < kWarps; ++w) sum += part_m[w] == -INFINITY ? 0.0f : part_l[w] * expf(part_m[w] - mx);
+    const float inv = 1.0f / sum;
+    for (int64_t e = threadIdx.x; e < a.d; e += blockDim.x) {
+      float o = 0;
+      for (int w = 0; w < kWarps; ++w)
+        if (part_m[w] != -INFINITY) o += part_acc[w][e] * expf(part_m[w] - mx);
+      out[task * a.d + e] = o * inv;
+    }
+    __syncthreads();  // the partial states are rewritten by the next task
   }
 }
 
@@ -258,7 +321,32 @@ __global__ void cache_write_kernel(CacheWriteArgs a, const T* rows, const int64_
   }
 }
 
+// Pair i of row r (x [rows, d], position r % s): (2i, 2i+1) interleaved, else (i, i + half).
+__global__ void rotary_kernel(RotaryArgs a, const float* x, const float* cs, const float* sn, float* y) {
+  const int64_t pairs = a.rows * a.half, rest = a.d - 2 * a.half;
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < pairs + a.rows * rest;
+       t += int64_t(gridDim.x) * blockDim.x) {
+    if (t >= pairs) {  // the dims past the rotated ones, unchanged
+      const int64_t r = (t - pairs) / rest, e = 2 * a.half + (t - pairs) % rest;
+      y[r * a.d + e] = x[r * a.d + e];
+      continue;
+    }
+    const int64_t r = t / a.half, i = t % a.half, p = r % a.s;
+    const int64_t i0 = a.interleaved ? 2 * i : i, i1 = a.interleaved ? 2 * i + 1 : i + a.half;
+    const float x0 = x[r * a.d + i0], x1 = x[r * a.d + i1], co = cs[p * a.half + i], si = sn[p * a.half + i];
+    y[r * a.d + i0] = x0 * co - x1 * si;
+    y[r * a.d + i1] = x1 * co + x0 * si;
+  }
+}
+
 }  // namespace
+
+cudaError_t rotary(const RotaryArgs& a, const float* x, const float* cs, const float* sn, float* y, cudaStream_t s) {
+  const int64_t work = a.rows * (a.half + a.d - 2 * a.half);
+  if (work == 0) return cudaSuccess;
+  rotary_kernel<<<dev::grid_for(work, 256), 256, 0, s>>>(a, x, cs, sn, y);
+  return cudaGetLastError();
+}
 
 cudaError_t cache_write(const CacheWriteArgs& a, int elem, const void* cache, const void* rows, const int64_t* past,
                         void* out, int* err, int step, cudaStream_t s) {
@@ -300,7 +388,7 @@ cudaError_t kv_attention(const KvAttentionArgs& a, bool f16, const float* q, con
   const int64_t tasks = a.b * a.hq * a.t;
   if (tasks == 0 || a.d == 0) return cudaSuccess;
   if (a.d > 32 * kMaxDimPerLane) return cudaErrorInvalidValue;
-  const unsigned g = dev::grid_for(tasks, kWarps);
+  const unsigned g = unsigned(std::min<int64_t>(tasks, 65535 * 8));
   if (f16) kv_attention_kernel<true><<<g, 32 * kWarps, 0, s>>>(a, q, kc, vc, kn, vn, past, out, err, step);
   else kv_attention_kernel<false><<<g, 32 * kWarps, 0, s>>>(a, q, kc, vc, kn, vn, past, out, err, step);
   return cudaGetLastError();

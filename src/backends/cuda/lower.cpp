@@ -153,6 +153,9 @@ bool supports(const Node& n, const std::vector<const Shape*>& in) {
     case OpKind::KvAttention:
       return t == DType::F32 && in.size() == 6 && in[1] && (in[1]->dtype() == DType::F16 || in[1]->dtype() == DType::F32) &&
              in[3] && in[3]->dtype() == in[1]->dtype() && in[0]->static_dims().back() <= 256;
+    case OpKind::Rotary:
+      return t == DType::F32 && in[1] && in[2] && in[1]->dtype() == t && in[2]->dtype() == t && in[0]->rank() == 4 &&
+             in[1]->rank() == 2;
     case OpKind::CacheWrite: {
       const size_t e = dtype_size(in[0]->dtype());
       return e == 1 || e == 2 || e == 4 || e == 8;

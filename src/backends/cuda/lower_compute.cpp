@@ -286,6 +286,17 @@ Launch lower_compute(const Node& n, const std::vector<const Shape*>& in, const s
               "kv_attention kernel", *np);
       };
     }
+    case OpKind::Rotary: {
+      const auto xd = in[0]->static_dims(), cd = in[1]->static_dims();
+      if (cd[0] != xd[2] || 2 * cd[1] > xd[3] || in[2]->static_dims() != cd)
+        fail(ErrorCategory::Shape, "node '", n.name, "' (rotary): cos/sin must be [S, R/2] with R <= D");
+      const RotaryArgs a{xd[0] * xd[1] * xd[2], xd[2], xd[3], cd[1], n.attr<RotaryAttrs>().interleaved};
+      return [np, a](const LaunchCtx& c, void* const* b) {
+        check(rotary(a, static_cast<const float*>(b[0]), static_cast<const float*>(b[1]), static_cast<const float*>(b[2]),
+                     static_cast<float*>(b[3]), c.stream),
+              "rotary kernel", *np);
+      };
+    }
     case OpKind::CacheWrite: {
       const auto cd = in[0]->static_dims();
       const CacheWriteArgs a{cd[0], cd[1], cd[2], in[1]->static_dims()[2], cd[3]};

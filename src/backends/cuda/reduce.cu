@@ -1,6 +1,7 @@
 // Reduction-shaped kernels of the CUDA backend: reduce (sum / mean / max / min / prod over
 // any axes), softmax / log-softmax over one axis, layer / RMS norm over trailing dims, and
-// gather. One warp per output (reductions) or per row (norms, softmax with inner == 1),
+// gather. One warp per output (reductions) or per row (norms, softmax with inner == 1; a
+// block per row for norms of rows of 1024 and more),
 // the terms summed in float by warp shuffles, a fixed order for a given launch, so runs
 // repeat bit for bit.
 #include <algorithm>
@@ -136,6 +137,46 @@ __global__ void norm_rows(bool rms, const float* x, const float* scale, const fl
   }
 }
 
+// The same with one block of kWarps warps per row, for long rows: a single warp walking
+// thousands of columns is bound by the latency of its dependent loads.
+__device__ inline float block_sum(float v, float* shared) {
+  v = warp_all(ReduceOp::Sum, v);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+  __syncthreads();  // `shared` may still be read from the previous sum
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  float t = 0;
+  for (int w = 0; w < kWarps; ++w) t += shared[w];  // every thread, the same order
+  return t;
+}
+
+__global__ void norm_rows_block(bool rms, const float* x, const float* scale, const float* bias, float* y,
+                                int64_t rows, int64_t cols, float eps) {
+  __shared__ float part[kWarps];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float* xr = x + r * cols;
+    float* yr = y + r * cols;
+    float mean = 0;
+    if (!rms) {
+      float s = 0;
+      for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) s += xr[i];
+      mean = block_sum(s, part) / float(cols);
+    }
+    float v = 0;
+    for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) {
+      const float d = xr[i] - mean;
+      v += d * d;
+    }
+    const float inv = rsqrtf(block_sum(v, part) / float(cols) + eps);
+    for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) {
+      float o = (xr[i] - mean) * inv;
+      if (scale) o *= scale[i];
+      if (bias) o += bias[i];
+      yr[i] = o;
+    }
+  }
+}
+
 template <int E>
 __global__ void gather_kernel(const void* data, int64_t outer, int64_t dim, int64_t inner, const void* idx, bool idx64,
                               int64_t n_idx, void* y, int* err, int step) {
@@ -189,7 +230,11 @@ cudaError_t softmax(bool log, const float* x, float* y, int64_t outer, int64_t n
 cudaError_t norm(bool rms, const float* x, const float* scale, const float* bias, float* y, int64_t rows,
                  int64_t cols, float eps, cudaStream_t s) {
   if (rows * cols == 0) return cudaSuccess;
-  norm_rows<<<warp_blocks(rows), 32 * kWarps, 0, s>>>(rms, x, scale, bias, y, rows, cols, eps);
+  if (cols >= 1024)
+    norm_rows_block<<<unsigned(std::min<int64_t>(rows, 65535 * 8)), 32 * kWarps, 0, s>>>(rms, x, scale, bias, y, rows,
+                                                                                        cols, eps);
+  else
+    norm_rows<<<warp_blocks(rows), 32 * kWarps, 0, s>>>(rms, x, scale, bias, y, rows, cols, eps);
   return cudaGetLastError();
 }
 
