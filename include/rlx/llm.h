@@ -61,6 +61,10 @@ struct EngineOptions {
   // true: every pass reads the engine's one cache in place (when the backend can); false:
   // each pass keeps resident cache handles updated by row writes (what device backends do).
   bool shared_cache = true;
+  // q/k/v and gate/up matrices concatenated at load into one matrix each (one product where
+  // there were three or two): -1 for device backends only (their weights are copied to the
+  // device anyway), 0 never, 1 always (on the CPU a copy instead of reading them mapped).
+  int fuse_projections = -1;
 };
 
 class Engine {

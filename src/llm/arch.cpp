@@ -47,6 +47,38 @@ Value BuildCtx::project(Value x, const std::string& tensor) {
   return g.qmatmul(x, w, format, k);
 }
 
+std::vector<Value> BuildCtx::project_rows(Value x, const std::vector<std::string>& tensors) {
+  std::vector<Value> out;
+  const gguf::TensorInfo& t0 = weight(tensors[0], 2, "matrices");
+  // (Q4_0 repacked into 16-row panels stays per matrix.)
+  bool same = fuse_rows && tensors.size() > 1 && !(repack && t0.type == gguf::TensorType::Q4_0);
+  std::vector<int64_t> sizes;
+  int64_t n = 0;
+  for (const std::string& name : tensors) {
+    const gguf::TensorInfo& t = weight(name, 2, "matrices");
+    same = same && t.type == t0.type && t.dims[0] == t0.dims[0];
+    sizes.push_back(t.dims[1]);
+    n += t.dims[1];
+  }
+  if (!same) {
+    for (const std::string& name : tensors) out.push_back(project(x, name));
+    return out;
+  }
+  std::string fused = "rows(" + tensors[0];
+  for (size_t i = 1; i < tensors.size(); ++i) fused += "," + tensors[i];
+  fused += ")";
+  const int64_t k = t0.dims[0];
+  const std::vector<int64_t> dims{n, gguf::row_bytes(t0.type, k)};
+  Value w;
+  if (int32_t id = g.find_param(fused); id >= 0) {
+    w = Value{id, 0};
+  } else {
+    params_.push_back(ParamSource{fused, tensors[0], true, false, dims, tensors});
+    w = g.param(fused, Shape(dims, DType::U8));
+  }
+  return g.split(g.qmatmul(x, w, static_cast<uint32_t>(t0.type), k), -1, sizes);
+}
+
 Value BuildCtx::project_id(Value x, const std::string& tensor, Value ids) {
   const gguf::TensorInfo& t = weight(tensor, 3, "stacked experts");
   const int64_t k = t.dims[0], n = t.dims[1], e = t.dims[2];

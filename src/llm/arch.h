@@ -18,6 +18,9 @@ struct ParamSource {
   bool raw = false;    // true: the tensor's bytes as stored (u8, a qmatmul weight); false: f32
   bool repack_q4_0x16 = false;  // raw Q4_0 bytes repacked into rlx's q4_0x16 panels at load
   std::vector<int64_t> dims;  // the param's rlx dims
+  // Rows of several tensors of one type and width, concatenated in this order (a copy at
+  // load; `tensor` is then the first of them): project_rows with fuse_rows.
+  std::vector<std::string> parts;
 };
 
 // One forward pass: `B` sequences of `T` new tokens each (R = B*T rows, sequence-major),
@@ -33,11 +36,18 @@ class BuildCtx {
   const DType kv_type;
   const bool all_rows;
   bool repack = false;  // Q4_0 matrices of 16k rows as q4_0x16 (when the backend has the kernel)
+  // Projections of one input by several matrices (q/k/v, gate/up) as one matrix of their
+  // rows, one product instead of several (for device backends, where each is a launch and
+  // the weights are copied to the device anyway; the CPU keeps them mapped in place).
+  bool fuse_rows = false;
 
   bool has(const std::string& tensor) const;
   // Params from GGUF tensors (names as in the file). project(x, W): x @ W^T for ggml's
   // [n_in, n_out] W, read in its stored block format (qmatmul); vec(): 1-D, as f32.
   Value project(Value x, const std::string& tensor);
+  // x @ W_i^T for each tensor: one qmatmul over their concatenated rows, split back, when
+  // fuse_rows holds and they share type and width (and are not repacked Q4_0); else one each.
+  std::vector<Value> project_rows(Value x, const std::vector<std::string>& tensors);
   // Mixture of experts: slot s of token t through expert ids[t, s] of the stacked ggml
   // [n_in, n_out, n_expert] tensor (qmatmul_id): [T, S, n_out].
   Value project_id(Value x, const std::string& tensor, Value ids);

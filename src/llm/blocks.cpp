@@ -18,6 +18,23 @@ Value linear(BuildCtx& c, Value x, const std::string& name, bool use_bias, bool 
   return y;
 }
 
+std::vector<Value> linear_rows(BuildCtx& c, Value x, const std::vector<std::string>& names, bool use_bias, bool use_scale,
+                               bool scale_first) {
+  Graph& g = c.g;
+  std::vector<std::string> weights;
+  for (const std::string& n : names) weights.push_back(n + ".weight");
+  std::vector<Value> ys = c.project_rows(x, weights);
+  for (size_t i = 0; i < names.size(); ++i) {
+    Value& y = ys[i];
+    const bool bias = use_bias && c.has(names[i] + ".bias");
+    const bool scale = use_scale && c.has(names[i] + ".scale");
+    if (scale && scale_first) y = g.mul(y, c.vec(names[i] + ".scale"));
+    if (bias) y = g.add(y, c.vec(names[i] + ".bias"));
+    if (scale && !scale_first) y = g.mul(y, c.vec(names[i] + ".scale"));
+  }
+  return ys;
+}
+
 Value rms_norm(BuildCtx& c, Value x, const std::string& weight) {
   return c.g.rms_norm(x, c.vec(weight), -1, c.hp.norm_eps);
 }
@@ -49,9 +66,8 @@ Value self_attention(BuildCtx& c, int64_t il, Value x, const AttnOpts& o) {
                                    {hp.n_head * D, hp.n_head_kv * D, hp.n_head_kv * D});
     q = p[0], k = p[1], v = p[2];
   } else {
-    q = linear(c, x, blk(il, "attn_q"), true, true, true);
-    k = linear(c, x, blk(il, "attn_k"), true, true, true);
-    v = linear(c, x, blk(il, "attn_v"), true, true, true);
+    std::vector<Value> p = linear_rows(c, x, {blk(il, "attn_q"), blk(il, "attn_k"), blk(il, "attn_v")}, true, true, true);
+    q = p[0], k = p[1], v = p[2];
   }
   q = heads(g, q, R, hp.n_head, D);
   k = heads(g, k, R, hp.n_head_kv, D);
@@ -87,9 +103,8 @@ Value self_attention(BuildCtx& c, int64_t il, Value x, const AttnOpts& o) {
 
 Value swiglu_ffn(BuildCtx& c, int64_t il, Value x, bool biases, bool scales) {
   Graph& g = c.g;
-  Value up = linear(c, x, blk(il, "ffn_up"), biases, scales, false);
-  Value gate = linear(c, x, blk(il, "ffn_gate"), biases, scales, false);
-  return linear(c, g.mul(g.silu(gate), up), blk(il, "ffn_down"), biases, scales, false);
+  std::vector<Value> p = linear_rows(c, x, {blk(il, "ffn_up"), blk(il, "ffn_gate")}, biases, scales, false);
+  return linear(c, g.mul(g.silu(p[1]), p[0]), blk(il, "ffn_down"), biases, scales, false);
 }
 
 namespace {

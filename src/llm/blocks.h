@@ -14,6 +14,10 @@ std::string blk(int64_t il, const std::string& name);
 // x @ W (+ bias if the file has NAME.bias), times NAME.scale if present and `use_scale`.
 // scale_first: multiply by the scale before adding the bias (attention projections).
 Value linear(BuildCtx& c, Value x, const std::string& name, bool use_bias, bool use_scale, bool scale_first);
+// linear() of one input by several weights (q/k/v, up/gate): one product over their rows
+// where BuildCtx::fuse_rows allows (project_rows), each with its own bias / scale.
+std::vector<Value> linear_rows(BuildCtx& c, Value x, const std::vector<std::string>& names, bool use_bias, bool use_scale,
+                               bool scale_first);
 
 Value rms_norm(BuildCtx& c, Value x, const std::string& weight);
 Value layer_norm(BuildCtx& c, Value x, const std::string& weight, const std::string& bias);

@@ -127,10 +127,31 @@ void Engine::Impl::rope_row(int64_t position, float* c, float* s) const {
 void Engine::Impl::fill_params(CompiledGraph& net, const std::vector<ParamSource>& params) {
   const gguf::File& f = model->file;
   std::map<std::string, std::pair<int, uint64_t>> by_type;
-  uint64_t bytes = 0, mapped = 0, repacked = 0;
+  uint64_t bytes = 0, mapped = 0, repacked = 0, fused = 0;
   std::vector<float> tmp;
   for (const ParamSource& p : params) {
     const gguf::TensorInfo& t = f.tensor(p.tensor);
+    if (!p.parts.empty()) {  // several matrices' rows, one after another: a copy
+      size_t n = 0;
+      for (const std::string& part : p.parts) n += f.tensor(part).bytes;
+      auto buf = std::make_shared<std::vector<uint8_t>>(n);
+      size_t at = 0;
+      for (const std::string& part : p.parts) {
+        const gguf::TensorInfo& pt = f.tensor(part);
+        std::memcpy(buf->data() + at, f.data(pt), pt.bytes);
+        at += pt.bytes;
+      }
+      net.set_param_external(p.param, buf->data(), buf->size(), buf);
+      for (const std::string& part : p.parts) {
+        const gguf::TensorInfo& pt = f.tensor(part);
+        auto& e = by_type[gguf::type_name(pt.type)];
+        e.first++;
+        e.second += pt.bytes;
+        f.release(pt);
+      }
+      fused += n;
+      continue;
+    }
     if (p.repack_q4_0x16) {  // Q4_0 interleaved into 16-row panels: a copy that replaces the mapped pages
       auto buf = std::make_shared<std::vector<uint8_t>>(t.bytes);
       quant::repack_q4_0x16(f.data(t), buf->data(), t.dims[1], t.dims[0]);
@@ -153,7 +174,9 @@ void Engine::Impl::fill_params(CompiledGraph& net, const std::vector<ParamSource
   }
   net.finalize_params();
   std::ostringstream os;
-  os << "weights: " << params.size() << " tensors (";
+  int tensors = 0;
+  for (const auto& [name, e] : by_type) tensors += e.first;
+  os << "weights: " << tensors << " tensors (";
   bool first = true;
   for (const auto& [name, e] : by_type) {
     os << (first ? "" : ", ") << name << " x" << e.first << " " << e.second << " bytes";
@@ -161,6 +184,7 @@ void Engine::Impl::fill_params(CompiledGraph& net, const std::vector<ParamSource
   }
   os << "): matrices read in place from the memory-mapped file in their stored block format (" << mapped
      << " bytes, not copied), vectors copied as f32 (" << bytes << " bytes); token embeddings gathered from the mapping";
+  if (fused) os << "; q/k/v and gate/up matrices concatenated into one matrix each (" << fused << " bytes)";
   if (repacked) os << "; Q4_0 matrices repacked at load into 16-row panels for the VNNI kernel (" << repacked << " bytes)";
   report = os.str();
 }
@@ -177,6 +201,7 @@ Engine::Impl::Pass& Engine::Impl::graph(int64_t B, int64_t T, bool all_rows) {
   auto build = [&](bool repack_q4) {
     auto c = std::make_unique<BuildCtx>(*model, B, T, C, opts.kv_type, all_rows);
     c->repack = repack_q4;
+    c->fuse_rows = opts.fuse_projections < 0 ? opts.device != Device::Cpu : opts.fuse_projections > 0;
     find_arch(model->hp.arch)->build(*c);
     return c;
   };

@@ -133,6 +133,7 @@ void check_batched(const std::string& name) {
   Engine together(model, batched);
   EngineOptions handles = batched;  // the resident-handle path device backends take
   handles.shared_cache = false;
+  handles.fuse_projections = 1;  // and their one product over the q/k/v (gate/up) rows
   Engine together_h(model, handles);
   std::vector<Engine> alone;
   const size_t lens[3] = {8, 5, 3};
@@ -165,6 +166,7 @@ void check_batched(const std::string& name) {
   std::vector<int32_t> one{next[1]};
   ASSERT_EQ(together_h.eval(1, one), together.eval(1, one)) << "one sequence after the batch (handles)";
   ASSERT_EQ(together_h.step(next), together.step(next)) << "the batch again (handles)";
+  EXPECT_NE(together_h.load_report().find("concatenated"), std::string::npos) << together_h.load_report();
   EXPECT_EQ(together.position(0), 14);
   EXPECT_EQ(together.position(2), 9);
   // A wrong number of tokens or a bad slot is an error that leaves the engine usable.
