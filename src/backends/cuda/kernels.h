@@ -51,6 +51,26 @@ cudaError_t binary(BinaryOp op, ET t, const void* a, const Strides& sa, const vo
 // y[i] = c[sc(i)] ? a[sa(i)] : b[sb(i)], elements of `elem` bytes.
 cudaError_t where(int elem, const void* c, const Strides& sc, const void* a, const Strides& sa, const void* b,
                   const Strides& sb, void* y, const Iter& it, cudaStream_t s);
+// fused_elementwise of f32 programs: inputs broadcast through strides to `it`; instruction j
+// reads operands x (and y) from the inputs (index < n_in) or earlier results (n_in + k) and
+// its result is operand n_in + j; the last result is the output.
+constexpr int kMaxFusedInputs = 8, kMaxFusedOps = 16;
+struct FusedInstr {
+  int kind = 0;  // 0 unary, 1 binary, 2 identity
+  UnaryArgs u;
+  BinaryOp b = BinaryOp::Add;
+  int x = 0, y = 0;
+};
+struct FusedArgs {
+  Iter it;
+  int n_in = 0, n_ops = 0;
+  Strides in[kMaxFusedInputs];
+  FusedInstr ops[kMaxFusedOps];
+};
+struct FusedPtrs {
+  const float* in[kMaxFusedInputs] = {};
+};
+cudaError_t fused_f32(const FusedArgs& a, const FusedPtrs& p, float* y, cudaStream_t s);
 // y = (to) x over n elements.
 cudaError_t cast(ET from, ET to, const void* x, void* y, int64_t n, cudaStream_t s);
 // y[so(i)] = x[sx(i)] for every i of `it`, elements of `elem` bytes (1, 2, 4, 8):

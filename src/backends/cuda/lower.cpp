@@ -1,5 +1,6 @@
 // CUDA lowering: what the backend claims (supports), and each claimed op's Launch over
-// kernels.h: element-wise and data movement here, the compute families in
+// kernels.h: element-wise (single ops and f32 fused_elementwise programs) and data movement
+// here, the compute families in
 // lower_compute.cpp. What is not claimed is decomposed by legalize where the op table has
 // a decomposition, else reported unsupported by name.
 #include "backends/cuda/lower.h"
@@ -77,6 +78,75 @@ bool binary_type_ok(BinaryOp op, DType t) {
 
 }  // namespace
 
+// The unary's attributes as the kernel reads them.
+UnaryArgs unary_args(const Node& n, UnaryOp u) {
+  UnaryArgs a;
+  a.op = u;
+  if (n.kind == OpKind::Gelu && n.attr<GeluAttrs>().tanh_approx) a.op = UnaryOp::GeluTanh;
+  if (n.kind == OpKind::HardSigmoid || n.kind == OpKind::LeakyRelu || n.kind == OpKind::Elu ||
+      n.kind == OpKind::Selu || n.kind == OpKind::Celu || n.kind == OpKind::ThresholdedRelu) {
+    a.alpha = float(n.attr<ScalarAttrs>().alpha);
+    a.beta = float(n.attr<ScalarAttrs>().beta);
+  }
+  if (n.kind == OpKind::Clip) {
+    a.alpha = float(n.attr<ClipAttrs>().min);
+    a.beta = float(n.attr<ClipAttrs>().max);
+  }
+  if (n.kind == OpKind::IsInf) {
+    a.neg = n.attr<IsInfAttrs>().detect_negative;
+    a.pos = n.attr<IsInfAttrs>().detect_positive;
+  }
+  return a;
+}
+
+// A fused_elementwise program as the f32 kernel runs it: every input and result f32, only
+// float unary ops, arithmetic binaries and identities; nullopt otherwise (legalize then
+// splits the node into its ops, which are claimed one by one).
+std::optional<FusedArgs> fused_program(const Node& n, const std::vector<const Shape*>& in,
+                                       const std::vector<int64_t>& out_dims) {
+  const auto* attrs = std::get_if<FusedElementwiseAttrs>(&n.attrs);
+  if (!attrs || attrs->program.empty() || in.size() > size_t(kMaxFusedInputs) ||
+      attrs->program.size() > size_t(kMaxFusedOps))
+    return std::nullopt;
+  FusedArgs a;
+  a.it = iter_of(out_dims);
+  a.n_in = int(in.size());
+  for (size_t k = 0; k < in.size(); ++k) {
+    if (!in[k] || in[k]->dtype() != DType::F32) return std::nullopt;
+    a.in[k] = broadcast_strides(in[k]->static_dims(), out_dims);
+  }
+  const int total = a.n_in + int(attrs->program.size());
+  for (const FusedOp& op : attrs->program) {
+    if (op.type != DType::F32) return std::nullopt;
+    for (int32_t x : op.args)
+      if (x < 0 || x >= total) return std::nullopt;
+    Node sub;
+    sub.kind = op.kind;
+    try {
+      sub.attrs = ir::attrs_from_params(op.kind, op.alpha, op.beta);
+    } catch (const Error&) {
+      return std::nullopt;
+    }
+    FusedInstr fi;
+    if (op.kind == OpKind::Identity && op.args.size() == 1) {
+      fi.kind = 2;
+    } else if (auto u = unary_of(op.kind); u && op.args.size() == 1 && *u != UnaryOp::IsNaN && *u != UnaryOp::IsInf &&
+                                            *u != UnaryOp::Not && *u != UnaryOp::BitNot) {
+      fi.kind = 0;
+      fi.u = unary_args(sub, *u);
+    } else if (auto b = binary_of(sub); b && op.args.size() == 2 && *b <= BinaryOp::FloorMod) {
+      fi.kind = 1;
+      fi.b = *b;
+      fi.y = op.args[1];
+    } else {
+      return std::nullopt;
+    }
+    fi.x = op.args[0];
+    a.ops[a.n_ops++] = fi;
+  }
+  return a;
+}
+
 bool supports(const Node& n, const std::vector<const Shape*>& in) {
   for (const Shape* s : in)
     if (s && !static_rank_ok(s)) return false;
@@ -96,6 +166,9 @@ bool supports(const Node& n, const std::vector<const Shape*>& in) {
       return in.size() == 3 && in[0]->dtype() == DType::Bool && in[1] && in[2] && in[1]->dtype() == in[2]->dtype() &&
              dtype_size(in[1]->dtype()) <= 8;
     case OpKind::Cast: return et_of(t) && et_of(n.attr<CastAttrs>().to);
+    case OpKind::FusedElementwise:
+      return n.outputs.size() == 1 && n.outputs[0].is_static() && n.outputs[0].dtype() == DType::F32 &&
+             fused_program(n, in, n.outputs[0].static_dims()).has_value();
     case OpKind::Identity:
     case OpKind::Reshape:
     case OpKind::BitCast:
@@ -170,22 +243,7 @@ Launch lower(const Node& n, const std::vector<const Shape*>& in, const std::vect
   const Node* np = &n;  // nodes outlive the program that holds these launches
   const DType t = in[0]->dtype();
   if (auto u = unary_of(n.kind)) {
-    UnaryArgs a;
-    a.op = *u;
-    if (n.kind == OpKind::Gelu && n.attr<GeluAttrs>().tanh_approx) a.op = UnaryOp::GeluTanh;
-    if (n.kind == OpKind::HardSigmoid || n.kind == OpKind::LeakyRelu || n.kind == OpKind::Elu ||
-        n.kind == OpKind::Selu || n.kind == OpKind::Celu || n.kind == OpKind::ThresholdedRelu) {
-      a.alpha = float(n.attr<ScalarAttrs>().alpha);
-      a.beta = float(n.attr<ScalarAttrs>().beta);
-    }
-    if (n.kind == OpKind::Clip) {
-      a.alpha = float(n.attr<ClipAttrs>().min);
-      a.beta = float(n.attr<ClipAttrs>().max);
-    }
-    if (n.kind == OpKind::IsInf) {
-      a.neg = n.attr<IsInfAttrs>().detect_negative;
-      a.pos = n.attr<IsInfAttrs>().detect_positive;
-    }
+    const UnaryArgs a = unary_args(n, *u);
     const int64_t count = in[0]->numel();
     const ET et = *et_of(t);
     return [np, a, et, count](const LaunchCtx& c, void* const* b) {
@@ -203,6 +261,15 @@ Launch lower(const Node& n, const std::vector<const Shape*>& in, const std::vect
     };
   }
   switch (n.kind) {
+    case OpKind::FusedElementwise: {
+      const FusedArgs a = *fused_program(n, in, out[0].static_dims());
+      const int n_in = int(in.size());
+      return [np, a, n_in](const LaunchCtx& c, void* const* b) {
+        FusedPtrs p;
+        for (int k = 0; k < n_in; ++k) p.in[k] = static_cast<const float*>(b[k]);
+        check(fused_f32(a, p, static_cast<float*>(b[n_in]), c.stream), "fused_elementwise kernel", *np);
+      };
+    }
     case OpKind::Where: {
       const auto od = out[0].static_dims();
       const Iter it = iter_of(od);
