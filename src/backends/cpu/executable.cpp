@@ -246,8 +246,12 @@ Executable::Executable(std::shared_ptr<const Program> program, int threads, std:
       ctx_(std::make_unique<std::array<RunCtx, 2>>()) {
   const opt::MemoryPlan& mem = program_->plan.memory;
   arena_ = Arena(mem.arena_bytes, std::max<int64_t>(mem.alignment, 64));
+  // Constants are read in place from the graph's blobs (which the program keeps): their
+  // arena pages are never touched, so a model's initializers are not held twice. Kernels
+  // only read them (nothing writes a constant: in-place ops take graph inputs only).
   for (const auto& c : program_->constants)
-    std::memcpy(arena_.data() + c.where.offset, c.bytes.data(), c.bytes.size());
+    if (c.bytes.size())
+      remaps_.push_back(Remap{c.where.offset, c.where.offset + int64_t(c.bytes.size()), const_cast<uint8_t*>(c.bytes.data())});
   (*ctx_)[0].pool = pool_.get();
   (*ctx_)[1].pool = pool_.get();
   ptrs_.resize(program_->bufs.size());
@@ -263,10 +267,21 @@ std::unique_ptr<Executable> Executable::clone() const {
   std::unique_ptr<Executable> c(new Executable(program_, threads(), weights_->copy()));
   c->remaps_ = remaps_;
   c->resolve();
-  // Inputs (and handle state kept in input slots) carry over; constants are already
-  // written; scratch is recomputed by the next run.
-  for (const auto& [b, e] : program_->plan.memory.persistent)
-    std::memcpy(c->arena_.data() + b, arena_.data() + b, size_t(e - b));
+  // Inputs (and handle state kept in input slots) carry over; constants are read in place
+  // (the remaps); scratch is recomputed by the next run.
+  std::vector<std::pair<int64_t, int64_t>> consts;
+  for (const auto& k : program_->constants)
+    if (k.bytes.size()) consts.emplace_back(k.where.offset, k.where.offset + int64_t(k.bytes.size()));
+  std::sort(consts.begin(), consts.end());
+  for (const auto& [b, e] : program_->plan.memory.persistent) {
+    int64_t at = b;
+    for (const auto& [cb, ce] : consts) {  // the persistent range minus the constants in it
+      if (ce <= at || cb >= e) continue;
+      if (cb > at) std::memcpy(c->arena_.data() + at, arena_.data() + at, size_t(cb - at));
+      at = std::max(at, ce);
+    }
+    if (e > at) std::memcpy(c->arena_.data() + at, arena_.data() + at, size_t(e - at));
+  }
   *c->ctx_ = *ctx_;
   (*c->ctx_)[0].pool = (*c->ctx_)[1].pool = c->pool_.get();
   c->poison_ = poison_;

@@ -1,10 +1,14 @@
 // Loading: protobuf parse with raised limits, structural checks, value infos, and the
 // import with declared shapes.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <filesystem>
-#include <fstream>
 #include <limits>
 
 #include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
 
 #include "io/onnx/importer.h"
 #include "io/onnx/ops_table.h"
@@ -47,16 +51,11 @@ void check_graph(const pb::GraphProto& g, const std::string& path, int depth) {
   }
 }
 
-}  // namespace
-
-std::shared_ptr<ModelSource> parse_model(const void* data, size_t size, const std::string& name,
-                                         const std::string& base_dir) {
+std::shared_ptr<ModelSource> parse_stream(google::protobuf::io::CodedInputStream& in, const std::string& name,
+                                          const std::string& base_dir) {
   auto src = std::make_shared<ModelSource>();
   src->path = name;
   src->base_dir = base_dir;
-  if (size > size_t(std::numeric_limits<int>::max()))
-    fail(ErrorCategory::Parse, name, ": model of ", size, " bytes exceeds the 2 GiB protobuf limit (use external data)");
-  google::protobuf::io::CodedInputStream in(static_cast<const uint8_t*>(data), int(size));
   in.SetTotalBytesLimit(std::numeric_limits<int>::max());
   in.SetRecursionLimit(1000);
   if (!src->model.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
@@ -76,13 +75,41 @@ std::shared_ptr<ModelSource> parse_model(const void* data, size_t size, const st
   return src;
 }
 
+void check_size(uint64_t size, const std::string& name) {
+  if (size > uint64_t(std::numeric_limits<int>::max()))
+    fail(ErrorCategory::Parse, name, ": model of ", size, " bytes exceeds the 2 GiB protobuf limit (use external data)");
+}
+
+}  // namespace
+
+std::shared_ptr<ModelSource> parse_model(const void* data, size_t size, const std::string& name,
+                                         const std::string& base_dir) {
+  check_size(size, name);
+  google::protobuf::io::CodedInputStream in(static_cast<const uint8_t*>(data), int(size));
+  return parse_stream(in, name, base_dir);
+}
+
+// Parsed straight from the file descriptor through protobuf's buffered stream: no copy of
+// the whole file in memory next to the message it becomes (for a model of large
+// initializers that copy was the peak of the process).
 std::shared_ptr<ModelSource> parse_model_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) fail(ErrorCategory::Io, "cannot open ONNX model '", path, "'");
-  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  if (f.bad()) fail(ErrorCategory::Io, "cannot read ONNX model '", path, "'");
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  return parse_model(bytes.data(), bytes.size(), path, dir);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail(ErrorCategory::Io, "cannot open ONNX model '", path, "'");
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) fail(ErrorCategory::Io, "cannot read ONNX model '", path, "'");
+  check_size(uint64_t(st.st_size), path);
+  google::protobuf::io::FileInputStream file(fd);
+  std::shared_ptr<ModelSource> src;
+  {
+    google::protobuf::io::CodedInputStream in(&file);
+    src = parse_stream(in, path, std::filesystem::path(path).parent_path().string());
+  }
+  if (file.GetErrno() != 0) fail(ErrorCategory::Io, "cannot read ONNX model '", path, "'");
+  return src;
 }
 
 OnnxModel make_model(std::shared_ptr<ModelSource> src, const ImportOptions& opts) {

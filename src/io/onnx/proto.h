@@ -1,8 +1,15 @@
 // Internal: the ONNX protobuf types (Debian's libonnx-dev) and the parsed model.
 // `pb` names the protobuf namespace so it never clashes with rlx::onnx.
 #pragma once
+#include <cstdint>
 #include <map>
+#include <mutex>
 #include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "rlx/attrs.h"
+#include "rlx/dtype.h"
 
 // Debian's libonnx-dev is built with ONNX_ML; the rlx_onnx target defines these too.
 #ifndef ONNX_ML
@@ -18,6 +25,17 @@ namespace pb = ::onnx;
 namespace rlx::onnx {
 
 struct ModelSource {
+  // Initializers as imported (carried dtype and bytes), decoded once and shared by every
+  // import of the model (each input-shape specialization); their data is then dropped from
+  // `model`, so a model's weights are held once, not once in the message and once per graph.
+  struct Initializer {
+    DType dtype = DType::F32;
+    std::vector<int64_t> dims;
+    Blob bytes;
+  };
+  mutable std::mutex init_mu;
+  mutable std::unordered_map<const pb::TensorProto*, Initializer> initializers;
+
   pb::ModelProto model;
   std::string path;      // for messages
   std::string base_dir;  // external data files are resolved (and confined) here
