@@ -97,7 +97,7 @@ class Encoder(nn.Module):
                 nn.init.zeros_(m.bias)
 
     def forward(self, input_ids, attention_mask):
-        positions = torch.arange(input_ids.shape[1]).unsqueeze(0)
+        positions = torch.arange(input_ids.shape[1], device=input_ids.device).unsqueeze(0)
         x = self.word(input_ids) + self.pos(positions) + self.token_type(torch.zeros_like(input_ids))
         x = self.norm(x)
         add_mask = (1.0 - attention_mask[:, None, None, :].to(x.dtype)) * -10000.0

@@ -19,6 +19,7 @@ const std::vector<Command>& commands() {
     {
       Command c{"check", "parse, verify and compile a model; print the dispatch report, pass log and memory plan",
                 "FILE [options]", 1, 1, compile_option_specs(), &cmd_check};
+      c.options.push_back({"--device", "cpu|cuda", "the backend to compile for (default cpu)", false});
       t.push_back(std::move(c));
     }
     {
@@ -28,7 +29,8 @@ const std::vector<Command>& commands() {
       c.options.insert(c.options.begin(),
                        {{"--input", "NAME=FILE.npy", "feed input NAME from FILE.npy", true},
                         {"--param", "NAME=FILE.npy", "set param NAME from FILE.npy", true},
-                        {"--output-dir", "DIR", "directory for the outputs (created if missing)", false}});
+                        {"--output-dir", "DIR", "directory for the outputs (created if missing)", false},
+                        {"--device", "cpu|cuda", "the backend (default cpu)", false}});
       t.push_back(std::move(c));
     }
     {

@@ -186,6 +186,7 @@ int cmd_bench(const Args& args) {
   const int runs = int(positive_int(args.get("--runs", "50"), "--runs", 1));
   const int warmup = int(positive_int(args.get("--warmup", "3"), "--warmup", 0));
   const CompileOptions opts = compile_options_from(args);
+  const Device device = device_named(args.get("--device", "cpu"), "--device");
   Timing t;
   int threads = 0;
 
@@ -201,12 +202,14 @@ int cmd_bench(const Args& args) {
       if (!v.is_tensor) fail(ErrorCategory::Unsupported, "'", path, "': input '", v.name, "' is not a tensor");
       decls.push_back({v.name, v.dtype, v.dims, v.dim_params});
     }
-    onnx::OnnxRunner runner(std::move(model), Session(Device::Cpu, opts));
+    onnx::OnnxRunner runner(std::move(model), Session(device, opts));
     const std::map<std::string, TypedTensor> inputs = gather_inputs(args, decls, opts);
     t = measure([&] { runner.run(inputs); }, [&] { runner.run(inputs); }, warmup, runs);
     // As Session resolves it (asking the runner would compile again for by-value inputs).
     const CompileOptions effective = apply_env(opts);
-    threads = effective.threads > 0 ? effective.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+    threads = device != Device::Cpu ? 1
+              : effective.threads > 0 ? effective.threads
+                                      : int(std::max(1u, std::thread::hardware_concurrency()));
 #endif
   } else {
     CompileOptions loaded = opts;  // what the loader leaves to bind
@@ -240,7 +243,7 @@ int cmd_bench(const Args& args) {
     }
     CompiledGraph net;
     t = measure([&] {
-          net = Session(Device::Cpu, bound).compile(g);
+          net = Session(device, bound).compile(g);
           set_params_from_args(net, args);
           net.run_typed(inputs);
         },
@@ -258,6 +261,7 @@ Command bench_command() {
   c.options.insert(c.options.begin(),
                    {{"--input", "NAME=FILE.npy", "feed input NAME from FILE.npy", true},
                     {"--param", "NAME=FILE.npy", "set param NAME from FILE.npy (.rlx models)", true},
+                    {"--device", "cpu|cuda", "the backend (default cpu; times on cuda include the input and output copies)", false},
                     {"--shape", "NAME=D0,D1,...", "dims of a generated input ('scalar' for rank 0)", true},
                     {"--runs", "N", "timed runs (default 50)", false},
                     {"--warmup", "N", "untimed runs after the first (default 3)", false},

@@ -28,7 +28,7 @@ int cmd_check(const Args& args) {
   Graph g = load_model(path, opts);  // drops the bindings an importer used up
   verify_graph(g);
   std::cout << "graph '" << g.name() << "': " << g.nodes().size() << " nodes, verified\n";
-  CompiledGraph net = Session(Device::Cpu, opts).compile(g);
+  CompiledGraph net = Session(device_named(args.get("--device", "cpu"), "--device"), opts).compile(g);
   const CompileReport& r = net.report();
   std::cout << "inputs: " << leaf_list(net, net.input_names(), true) << "\n";
   std::string outs;

@@ -35,13 +35,14 @@ int cmd_run(const Args& args) {
     if (inputs.count(name)) throw UsageError("--input '" + name + "' given twice");
     inputs[name] = runtime::read_npy(file);
   }
+  const Device device = device_named(args.get("--device", "cpu"), "--device");
   std::vector<TypedTensor> outs;
   std::vector<std::string> names, types;
   if (std::filesystem::path(path).extension() == ".onnx") {
 #ifdef RLX_HAVE_ONNX
     // ONNX models may have symbolic dims: the runner compiles per concrete input shapes.
     if (args.has("--param")) throw UsageError("--param is not supported for .onnx models (weights come from the file)");
-    onnx::OnnxRunner runner(onnx::load_onnx(path), Session(Device::Cpu, compile_options_from(args)));
+    onnx::OnnxRunner runner(onnx::load_onnx(path), Session(device, compile_options_from(args)));
     outs = runner.run(inputs);
     for (size_t i = 0; i < outs.size(); ++i) {
       names.push_back(runner.model().outputs.at(i).name);
@@ -53,7 +54,7 @@ int cmd_run(const Args& args) {
   } else {
     CompileOptions opts = compile_options_from(args);
     Graph g = load_model(path, opts);
-    CompiledGraph net = Session(Device::Cpu, opts).compile(g);
+    CompiledGraph net = Session(device, opts).compile(g);
     set_params_from_args(net, args);
     outs = net.run_typed(inputs);
     names = net.output_names();

@@ -284,6 +284,7 @@ class CudaExecutable final : public backend::Executable {
     b.set_workspace(blas_, blas_ws_->p, blas_ws_->bytes);
     b.set_pointer_mode(blas_, CUBLAS_POINTER_MODE_HOST);
     arena_ = std::make_unique<DeviceMem>(size_t(std::max<int64_t>(prog_->plan.memory.arena_bytes, 1)));
+    if (prog_->scratch_bytes) scratch_ = std::make_unique<DeviceMem>(prog_->scratch_bytes);  // im2col columns
     ok(cudaMemsetAsync(arena_->p, 0, arena_->bytes, stream_), "arena");
     err_ = std::make_unique<DeviceMem>(2 * sizeof(int));
     ok(cudaMemsetAsync(err_->p, 0, err_->bytes, stream_), "error record");
@@ -309,7 +310,7 @@ class CudaExecutable final : public backend::Executable {
     if (poison_)
       for (const auto& [b, e] : prog_->plan.memory.scratch)
         if (e > b) ok(cudaMemsetAsync(static_cast<uint8_t*>(arena_->p) + b, 0xFF, size_t(e - b), stream_), "poison");
-    LaunchCtx ctx{stream_, blas_, static_cast<int*>(err_->p), 0};
+    LaunchCtx ctx{stream_, blas_, static_cast<int*>(err_->p), 0, scratch_ ? scratch_->p : nullptr};
     for (size_t i = 0; i < prog_->steps.size(); ++i) {
       const Step& s = prog_->steps[i];
       ctx.step = int(i) + 1;
@@ -365,7 +366,7 @@ class CudaExecutable final : public backend::Executable {
       events_.push_back(e);
     }
     const auto t0 = std::chrono::steady_clock::now();
-    LaunchCtx ctx{stream_, blas_, static_cast<int*>(err_->p), 0};
+    LaunchCtx ctx{stream_, blas_, static_cast<int*>(err_->p), 0, scratch_ ? scratch_->p : nullptr};
     ok(cudaEventRecord(events_[0], stream_), "profile event");
     for (size_t i = 0; i < n; ++i) {
       ctx.step = int(i) + 1;
@@ -426,7 +427,7 @@ class CudaExecutable final : public backend::Executable {
 
   std::shared_ptr<const Program> prog_;
   std::shared_ptr<Weights> weights_;
-  std::unique_ptr<DeviceMem> arena_, err_, blas_ws_;
+  std::unique_ptr<DeviceMem> arena_, err_, blas_ws_, scratch_;
   std::vector<uint8_t*> param_ptr_;
   std::vector<void*> ptrs_;
   cudaStream_t stream_ = nullptr;

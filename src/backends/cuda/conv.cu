@@ -1,8 +1,8 @@
-// Spatial and index kernels of the CUDA backend: direct NCHW convolution and pooling (one
-// thread per output element, f32 accumulation over input channel, kernel row, column),
-// pad, and argmax / argmin. Direct convolution is correct for
-// every shape the op takes but not tuned: no shared-memory tiling, no tensor cores
-// (implicit GEMM / cuDNN is the next step for real CNNs).
+// Spatial and index kernels of the CUDA backend: convolution (group 1: im2col into the
+// executable's scratch, then cuBLAS SGEMM per chunk of images, lower_compute.cpp; grouped and
+// depthwise: direct, one thread per output element, f32 accumulation over input channel,
+// kernel row, column), pooling, pad, and argmax / argmin. Not yet: implicit GEMM without the
+// col buffer, tensor cores (TF32 / f16), fused activations.
 #include <cstdint>
 
 #include "backends/cuda/device_util.cuh"
@@ -15,6 +15,22 @@ using dev::Elem;
 using dev::offset_of;
 
 using dev::grid_for;
+
+// col[i][k][p], k = (ci * kh + ky) * kw + kx, p = oy * ow + ox, for image n0 + i.
+__global__ void im2col_kernel(ConvArgs a, const float* x, int64_t n0, int64_t images, float* col) {
+  const int64_t P = a.oh * a.ow, K = a.c * a.kh * a.kw, total = images * K * P;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t p = i % P, k = (i / P) % K, img = i / (P * K);
+    const int64_t ox = p % a.ow, oy = p / a.ow, kx = k % a.kw, ky = (k / a.kw) % a.kh, ci = k / (a.kw * a.kh);
+    const int64_t iy = oy * a.sh - a.pt + ky * a.dh, ix = ox * a.sw - a.pl + kx * a.dw;
+    col[i] = (iy >= 0 && iy < a.h && ix >= 0 && ix < a.w) ? x[(((n0 + img) * a.c + ci) * a.h + iy) * a.w + ix] : 0.0f;
+  }
+}
+
+__global__ void channel_bias_kernel(const float* bias, float* y, int64_t cout, int64_t p, int64_t total) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x)
+    y[i] += bias[(i / p) % cout];
+}
 
 __global__ void conv2d_kernel(ConvArgs a, const float* x, const float* w, const float* bias, float* y) {
   const int64_t total = a.n * a.cout * a.oh * a.ow;
@@ -179,6 +195,20 @@ cudaError_t conv2d(const ConvArgs& a, const float* x, const float* wt, const flo
   const int64_t total = a.n * a.cout * a.oh * a.ow;
   if (total == 0) return cudaSuccess;
   conv2d_kernel<<<grid_for(total, 128), 128, 0, s>>>(a, x, wt, bias, y);
+  return cudaGetLastError();
+}
+
+cudaError_t im2col(const ConvArgs& a, const float* x, int64_t n0, int64_t images, float* col, cudaStream_t s) {
+  const int64_t total = images * a.c * a.kh * a.kw * a.oh * a.ow;
+  if (total == 0) return cudaSuccess;
+  im2col_kernel<<<grid_for(total, 256), 256, 0, s>>>(a, x, n0, images, col);
+  return cudaGetLastError();
+}
+
+cudaError_t add_channel_bias(const float* bias, float* y, int64_t n, int64_t cout, int64_t p, cudaStream_t s) {
+  const int64_t total = n * cout * p;
+  if (total == 0) return cudaSuccess;
+  channel_bias_kernel<<<grid_for(total, 256), 256, 0, s>>>(bias, y, cout, p, total);
   return cudaGetLastError();
 }
 

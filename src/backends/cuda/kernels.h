@@ -98,6 +98,11 @@ struct ConvArgs {
   int64_t n, c, h, w, cout, kh, kw, oh, ow, sh, sw, pt, pl, dh, dw, group;
 };
 cudaError_t conv2d(const ConvArgs& a, const float* x, const float* wt, const float* bias, float* y, cudaStream_t s);
+// The GEMM form of a group-1 convolution: col [images, c*kh*kw, oh*ow] of images [n0, n0 +
+// images) (zeros where the window leaves the input), for y[n] = W [cout, c*kh*kw] col[n].
+cudaError_t im2col(const ConvArgs& a, const float* x, int64_t n0, int64_t images, float* col, cudaStream_t s);
+// y [n, cout, p] += bias[cout].
+cudaError_t add_channel_bias(const float* bias, float* y, int64_t n, int64_t cout, int64_t p, cudaStream_t s);
 struct PoolArgs {
   bool is_max = true, count_include_pad = false;
   int64_t planes, h, w, oh, ow, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw;

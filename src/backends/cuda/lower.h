@@ -19,6 +19,7 @@ struct LaunchCtx {
   cublasHandle_t blas = nullptr;
   int* err = nullptr;  // device error record (kernels.h)
   int step = 0;        // 1-based schedule step of the node (named in a device error)
+  void* scratch = nullptr;  // the executable's scratch (Program::scratch_bytes), one step at a time
 };
 using Launch = std::function<void(const LaunchCtx& ctx, void* const* bufs)>;
 
@@ -26,6 +27,8 @@ using Launch = std::function<void(const LaunchCtx& ctx, void* const* bufs)>;
 bool supports(const Node& node, const std::vector<const Shape*>& in);
 // The node's launch; Error(Unsupported) naming the node when supports() is false.
 Launch lower(const Node& node, const std::vector<const Shape*>& in, const std::vector<Shape>& out);
+// Bytes of LaunchCtx::scratch the node's launch uses (0 for most).
+size_t scratch_need(const Node& node, const std::vector<const Shape*>& in, const std::vector<Shape>& out);
 
 // Throws Error naming `what` (a kernel or call) and the node when `e` is an error.
 void check(cudaError_t e, const char* what, const Node& node);

@@ -61,6 +61,13 @@ MatMulShape matmul_shape(const Shape& a, const Shape& b) {
   s.simple = (an == 1 || whole(ab, an)) && (bn == 1 || whole(bb, bn));
   s.sa = an == 1 ? 0 : s.m * s.k;
   s.sb = bn == 1 ? 0 : s.k * s.n;
+  if (bn == 1 && an > 1) {  // one B for a batch of contiguous A: one product of an*m rows (a weight)
+    s.m *= an;
+    s.batch = 1;
+    s.it = iter_of({});
+    s.sa = 0;
+    s.simple = true;
+  }
   return s;
 }
 
@@ -83,7 +90,29 @@ uint64_t fill_bits(DType t, double v) {
   return bits;
 }
 
+ConvArgs conv_args(const Node& n, const std::vector<const Shape*>& in, const std::vector<Shape>& out) {
+  const auto& at = n.attr<ConvAttrs>();
+  const auto xd = in[0]->static_dims(), wd = in[1]->static_dims(), od = out[0].static_dims();
+  return ConvArgs{xd[0], xd[1], xd[2], xd[3], wd[0], wd[2], wd[3], od[2], od[3], at.strides[0], at.strides[1],
+                  at.pads[0], at.pads[1], at.dilations[0], at.dilations[1], at.group};
+}
+bool conv_is_pointwise(const ConvArgs& a) {
+  return a.kh == 1 && a.kw == 1 && a.sh == 1 && a.sw == 1 && a.pt == 0 && a.pl == 0 && a.oh == a.h && a.ow == a.w;
+}
+// Images per im2col chunk: as many as fit in 64 MiB of col, at least one.
+int64_t conv_chunk(const ConvArgs& a) {
+  const int64_t per_image = a.c * a.kh * a.kw * a.oh * a.ow * int64_t(sizeof(float));
+  return std::clamp<int64_t>((int64_t(64) << 20) / std::max<int64_t>(per_image, 1), 1, std::max<int64_t>(a.n, 1));
+}
+
 }  // namespace
+
+size_t scratch_need(const Node& n, const std::vector<const Shape*>& in, const std::vector<Shape>& out) {
+  if (n.kind != OpKind::Conv2d || !supports(n, in)) return 0;
+  const ConvArgs a = conv_args(n, in, out);
+  if (a.group != 1 || conv_is_pointwise(a)) return 0;
+  return size_t(conv_chunk(a) * a.c * a.kh * a.kw * a.oh * a.ow) * sizeof(float);
+}
 
 Launch lower_compute(const Node& n, const std::vector<const Shape*>& in, const std::vector<Shape>& out) {
   const Node* np = &n;
@@ -192,12 +221,36 @@ Launch lower_compute(const Node& n, const std::vector<const Shape*>& in, const s
       };
     }
     case OpKind::Conv2d: {
-      const auto& at = n.attr<ConvAttrs>();
-      const auto xd = in[0]->static_dims(), wd = in[1]->static_dims(), od = out[0].static_dims();
-      ConvArgs a{xd[0], xd[1], xd[2], xd[3], wd[0], wd[2], wd[3], od[2], od[3], at.strides[0], at.strides[1],
-                 at.pads[0], at.pads[1], at.dilations[0], at.dilations[1], at.group};
+      const ConvArgs a = conv_args(n, in, out);
       const bool has_bias = in.size() > 2 && in[2];
       const int nin = int(in.size());
+      if (a.group == 1) {
+        // y[img] [cout, P] = W [cout, K] col[img] [K, P]; column-major: y^T = col^T W^T, one
+        // strided-batched SGEMM per chunk of images (a 1x1 stride-1 convolution reads x as col).
+        const int64_t K = a.c * a.kh * a.kw, P = a.oh * a.ow;
+        const bool direct = conv_is_pointwise(a);
+        const int64_t chunk = direct ? a.n : conv_chunk(a);
+        return [np, a, has_bias, nin, K, P, direct, chunk](const LaunchCtx& c, void* const* b) {
+          const float one = 1.0f, zero = 0.0f;
+          const float* x = static_cast<const float*>(b[0]);
+          const float* w = static_cast<const float*>(b[1]);
+          float* y = static_cast<float*>(b[nin]);
+          for (int64_t n0 = 0; n0 < a.n; n0 += chunk) {
+            const int64_t imgs = std::min(chunk, a.n - n0);
+            const float* col = x + n0 * K * P;
+            if (!direct) {
+              check(im2col(a, x, n0, imgs, static_cast<float*>(c.scratch), c.stream), "im2col kernel", *np);
+              col = static_cast<const float*>(c.scratch);
+            }
+            check_blas(blas().sgemm_strided_batched(c.blas, CUBLAS_OP_N, CUBLAS_OP_N, int(P), int(a.cout), int(K), &one,
+                                                    col, int(P), K * P, w, int(K), 0, &zero, y + n0 * a.cout * P,
+                                                    int(P), a.cout * P, int(imgs)),
+                       "conv sgemm", *np);
+          }
+          if (has_bias)
+            check(add_channel_bias(static_cast<const float*>(b[2]), y, a.n, a.cout, P, c.stream), "bias kernel", *np);
+        };
+      }
       return [np, a, has_bias, nin](const LaunchCtx& c, void* const* b) {
         check(conv2d(a, static_cast<const float*>(b[0]), static_cast<const float*>(b[1]),
                      has_bias ? static_cast<const float*>(b[2]) : nullptr, static_cast<float*>(b[nin]), c.stream),

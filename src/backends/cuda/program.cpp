@@ -1,5 +1,6 @@
 #include "backends/cuda/program.h"
 
+#include <algorithm>
 #include <set>
 #include <utility>
 
@@ -91,6 +92,7 @@ std::shared_ptr<Program> compile_program(opt::Plan plan) {
     for (const Value& v : n.inputs) in.push_back(v.valid() ? &g.type(v) : nullptr);
     Step st;
     st.fn = lower(n, in, n.outputs);
+    prog->scratch_bytes = std::max(prog->scratch_bytes, scratch_need(n, in, n.outputs));
     st.node = int32_t(i);
     st.first = uint32_t(prog->refs.size());
     for (const Value& v : n.inputs) prog->refs.push_back(v.valid() ? prog->values[size_t(v.node)][size_t(v.out)] : Ref{});

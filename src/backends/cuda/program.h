@@ -44,6 +44,7 @@ struct Program {
     Blob bytes;
   };
   std::vector<Constant> constants;
+  size_t scratch_bytes = 0;  // the largest scratch_need of a step
 };
 
 // Error(Unsupported) naming the node when no CUDA kernel runs it; Error(Internal) when the
