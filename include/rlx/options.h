@@ -20,6 +20,7 @@ struct CompileOptions {
   int threads = 0;                 // 0: hardware concurrency (RLX_THREADS overrides)
   bool fuse_elementwise = true;    // pass fuse-elementwise
   bool fuse_matmul_epilogue = true;  // pass fuse-matmul-epilogue
+  bool fuse_norms = true;          // pass fuse-norms (decomposed layer norms -> layer_norm)
   bool constant_fold = true;
   bool cse = true;
   bool simplify = true;

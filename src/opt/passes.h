@@ -12,6 +12,7 @@ Graph constant_fold(const Graph& g, const ConstEvaluator& eval);     // constant
 Graph cse(const Graph& g);                                           // cse
 Graph simplify(const Graph& g);                                      // simplify (algebraic)
 Graph fuse_matmul_epilogue(const Graph& g, std::string* report);     // fuse-matmul-epilogue
+Graph fuse_norms(const Graph& g, std::string* report);               // fuse-norms
 Graph fuse_elementwise(const Graph& g, std::string* report);         // fuse-elementwise
 // legalize: decomposes nodes the backend does not claim; throws Error(Unsupported) listing
 // every node that has no native kernel and no decomposition. Fills the dispatch report.

@@ -77,6 +77,7 @@ Plan compile_pipeline(const Graph& g, const PipelineContext& ctx) {
   if (o.cse) r.step("cse", cse);
   if (o.simplify) r.step("simplify", simplify);
   Plan plan;
+  if (o.fuse_norms) r.step("fuse-norms", [&](const Graph& x) { return fuse_norms(x, &plan.fusion_report); });
   if (o.fuse_matmul_epilogue)
     r.step("fuse-matmul-epilogue", [&](const Graph& x) { return fuse_matmul_epilogue(x, &plan.fusion_report); });
   if (o.fuse_elementwise)

@@ -18,7 +18,7 @@ const std::vector<EnvVar>& env_registry() {
   static const std::vector<EnvVar> vars = {
       {"RLX_THREADS", "worker threads for CPU kernels (a positive integer; overrides CompileOptions::threads)"},
       {"RLX_PRECISION", "compute precision policy: f32, f16 or bf16 (overrides CompileOptions::precision)"},
-      {"RLX_FUSE", "0 turns off the fusion passes fuse-elementwise and fuse-matmul-epilogue (1 turns them on)"},
+      {"RLX_FUSE", "0 turns off the fusion passes fuse-norms, fuse-elementwise and fuse-matmul-epilogue (1 turns them on)"},
       {"RLX_DISPATCH_REPORT", "1 prints the dispatch report (per op kind: native, decomposed, unsupported) to stderr at compile"},
       {"RLX_ARENA_REPORT", "1 prints the memory plan (arena bytes vs lower bound, top buffers) to stderr at compile"},
       {"RLX_VERIFY", "1 verifies the graph after every pass and the memory plan, and poisons scratch memory before each run"},
@@ -90,6 +90,7 @@ CompileOptions apply_env(CompileOptions opts) {
     bool on = parse_flag("RLX_FUSE", v);
     opts.fuse_elementwise = on;
     opts.fuse_matmul_epilogue = on;
+    opts.fuse_norms = on;
   }
   if (const char* v = env("RLX_DISPATCH_REPORT")) opts.dispatch_report = parse_flag("RLX_DISPATCH_REPORT", v);
   if (const char* v = env("RLX_ARENA_REPORT")) opts.arena_report = parse_flag("RLX_ARENA_REPORT", v);

@@ -91,6 +91,7 @@ graph main {
             "constant-fold: 16 -> 15 nodes\n"
             "cse: 15 -> 14 nodes\n"
             "simplify: 14 -> 12 nodes\n"
+            "fuse-norms: 12 -> 12 nodes\n"
             "fuse-matmul-epilogue: 12 -> 10 nodes\n"
             "fuse-elementwise: 10 -> 7 nodes\n"
             "legalize: 7 -> 14 nodes\n"
@@ -151,6 +152,7 @@ TEST(Pipeline, SwitchesTurnPassesOff) {
   ctx.options.simplify = false;
   ctx.options.fuse_elementwise = false;
   ctx.options.fuse_matmul_epilogue = false;
+  ctx.options.fuse_norms = false;
   ctx.claims.supports = nullptr;  // everything native
   Plan plan = compile_pipeline(parse(kModel), ctx);
   std::string last;

@@ -27,6 +27,7 @@ TEST(Env, UnsetChangesNothing) {
   EXPECT_EQ(r.threads, 5);
   EXPECT_FALSE(r.fuse_elementwise);
   EXPECT_TRUE(r.fuse_matmul_epilogue);
+  EXPECT_TRUE(r.fuse_norms);
   EXPECT_FALSE(r.dispatch_report);
 }
 
@@ -38,6 +39,7 @@ TEST(Env, OverridesOptions) {
   EXPECT_EQ(r.precision, Precision::BF16);
   EXPECT_FALSE(r.fuse_elementwise);
   EXPECT_FALSE(r.fuse_matmul_epilogue);
+  EXPECT_FALSE(r.fuse_norms);
   EXPECT_TRUE(r.dispatch_report);
   EXPECT_TRUE(r.arena_report);
   EXPECT_TRUE(r.verify_each_pass);
