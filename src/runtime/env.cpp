@@ -23,7 +23,7 @@ const std::vector<EnvVar>& env_registry() {
       {"RLX_ARENA_REPORT", "1 prints the memory plan (arena bytes vs lower bound, top buffers) to stderr at compile"},
       {"RLX_VERIFY", "1 verifies the graph after every pass and the memory plan, and poisons scratch memory before each run"},
       {"RLX_MAX_ARENA_BYTES", "cap in bytes on the activation arena and on the weights segment, each (suffixes K, M, G; overrides CompileOptions::max_arena_bytes; default: physical memory)"},
-      {"RLX_PROFILE", "1 makes the CUDA backend time every kernel of every run (eager launches, no graph replay) and print the totals per op kind to stderr when the executable goes"},
+      {"RLX_PROFILE", "1 times every kernel call of every run (CPU; CUDA: eager launches, no graph replay) and prints the totals per op kind to stderr when the executable goes"},
       {"RLX_ISA", "scalar, avx2, avx512 or native (default): the highest instruction set CPU kernels may use (never above what the CPU has)"},
   };
   return vars;

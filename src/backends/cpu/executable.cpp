@@ -1,8 +1,14 @@
 #include "backends/cpu/executable.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <map>
 #include <set>
+#include <string>
+#include <vector>
 #include <string_view>
 #include <utility>
 
@@ -244,6 +250,7 @@ Executable::Executable(std::shared_ptr<const Program> program, int threads, std:
     : program_(std::move(program)),
       pool_(std::make_unique<ThreadPool>(std::max(threads, 1))),
       ctx_(std::make_unique<std::array<RunCtx, 2>>()) {
+  if (const char* v = std::getenv("RLX_PROFILE"); v && std::string(v) == "1") profile_ = std::make_unique<Profile>();
   const opt::MemoryPlan& mem = program_->plan.memory;
   arena_ = Arena(mem.arena_bytes, std::max<int64_t>(mem.alignment, 64));
   // Constants are read in place from the graph's blobs (which the program keeps): their
@@ -259,7 +266,26 @@ Executable::Executable(std::shared_ptr<const Program> program, int threads, std:
   use_weights(std::move(w));
 }
 
-Executable::~Executable() = default;
+Executable::~Executable() {
+  if (!profile_ || !profile_->runs) return;
+  std::map<std::string, std::pair<double, int>> by_op;
+  double total = 0;
+  for (size_t i = 0; i < profile_->time.size(); ++i) {
+    auto& [t, c] = by_op[std::string(op_name(program_->plan.graph.node(program_->thunks[i].node).kind))];
+    t += profile_->time[i];
+    ++c;
+    total += profile_->time[i];
+  }
+  std::vector<std::pair<double, std::string>> rows;
+  for (const auto& [name, tc] : by_op) rows.emplace_back(tc.first, name);
+  std::sort(rows.rbegin(), rows.rend());
+  const double runs = double(profile_->runs);
+  std::fprintf(stderr, "rlx profile (cpu, %d threads): %lld runs of %zu kernel calls; per run %.3f ms in kernels\n",
+               threads(), static_cast<long long>(profile_->runs), thunks_.size(), total / runs);
+  for (const auto& [t, name] : rows)
+    std::fprintf(stderr, "  %-20s %9.3f ms per run  %6.1f%%  (%d calls per run)\n", name.c_str(), t / runs,
+                 100 * t / std::max(total, 1e-12), by_op.at(name).second);
+}
 
 int Executable::threads() const { return pool_->size(); }
 
@@ -326,9 +352,20 @@ void Executable::run() {
     for (const auto& [b, e] : program_->plan.memory.scratch) std::memset(arena_.data() + b, 0xFF, size_t(e - b));
   size_t i = 0;
   try {
-    for (; i < thunks_.size(); ++i) {
-      const Resolved& t = thunks_[i];
-      t.fn(*t.ctx, t.cfg, t.bufs);
+    if (profile_) {
+      profile_->time.resize(thunks_.size());
+      for (; i < thunks_.size(); ++i) {
+        const Resolved& t = thunks_[i];
+        const auto t0 = std::chrono::steady_clock::now();
+        t.fn(*t.ctx, t.cfg, t.bufs);
+        profile_->time[i] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      }
+      ++profile_->runs;
+    } else {
+      for (; i < thunks_.size(); ++i) {
+        const Resolved& t = thunks_[i];
+        t.fn(*t.ctx, t.cfg, t.bufs);
+      }
     }
   } catch (const Error& e) {
     const Node& n = program_->plan.graph.node(program_->thunks[i].node);

@@ -197,6 +197,12 @@ class Executable {
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<std::array<RunCtx, 2>> ctx_;  // [0]: full runs, [1]: active extent
   bool poison_ = false;
+  // RLX_PROFILE=1: milliseconds per thunk summed over the runs, printed per op kind at the end.
+  struct Profile {
+    std::vector<double> time;
+    int64_t runs = 0;
+  };
+  std::unique_ptr<Profile> profile_;
 };
 
 }  // namespace rlx::cpu
