@@ -121,6 +121,10 @@ TEST(Conv2d, GroupsAndDepthwise) {
   check_conv({2, 4, 9, 9, 8, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 4});    // depthwise, multiplier 2
   check_conv({1, 5, 8, 9, 5, 5, 5, {1, 2}, {2, 2, 2, 2}, {2, 1}, 5, false});
   check_conv({1, 1, 9, 9, 6, 3, 3, {1, 1}, {1, 1, 1, 1}});               // one input channel
+  // One input channel with a long strided window (an STFT written as a conv, as Silero VAD
+  // does): the GEMM path, its taps as K.
+  check_conv({1, 1, 1, 200, 10, 1, 64, {1, 32}});
+  check_conv({2, 1, 3, 50, 5, 2, 40, {1, 5}, {0, 3, 1, 2}});
 }
 
 TEST(Conv2d, LargerChannelsCrossBlocks) {

@@ -285,6 +285,18 @@ Executable::~Executable() {
   for (const auto& [t, name] : rows)
     std::fprintf(stderr, "  %-20s %9.3f ms per run  %6.1f%%  (%d calls per run)\n", name.c_str(), t / runs,
                  100 * t / std::max(total, 1e-12), by_op.at(name).second);
+  // The slowest calls, with their operand types: what to look at first.
+  std::vector<size_t> order(profile_->time.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return profile_->time[a] > profile_->time[b]; });
+  const Graph& g = program_->plan.graph;
+  for (size_t r = 0; r < std::min<size_t>(8, order.size()); ++r) {
+    const Node& n = g.node(program_->thunks[order[r]].node);
+    std::string types;
+    for (const Value& v : n.inputs) types += (types.empty() ? "" : ", ") + (v.valid() ? g.type(v).str() : "-");
+    std::fprintf(stderr, "  slowest %zu: %9.3f ms  %s '%s' (%s)\n", r + 1, profile_->time[order[r]] / runs,
+                 std::string(op_name(n.kind)).c_str(), n.name.c_str(), types.c_str());
+  }
 }
 
 int Executable::threads() const { return pool_->size(); }
