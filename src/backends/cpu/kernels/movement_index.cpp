@@ -40,24 +40,65 @@ struct IndexCopy {
     std::memcpy(&fill, &c.fill, E);
     const int64_t rows = c.lead ? c.rows / c.lead * ctx.rows(c.lead) : c.rows;
     auto body = [&](int64_t b, int64_t e) {
-      std::array<int64_t, kMaxDims> idx{};
-      for (int64_t r = b; r < e; ++r) {
-        // Source offset of this output row; -1 when any outer map says fill.
-        int64_t off = c.base, f = r;
-        bool fill_row = c.all_fill;
-        for (int k = c.nd - 1; k >= 0; --k) {
-          idx[k] = f % c.dim[k];
-          f /= c.dim[k];
-          const int64_t s = c.map[k].empty() ? idx[k] : c.map[k][idx[k]];
-          if (s < 0) fill_row = true;
-          off += s * c.stride[k];
+      // The source offset of a row is the sum of one term per outer dim (a fill marker
+      // where that dim's map says fill). The index is decomposed once for the first row
+      // and then counted up, re-evaluating only the dims that carry: short rows (e.g. a
+      // pad that interleaves zeros along a trailing axis of 1) no longer pay a division
+      // per dim per row.
+      std::array<int64_t, kMaxDims> idx{}, term{};
+      std::array<bool, kMaxDims> fills{};
+      int64_t off = c.base;
+      int fill_dims = 0;
+      auto eval = [&](int k) {
+        const int64_t s = c.map[size_t(k)].empty() ? idx[size_t(k)] : c.map[size_t(k)][size_t(idx[size_t(k)])];
+        off -= term[size_t(k)];
+        fill_dims -= fills[size_t(k)] ? 1 : 0;
+        fills[size_t(k)] = s < 0;
+        term[size_t(k)] = s < 0 ? 0 : s * c.stride[size_t(k)];
+        off += term[size_t(k)];
+        fill_dims += fills[size_t(k)] ? 1 : 0;
+      };
+      for (int64_t k = c.nd - 1, f = b; k >= 0; --k) {
+        idx[size_t(k)] = f % c.dim[size_t(k)];
+        f /= c.dim[size_t(k)];
+        eval(int(k));
+      }
+      if (c.nd == 1 && c.map[0].empty() && !c.all_fill && c.inner <= 16) {
+        // One identity outer dim (what merging leaves for a pad or slice of the last
+        // axis): row r reads at base + r * stride; short rows element by element.
+        const int64_t* m = c.inner_map.data();
+        const int64_t n = c.inner, st = c.stride[0];
+        for (int64_t r = b; r < e; ++r) {
+          const T* src = x + c.base + r * st;
+          T* out = y + r * n;
+          for (int64_t j = 0; j < n; ++j) out[j] = m[j] < 0 ? fill : src[m[j]];
         }
+        return;
+      }
+      for (int64_t r = b; r < e; ++r) {
+        if (r > b)
+          for (int k = c.nd - 1; k >= 0; --k) {  // next row: count up with carry
+            if (++idx[size_t(k)] < c.dim[size_t(k)]) {
+              eval(k);
+              break;
+            }
+            idx[size_t(k)] = 0;
+            eval(k);
+          }
+        const bool fill_row = c.all_fill || fill_dims > 0;
         T* out = y + r * c.inner;
         if (fill_row) {
           std::fill(out, out + c.inner, fill);
           continue;
         }
         const T* src = x + off;
+        if (c.inner <= 16) {  // short rows: element loops, no library call per run
+          for (int64_t j = 0; j < c.inner; ++j) {
+            const int64_t s = c.inner_map[size_t(j)];
+            out[j] = s < 0 ? fill : src[s];
+          }
+          continue;
+        }
         for (const Run& run : c.runs) {
           if (run.src < 0) {
             std::fill(out + run.out, out + run.out + run.len, fill);
