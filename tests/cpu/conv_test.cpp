@@ -125,6 +125,9 @@ TEST(Conv2d, GroupsAndDepthwise) {
   // does): the GEMM path, its taps as K.
   check_conv({1, 1, 1, 200, 10, 1, 64, {1, 32}});
   check_conv({2, 1, 3, 50, 5, 2, 40, {1, 5}, {0, 3, 1, 2}});
+  // Few output channels over many input channels at unit stride: the direct kernel.
+  check_conv({1, 24, 21, 21, 1, 2, 2});
+  check_conv({2, 7, 9, 11, 3, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 2}});
 }
 
 TEST(Conv2d, LargerChannelsCrossBlocks) {

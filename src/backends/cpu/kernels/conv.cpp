@@ -29,7 +29,7 @@ struct ConvCfg {
   int64_t oh = 0, ow = 0;
   int64_t sh = 1, sw = 1, pt = 0, pl = 0, dh = 1, dw = 1;
   bool pointwise = false;  // 1x1, stride 1, no padding: the image is B as is
-  bool single_input_channel = false;  // c/group == 1 and the direct kernel is the better one
+  bool direct = false;  // the direct kernel, not the GEMM (see build_conv)
   bool has_bias = false;
   std::vector<int64_t> kx_bounds;  // per kx: [lo, hi) of output columns reading inside the image
   int64_t kx_interior[2] = {0, 0};  // columns inside every kx's [lo, hi)
@@ -293,7 +293,7 @@ void run_conv(const RunCtx& ctx, const void* vcfg, void* const* bufs) {
   const int64_t images = cfg.n;
   if (images == 0 || cfg.cout == 0 || cfg.oh * cfg.ow == 0) return;
   if (cfg.type == DType::F64) return conv_direct<double>(cfg, ctx.pool, x, w, bias, out, images);
-  if (cfg.single_input_channel) {
+  if (cfg.direct) {
     switch (cfg.type) {
       case DType::F16: return conv_direct<F16>(cfg, ctx.pool, x, w, bias, out, images);
       case DType::BF16: return conv_direct<BF16>(cfg, ctx.pool, x, w, bias, out, images);
@@ -342,10 +342,15 @@ KernelCall build_conv(const Node& node, const std::vector<const Shape*>& in, con
     fail(ErrorCategory::Shape, "node '", node.name, "' (conv2d): channels do not match group ", c.group);
   c.pointwise = c.kh == 1 && c.kw == 1 && c.sh == 1 && c.sw == 1 && a.pads == std::vector<int64_t>{0, 0, 0, 0} &&
                 c.oh == c.h && c.ow == c.w;
-  // One input channel per output channel: the direct kernel, except for an ungrouped conv
-  // with long or strided windows (e.g. an STFT as a conv: 1 channel, 256 taps, stride 128),
-  // where the taps are a GEMM's K and the direct kernel would walk them one scalar at a time.
-  c.single_input_channel = c.c / c.group == 1 && (c.group > 1 || (c.sw == 1 && c.kh * c.kw <= 64));
+  // The direct kernel where the GEMM would mostly pack: one input channel per output channel
+  // (depthwise), except for an ungrouped conv with long or strided windows (e.g. an STFT as a
+  // conv: 1 channel, 256 taps, stride 128, where the taps are a GEMM's K and the direct kernel
+  // would walk them one scalar at a time); and at most 4 output channels per group with unit
+  // stride (e.g. the 1-channel head of a ConvTranspose over a 321x321 map: the GEMM would pack
+  // the whole im2col matrix to make one row of C).
+  const int64_t cg = c.c / c.group, og = c.cout / c.group;
+  c.direct = (cg == 1 && (c.group > 1 || (c.sw == 1 && c.kh * c.kw <= 64))) ||
+             (og <= 4 && c.sw == 1 && c.type == DType::F32);
   for (int64_t kx = 0; kx < c.kw; ++kx) {
     const int64_t off = kx * c.dw - c.pl;
     const int64_t lo = std::min(c.ow, std::max<int64_t>(0, (-off + c.sw - 1) / c.sw));
