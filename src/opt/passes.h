@@ -13,6 +13,7 @@ Graph cse(const Graph& g);                                           // cse
 Graph simplify(const Graph& g);                                      // simplify (algebraic)
 Graph fuse_matmul_epilogue(const Graph& g, std::string* report);     // fuse-matmul-epilogue
 Graph fuse_norms(const Graph& g, std::string* report);               // fuse-norms
+Graph fold_conv_affine(const Graph& g, std::string* report);         // fold-conv-affine
 Graph fuse_elementwise(const Graph& g, std::string* report);         // fuse-elementwise
 // legalize: decomposes nodes the backend does not claim; throws Error(Unsupported) listing
 // every node that has no native kernel and no decomposition. Fills the dispatch report.

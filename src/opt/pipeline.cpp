@@ -72,11 +72,15 @@ Plan compile_pipeline(const Graph& g, const PipelineContext& ctx) {
   r.verify("");
   require_bound(r.graph());
   r.step("dce", dce);
-  if (o.constant_fold && ctx.evaluate)
+  Plan plan;
+  if (o.constant_fold && ctx.evaluate) {
+    // Folding a per-channel affine map into a conv's weights leaves expressions over
+    // constants: constant-fold, right after, evaluates them.
+    r.step("fold-conv-affine", [&](const Graph& x) { return fold_conv_affine(x, &plan.fusion_report); });
     r.step("constant-fold", [&](const Graph& x) { return constant_fold(x, ctx.evaluate); });
+  }
   if (o.cse) r.step("cse", cse);
   if (o.simplify) r.step("simplify", simplify);
-  Plan plan;
   if (o.fuse_norms) r.step("fuse-norms", [&](const Graph& x) { return fuse_norms(x, &plan.fusion_report); });
   if (o.fuse_matmul_epilogue)
     r.step("fuse-matmul-epilogue", [&](const Graph& x) { return fuse_matmul_epilogue(x, &plan.fusion_report); });

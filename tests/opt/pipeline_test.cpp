@@ -88,6 +88,7 @@ graph main {
   EXPECT_EQ(without_last_line(plan.pass_log, &last),
             "bind-dims: 17 -> 17 nodes\n"
             "dce: 17 -> 16 nodes\n"
+            "fold-conv-affine: 16 -> 16 nodes\n"
             "constant-fold: 16 -> 15 nodes\n"
             "cse: 15 -> 14 nodes\n"
             "simplify: 14 -> 12 nodes\n"

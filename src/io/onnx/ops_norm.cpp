@@ -101,6 +101,15 @@ std::vector<Value> lower_batch_norm(NodeCtx& c) {
     var = bv;
   }
   Value den = c.op(OpKind::Sqrt, {c.op(OpKind::Add, {var, c.scalar(eps, t)})});
+  if (!training) {
+    // Inference: one affine map per channel, y = x * s + (bias - mean * s) with
+    // s = scale / sqrt(var + eps); the per-channel terms fold to constants here when the
+    // statistics are initializers, and fold-conv-affine then moves them into a preceding
+    // convolution's weights.
+    Value s = c.op(OpKind::Div, {scale, den});
+    Value shift = c.op(OpKind::Sub, {bias, c.op(OpKind::Mul, {mean, s})});
+    return {c.op(OpKind::Add, {c.op(OpKind::Mul, {x, s}), shift}), run_mean, run_var};
+  }
   Value y = c.op(OpKind::Div, {c.op(OpKind::Sub, {x, mean}), den});
   return {c.op(OpKind::Add, {c.op(OpKind::Mul, {y, scale}), bias}), run_mean, run_var};
 }
