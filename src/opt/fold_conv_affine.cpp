@@ -15,10 +15,6 @@ namespace {
 
 bool is_constant(const Graph& g, Value v) { return v.valid() && g.node(v.node).kind == OpKind::Constant; }
 
-int32_t sole_user(const UseInfo& u, Value v) {
-  if (u.count(v) != 1 || u.outputs[size_t(v.node)][size_t(v.out)] != 0) return -1;
-  return u.users[size_t(v.node)][size_t(v.out)][0];
-}
 
 // A constant that broadcasts over [N, C, H, W] along the channel only: dims right-aligned to
 // the output are 1 except the channel axis, which is C or 1; of the conv's dtype.
@@ -35,13 +31,6 @@ bool per_channel(const Graph& g, Value v, const Shape& out) {
   return true;
 }
 
-bool other_operand(const Node& n, Value v, Value& other) {
-  if (n.inputs.size() != 2) return false;
-  if (n.inputs[0] == v) other = n.inputs[1];
-  else if (n.inputs[1] == v) other = n.inputs[0];
-  else return false;
-  return true;
-}
 
 struct Fold {
   int32_t conv = -1, mul = -1, add = -1;
@@ -54,12 +43,12 @@ bool match(const Graph& g, const UseInfo& u, int32_t id, Fold& f) {
   if (conv.inputs.size() > 2 && conv.inputs[2].valid() && !is_constant(g, conv.inputs[2])) return false;
   const Shape& out = conv.outputs[0];
   if (!out.is_static() || !is_float(out.dtype())) return false;
-  const int32_t m = sole_user(u, Value{id, 0});
+  const int32_t m = u.sole_user(Value{id, 0});
   if (m < 0 || g.node(m).kind != OpKind::Mul || !(g.node(m).outputs[0] == out)) return false;
   if (!other_operand(g.node(m), Value{id, 0}, f.s) || !per_channel(g, f.s, out)) return false;
   f.conv = id;
   f.mul = m;
-  const int32_t a = sole_user(u, Value{m, 0});
+  const int32_t a = u.sole_user(Value{m, 0});
   if (a >= 0 && g.node(a).kind == OpKind::Add && g.node(a).outputs[0] == out &&
       other_operand(g.node(a), Value{m, 0}, f.t) && per_channel(g, f.t, out))
     f.add = a;

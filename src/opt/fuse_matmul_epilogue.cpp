@@ -50,12 +50,6 @@ bool is_row_bias(const Shape& mm, const Shape& bias, const Shape& sum) {
   return true;
 }
 
-// The single consumer of node `id`'s only output, or -1.
-int32_t sole_user(const UseInfo& uses, int32_t id) {
-  Value v{id, 0};
-  if (uses.count(v) != 1 || uses.outputs[size_t(id)][0] != 0) return -1;
-  return uses.users[size_t(id)][0][0];
-}
 
 bool match(const Graph& g, const UseInfo& uses, int32_t id, Chain& c) {
   const Node& head = g.node(id);
@@ -70,7 +64,7 @@ bool match(const Graph& g, const UseInfo& uses, int32_t id, Chain& c) {
   c = Chain{};
   c.head = id;
   int32_t tail = id;
-  int32_t next = sole_user(uses, tail);
+  int32_t next = uses.sole_user(Value{tail, 0});
   if (!has_bias && next >= 0 && g.node(next).kind == OpKind::Add) {
     const Node& add = g.node(next);
     int other = add.inputs[0] == Value{tail, 0} ? 1 : 0;
@@ -80,7 +74,7 @@ bool match(const Graph& g, const UseInfo& uses, int32_t id, Chain& c) {
       c.bias_add = next;
       c.bias = bias;
       tail = next;
-      next = sole_user(uses, tail);
+      next = uses.sole_user(Value{tail, 0});
     }
   }
   if (next >= 0) {

@@ -49,20 +49,7 @@ bool last_axis_mean(const Graph& g, Value v, Value of) {
   return a.keepdims && a.axes.size() == 1 && rank >= 1 && (a.axes[0] == -1 || a.axes[0] == rank - 1);
 }
 
-// The other operand of binary node `n` when one of its operands is `v`.
-bool other_operand(const Node& n, Value v, Value& other) {
-  if (n.inputs.size() != 2) return false;
-  if (n.inputs[0] == v) other = n.inputs[1];
-  else if (n.inputs[1] == v) other = n.inputs[0];
-  else return false;
-  return true;
-}
 
-// The single consumer of `v` (not a graph output), or -1.
-int32_t sole_user(const UseInfo& u, Value v) {
-  if (u.count(v) != 1 || u.outputs[size_t(v.node)][size_t(v.out)] != 0) return -1;
-  return u.users[size_t(v.node)][size_t(v.out)][0];
-}
 
 // A 1-D vector over the normalized axis, of x's dtype.
 bool row_vector(const Graph& g, Value p, const Shape& x) {
@@ -79,19 +66,19 @@ bool match(const Graph& g, const UseInfo& u, int32_t id, Norm& m) {
   const Value x = sub.inputs[0], mean = sub.inputs[1];
   const Shape& xt = g.type(x);
   if (!is_float(xt.dtype()) || xt.rank() < 1 || !(g.type(d) == xt) || !(div.outputs[0] == xt)) return false;
-  if (!last_axis_mean(g, mean, x) || sole_user(u, mean) != d.node) return false;
+  if (!last_axis_mean(g, mean, x) || u.sole_user(mean) != d.node) return false;
   const Node& sq = g.node(s.node);
-  if (sq.kind != OpKind::Sqrt || sole_user(u, s) != id) return false;
+  if (sq.kind != OpKind::Sqrt || u.sole_user(s) != id) return false;
   const Value a = sq.inputs[0];
   const Node& add = g.node(a.node);
   Value var;
-  if (add.kind != OpKind::Add || sole_user(u, a) != s.node) return false;
+  if (add.kind != OpKind::Add || u.sole_user(a) != s.node) return false;
   if (scalar_constant(g, add.inputs[1], m.eps)) var = add.inputs[0];
   else if (scalar_constant(g, add.inputs[0], m.eps)) var = add.inputs[1];
   else return false;
-  if (!(m.eps >= 0) || sole_user(u, var) != a.node) return false;
+  if (!(m.eps >= 0) || u.sole_user(var) != a.node) return false;
   const Value sq_d = g.node(var.node).inputs.empty() ? Value{} : g.node(var.node).inputs[0];
-  if (!sq_d.valid() || !last_axis_mean(g, var, sq_d) || sole_user(u, sq_d) != var.node) return false;
+  if (!sq_d.valid() || !last_axis_mean(g, var, sq_d) || u.sole_user(sq_d) != var.node) return false;
   const Node& p = g.node(sq_d.node);
   double two = 0;
   int d_uses = 0;
@@ -101,14 +88,14 @@ bool match(const Graph& g, const UseInfo& u, int32_t id, Norm& m) {
   if (u.count(d) != d_uses || u.outputs[size_t(d.node)][0] != 0) return false;
   m = Norm{{mean.node, d.node, sq_d.node, var.node, a.node, s.node}, id, x, {}, {}, m.eps};
   // The affine part, when it scales / shifts by vectors over the normalized axis.
-  int32_t next = sole_user(u, Value{id, 0});
+  int32_t next = u.sole_user(Value{id, 0});
   Value other;
   if (next >= 0 && g.node(next).kind == OpKind::Mul && other_operand(g.node(next), Value{id, 0}, other) &&
       row_vector(g, other, xt) && g.node(next).outputs[0] == xt) {
     m.absorbed.push_back(id);
     m.tail = next;
     m.gamma = other;
-    next = sole_user(u, Value{next, 0});
+    next = u.sole_user(Value{next, 0});
   }
   if (next >= 0 && g.node(next).kind == OpKind::Add && other_operand(g.node(next), Value{m.tail, 0}, other) &&
       row_vector(g, other, xt) && g.node(next).outputs[0] == xt) {

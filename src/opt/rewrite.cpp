@@ -102,6 +102,19 @@ int UseInfo::count(Value v) const {
   return int(users[size_t(v.node)][size_t(v.out)].size()) + outputs[size_t(v.node)][size_t(v.out)];
 }
 
+int32_t UseInfo::sole_user(Value v) const {
+  if (count(v) != 1 || outputs[size_t(v.node)][size_t(v.out)] != 0) return -1;
+  return users[size_t(v.node)][size_t(v.out)][0];
+}
+
+bool other_operand(const Node& n, Value v, Value& other) {
+  if (n.inputs.size() != 2) return false;
+  if (n.inputs[0] == v) other = n.inputs[1];
+  else if (n.inputs[1] == v) other = n.inputs[0];
+  else return false;
+  return true;
+}
+
 bool UseInfo::only_used_by(Value v, int32_t consumer) const {
   if (outputs[size_t(v.node)][size_t(v.out)] > 0) return false;
   const auto& u = users[size_t(v.node)][size_t(v.out)];

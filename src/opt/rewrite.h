@@ -67,6 +67,9 @@ class Rewriter {
 // Who uses each value: users[node][out] lists the consuming node ids (one entry per
 // input slot, so a node using a value twice appears twice); outputs[node][out] counts
 // how many graph outputs refer to it.
+// For a binary node with `v` as one of its two operands: the other one (false otherwise).
+bool other_operand(const Node& n, Value v, Value& other);
+
 struct UseInfo {
   std::vector<std::vector<std::vector<int32_t>>> users;
   std::vector<std::vector<int>> outputs;
@@ -74,6 +77,8 @@ struct UseInfo {
   int count(Value v) const;  // input slots + graph outputs
   // True when every use of `v` is by node `consumer` and `v` is not a graph output.
   bool only_used_by(Value v, int32_t consumer) const;
+  // The one node reading `v` (one input slot, and `v` not a graph output), or -1.
+  int32_t sole_user(Value v) const;
   // Total uses of all outputs of node `id` (input slots + graph outputs).
   int node_uses(int32_t id) const;
 };

@@ -504,29 +504,30 @@ bool Instance::bind_handle_external(const std::string& name, void* data, size_t 
   return true;
 }
 
-void Instance::write_handle(const std::string& name, size_t byte_offset, const void* bytes, size_t nbytes) {
+// The index of handle `name`, with [byte_offset, byte_offset + nbytes) inside its state.
+int Instance::handle_range(const char* what, const std::string& name, size_t byte_offset, size_t nbytes) const {
   int k = find_handle(name);
-  if (k < 0) fail(ErrorCategory::InvalidArgument, "write_handle: no handle named '", name, "' (bind_handle it first)");
-  Handle& h = handles_[size_t(k)];
+  if (k < 0) fail(ErrorCategory::InvalidArgument, what, ": no handle named '", name, "' (bind_handle it first)");
+  const Handle& h = handles_[size_t(k)];
   const Port& p = h.input >= 0 ? iface_->inputs[size_t(h.input)] : iface_->outputs[size_t(h.output)];
   const size_t total = p.slot.bytes();
   if (byte_offset > total || nbytes > total - byte_offset)
-    fail(ErrorCategory::InvalidArgument, "write_handle: bytes [", byte_offset, ", ", byte_offset + nbytes,
+    fail(ErrorCategory::InvalidArgument, what, ": bytes [", byte_offset, ", ", byte_offset + nbytes,
          ") are outside handle '", name, "' (", total, " bytes, ", p.slot.str(), ")");
+  return k;
+}
+
+void Instance::write_handle(const std::string& name, size_t byte_offset, const void* bytes, size_t nbytes) {
+  Handle& h = handles_[size_t(handle_range("write_handle", name, byte_offset, nbytes))];
+  const Port& p = h.input >= 0 ? iface_->inputs[size_t(h.input)] : iface_->outputs[size_t(h.output)];
   if (nbytes == 0) return;
   if (h.input >= 0 && p.stored) exe_->upload_range(p.value, byte_offset, bytes, nbytes);
   else std::memcpy(h.store.data() + byte_offset, bytes, nbytes);
 }
 
 void Instance::read_handle_range(const std::string& name, size_t byte_offset, void* bytes, size_t nbytes) const {
-  int k = find_handle(name);
-  if (k < 0) fail(ErrorCategory::InvalidArgument, "read_handle_range: no handle named '", name, "'");
-  const Handle& h = handles_[size_t(k)];
+  const Handle& h = handles_[size_t(handle_range("read_handle_range", name, byte_offset, nbytes))];
   const Port& p = h.input >= 0 ? iface_->inputs[size_t(h.input)] : iface_->outputs[size_t(h.output)];
-  const size_t total = p.slot.bytes();
-  if (byte_offset > total || nbytes > total - byte_offset)
-    fail(ErrorCategory::InvalidArgument, "read_handle_range: bytes [", byte_offset, ", ", byte_offset + nbytes,
-         ") are outside handle '", name, "' (", total, " bytes, ", p.slot.str(), ")");
   if (nbytes == 0) return;
   if (h.input >= 0 && p.stored) exe_->download_range(p.value, byte_offset, bytes, nbytes);
   else std::memcpy(bytes, h.store.data() + byte_offset, nbytes);

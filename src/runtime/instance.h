@@ -112,6 +112,8 @@ class Instance {
   void execute();                // writes feeds_, runs, refreshes handles
   void read_output(const Port& p, const Boundary& b, void* dst, size_t user_elems) const;
   int find_handle(const std::string& name) const;
+  // find_handle, or Error naming `what`, with the byte range checked against the handle's state.
+  int handle_range(const char* what, const std::string& name, size_t byte_offset, size_t nbytes) const;
   void store_handle(Handle h);  // adds or replaces the handle of h.name, links its input
 
   std::shared_ptr<const Interface> iface_;
