@@ -108,18 +108,6 @@ std::string ctc_decode(const rlx::TypedTensor& probs, const std::vector<std::str
   return text;
 }
 
-// The first `n` lines of a report, then how many were left out (the fusion log of a
-// real model runs to dozens of lines).
-std::string head_lines(const std::string& text, int n) {
-  std::istringstream in(text);
-  std::string out, line;
-  int count = 0;
-  while (std::getline(in, line))
-    if (++count <= n) out += line + "\n";
-  if (count > n) out += "  ... " + std::to_string(count - n) + " more lines\n";
-  return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -163,7 +151,8 @@ int main(int argc, char** argv) {
     const rlx::CompileReport& rep = net.report();
     std::printf("== compile reports (input 1x3x48x%d)\n", W);
     std::printf("-- dispatch\n%s", rep.dispatch.c_str());
-    std::printf("-- fusion\n%s", head_lines(rep.fusion, 12).c_str());
+    std::printf("-- fusion (one line per pass; RLX_FUSION_REPORT=1 prints every rewrite and miss)\n%s",
+                rep.fusion_summary.c_str());
     std::printf("-- memory\n%s", rep.memory.c_str());
     std::printf("== latency: first run (import + compile + run) %.1f ms; warm p50 %.2f ms, p90 %.2f ms over %d runs, %d threads\n",
                 first_ms, ms[ms.size() / 2], ms[std::min(ms.size() - 1, ms.size() * 9 / 10)], runs,

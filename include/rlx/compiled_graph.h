@@ -49,7 +49,8 @@ struct Capabilities {
 
 struct CompileReport {
   std::string dispatch;   // per op kind: native / decomposed / unsupported
-  std::string fusion;     // what the fusion passes did
+  std::string fusion;     // what the fusion passes did, one line per rewrite, and what they left apart and why
+  std::string fusion_summary;  // the same in one line per pass (counts, the first reason for a miss)
   std::string memory;     // arena bytes vs lower bound, top buffers
   std::string passes;     // pass log: one line per pass, nodes before -> after
   // weight_bytes: params + constants (a model's initializers); constant_bytes: the part of

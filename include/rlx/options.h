@@ -27,6 +27,7 @@ struct CompileOptions {
   int64_t arena_alignment = 64;
   std::map<std::string, int64_t> dim_bindings;  // symbol name -> size
   bool dispatch_report = false;    // RLX_DISPATCH_REPORT=1
+  bool fusion_report = false;      // RLX_FUSION_REPORT=1: the whole fusion report to stderr
   bool arena_report = false;       // RLX_ARENA_REPORT=1
   bool verify_each_pass = false;   // RLX_VERIFY=1; on in tests
   // Cap on the planned activation arena and on the weights segment, each (RLX_MAX_ARENA_BYTES).

@@ -45,6 +45,16 @@ Graph fuse_elementwise(const Graph& g, std::string* report) {
   std::vector<int32_t> group_of(nodes.size(), -1);
   std::vector<Group> groups;
 
+  // Why a fusable producer stayed out of its consumer's chain (the report's "not fused"
+  // lines): a chain is cut where a value has another reader or another shape.
+  std::vector<std::string> cut(nodes.size());
+  auto note_cut = [&](int32_t producer, int32_t consumer, const std::string& why) {
+    if (cut[size_t(producer)].empty())
+      cut[size_t(producer)] = std::string(op_name(nodes[size_t(producer)].kind)) + " '" + nodes[size_t(producer)].name +
+                              "' into " + std::string(op_name(nodes[size_t(consumer)].kind)) + " '" +
+                              nodes[size_t(consumer)].name +
+                              "': " + why;
+  };
   // Reverse order: a consumer's group is known before its producers are considered.
   for (size_t ri = nodes.size(); ri-- > 0;) {
     const Node& n = nodes[ri];
@@ -61,16 +71,31 @@ Graph fuse_elementwise(const Graph& g, std::string* report) {
       for (Value v : nodes[size_t(m)].inputs) {
         if (!v.valid() || group_of[size_t(v.node)] >= 0) continue;
         const Node& p = nodes[size_t(v.node)];
-        if (!fusable(p) || !(p.outputs[0].dims() == out_dims)) continue;
+        if (!fusable(p)) continue;
+        if (!(p.outputs[0].dims() == out_dims)) {
+          note_cut(v.node, m, "shape " + p.outputs[0].str() + " differs from the chain's (broadcast)");
+          continue;
+        }
         bool all_in_group = uses.outputs[size_t(v.node)][0] == 0;
+        int32_t other = -1;
         for (int32_t u : uses.users[size_t(v.node)][0])
-          if (group_of[size_t(u)] != gid) all_in_group = false;
-        if (!all_in_group) continue;
+          if (group_of[size_t(u)] != gid) {
+            all_in_group = false;
+            other = u;
+          }
+        if (!all_in_group) {
+          note_cut(v.node, m,
+                   other >= 0 ? "second user " + std::string(op_name(nodes[size_t(other)].kind)) + " '" +
+                                    nodes[size_t(other)].name + "'"
+                              : std::string("it is a graph output"));
+          continue;
+        }
         group_of[size_t(v.node)] = gid;
         groups[size_t(gid)].members.push_back(v.node);
         if (external_inputs(g, groups[size_t(gid)].members, group_of, gid).size() > kMaxInputs) {
           group_of[size_t(v.node)] = -1;
           groups[size_t(gid)].members.pop_back();
+          note_cut(v.node, m, "the chain would read more than " + std::to_string(kMaxInputs) + " inputs");
           continue;
         }
         work.push_back(v.node);
@@ -124,6 +149,8 @@ Graph fuse_elementwise(const Graph& g, std::string* report) {
       rep << (k ? ", " : "") << op_name(nodes[size_t(grp.members[k])].kind) << " '" << nodes[size_t(grp.members[k])].name << "'";
     rep << "], inputs " << ext.size() << "\n";
   }
+  for (size_t i = 0; i < nodes.size(); ++i)  // a producer that found a chain later is not a miss
+    if (!cut[i].empty() && group_of[i] < 0) rep << "fuse-elementwise: not fused: " << cut[i] << "\n";
   if (report) *report += rep.str();
   return rw.finish();
 }

@@ -90,6 +90,35 @@ bool match(const Graph& g, const UseInfo& uses, int32_t id, Chain& c) {
   // A bare matmul stays a matmul.
   return c.bias_add >= 0 || c.act >= 0;
 }
+
+// Why a matmul followed by an add or an activation kept them apart ("" when nothing follows
+// that could have been absorbed).
+std::string why_not(const Graph& g, const UseInfo& uses, int32_t id) {
+  const Node& head = g.node(id);
+  if (head.kind != OpKind::MatMul) return "";
+  const Value out{id, 0};
+  const auto& users = uses.users[size_t(id)][0];
+  auto candidate = [&](const Node& n) {
+    Activation a;
+    double alpha;
+    return n.kind == OpKind::Add || activation_of(n, a, alpha);
+  };
+  int32_t cand = -1;
+  for (int32_t u : users)
+    if (candidate(g.node(u))) cand = u;
+  if (cand < 0) return "";
+  const Node& next = g.node(cand);
+  std::string what = std::string(op_name(next.kind)) + " '" + next.name + "' after matmul '" + head.name + "': ";
+  if (uses.count(out) > 1 || uses.outputs[size_t(id)][0] > 0)
+    return what + "the product has " + std::to_string(uses.count(out)) + " readers";
+  if (next.kind == OpKind::Add) {
+    Value bias;
+    if (!other_operand(next, out, bias)) return "";
+    return what + "the other operand " + g.type(bias).str() + " is not a bias over the last dim of " +
+           head.outputs[0].str();
+  }
+  return what + "the activation changes the type";
+}
 }  // namespace
 
 Graph fuse_matmul_epilogue(const Graph& g, std::string* report) {
@@ -98,9 +127,14 @@ Graph fuse_matmul_epilogue(const Graph& g, std::string* report) {
   std::vector<int32_t> chain_at(nodes.size(), -1);  // tail node -> index into chains
   std::vector<char> absorbed(nodes.size(), 0);
   std::vector<Chain> chains;
+  std::ostringstream rep;
   for (size_t i = 0; i < nodes.size(); ++i) {
     Chain c;
-    if (!match(g, uses, int32_t(i), c)) continue;
+    if (!match(g, uses, int32_t(i), c)) {
+      const std::string why = why_not(g, uses, int32_t(i));
+      if (!why.empty()) rep << "fuse-matmul-epilogue: not fused: " << why << "\n";
+      continue;
+    }
     int32_t tail = c.act >= 0 ? c.act : c.bias_add;
     absorbed[size_t(c.head)] = 1;
     if (c.bias_add >= 0) absorbed[size_t(c.bias_add)] = 1;
@@ -109,7 +143,6 @@ Graph fuse_matmul_epilogue(const Graph& g, std::string* report) {
     chains.push_back(c);
   }
 
-  std::ostringstream rep;
   Rewriter rw(g);
   for (size_t i = 0; i < nodes.size(); ++i) {
     if (absorbed[i]) continue;  // only the chain consumes it; emitted with the tail

@@ -33,6 +33,9 @@ struct PipelineContext {
 
 // Throws Error(Verify) / Error(Shape) / Error(Unsupported) (listing every unsupported node).
 Plan compile_pipeline(const Graph& g, const PipelineContext& ctx);
+// The fusion report condensed to one line per pass: rewrites made (ops absorbed), candidates
+// left apart and the first reason (fusion_summary.cpp).
+std::string summarize_fusion(const std::string& report);
 
 // Replaces symbolic dims by the bound sizes and re-infers all types (specialization).
 Graph bind_dims(const Graph& g, const std::map<std::string, int64_t>& bindings);

@@ -19,6 +19,7 @@ const std::vector<EnvVar>& env_registry() {
       {"RLX_THREADS", "worker threads for CPU kernels (a positive integer; overrides CompileOptions::threads)"},
       {"RLX_PRECISION", "compute precision policy: f32, f16 or bf16 (overrides CompileOptions::precision)"},
       {"RLX_FUSE", "0 turns off the fusion passes fuse-norms, fuse-elementwise and fuse-matmul-epilogue (1 turns them on)"},
+      {"RLX_FUSION_REPORT", "1 prints the whole fusion report (every rewrite, every candidate left apart and why) to stderr at compile"},
       {"RLX_DISPATCH_REPORT", "1 prints the dispatch report (per op kind: native, decomposed, unsupported) to stderr at compile"},
       {"RLX_ARENA_REPORT", "1 prints the memory plan (arena bytes vs lower bound, top buffers) to stderr at compile"},
       {"RLX_VERIFY", "1 verifies the graph after every pass and the memory plan, and poisons scratch memory before each run"},
@@ -93,6 +94,7 @@ CompileOptions apply_env(CompileOptions opts) {
     opts.fuse_norms = on;
   }
   if (const char* v = env("RLX_DISPATCH_REPORT")) opts.dispatch_report = parse_flag("RLX_DISPATCH_REPORT", v);
+  if (const char* v = env("RLX_FUSION_REPORT")) opts.fusion_report = parse_flag("RLX_FUSION_REPORT", v);
   if (const char* v = env("RLX_ARENA_REPORT")) opts.arena_report = parse_flag("RLX_ARENA_REPORT", v);
   if (const char* v = env("RLX_VERIFY")) opts.verify_each_pass = parse_flag("RLX_VERIFY", v);
   if (const char* v = env("RLX_MAX_ARENA_BYTES")) opts.max_arena_bytes = parse_bytes("RLX_MAX_ARENA_BYTES", v);

@@ -91,6 +91,7 @@ std::shared_ptr<Interface> make_interface(const Graph& original, const backend::
   CompileReport& r = iface->report;
   r.dispatch = plan.dispatch_report;
   r.fusion = plan.fusion_report;
+  r.fusion_summary = opt::summarize_fusion(plan.fusion_report);
   r.memory = plan.memory.report(cg);
   r.passes = plan.pass_log;
   r.arena_bytes = plan.memory.arena_bytes;

@@ -55,6 +55,7 @@ CompiledGraph Session::compile_unguarded(const Graph& g) const {
   check_memory_cap(plan, opts, g.name());
   if (opts.verify_each_pass) opt::verify_memory_plan(plan.graph, plan.memory);
   if (opts.dispatch_report) std::cerr << "[rlx] dispatch report for graph '" << g.name() << "':\n" << plan.dispatch_report;
+  if (opts.fusion_report) std::cerr << "[rlx] fusion report for graph '" << g.name() << "':\n" << plan.fusion_report;
   if (opts.arena_report) std::cerr << "[rlx] memory plan for graph '" << g.name() << "':\n" << plan.memory.report(plan.graph);
 
   std::unique_ptr<backend::Executable> exe = be.compile(std::move(plan), opts);

@@ -328,7 +328,7 @@ TEST_F(Cli, CheckReadsOnnxModels) {
   Result r = rlx("check '" + model.string() +
                  "' --bind p2o.DynamicDimension.0=1 --bind p2o.DynamicDimension.1=48 --bind p2o.DynamicDimension.2=192");
   ASSERT_EQ(r.status, 0) << r.err;
-  for (const char* s : {"== dispatch ==", "== fusion ==", "== memory ==", "constants "})
+  for (const char* s : {"== dispatch ==", "== fusion (per pass", "fuse-elementwise: ", "== memory ==", "constants "})
     EXPECT_NE(r.out.find(s), std::string::npos) << "missing '" << s << "' in:\n" << r.out;
   // Its initializers are weights (not "weights 0 bytes").
   EXPECT_EQ(r.out.find("weights 0 bytes"), std::string::npos) << r.out;

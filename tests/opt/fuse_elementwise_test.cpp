@@ -67,7 +67,8 @@ graph main {
 )";
   std::string report;
   expect_graph(fuse_elementwise(parse(text), &report), text);
-  EXPECT_EQ(report, "");
+  // The report names the cut and its reason.
+  EXPECT_EQ(report, "fuse-elementwise: not fused: exp 't' into neg 'b': second user relu 'a'\n");
 }
 
 TEST(FuseElementwise, SmallerIntermediateStaysAnInput) {

@@ -1,5 +1,6 @@
 // fuse-matmul-epilogue: golden before/after plus the report text.
 #include "opt/passes.h"
+#include "opt/pipeline.h"
 #include "opt_test_util.h"
 
 namespace rlx::opt::test {
@@ -109,7 +110,17 @@ graph main {
   outputs(%5, %6, %8, %9, %11, %14)
 }
 )");
-  EXPECT_EQ(report, "fuse-matmul-epilogue: node 's2' = fused_matmul of [matmul 'mm2', add 's2' (bias)], activation none\n");
+  // What stayed apart is in the report with the reason, before the rewrites.
+  EXPECT_EQ(report,
+            "fuse-matmul-epilogue: not fused: relu 'r1' after matmul 'mm1': the product has 2 readers\n"
+            "fuse-matmul-epilogue: not fused: add 's3' after matmul 'mm3': the other operand f32[2,1] is not a bias "
+            "over the last dim of f32[2,3]\n"
+            "fuse-matmul-epilogue: not fused: add 's4' after matmul 'mm4': the other operand f32[2,3] is not a bias "
+            "over the last dim of f32[2,3]\n"
+            "fuse-matmul-epilogue: node 's2' = fused_matmul of [matmul 'mm2', add 's2' (bias)], activation none\n");
+  EXPECT_EQ(summarize_fusion(report),
+            "fuse-matmul-epilogue: 1 rewrite; 3 not fused, e.g. relu 'r1' after matmul 'mm1': the product has "
+            "2 readers\n");
 }
 
 TEST(FuseMatmulEpilogue, FusedMatmulWithoutActivationAbsorbsOne) {

@@ -20,6 +20,7 @@ const std::vector<Command>& commands() {
       Command c{"check", "parse, verify and compile a model; print the dispatch report, pass log and memory plan",
                 "FILE [options]", 1, 1, compile_option_specs(), &cmd_check};
       c.options.push_back({"--device", "cpu|cuda", "the backend to compile for (default cpu)", false});
+      c.options.push_back({"--verbose", "", "the whole fusion report (every rewrite, every miss and why)", false});
       t.push_back(std::move(c));
     }
     {

@@ -38,7 +38,12 @@ int cmd_check(const Args& args) {
   std::cout << "params: " << leaf_list(net, net.param_names(), false) << "\n";
   section("passes", r.passes);
   section("dispatch", r.dispatch);
-  section("fusion", r.fusion);
+  if (args.has("--verbose")) {
+    section("fusion", r.fusion);
+  } else {
+    section("fusion (per pass; --verbose lists every rewrite and every candidate left apart, with the reason)",
+            r.fusion_summary);
+  }
   section("memory", r.memory);
   std::cout << "compiled: " << net.graph().nodes().size() << " nodes, " << r.num_thunks << " kernel calls, arena "
             << r.arena_bytes << " bytes (lower bound " << r.lower_bound_bytes << "), weights " << r.weight_bytes
