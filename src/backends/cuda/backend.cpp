@@ -142,9 +142,9 @@ class CudaExecutable final : public backend::Executable {
     // once and the copy stays queued before the next run; pinned memory is read by the DMA
     // itself, so wait for that (a KV row write per layer and head must not cost a sync).
     cudaPointerAttributes attr{};
-    if (cudaPointerGetAttributes(&attr, src) != cudaSuccess || attr.type != cudaMemoryTypeUnregistered)
-      ok(cudaStreamSynchronize(stream_), "upload");
-    cudaGetLastError();  // a failed attribute query leaves no sticky error; clear it
+    const cudaError_t q = cudaPointerGetAttributes(&attr, src);
+    if (q != cudaSuccess) cudaGetLastError();  // the failed query's own (non-sticky) error, not a kernel's
+    if (q != cudaSuccess || attr.type != cudaMemoryTypeUnregistered) ok(cudaStreamSynchronize(stream_), "upload");
   }
   void download_range(Value v, size_t offset, void* dst, size_t bytes) const override {
     auto* self = const_cast<CudaExecutable*>(this);
