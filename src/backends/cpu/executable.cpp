@@ -14,6 +14,7 @@
 
 #include "ir/op_table.h"
 #include "opt/memory_plan.h"
+#include "opt/plan_refs.h"
 
 namespace rlx::cpu {
 
@@ -21,101 +22,19 @@ namespace {
 
 std::string node_label(const Node& n) { return detail::concat("node '", n.name, "' (", op_name(n.kind), ")"); }
 
-// Turns the plan's Loc of one value into a BufRef, checking it lies inside its segment.
-BufRef ref_of(const Program& p, int32_t node, int32_t out) {
-  const Graph& g = p.plan.graph;
-  const opt::Loc& loc = p.plan.memory.loc[size_t(node)][size_t(out)];
-  const int64_t bytes = int64_t(g.node(node).outputs[size_t(out)].bytes());
-  if (loc.offset < 0) {
-    if (bytes != 0)
-      fail(ErrorCategory::Internal, "memory plan gives ", node_label(g.node(node)), " output ", out, " (",
-           bytes, " bytes) no location");
-    return BufRef{};
-  }
-  if (loc.segment == opt::Segment::Arena) {
-    if (loc.offset + bytes > p.plan.memory.arena_bytes)
-      fail(ErrorCategory::Internal, "memory plan puts ", node_label(g.node(node)), " output ", out,
-           " past the arena end");
-    return BufRef{opt::Segment::Arena, -1, loc.offset};
-  }
-  // Weights: find the param whose bytes contain this value (params and views of them).
-  for (size_t k = 0; k < p.params.size(); ++k) {
-    const ParamSlot& ps = p.params[k];
-    if (ps.offset < 0) continue;
-    const int64_t pb = int64_t(ps.type.bytes());
-    if (loc.offset >= ps.offset && loc.offset + bytes <= ps.offset + pb)
-      return BufRef{opt::Segment::Weights, int32_t(k), loc.offset - ps.offset};
-  }
-  fail(ErrorCategory::Internal, "memory plan puts ", node_label(g.node(node)), " output ", out,
-       " in the weights segment outside every param");
-}
-
-// True when every non-empty output of `id` is an alias the planner placed inside an
-// input (no buffer of its own): such a node needs no kernel call.
-bool is_planned_view(const Program& p, int32_t id, const std::set<std::pair<int32_t, int32_t>>& roots) {
-  const Graph& g = p.plan.graph;
-  const Node& n = g.node(id);
-  int nonempty = 0, aliased = 0;
-  for (size_t o = 0; o < n.outputs.size(); ++o) {
-    if (n.outputs[o].bytes() == 0) continue;
-    ++nonempty;
-    if (!roots.count({id, int32_t(o)})) ++aliased;
-  }
-  if (aliased == 0 || ir::has_trait(n.kind, ir::kInPlace)) return false;  // in place: it writes
-  if (aliased != nonempty)
-    fail(ErrorCategory::Internal, "memory plan aliases only some outputs of ", node_label(n));
-  // The alias must be one the view analysis recognises, at the offset it computes.
-  for (size_t o = 0; o < n.outputs.size(); ++o) {
-    if (n.outputs[o].bytes() == 0) continue;
-    auto v = opt::view_of(g, id, int32_t(o));
-    if (!v) fail(ErrorCategory::Internal, "memory plan aliases ", node_label(n), " output ", o, ", which is not a view");
-    const opt::Loc& in = p.plan.memory.loc[size_t(n.inputs[size_t(v->input)].node)][size_t(n.inputs[size_t(v->input)].out)];
-    const opt::Loc& me = p.plan.memory.loc[size_t(id)][o];
-    if (in.segment != me.segment || in.offset + v->byte_offset != me.offset)
-      fail(ErrorCategory::Internal, "memory plan places view ", node_label(n), " output ", o,
-           " away from its input");
-  }
-  return true;
-}
-
 }  // namespace
 
 std::shared_ptr<Program> compile(opt::Plan plan) {
   auto prog = std::make_shared<Program>();
   prog->plan = std::move(plan);
   const Graph& g = prog->plan.graph;
-  const opt::MemoryPlan& mem = prog->plan.memory;
-  if (mem.loc.size() != g.nodes().size())
-    fail(ErrorCategory::Internal, "memory plan covers ", mem.loc.size(), " nodes, graph has ", g.nodes().size());
-  for (size_t i = 0; i < g.nodes().size(); ++i) {
-    const Node& n = g.nodes()[i];
-    if (mem.loc[i].size() != n.outputs.size())
-      fail(ErrorCategory::Internal, "memory plan gives ", node_label(n), " ", mem.loc[i].size(), " locations for ",
-           n.outputs.size(), " outputs");
-    for (const Shape& s : n.outputs)
-      if (!s.is_static()) fail(ErrorCategory::Shape, node_label(n), " has unbound dims: ", s.str());
-  }
-
-  for (int32_t id : g.param_nodes()) {
-    const Node& n = g.node(id);
-    const opt::Loc& loc = mem.loc[size_t(id)][0];
-    ParamSlot ps{n.attr<LeafAttrs>().name, id, n.outputs[0], -1};
-    if (n.outputs[0].bytes() > 0) {
-      if (loc.segment != opt::Segment::Weights || loc.offset < 0 ||
-          loc.offset + int64_t(n.outputs[0].bytes()) > mem.weights_bytes)
-        fail(ErrorCategory::Internal, "memory plan does not place param '", ps.name, "' in the weights segment");
-      ps.offset = loc.offset;
-    }
-    prog->params.push_back(std::move(ps));
-  }
-
+  opt::check_plan(prog->plan);
+  prog->params = opt::param_slots(prog->plan);
   prog->values.resize(g.nodes().size());
   for (size_t i = 0; i < g.nodes().size(); ++i)
     for (size_t o = 0; o < g.nodes()[i].outputs.size(); ++o)
-      prog->values[i].push_back(ref_of(*prog, int32_t(i), int32_t(o)));
-
-  std::set<std::pair<int32_t, int32_t>> roots;
-  for (const opt::Buffer& b : mem.buffers) roots.insert({b.node, b.out});
+      prog->values[i].push_back(opt::value_ref(prog->plan, prog->params, int32_t(i), int32_t(o)));
+  const auto roots = opt::root_values(prog->plan);
 
   const KernelRegistry& reg = kernel_registry();
   for (size_t i = 0; i < g.nodes().size(); ++i) {
@@ -136,7 +55,7 @@ std::shared_ptr<Program> compile(opt::Plan plan) {
     bool any_bytes = false;
     for (const Shape& s : n.outputs) any_bytes = any_bytes || s.bytes() > 0;
     if (!any_bytes) continue;  // nothing to write
-    if (is_planned_view(*prog, int32_t(i), roots)) {
+    if (opt::alias_only(prog->plan, int32_t(i), roots)) {
       ++prog->num_views;
       continue;
     }

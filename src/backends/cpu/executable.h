@@ -37,6 +37,7 @@
 #include "backends/cpu/kernel.h"
 #include "backends/cpu/thread_pool.h"
 #include "opt/plan.h"
+#include "opt/plan_refs.h"
 
 namespace rlx::cpu {
 
@@ -44,19 +45,8 @@ namespace rlx::cpu {
 // `param` indexes Program::params and `offset` is the byte offset inside that param,
 // so the same program can run against any weights segment that holds those params.
 // offset < 0 means absent (an empty value or a missing optional input): a nullptr.
-struct BufRef {
-  opt::Segment segment = opt::Segment::Arena;
-  int32_t param = -1;
-  int64_t offset = -1;
-  bool absent() const { return offset < 0; }
-};
-
-struct ParamSlot {
-  std::string name;      // public param name
-  int32_t node = -1;     // node id in the plan graph
-  Shape type;
-  int64_t offset = -1;   // offset in the plan's weights layout (-1 when empty)
-};
+using BufRef = opt::ValueRef;    // where a value lives (opt/plan_refs.h)
+using ParamSlot = opt::ParamSlot;
 
 struct Thunk {
   KernelFn fn = nullptr;

@@ -10,22 +10,12 @@
 
 #include "backends/cuda/lower.h"
 #include "opt/plan.h"
+#include "opt/plan_refs.h"
 
 namespace rlx::cuda {
 
-struct Ref {
-  opt::Segment segment = opt::Segment::Arena;
-  int32_t param = -1;   // into Program::params for the weights segment
-  int64_t offset = -1;  // bytes; < 0: absent
-  bool absent() const { return offset < 0; }
-};
-
-struct ParamSlot {
-  std::string name;
-  int32_t node = -1;
-  Shape type;
-  int64_t offset = -1;  // in the plan's weights layout
-};
+using Ref = opt::ValueRef;  // where a value lives (opt/plan_refs.h)
+using ParamSlot = opt::ParamSlot;
 
 struct Step {
   Launch fn;
