@@ -46,10 +46,6 @@ struct Engine::Impl {
   EngineOptions opts;
   int64_t n_ctx = 0, slots = 1;
   std::vector<int64_t> pos;  // per slot: tokens in its cache
-  // Resident handles only: per slot, rows [0, host_rows) of kc/vc are current, and the
-  // pass (and its batch row) whose handles hold all pos rows, or none.
-  std::vector<int64_t> host_rows;
-  std::vector<std::pair<const void*, int64_t>> owner;
   int64_t C = 0;             // current cache capacity (bucket), shared by all slots
   size_t kv_elt = 2;
   // One zeroed allocation for every layer's K and V (calloc: fresh pages, touched only as
@@ -67,6 +63,14 @@ struct Engine::Impl {
     bool external = false;        // its caches are the engine's buffers, read in place
   };
   std::map<std::tuple<int64_t, int64_t, int64_t, bool>, Pass> graphs;  // (B, T, C, all_rows)
+  // Resident handles only: per slot, rows [0, host_rows) of kc/vc are current, and the
+  // pass (and its batch row) whose handles hold all pos rows, or none.
+  struct Owner {
+    const Pass* pass = nullptr;
+    int64_t row = 0;
+  };
+  std::vector<int64_t> host_rows;
+  std::vector<Owner> owner;
   CompiledGraph* weights_owner = nullptr;
   bool repack = true;  // Q4_0 matrices as q4_0x16 while the backend takes them
   std::string report;
@@ -265,7 +269,7 @@ void Engine::Impl::bind_slot(Pass& p, int64_t slot) {
   if (p.slot == slot) return;
   if (!p.external)  // its handles are about to hold another slot: keep the rows they own
     for (int64_t s = 0; s < slots; ++s)
-      if (owner[static_cast<size_t>(s)].first == &p) flush(s);
+      if (owner[static_cast<size_t>(s)].pass == &p) flush(s);
   p.slot = slot;
   if (p.external) bind_external(p, slot);
   else p.synced[0] = 0;  // its rows are another slot's: rewrite from the start
@@ -286,11 +290,11 @@ void Engine::Impl::sync(Pass& p, int64_t b, int64_t slot, int64_t from, int64_t 
 }
 
 void Engine::Impl::flush(int64_t slot) {
-  auto& [who, b] = owner[static_cast<size_t>(slot)];
+  Owner& o = owner[static_cast<size_t>(slot)];
   int64_t& have = host_rows[static_cast<size_t>(slot)];
   const int64_t to = pos[static_cast<size_t>(slot)];
-  if (who && have < to) {
-    const Pass& p = *static_cast<const Pass*>(who);
+  if (o.pass && have < to) {
+    const Pass& p = *o.pass;
     const HParams& hp = model->hp;
     const size_t n = static_cast<size_t>(to - have) * row_bytes();
     for (int64_t il = 0; il < hp.n_layer; ++il)
@@ -298,11 +302,11 @@ void Engine::Impl::flush(int64_t slot) {
         uint8_t* cache = (kv ? vc : kc)[static_cast<size_t>(il)];
         const std::string& name = p.cache_names[static_cast<size_t>(2 * il + kv)];
         for (int64_t h = 0; h < hp.n_head_kv; ++h)
-          p.net.read_handle_range(name, at(b, h, have), cache + at(slot, h, have), n);
+          p.net.read_handle_range(name, at(o.row, h, have), cache + at(slot, h, have), n);
       }
   }
   have = to;
-  who = nullptr;
+  o = Owner{};
 }
 
 void Engine::Impl::flush_all() {
@@ -390,7 +394,7 @@ std::vector<float> Engine::Impl::run(Pass& p, std::span<const int32_t> tokens, c
     ps += T;
     p.synced[static_cast<size_t>(b)] = ps;
     if (p.external) host_rows[static_cast<size_t>(s)] = ps;
-    else owner[static_cast<size_t>(s)] = {&p, b};
+    else owner[static_cast<size_t>(s)] = Owner{&p, b};
   }
   const float* lg = static_cast<const float*>(out[0].data);
   return std::vector<float>(lg, lg + out[0].bytes / 4);
@@ -410,7 +414,7 @@ Engine::Engine(std::shared_ptr<const Model> model, EngineOptions opts) : impl_(s
     m.slots = opts.sequences;
     m.pos.assign(static_cast<size_t>(m.slots), 0);
     m.host_rows.assign(static_cast<size_t>(m.slots), 0);
-    m.owner.assign(static_cast<size_t>(m.slots), {nullptr, 0});
+    m.owner.assign(static_cast<size_t>(m.slots), Impl::Owner{});
     const HParams& hp = m.model->hp;
     m.n_ctx = opts.n_ctx > 0 ? opts.n_ctx : std::min<int64_t>(hp.n_ctx_train, 4096);
     if (m.n_ctx < 1 || m.n_ctx > (int64_t(1) << 24))
@@ -452,14 +456,14 @@ int64_t Engine::sequences() const { return impl_->slots; }
 void Engine::reset() {
   std::fill(impl_->pos.begin(), impl_->pos.end(), 0);
   std::fill(impl_->host_rows.begin(), impl_->host_rows.end(), 0);
-  std::fill(impl_->owner.begin(), impl_->owner.end(), std::pair<const void*, int64_t>{nullptr, 0});
+  std::fill(impl_->owner.begin(), impl_->owner.end(), Impl::Owner{});
   for (auto& [key, p] : impl_->graphs) std::fill(p.synced.begin(), p.synced.end(), 0);
 }
 void Engine::reset(int64_t slot) {
   position(slot);  // range check
   impl_->pos[static_cast<size_t>(slot)] = 0;
   impl_->host_rows[static_cast<size_t>(slot)] = 0;
-  impl_->owner[static_cast<size_t>(slot)] = {nullptr, 0};
+  impl_->owner[static_cast<size_t>(slot)] = Impl::Owner{};
   for (auto& [key, p] : impl_->graphs)
     if (p.B > 1) p.synced[static_cast<size_t>(slot)] = 0;
     else if (p.slot == slot) p.synced[0] = 0;
