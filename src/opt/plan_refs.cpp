@@ -7,7 +7,6 @@ namespace rlx::opt {
 
 namespace {
 std::string label(const Node& n) { return detail::concat("node '", n.name, "' (", op_name(n.kind), ")"); }
-}  // namespace
 
 void check_plan(const Plan& p) {
   const Graph& g = p.graph;
@@ -71,6 +70,20 @@ std::set<std::pair<int32_t, int32_t>> root_values(const Plan& p) {
   std::set<std::pair<int32_t, int32_t>> roots;
   for (const Buffer& b : p.memory.buffers) roots.insert({b.node, b.out});
   return roots;
+}
+
+}  // namespace
+
+PlanBinding bind_plan(const Plan& p) {
+  check_plan(p);
+  PlanBinding b;
+  b.params = param_slots(p);
+  b.values.resize(p.graph.nodes().size());
+  for (size_t i = 0; i < p.graph.nodes().size(); ++i)
+    for (size_t o = 0; o < p.graph.nodes()[i].outputs.size(); ++o)
+      b.values[i].push_back(value_ref(p, b.params, int32_t(i), int32_t(o)));
+  b.roots = root_values(p);
+  return b;
 }
 
 bool alias_only(const Plan& p, int32_t id, const std::set<std::pair<int32_t, int32_t>>& roots) {

@@ -28,14 +28,14 @@ struct ParamSlot {
   int64_t offset = -1;  // offset in the plan's weights layout (-1 when empty)
 };
 
-// The memory plan covers every node and output; every output type is static.
-void check_plan(const Plan& p);
-// The graph's params in node order, each checked to lie in the weights segment.
-std::vector<ParamSlot> param_slots(const Plan& p);
-// Where output `out` of `node` lives.
-ValueRef value_ref(const Plan& p, const std::vector<ParamSlot>& params, int32_t node, int32_t out);
-// The outputs that own a buffer of their own (every other non-empty output is an alias).
-std::set<std::pair<int32_t, int32_t>> root_values(const Plan& p);
+struct PlanBinding {
+  std::vector<ParamSlot> params;              // the graph's params in node order, in the weights segment
+  std::vector<std::vector<ValueRef>> values;  // [node][out]: where each value lives
+  std::set<std::pair<int32_t, int32_t>> roots;  // the outputs with a buffer of their own (the rest alias)
+};
+// Checks that the memory plan covers every node and output and every type is static, then
+// resolves the params and every value.
+PlanBinding bind_plan(const Plan& p);
 // True when every non-empty output of `node` is an alias the planner placed inside an input
 // (checked against view_of and its offset): the node needs no kernel. In-place ops
 // (kInPlace) always run, since they write the bytes they share.

@@ -11,13 +11,10 @@ std::shared_ptr<Program> compile_program(opt::Plan plan) {
   auto prog = std::make_shared<Program>();
   prog->plan = std::move(plan);
   const Graph& g = prog->plan.graph;
-  opt::check_plan(prog->plan);
-  prog->params = opt::param_slots(prog->plan);
-  prog->values.resize(g.nodes().size());
-  for (size_t i = 0; i < g.nodes().size(); ++i)
-    for (size_t o = 0; o < g.nodes()[i].outputs.size(); ++o)
-      prog->values[i].push_back(opt::value_ref(prog->plan, prog->params, int32_t(i), int32_t(o)));
-  const auto roots = opt::root_values(prog->plan);
+  opt::PlanBinding bound = opt::bind_plan(prog->plan);
+  prog->params = std::move(bound.params);
+  prog->values = std::move(bound.values);
+  const auto& roots = bound.roots;
 
   for (size_t i = 0; i < g.nodes().size(); ++i) {
     const Node& n = g.nodes()[i];
