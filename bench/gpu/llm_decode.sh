@@ -61,3 +61,11 @@ for m in "$f16" "$q40"; do
   awk -v t="$type" -v r="$rate" -v b="$bytes" -v c="$copy_bw" 'BEGIN {
     gbs = r * b / 1e9; printf "%-8s %12.1f %14.1f %16.1f %9.1f%%\n", t, r, b / 1e6, gbs, 100 * gbs / c }'
 done
+
+# Launch overhead: the F16 decode step with every kernel launched by the host on every step
+# (RLX_CUDA_GRAPH=0) against the step replayed as one CUDA Graph (the rows above).
+rate_graph=$("$rlx" llm-bench -m "$f16" --device cuda -p 0 -n "$tokens" -r "$reps" | sed -n 's/.*: \([0-9.]*\) tok\/s.*/\1/p' | head -n 1)
+rate_eager=$(RLX_CUDA_GRAPH=0 "$rlx" llm-bench -m "$f16" --device cuda -p 0 -n "$tokens" -r "$reps" | sed -n 's/.*: \([0-9.]*\) tok\/s.*/\1/p' | head -n 1)
+awk -v g="$rate_graph" -v e="$rate_eager" 'BEGIN {
+  printf "f16 step with graph replay %.3f ms (%.1f tok/s), without %.3f ms (%.1f tok/s): replay saves %.3f ms per step\n",
+    1e3 / g, g, 1e3 / e, e, 1e3 / e - 1e3 / g }'

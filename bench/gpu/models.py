@@ -11,11 +11,12 @@ inputs as .npy. Then, per model:
   - PyTorch 2.x: eager fp32 (TF32 off), eager TF32, eager fp16 (the model in half), and
     torch.compile(mode="reduce-overhead") (CUDA graphs) in fp32 and fp16: the median of ITERS timed
     forwards (CUDA events, inputs and outputs on the device) after warm-up;
-  - rlx: `rlx bench MODEL.onnx --device cuda` (its p50; that time also holds the copies of the inputs
-    to and the outputs from the device, which the PyTorch times do not), and `rlx run --device cuda`,
-    whose outputs are compared with PyTorch's fp32 eager outputs (max |d| / max |ref|).
-rlx runs fp32 only today (cuBLAS SGEMM without TF32), so the fair row is eager fp32; the table gives
-rlx / peer for every peer row.
+  - rlx: per precision policy (f32, tf32, f16, bf16) `rlx bench MODEL.onnx --device cuda --resident
+    --precision P` (its p50: inputs bound once on the device and no output read back, as the
+    PyTorch rows are timed) and `rlx run`, whose outputs are compared with PyTorch's fp32 eager
+    outputs (max |d| / max |ref|); then f32 with the input/output copies, and f32 with graph
+    replay off (RLX_CUDA_GRAPH=0: the launch overhead replay saves).
+Each rlx row gives rlx / peer against the PyTorch rows of its precision.
 Environment: ITERS (50), RLX_RUNS (20).
 """
 import os
@@ -104,28 +105,47 @@ def torch_rows(name, inputs):
     return rows, [o.float().cpu().numpy() for o in outs]
 
 
-def rlx_rows(build, name, path, npy, ref, work):
-    rlx = os.path.join(build, "rlx")
-    feeds = sum((["--input", f"{k}={v}"] for k, v in npy.items()), [])
-    out_dir = os.path.join(work, f"{name}.rlx_out")
-    run = subprocess.run([rlx, "run", path, "--device", "cuda", "--output-dir", out_dir] + feeds,
-                         capture_output=True, text=True)
-    if run.returncode != 0:
-        return [("rlx cuda fp32", None, "run failed: " + (run.stderr.strip().splitlines() or ["?"])[-1])]
-    worst = 0.0
-    for o, want in zip(ex.MODELS[name][3], ref):
-        got = np.load(os.path.join(out_dir, o + ".npy"))
-        worst = max(worst, float(np.max(np.abs(got - want)) / max(np.max(np.abs(want)), 1e-30)))
-    bench = subprocess.run([rlx, "bench", path, "--device", "cuda", "--runs", str(RLX_RUNS)] + feeds,
-                           capture_output=True, text=True)
-    p50 = None
+# rlx's policies and the PyTorch rows each is set against.
+POLICIES = [("f32", ["torch eager fp32", "torch.compile fp32"]), ("tf32", ["torch eager tf32"]),
+            ("f16", ["torch eager fp16", "torch.compile fp16"]), ("bf16", [])]
+
+
+def rlx_p50(rlx, path, feeds, extra, env=None):
+    bench = subprocess.run([rlx, "bench", path, "--device", "cuda", "--runs", str(RLX_RUNS)] + extra + feeds,
+                           capture_output=True, text=True, env=env)
     for tok in bench.stdout.split():
         if tok.startswith("p50_ms="):
-            p50 = float(tok.split("=")[1])
-    note = f"vs torch fp32 max|d|/max|ref| {worst:.1e}"
-    if p50 is None:
-        note += "; bench failed: " + (bench.stderr.strip().splitlines() or ["?"])[-1]
-    return [("rlx cuda fp32", p50, note)]
+            return float(tok.split("=")[1]), ""
+    return None, "bench failed: " + (bench.stderr.strip().splitlines() or ["?"])[-1]
+
+
+def rlx_rows(build, name, path, npy, ref, work):
+    """One row per precision policy: p50 of `rlx bench --resident` (inputs bound once on the
+    device, no output read back: the device time of a run and its one wait, as the PyTorch
+    rows time it), the output compared with PyTorch's fp32 eager output. Then fp32 with the
+    copies (the default bench) and fp32 without CUDA Graph replay (RLX_CUDA_GRAPH=0)."""
+    rlx = os.path.join(build, "rlx")
+    feeds = sum((["--input", f"{k}={v}"] for k, v in npy.items()), [])
+    rows = []
+    for pol, _ in POLICIES:
+        out_dir = os.path.join(work, f"{name}.rlx_out_{pol}")
+        run = subprocess.run([rlx, "run", path, "--device", "cuda", "--precision", pol, "--output-dir", out_dir] + feeds,
+                             capture_output=True, text=True)
+        if run.returncode != 0:
+            rows.append((f"rlx cuda {pol}", None, "run failed: " + (run.stderr.strip().splitlines() or ["?"])[-1]))
+            continue
+        worst = 0.0
+        for o, want in zip(ex.MODELS[name][3], ref):
+            got = np.load(os.path.join(out_dir, o + ".npy"))
+            worst = max(worst, float(np.max(np.abs(got - want)) / max(np.max(np.abs(want)), 1e-30)))
+        p50, err = rlx_p50(rlx, path, feeds, ["--resident", "--precision", pol])
+        rows.append((f"rlx cuda {pol}", p50, f"vs torch fp32 max|d|/max|ref| {worst:.1e} {err}"))
+    p50, err = rlx_p50(rlx, path, feeds, [])
+    rows.append(("rlx cuda f32 +copies", p50, "inputs uploaded and outputs read back every run " + err))
+    env = dict(os.environ, RLX_CUDA_GRAPH="0")
+    p50, err = rlx_p50(rlx, path, feeds, ["--resident"], env)
+    rows.append(("rlx cuda f32 no graph", p50, "RLX_CUDA_GRAPH=0: every kernel launched by the host " + err))
+    return rows
 
 
 def main(argv):
@@ -137,14 +157,23 @@ def main(argv):
     print(f"== GPU models: {torch.cuda.get_device_name(0)}, PyTorch {torch.__version__}, {ITERS} timed runs")
     for name in names:
         path, inputs, npy = export(name, work)
-        rows, ref = torch_rows(name, inputs)
-        rows += rlx_rows(build, name, path, npy, ref, work)
-        rlx_ms = rows[-1][1]
+        peers, ref = torch_rows(name, inputs)
+        mine = rlx_rows(build, name, path, npy, ref, work)
+        peer_ms = {label: ms for label, ms, _ in peers}
         print(f"{name} batch {BATCH[name]}:")
-        for label, ms, note in rows:
-            ratio = f"{rlx_ms / ms:6.2f}" if (ms and rlx_ms and not label.startswith("rlx")) else "     -"
+        for label, ms, note in peers:
             ms_s = f"{ms:9.3f}" if ms else "        -"
-            print(f"  {label:22s} {ms_s} ms   rlx/this {ratio}   {note}")
+            print(f"  {label:24s} {ms_s} ms   {note}")
+        against = dict(POLICIES)
+        for label, ms, note in mine:
+            ms_s = f"{ms:9.3f}" if ms else "        -"
+            pol = label.split()[2]
+            ratios = []
+            if ms and label == f"rlx cuda {pol}":
+                for peer in against.get(pol, []):
+                    if peer_ms.get(peer):
+                        ratios.append(f"{ms / peer_ms[peer]:.2f}x {peer}")
+            print(f"  {label:24s} {ms_s} ms   {'; '.join(ratios)}   {note}")
         sys.stdout.flush()
 
 

@@ -13,7 +13,11 @@ namespace rlx {
 // template of a new backend); Session::available_devices() does not list it.
 enum class Device { Cpu, Cuda, Null };
 std::string_view device_name(Device d);  // "cpu", "cuda", "null"
-enum class Precision { F32, F16, BF16 };
+// F32: f32 everywhere. TF32: f32 values, but matmuls and convolutions may round their
+// operands to TF32 (10-bit mantissa, f32 accumulation) where the backend has tensor cores
+// for it (CUDA); a backend without them (CPU) computes in full f32. F16 / BF16: the
+// precision pass runs compute nodes in the low type (opt/precision.cpp).
+enum class Precision { F32, TF32, F16, BF16 };
 
 struct CompileOptions {
   Precision precision = Precision::F32;

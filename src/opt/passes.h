@@ -18,7 +18,9 @@ Graph fuse_elementwise(const Graph& g, std::string* report);         // fuse-ele
 // legalize: decomposes nodes the backend does not claim; throws Error(Unsupported) listing
 // every node that has no native kernel and no decomposition. Fills the dispatch report.
 Graph legalize(const Graph& g, const BackendClaims& claims, std::string* dispatch_report);
-Graph apply_precision(const Graph& g, Precision p);                  // precision
+// precision; `claims` (optional): the backend's, asked whether it runs softmax and norms
+// on low operands (precision.cpp).
+Graph apply_precision(const Graph& g, Precision p, const BackendClaims* claims = nullptr);
 MemoryPlan plan_memory(const Graph& g, int64_t alignment);           // plan-memory
 // Throws Error(Internal) if two simultaneously live buffers overlap or an output
 // overlaps its own inputs (used by tests and RLX_VERIFY).

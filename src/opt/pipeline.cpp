@@ -90,8 +90,8 @@ Plan compile_pipeline(const Graph& g, const PipelineContext& ctx) {
   // or softmax that legalize decomposes must already be marked f32, or its primitives
   // would be lowered like any elementwise op; and half nodes the backend lacks are then
   // wrapped in f32 casts by legalize.
-  if (o.precision != Precision::F32)
-    r.step("precision", [&](const Graph& x) { return apply_precision(x, o.precision); });
+  if (o.precision == Precision::F16 || o.precision == Precision::BF16)
+    r.step("precision", [&](const Graph& x) { return apply_precision(x, o.precision, &ctx.claims); });
   r.step("legalize", [&](const Graph& x) { return legalize(x, ctx.claims, &plan.dispatch_report); });
   r.step("dce", dce);
   plan.memory = plan_memory(r.graph(), o.arena_alignment);

@@ -1,7 +1,11 @@
 // precision: the F16/BF16 policies. Compute nodes (matmul, fused_matmul, conv, pooling,
 // attention, rotary, elementwise arithmetic, fused elementwise programs) run in the low
 // type: their f32 operands are cast down. Reductions, softmax and norms keep f32: their
-// low operands are cast back up. Data movement follows its input. Graph inputs, params
+// low operands are cast back up, except that softmax and the norms take low operands and
+// give a low result where the backend claims that form (its kernels then read and write
+// the low type and compute the statistics in f32: what the casts around an f32 node would
+// give, less the two extra passes over memory and with scale / bias rounded to the low
+// type). Data movement follows its input. Graph inputs, params
 // and outputs keep their types (the boundary). Casts are deduplicated: one cast per
 // (value, type), a value cast down and needed in f32 again reuses the f32 original, and
 // f32 constants are converted at compile time instead of cast per run.
@@ -42,7 +46,7 @@ struct ValueLess {
 
 class Precisioner {
  public:
-  Precisioner(const Graph& g, DType low) : g_(g), rw_(g), low_(low) {}
+  Precisioner(const Graph& g, DType low, const BackendClaims* claims) : g_(g), rw_(g), low_(low), claims_(claims) {}
 
   Graph run() {
     const auto& nodes = g_.nodes();
@@ -55,7 +59,10 @@ class Precisioner {
       }
       switch (mode_of(n.kind)) {
         case Mode::Low: lower(int32_t(i)); break;
-        case Mode::Keep: rw_.copy_with_inputs(int32_t(i), restored_inputs(n)); break;
+        case Mode::Keep:
+          if (low_kept_claimed(n)) lower(int32_t(i));
+          else rw_.copy_with_inputs(int32_t(i), restored_inputs(n));
+          break;
         case Mode::Follow: follow(int32_t(i)); break;
       }
     }
@@ -69,6 +76,30 @@ class Precisioner {
     std::vector<Value> in;
     for (Value v : n.inputs) in.push_back(v.valid() ? want(v, g_.type(v).dtype()) : v);
     return in;
+  }
+
+  // Softmax or a norm whose every float operand is f32, claimed by the backend with all of
+  // them in the low type.
+  bool low_kept_claimed(const Node& n) const {
+    if (!claims_ || !claims_->supports) return false;
+    if (n.kind != OpKind::Softmax && n.kind != OpKind::LogSoftmax && n.kind != OpKind::LayerNorm &&
+        n.kind != OpKind::RmsNorm)
+      return false;
+    std::vector<Shape> low_in;
+    for (Value v : n.inputs) {
+      if (!v.valid()) {
+        low_in.emplace_back();
+        continue;
+      }
+      const Shape& s = g_.type(v);
+      if (s.dtype() != DType::F32) return false;
+      low_in.push_back(s.with_dtype(low_));
+    }
+    std::vector<const Shape*> ptrs;
+    for (size_t k = 0; k < n.inputs.size(); ++k) ptrs.push_back(n.inputs[k].valid() ? &low_in[k] : nullptr);
+    Node c = n;
+    for (Shape& o : c.outputs) o = o.with_dtype(low_);
+    return claims_->supports(c, ptrs);
   }
 
   void lower(int32_t id) {
@@ -140,15 +171,16 @@ class Precisioner {
   const Graph& g_;
   Rewriter rw_;
   DType low_;
+  const BackendClaims* claims_;
   std::map<std::pair<Value, DType>, Value, ValueLess> cache_;
   std::map<Value, Value, VLess> origin_;  // value made by a cast/conversion -> its source
 };
 
 }  // namespace
 
-Graph apply_precision(const Graph& g, Precision p) {
-  if (p == Precision::F32) return g;
-  return Precisioner(g, p == Precision::F16 ? DType::F16 : DType::BF16).run();
+Graph apply_precision(const Graph& g, Precision p, const BackendClaims* claims) {
+  if (p == Precision::F32 || p == Precision::TF32) return g;  // TF32 is a backend math mode
+  return Precisioner(g, p == Precision::F16 ? DType::F16 : DType::BF16, claims).run();
 }
 
 }  // namespace rlx::opt

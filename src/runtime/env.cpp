@@ -17,14 +17,17 @@ namespace rlx {
 const std::vector<EnvVar>& env_registry() {
   static const std::vector<EnvVar> vars = {
       {"RLX_THREADS", "worker threads for CPU kernels (a positive integer; overrides CompileOptions::threads)"},
-      {"RLX_PRECISION", "compute precision policy: f32, f16 or bf16 (overrides CompileOptions::precision)"},
+      {"RLX_PRECISION", "compute precision policy: f32, tf32 (f32 values, TF32 matmul and conv math where the backend has it), f16 or bf16 (overrides CompileOptions::precision)"},
       {"RLX_FUSE", "0 turns off the fusion passes fuse-norms, fuse-elementwise and fuse-matmul-epilogue (1 turns them on)"},
       {"RLX_FUSION_REPORT", "1 prints the whole fusion report (every rewrite, every candidate left apart and why) to stderr at compile"},
       {"RLX_DISPATCH_REPORT", "1 prints the dispatch report (per op kind: native, decomposed, unsupported) to stderr at compile"},
       {"RLX_ARENA_REPORT", "1 prints the memory plan (arena bytes vs lower bound, top buffers) to stderr at compile"},
       {"RLX_VERIFY", "1 verifies the graph after every pass and the memory plan, and poisons scratch memory before each run"},
       {"RLX_MAX_ARENA_BYTES", "cap in bytes on the activation arena and on the weights segment, each (suffixes K, M, G; overrides CompileOptions::max_arena_bytes; default: physical memory)"},
-      {"RLX_PROFILE", "1 times every kernel call of every run (CPU; CUDA: eager launches, no graph replay) and prints the totals per op kind to stderr when the executable goes"},
+      {"RLX_PROFILE", "1 times every kernel call of every run (CPU; CUDA: eager launches queued behind a wait so that they run back to back, the first run not counted) and prints the totals per op kind and the slowest calls to stderr when the executable goes"},
+      {"RLX_CUDA_GRAPH", "0: the CUDA backend launches every kernel of every run itself instead of replaying the run captured as a CUDA Graph (to measure what replay saves)"},
+      {"RLX_CUDA_CUDNN", "0: the CUDA backend runs convolutions as im2col + cuBLASLt products instead of through cuDNN"},
+      {"RLX_CUDA_JIT", "0: the CUDA backend runs fused_elementwise programs in its interpreter kernel instead of compiling each into its own kernel with NVRTC"},
       {"RLX_ISA", "scalar, avx2, avx512 or native (default): the highest instruction set CPU kernels may use (never above what the CPU has)"},
   };
   return vars;
@@ -83,9 +86,10 @@ CompileOptions apply_env(CompileOptions opts) {
   if (const char* v = env("RLX_PRECISION")) {
     std::string s = v;
     if (s == "f32") opts.precision = Precision::F32;
+    else if (s == "tf32") opts.precision = Precision::TF32;
     else if (s == "f16") opts.precision = Precision::F16;
     else if (s == "bf16") opts.precision = Precision::BF16;
-    else fail(ErrorCategory::InvalidArgument, "RLX_PRECISION='", s, "': expected f32, f16 or bf16");
+    else fail(ErrorCategory::InvalidArgument, "RLX_PRECISION='", s, "': expected f32, tf32, f16 or bf16");
   }
   if (const char* v = env("RLX_FUSE")) {
     bool on = parse_flag("RLX_FUSE", v);

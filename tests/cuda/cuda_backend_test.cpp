@@ -16,6 +16,7 @@
 #include <map>
 #include <random>
 
+#include "cuda_test_util.h"
 #include "rlx/rlx.h"
 
 namespace rlx {
@@ -40,13 +41,7 @@ std::string cuda_unavailable() {
     if (!why.empty()) GTEST_SKIP() << "no usable CUDA device: " << why; \
   } while (0)
 
-std::vector<float> randoms(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  std::vector<float> v(n);
-  for (float& x : v) x = u(rng);
-  return v;
-}
+using cuda_test::randoms;
 
 // x [B, S, 64] -> layer_norm -> @ W [64, 64] -> gelu -> split heads [B, 4, S, 16] ->
 // softmax over S -> reduce_mean -> concat with a gathered row -> outputs.

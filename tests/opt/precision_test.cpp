@@ -28,6 +28,11 @@ graph main {
 
 TEST(Precision, F32IsUnchanged) { expect_graph(apply_precision(parse(kMixed), Precision::F32), kMixed); }
 
+// TF32 changes no type: it is a math mode of the backends' matmuls and convolutions.
+TEST(Precision, Tf32LeavesTheGraphToTheBackend) {
+  expect_graph(apply_precision(parse(kMixed), Precision::TF32), kMixed);
+}
+
 TEST(Precision, F16ComputeLowReductionsAndBoundariesF32CastsShared) {
   // Compute (matmul, add, mul, fused program) runs in f16; layer_norm, softmax and
   // argmax get f32; data movement follows its input; concat with an f32 input stays f32.
@@ -93,6 +98,36 @@ graph main {
   outputs(%6 as "user_bf16", %8 as "e")
 }
 )");
+}
+
+// Softmax and the norms take low operands where the backend claims that form; reductions
+// never do. A claim that refuses leaves the f32 policy as it was.
+TEST(Precision, KeptNodesGoLowWhereTheBackendClaimsIt) {
+  const char* src = R"(
+graph main {
+  %0 = input "x" : f32[2,4]
+  %1 = param "w" : f32[4,4]
+  %2 = matmul(%0, %1) name="mm" : f32[2,4]
+  %3 = softmax(%2) name="sm" : f32[2,4]
+  %4 = reduce_sum(%3) {axes=[1]} name="rs" : f32[2,1]
+  outputs(%3, %4)
+}
+)";
+  BackendClaims low_softmax{"test", [](const Node& n, const std::vector<const Shape*>& in) {
+                              return n.kind == OpKind::Softmax || in.empty() || !in[0] || in[0]->dtype() == DType::F32;
+                            }};
+  Graph g = apply_precision(parse(src), Precision::F16, &low_softmax);
+  int low_softmaxes = 0, f32_reductions = 0;
+  for (const Node& n : g.nodes()) {
+    if (n.kind == OpKind::Softmax) low_softmaxes += n.outputs[0].dtype() == DType::F16 && g.type(n.inputs[0]).dtype() == DType::F16;
+    if (n.kind == OpKind::ReduceSum) f32_reductions += n.outputs[0].dtype() == DType::F32;
+  }
+  EXPECT_EQ(low_softmaxes, 1);
+  EXPECT_EQ(f32_reductions, 1);
+  BackendClaims none{"test", [](const Node&, const std::vector<const Shape*>& in) {
+                       return in.empty() || !in[0] || in[0]->dtype() == DType::F32;
+                     }};
+  expect_graph(apply_precision(parse(src), Precision::F16, &none), print_graph(apply_precision(parse(src), Precision::F16)));
 }
 
 }  // namespace

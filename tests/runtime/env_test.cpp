@@ -31,6 +31,11 @@ TEST(Env, UnsetChangesNothing) {
   EXPECT_FALSE(r.dispatch_report);
 }
 
+TEST(Env, PrecisionTf32) {
+  ScopedEnv p("RLX_PRECISION", "tf32");
+  EXPECT_EQ(apply_env(CompileOptions{}).precision, Precision::TF32);
+}
+
 TEST(Env, OverridesOptions) {
   ScopedEnv t("RLX_THREADS", "3"), p("RLX_PRECISION", "bf16"), f("RLX_FUSE", "0"), d("RLX_DISPATCH_REPORT", "1"),
       a("RLX_ARENA_REPORT", "true"), v("RLX_VERIFY", "1"), i("RLX_ISA", "scalar");

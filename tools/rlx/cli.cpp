@@ -38,7 +38,7 @@ const std::vector<Command>& commands() {
       Command c{"diff", "run a model on two devices or two precisions; name the first node whose output diverges",
                 "FILE (--devices A,B | --precision P,Q) [options]", 1, 1, compile_option_specs(), &cmd_diff};
       for (OptionSpec& o : c.options)
-        if (o.name == "--precision") o = {"--precision", "P,Q", "compare two precision policies (f32, f16, bf16) on one device", false};
+        if (o.name == "--precision") o = {"--precision", "P,Q", "compare two precision policies (f32, tf32, f16, bf16) on one device", false};
       c.options.insert(c.options.begin(),
                        {{"--devices", "A,B", "compare two backends (cpu, cuda) at one precision", false},
                         {"--input", "NAME=FILE.npy", "feed input NAME from FILE.npy (others: seeded random)", true},
@@ -220,7 +220,7 @@ Graph load_model(const std::string& path, CompileOptions& opts) {
 std::vector<OptionSpec> compile_option_specs() {
   return {
       {"--threads", "N", "worker threads (default: all cores; RLX_THREADS overrides)", false},
-      {"--precision", "P", "compute precision policy: f32 (default), f16 or bf16", false},
+      {"--precision", "P", "compute precision policy: f32 (default), tf32, f16 or bf16", false},
       {"--bind", "SYM=N", "bind the dynamic dim SYM to size N", true},
       {"--no-fuse", "", "turn off the fusion passes", false},
   };
@@ -271,9 +271,10 @@ CompileOptions compile_options_from(const Args& args) {
   if (args.has("--precision")) {
     const std::string p = args.get("--precision");
     if (p == "f32") o.precision = Precision::F32;
+    else if (p == "tf32") o.precision = Precision::TF32;
     else if (p == "f16") o.precision = Precision::F16;
     else if (p == "bf16") o.precision = Precision::BF16;
-    else throw UsageError("--precision '" + p + "': expected f32, f16 or bf16");
+    else throw UsageError("--precision '" + p + "': expected f32, tf32, f16 or bf16");
   }
   for (const std::string& b : args.all("--bind")) {
     auto [sym, n] = split_assignment(b, "--bind");

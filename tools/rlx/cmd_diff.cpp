@@ -29,9 +29,10 @@ std::vector<std::string> two_of(const std::string& s, const std::string& opt) {
 
 Precision precision_of(const std::string& p) {
   if (p == "f32") return Precision::F32;
+  if (p == "tf32") return Precision::TF32;
   if (p == "f16") return Precision::F16;
   if (p == "bf16") return Precision::BF16;
-  throw UsageError("--precision: '" + p + "' is not f32, f16 or bf16");
+  throw UsageError("--precision: '" + p + "' is not f32, tf32, f16 or bf16");
 }
 
 // Seeded inputs for those not given: floats uniform in [-1, 1), integers in [0, 4) (safe

@@ -1,8 +1,9 @@
 // Spatial and index kernels of the CUDA backend: convolution (group 1: im2col into the
-// executable's scratch, then cuBLAS SGEMM per chunk of images, lower_compute.cpp; grouped and
-// depthwise: direct, one thread per output element, f32 accumulation over input channel,
-// kernel row, column), pooling, pad, and argmax / argmin. Not yet: implicit GEMM without the
-// col buffer, tensor cores (TF32 / f16), fused activations.
+// executable's scratch, then one cuBLASLt product per chunk of images, lower_compute.cpp,
+// on tensor cores for f16 / bf16 / TF32; grouped and depthwise: direct, one thread per
+// output element, f32 accumulation over input channel, kernel row, column), pooling, pad,
+// and argmax / argmin. Not yet: implicit GEMM without the col buffer, fused activations.
+#include <algorithm>
 #include <cstdint>
 
 #include "backends/cuda/device_util.cuh"
@@ -12,27 +13,50 @@ namespace rlx::cuda {
 namespace {
 
 using dev::Elem;
+using dev::ldf;
 using dev::offset_of;
+using dev::stf;
 
 using dev::grid_for;
 
-// col[i][k][p], k = (ci * kh + ky) * kw + kx, p = oy * ow + ox, for image n0 + i.
-__global__ void im2col_kernel(ConvArgs a, const float* x, int64_t n0, int64_t images, float* col) {
-  const int64_t P = a.oh * a.ow, K = a.c * a.kh * a.kw, total = images * K * P;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t p = i % P, k = (i / P) % K, img = i / (P * K);
-    const int64_t ox = p % a.ow, oy = p / a.ow, kx = k % a.kw, ky = (k / a.kw) % a.kh, ci = k / (a.kw * a.kh);
-    const int64_t iy = oy * a.sh - a.pt + ky * a.dh, ix = ox * a.sw - a.pl + kx * a.dw;
-    col[i] = (iy >= 0 && iy < a.h && ix >= 0 && ix < a.w) ? x[(((n0 + img) * a.c + ci) * a.h + iy) * a.w + ix] : 0.0f;
-  }
+// col rows k = (ci * kh + ky) * kw + kx (rows k >= K, the padding up to kp, are zeros),
+// columns p = oy * ow + ox, for image n0 + i: col[i][k][p], or col[k][i * P + p] when
+// `folded`. A block row per (k, image): the tap is decoded once per block, each thread
+// divides only p.
+template <class T>
+__global__ void im2col_kernel(ConvArgs a, const T* x, int64_t n0, int64_t images, T* col, int64_t kp, bool folded) {
+  const int64_t P = a.oh * a.ow, K = a.c * a.kh * a.kw;
+  const int ow = int(a.ow);
+  for (int64_t img = blockIdx.z; img < images; img += gridDim.z)
+    for (int64_t k = blockIdx.y; k < kp; k += gridDim.y) {
+      T* cp = folded ? col + k * images * P + img * P : col + (img * kp + k) * P;
+      if (k >= K) {
+        for (int64_t p = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; p < P; p += int64_t(gridDim.x) * blockDim.x)
+          cp[p] = T(0);
+        continue;
+      }
+      // 32-bit decoding (K and the plane sizes are far below 2^31; 64-bit division is slow).
+      const int kw = int(a.kw), kh = int(a.kh), k32 = int(k);
+      const int kx = k32 % kw, ky = (k32 / kw) % kh, ci = k32 / (kw * kh);
+      const T* xp = x + ((n0 + img) * a.c + ci) * a.h * a.w;
+      const int dy = ky * int(a.dh) - int(a.pt), dx = kx * int(a.dw) - int(a.pl);
+      const int sh = int(a.sh), sw = int(a.sw), h = int(a.h), w = int(a.w), P32 = int(P);
+      for (int p = blockIdx.x * blockDim.x + threadIdx.x; p < P32; p += gridDim.x * blockDim.x) {
+        const int oy = p / ow, ox = p - oy * ow;
+        const int iy = oy * sh + dy, ix = ox * sw + dx;
+        cp[p] = (iy >= 0 && iy < h && ix >= 0 && ix < w) ? xp[iy * w + ix] : T(0);
+      }
+    }
 }
 
-__global__ void channel_bias_kernel(const float* bias, float* y, int64_t cout, int64_t p, int64_t total) {
+template <class T>
+__global__ void channel_bias_kernel(const T* bias, T* y, int64_t cout, int64_t p, int64_t total) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x)
-    y[i] += bias[(i / p) % cout];
+    y[i] = stf<T>(ldf(y[i]) + ldf(bias[(i / p) % cout]));
 }
 
-__global__ void conv2d_kernel(ConvArgs a, const float* x, const float* w, const float* bias, float* y) {
+template <class T>
+__global__ void conv2d_kernel(ConvArgs a, const T* x, const T* w, const T* bias, T* y) {
   const int64_t total = a.n * a.cout * a.oh * a.ow;
   const int64_t cg = a.c / a.group, og = a.cout / a.group;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
@@ -40,19 +64,19 @@ __global__ void conv2d_kernel(ConvArgs a, const float* x, const float* w, const 
     const int64_t g = co / og;
     float acc = 0;
     for (int64_t ci = 0; ci < cg; ++ci) {
-      const float* xp = x + ((n * a.c + g * cg + ci) * a.h) * a.w;
-      const float* wp = w + ((co * cg + ci) * a.kh) * a.kw;
+      const T* xp = x + ((n * a.c + g * cg + ci) * a.h) * a.w;
+      const T* wp = w + ((co * cg + ci) * a.kh) * a.kw;
       for (int64_t ky = 0; ky < a.kh; ++ky) {
         const int64_t iy = oy * a.sh - a.pt + ky * a.dh;
         if (iy < 0 || iy >= a.h) continue;
         for (int64_t kx = 0; kx < a.kw; ++kx) {
           const int64_t ix = ox * a.sw - a.pl + kx * a.dw;
           if (ix < 0 || ix >= a.w) continue;
-          acc = fmaf(xp[iy * a.w + ix], wp[ky * a.kw + kx], acc);
+          acc = fmaf(ldf(xp[iy * a.w + ix]), ldf(wp[ky * a.kw + kx]), acc);
         }
       }
     }
-    y[i] = bias ? acc + bias[co] : acc;
+    y[i] = stf<T>(bias ? acc + ldf(bias[co]) : acc);
   }
 }
 
@@ -68,27 +92,34 @@ __device__ inline Taps taps(int64_t start, int64_t k, int64_t d, int64_t n, int6
   return {lo, hi, phi - plo};
 }
 
-__global__ void pool2d_kernel(PoolArgs a, const float* x, float* y) {
+template <class T>
+__global__ void pool2d_kernel(PoolArgs a, const T* x, T* y) {
   const int64_t total = a.planes * a.oh * a.ow;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t ox = i % a.ow, oy = (i / a.ow) % a.oh, p = i / (a.ow * a.oh);
+    int64_t ox, oy, p;
+    if (total <= 0x7fffffff) {  // 32-bit division where it fits (64-bit costs several times more)
+      const unsigned j = unsigned(i), ow = unsigned(a.ow), oh = unsigned(a.oh), q = j / ow;
+      ox = j - q * ow, oy = q % oh, p = q / oh;
+    } else {
+      ox = i % a.ow, oy = (i / a.ow) % a.oh, p = i / (a.ow * a.oh);
+    }
     const int64_t y0 = oy * a.sh - a.pt, x0 = ox * a.sw - a.pl;
     const Taps ty = taps(y0, a.kh, a.dh, a.h, a.pt, a.pb), tx = taps(x0, a.kw, a.dw, a.w, a.pl, a.pr);
-    const float* xp = x + p * a.h * a.w;
+    const T* xp = x + p * a.h * a.w;
     if (a.is_max) {
       float m = -INFINITY;
       for (int64_t ky = ty.lo; ky < ty.hi; ++ky)
         for (int64_t kx = tx.lo; kx < tx.hi; ++kx) {
-          const float v = xp[(y0 + ky * a.dh) * a.w + x0 + kx * a.dw];
+          const float v = ldf(xp[(y0 + ky * a.dh) * a.w + x0 + kx * a.dw]);
           if (v > m || v != v) m = v;
         }
-      y[i] = m;
+      y[i] = stf<T>(m);
     } else {
       float s = 0;
       for (int64_t ky = ty.lo; ky < ty.hi; ++ky)
-        for (int64_t kx = tx.lo; kx < tx.hi; ++kx) s += xp[(y0 + ky * a.dh) * a.w + x0 + kx * a.dw];
+        for (int64_t kx = tx.lo; kx < tx.hi; ++kx) s += ldf(xp[(y0 + ky * a.dh) * a.w + x0 + kx * a.dw]);
       const int64_t count = a.count_include_pad ? ty.padded * tx.padded : (ty.hi - ty.lo) * (tx.hi - tx.lo);
-      y[i] = count > 0 ? s / float(count) : 0.0f;
+      y[i] = stf<T>(count > 0 ? s / float(count) : 0.0f);
     }
   }
 }
@@ -103,7 +134,9 @@ __global__ void pad_kernel(const void* xv, Iter in, PadArgs a, void* yv, Iter ou
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < out.numel; i += int64_t(gridDim.x) * blockDim.x) {
     int64_t r = i, src = 0, stride = 1;
     bool outside = false;
-    for (int k = out.rank - 1; k >= 0; --k) {
+#pragma unroll
+    for (int k = kMaxRank - 1; k >= 0; --k) {  // constant indices (see dev::offset_of)
+      if (k >= out.rank) continue;
       const int64_t o = r % out.dims[k], n = in.dims[k];
       r /= out.dims[k];
       int64_t s = o - a.begin[k];
@@ -191,32 +224,52 @@ cudaError_t topk(bool largest, const float* x, int64_t outer, int64_t n, int64_t
   return cudaGetLastError();
 }
 
-cudaError_t conv2d(const ConvArgs& a, const float* x, const float* wt, const float* bias, float* y, cudaStream_t s) {
+using dev::by_float;
+
+cudaError_t conv2d(const ConvArgs& a, ET t, const void* x, const void* wt, const void* bias, void* y, cudaStream_t s) {
   const int64_t total = a.n * a.cout * a.oh * a.ow;
   if (total == 0) return cudaSuccess;
-  conv2d_kernel<<<grid_for(total, 128), 128, 0, s>>>(a, x, wt, bias, y);
+  return by_float(t, [&](auto z) {
+    using T = decltype(z);
+    conv2d_kernel<<<grid_for(total, 128), 128, 0, s>>>(a, static_cast<const T*>(x), static_cast<const T*>(wt),
+                                                        static_cast<const T*>(bias), static_cast<T*>(y));
+  });
+}
+
+cudaError_t im2col(const ConvArgs& a, int elem, const void* x, int64_t n0, int64_t images, void* col, int64_t kp,
+                   bool folded, cudaStream_t s) {
+  const int64_t P = a.oh * a.ow;
+  if (images * kp * P == 0) return cudaSuccess;
+  // Decoded in 32 bits (im2col_kernel): refuse what does not fit.
+  if (P > 0x7fffffff || kp > 0x7fffffff || a.h * a.w > 0x7fffffff || a.oh * a.sh + a.kh * a.dh > 0x7fffffff)
+    return cudaErrorInvalidValue;
+  const dim3 g(unsigned(std::min<int64_t>((P + 255) / 256, 64)), unsigned(std::min<int64_t>(kp, 65535)),
+               unsigned(std::min<int64_t>(images, 65535)));
+  if (elem == 4)
+    im2col_kernel<<<g, 256, 0, s>>>(a, static_cast<const float*>(x), n0, images, static_cast<float*>(col), kp, folded);
+  else if (elem == 2)
+    im2col_kernel<<<g, 256, 0, s>>>(a, static_cast<const __half*>(x), n0, images, static_cast<__half*>(col), kp, folded);
+  else return cudaErrorInvalidValue;
   return cudaGetLastError();
 }
 
-cudaError_t im2col(const ConvArgs& a, const float* x, int64_t n0, int64_t images, float* col, cudaStream_t s) {
-  const int64_t total = images * a.c * a.kh * a.kw * a.oh * a.ow;
-  if (total == 0) return cudaSuccess;
-  im2col_kernel<<<grid_for(total, 256), 256, 0, s>>>(a, x, n0, images, col);
-  return cudaGetLastError();
-}
-
-cudaError_t add_channel_bias(const float* bias, float* y, int64_t n, int64_t cout, int64_t p, cudaStream_t s) {
+cudaError_t add_channel_bias(ET t, const void* bias, void* y, int64_t n, int64_t cout, int64_t p, cudaStream_t s) {
   const int64_t total = n * cout * p;
   if (total == 0) return cudaSuccess;
-  channel_bias_kernel<<<grid_for(total, 256), 256, 0, s>>>(bias, y, cout, p, total);
-  return cudaGetLastError();
+  return by_float(t, [&](auto z) {
+    using T = decltype(z);
+    channel_bias_kernel<<<grid_for(total, 256), 256, 0, s>>>(static_cast<const T*>(bias), static_cast<T*>(y), cout, p,
+                                                             total);
+  });
 }
 
-cudaError_t pool2d(const PoolArgs& a, const float* x, float* y, cudaStream_t s) {
+cudaError_t pool2d(const PoolArgs& a, ET t, const void* x, void* y, cudaStream_t s) {
   const int64_t total = a.planes * a.oh * a.ow;
   if (total == 0) return cudaSuccess;
-  pool2d_kernel<<<grid_for(total, 256), 256, 0, s>>>(a, x, y);
-  return cudaGetLastError();
+  return by_float(t, [&](auto z) {
+    using T = decltype(z);
+    pool2d_kernel<<<grid_for(total, 256), 256, 0, s>>>(a, static_cast<const T*>(x), static_cast<T*>(y));
+  });
 }
 
 cudaError_t pad(int elem, const void* x, const Iter& in, const PadArgs& a, void* y, const Iter& out, cudaStream_t s) {

@@ -1,5 +1,6 @@
-// Element-wise kernels of the CUDA backend: unary (f32), binary with broadcasting through
-// strides, where, cast. Grid-stride loops, 64-bit indices; math in float as the CPU
+// Element-wise kernels of the CUDA backend: unary, binary with broadcasting through
+// strides, fused programs, where, cast. f16 / bf16 operands are computed in f32 and
+// rounded once on store (the CPU oracle's half kernels do the same). Grid-stride loops, 64-bit indices; math in float as the CPU
 // oracle does it (erf / tanh forms of gelu as in the op table's definitions).
 #include <cuda_bf16.h>
 #include <type_traits>
@@ -12,7 +13,9 @@ namespace rlx::cuda {
 namespace {
 
 using dev::Elem;
+using dev::ldf;
 using dev::offset_of;
+using dev::stf;
 
 constexpr int kThreads = 256;
 
@@ -84,6 +87,18 @@ __global__ void unary_kernel(UnaryArgs a, const T* x, T* y, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     if constexpr (std::is_floating_point_v<T>) y[i] = unary_f(a, x[i]);
     else y[i] = unary_i(a, x[i]);
+  }
+}
+template <class T>
+__global__ void unary_low_kernel(UnaryArgs a, const T* x, T* y, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = stf<T>(unary_f(a, ldf(x[i])));
+}
+template <class T>
+__global__ void unary_low_bool_kernel(UnaryArgs a, const T* x, bool* y, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const float v = ldf(x[i]);
+    y[i] = a.op == UnaryOp::IsNaN ? v != v : ((a.pos && v == INFINITY) || (a.neg && v == -INFINITY));
   }
 }
 template <class T>
@@ -169,16 +184,41 @@ __global__ void binary_kernel(BinaryOp op, const T* a, Strides sa, const T* b, S
   }
 }
 
-// One thread per output element: the inputs loaded once, the program run in registers.
-__global__ void fused_kernel(FusedArgs a, FusedPtrs p, float* y) {
+template <class T>
+__global__ void binary_low_kernel(BinaryOp op, const T* a, Strides sa, const T* b, Strides sb, void* y, Iter it) {
+  const bool pred = op >= BinaryOp::And;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < it.numel; i += int64_t(gridDim.x) * blockDim.x) {
+    const float x = ldf(a[offset_of(i, it, sa)]), z = ldf(b[offset_of(i, it, sb)]);
+    if (pred) static_cast<bool*>(y)[i] = predicate(op, x, z);
+    else static_cast<T*>(y)[i] = stf<T>(arith(op, x, z));
+  }
+}
+
+// One thread per output element: the inputs loaded once, the program run in f32 (storage
+// in T, each instruction's result rounded to T as the program's types say). The loops run
+// over the constant maxima so that every parameter index is a compile-time constant (see
+// offset_of); the values live in shared memory, one row per thread (an odd row length:
+// no bank conflicts), as instructions name their operands at run time.
+constexpr int kFusedRow = kMaxFusedInputs + kMaxFusedOps + 1;
+template <class T>
+__global__ void fused_kernel(FusedArgs a, FusedPtrs p, T* y) {
+  constexpr bool low = !std::is_same_v<T, float>;
+  extern __shared__ float fused_values[];
+  float* v = fused_values + threadIdx.x * kFusedRow;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < a.it.numel; i += int64_t(gridDim.x) * blockDim.x) {
-    float v[kMaxFusedInputs + kMaxFusedOps];
-    for (int k = 0; k < a.n_in; ++k) v[k] = p.in[k][offset_of(i, a.it, a.in[k])];
-    for (int j = 0; j < a.n_ops; ++j) {
+#pragma unroll
+    for (int k = 0; k < kMaxFusedInputs; ++k)
+      if (k < a.n_in) v[k] = ldf(static_cast<const T*>(p.in[k])[offset_of(i, a.it, a.in[k])]);
+    float r = 0;
+#pragma unroll
+    for (int j = 0; j < kMaxFusedOps; ++j) {
+      if (j >= a.n_ops) break;
       const FusedInstr& o = a.ops[j];
-      v[a.n_in + j] = o.kind == 0 ? unary_f(o.u, v[o.x]) : o.kind == 1 ? arith(o.b, v[o.x], v[o.y]) : v[o.x];
+      r = o.kind == 0 ? unary_f(o.u, v[o.x]) : o.kind == 1 ? arith(o.b, v[o.x], v[o.y]) : v[o.x];
+      if constexpr (low) r = ldf(stf<T>(r));
+      v[a.n_in + j] = r;
     }
-    y[i] = v[a.n_in + a.n_ops - 1];
+    y[i] = stf<T>(r);
   }
 }
 
@@ -216,6 +256,9 @@ __global__ void cast_kernel(const S* x, D* y, int64_t n) {
       y[i] = D(int64_t(x[i]));  // integer to integer: wraps like the CPU's static_cast
     } else if constexpr (std::is_same_v<D, float> && std::is_same_v<S, float>) {
       y[i] = x[i];
+    } else if constexpr ((std::is_same_v<S, float> || std::is_same_v<S, __half> || std::is_same_v<S, __nv_bfloat16>) &&
+                         (std::is_same_v<D, float> || std::is_same_v<D, __half> || std::is_same_v<D, __nv_bfloat16>)) {
+      y[i] = stf<D>(ldf(x[i]));  // f32 holds every f16 / bf16 exactly: one rounding, as through double
     } else if constexpr (d_int) {
       const double v = to_d(x[i]);  // float to integer: truncation; NaN / out of range as the CPU does (0)
       y[i] = (v != v) ? D(0) : D(int64_t(v));
@@ -253,14 +296,21 @@ cudaError_t unary(const UnaryArgs& a, ET t, const void* x, void* y, int64_t n, c
     return cudaGetLastError();
   }
   if (a.op == UnaryOp::IsNaN || a.op == UnaryOp::IsInf) {
-    if (t == ET::F64) unary_bool_kernel<<<g, kThreads, 0, s>>>(a, static_cast<const double*>(x), static_cast<bool*>(y), n);
+    if (t == ET::F16) unary_low_bool_kernel<<<g, kThreads, 0, s>>>(a, static_cast<const __half*>(x), static_cast<bool*>(y), n);
+    else if (t == ET::BF16)
+      unary_low_bool_kernel<<<g, kThreads, 0, s>>>(a, static_cast<const __nv_bfloat16*>(x), static_cast<bool*>(y), n);
+    else if (t == ET::F64) unary_bool_kernel<<<g, kThreads, 0, s>>>(a, static_cast<const double*>(x), static_cast<bool*>(y), n);
     else unary_bool_kernel<<<g, kThreads, 0, s>>>(a, static_cast<const float*>(x), static_cast<bool*>(y), n);
     return cudaGetLastError();
   }
 #define RLX_UN(ET_, T_) \
   case ET_: unary_kernel<T_><<<g, kThreads, 0, s>>>(a, static_cast<const T_*>(x), static_cast<T_*>(y), n); break;
+#define RLX_UN_LOW(ET_, T_) \
+  case ET_: unary_low_kernel<T_><<<g, kThreads, 0, s>>>(a, static_cast<const T_*>(x), static_cast<T_*>(y), n); break;
   switch (t) {
     RLX_UN(ET::F32, float)
+    RLX_UN_LOW(ET::F16, __half)
+    RLX_UN_LOW(ET::BF16, __nv_bfloat16)
     RLX_UN(ET::F64, double)
     RLX_UN(ET::I8, int8_t)
     RLX_UN(ET::U8, uint8_t)
@@ -270,16 +320,28 @@ cudaError_t unary(const UnaryArgs& a, ET t, const void* x, void* y, int64_t n, c
     default: return cudaErrorInvalidValue;
   }
 #undef RLX_UN
+#undef RLX_UN_LOW
   return cudaGetLastError();
 }
 
-cudaError_t binary(BinaryOp op, ET t, const void* a, const Strides& sa, const void* b, const Strides& sb, void* y,
-                   const Iter& it, cudaStream_t s) {
-  if (it.numel == 0) return cudaSuccess;
+cudaError_t binary(BinaryOp op, ET t, const void* a, const Strides& sa_in, const void* b, const Strides& sb_in, void* y,
+                   const Iter& it_in, cudaStream_t s) {
+  if (it_in.numel == 0) return cudaSuccess;
+  Iter it = it_in;
+  Strides sa = sa_in, sb = sb_in;
+  Strides* ops[] = {&sa, &sb};
+  coalesce(it, ops, 2);
   const unsigned g = blocks_for(it.numel);
 #define RLX_BIN(ET_, T_) \
   case ET_: binary_kernel<T_><<<g, kThreads, 0, s>>>(op, static_cast<const T_*>(a), sa, static_cast<const T_*>(b), sb, y, it); break;
   switch (t) {
+    case ET::F16:
+      binary_low_kernel<<<g, kThreads, 0, s>>>(op, static_cast<const __half*>(a), sa, static_cast<const __half*>(b), sb, y, it);
+      break;
+    case ET::BF16:
+      binary_low_kernel<<<g, kThreads, 0, s>>>(op, static_cast<const __nv_bfloat16*>(a), sa,
+                                               static_cast<const __nv_bfloat16*>(b), sb, y, it);
+      break;
     RLX_BIN(ET::F32, float)
     RLX_BIN(ET::F64, double)
     RLX_BIN(ET::I32, int32_t)
@@ -293,16 +355,32 @@ cudaError_t binary(BinaryOp op, ET t, const void* a, const Strides& sa, const vo
   return cudaGetLastError();
 }
 
-cudaError_t fused_f32(const FusedArgs& a, const FusedPtrs& p, float* y, cudaStream_t s) {
-  if (a.it.numel == 0) return cudaSuccess;
-  if (a.n_in < 1 || a.n_in > kMaxFusedInputs || a.n_ops < 1 || a.n_ops > kMaxFusedOps) return cudaErrorInvalidValue;
-  fused_kernel<<<blocks_for(a.it.numel), kThreads, 0, s>>>(a, p, y);
+cudaError_t fused(ET t, const FusedArgs& args, const FusedPtrs& p, void* y, cudaStream_t s) {
+  if (args.it.numel == 0) return cudaSuccess;
+  if (args.n_in < 1 || args.n_in > kMaxFusedInputs || args.n_ops < 1 || args.n_ops > kMaxFusedOps)
+    return cudaErrorInvalidValue;
+  FusedArgs a = args;
+  Strides* ops[kMaxFusedInputs];
+  for (int k = 0; k < a.n_in; ++k) ops[k] = &a.in[k];
+  coalesce(a.it, ops, a.n_in);
+  const unsigned g = blocks_for(a.it.numel);
+  const size_t shm = size_t(kThreads) * kFusedRow * sizeof(float);
+  switch (t) {
+    case ET::F32: fused_kernel<<<g, kThreads, shm, s>>>(a, p, static_cast<float*>(y)); break;
+    case ET::F16: fused_kernel<<<g, kThreads, shm, s>>>(a, p, static_cast<__half*>(y)); break;
+    case ET::BF16: fused_kernel<<<g, kThreads, shm, s>>>(a, p, static_cast<__nv_bfloat16*>(y)); break;
+    default: return cudaErrorInvalidValue;
+  }
   return cudaGetLastError();
 }
 
-cudaError_t where(int elem, const void* c, const Strides& sc, const void* a, const Strides& sa, const void* b,
-                  const Strides& sb, void* y, const Iter& it, cudaStream_t s) {
-  if (it.numel == 0) return cudaSuccess;
+cudaError_t where(int elem, const void* c, const Strides& sc_in, const void* a, const Strides& sa_in, const void* b,
+                  const Strides& sb_in, void* y, const Iter& it_in, cudaStream_t s) {
+  if (it_in.numel == 0) return cudaSuccess;
+  Iter it = it_in;
+  Strides sc = sc_in, sa = sa_in, sb = sb_in;
+  Strides* ops[] = {&sc, &sa, &sb};
+  coalesce(it, ops, 3);
   const unsigned g = blocks_for(it.numel);
   const bool* cb = static_cast<const bool*>(c);
   switch (elem) {
@@ -315,9 +393,13 @@ cudaError_t where(int elem, const void* c, const Strides& sc, const void* a, con
   return cudaGetLastError();
 }
 
-cudaError_t strided_copy(int elem, const void* x, const Strides& sx, void* y, const Strides& sy, const Iter& it,
+cudaError_t strided_copy(int elem, const void* x, const Strides& sx_in, void* y, const Strides& sy_in, const Iter& it_in,
                          cudaStream_t s) {
-  if (it.numel == 0) return cudaSuccess;
+  if (it_in.numel == 0) return cudaSuccess;
+  Iter it = it_in;
+  Strides sx = sx_in, sy = sy_in;
+  Strides* ops[] = {&sx, &sy};
+  coalesce(it, ops, 2);
   const unsigned g = blocks_for(it.numel);
   switch (elem) {
     case 1: strided_copy_kernel<1><<<g, kThreads, 0, s>>>(x, sx, y, sy, it); break;
@@ -326,6 +408,22 @@ cudaError_t strided_copy(int elem, const void* x, const Strides& sx, void* y, co
     case 8: strided_copy_kernel<8><<<g, kThreads, 0, s>>>(x, sx, y, sy, it); break;
     default: return cudaErrorInvalidValue;
   }
+  return cudaGetLastError();
+}
+
+namespace {
+__global__ void spin_kernel(int64_t ns) {
+  uint64_t t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do {
+    __nanosleep(1000);
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  } while (int64_t(t - t0) < ns);
+}
+}  // namespace
+
+cudaError_t spin(int64_t ns, cudaStream_t s) {
+  spin_kernel<<<1, 1, 0, s>>>(ns);
   return cudaGetLastError();
 }
 

@@ -23,6 +23,33 @@ struct Strides {               // one operand's element strides over Iter's dims
   int64_t base = 0;            // element offset of index 0
 };
 
+// Host side: drops unit dims of `it` and merges each dim into the one outside it where every
+// operand's strides allow (s[outer] == s[inner] * dims[inner]), so the kernels divide less;
+// an operand written contiguously in `it`'s order (the output of most kernels) always allows it.
+inline void coalesce(Iter& it, Strides* const* ops, int n_ops) {  // n_ops <= 10
+  Iter r;
+  Strides out[10];
+  for (int k = 0; k < it.rank; ++k) {
+    if (it.dims[k] == 1) continue;
+    bool merge = r.rank > 0;
+    for (int o = 0; o < n_ops && merge; ++o) merge = ops[o]->s[k] * it.dims[k] == out[o].s[r.rank - 1];
+    if (merge) {
+      r.dims[r.rank - 1] *= it.dims[k];
+      for (int o = 0; o < n_ops; ++o) out[o].s[r.rank - 1] = ops[o]->s[k];
+    } else {
+      r.dims[r.rank] = it.dims[k];
+      for (int o = 0; o < n_ops; ++o) out[o].s[r.rank] = ops[o]->s[k];
+      ++r.rank;
+    }
+  }
+  r.numel = it.numel;
+  for (int o = 0; o < n_ops; ++o) {
+    out[o].base = ops[o]->base;
+    *ops[o] = out[o];
+  }
+  it = r;
+}
+
 // Element types the kernels know (a subset of rlx::DType, mapped by the lowering).
 enum class ET : int { F32, F16, BF16, F64, I8, U8, I16, I32, I64, Bool };
 
@@ -68,10 +95,12 @@ struct FusedArgs {
   FusedInstr ops[kMaxFusedOps];
 };
 struct FusedPtrs {
-  const float* in[kMaxFusedInputs] = {};
+  const void* in[kMaxFusedInputs] = {};  // every input and the output of type t
 };
-cudaError_t fused_f32(const FusedArgs& a, const FusedPtrs& p, float* y, cudaStream_t s);
+cudaError_t fused(ET t, const FusedArgs& a, const FusedPtrs& p, void* y, cudaStream_t s);
 // y = (to) x over n elements.
+// Keeps the stream busy for about `ns` nanoseconds (RLX_PROFILE queues a run behind it).
+cudaError_t spin(int64_t ns, cudaStream_t s);
 cudaError_t cast(ET from, ET to, const void* x, void* y, int64_t n, cudaStream_t s);
 // y[so(i)] = x[sx(i)] for every i of `it`, elements of `elem` bytes (1, 2, 4, 8):
 // transpose, slice, expand, concat and split pieces.
@@ -92,22 +121,26 @@ struct PadArgs {
 };
 cudaError_t pad(int elem, const void* x, const Iter& in, const PadArgs& a, void* y, const Iter& out, cudaStream_t s);
 
-// f32 NCHW convolution (groups, strides, dilations, top/left pads; bias or nullptr) and
+// NCHW convolution of f32, f16 or bf16 operands (f32 accumulation; groups, strides, dilations, top/left pads; bias or nullptr) and
 // pooling (max or average, count_include_pad; taps past input + padding never count).
 struct ConvArgs {
   int64_t n, c, h, w, cout, kh, kw, oh, ow, sh, sw, pt, pl, dh, dw, group;
 };
-cudaError_t conv2d(const ConvArgs& a, const float* x, const float* wt, const float* bias, float* y, cudaStream_t s);
-// The GEMM form of a group-1 convolution: col [images, c*kh*kw, oh*ow] of images [n0, n0 +
-// images) (zeros where the window leaves the input), for y[n] = W [cout, c*kh*kw] col[n].
-cudaError_t im2col(const ConvArgs& a, const float* x, int64_t n0, int64_t images, float* col, cudaStream_t s);
+cudaError_t conv2d(const ConvArgs& a, ET t, const void* x, const void* wt, const void* bias, void* y, cudaStream_t s);
+// The GEMM form of a group-1 convolution: col [images, kp, oh*ow] of images [n0, n0 +
+// images) (zeros where the window leaves the input, and rows K = c*kh*kw .. kp-1 zero: the
+// padding that keeps W's rows 16-byte aligned), for y[n] = W [cout, kp] col[n]; `folded`:
+// col [kp, images * oh*ow] instead (one product for the chunk). Elements of `elem` bytes
+// (zero bits are +0 in every float type).
+cudaError_t im2col(const ConvArgs& a, int elem, const void* x, int64_t n0, int64_t images, void* col, int64_t kp,
+                   bool folded, cudaStream_t s);
 // y [n, cout, p] += bias[cout].
-cudaError_t add_channel_bias(const float* bias, float* y, int64_t n, int64_t cout, int64_t p, cudaStream_t s);
+cudaError_t add_channel_bias(ET t, const void* bias, void* y, int64_t n, int64_t cout, int64_t p, cudaStream_t s);
 struct PoolArgs {
   bool is_max = true, count_include_pad = false;
   int64_t planes, h, w, oh, ow, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw;
 };
-cudaError_t pool2d(const PoolArgs& a, const float* x, float* y, cudaStream_t s);
+cudaError_t pool2d(const PoolArgs& a, ET t, const void* x, void* y, cudaStream_t s);
 // argmax / argmin of f32 over the middle dim of [outer, n, inner] into i64 (first index of
 // the extreme value, or the last with select_last; NaN wins, as on the CPU).
 cudaError_t arg_reduce(bool is_max, bool select_last, const float* x, int64_t outer, int64_t n, int64_t inner,
@@ -164,11 +197,12 @@ enum class ReduceOp : int { Sum, Mean, Max, Min, Prod };
 // every op, accumulated in the type; integers: max and min.
 cudaError_t reduce(ReduceOp op, ET t, const void* x, const Iter& kept, const Strides& ks, const Iter& red,
                    const Strides& rs, void* y, cudaStream_t s);
-// f32 softmax / log-softmax over the middle dim of [outer, n, inner].
-cudaError_t softmax(bool log, const float* x, float* y, int64_t outer, int64_t n, int64_t inner, cudaStream_t s);
-// f32 layer norm (rms = false) or RMS norm over rows of `cols`; scale / bias: cols
-// elements or nullptr.
-cudaError_t norm(bool rms, const float* x, const float* scale, const float* bias, float* y, int64_t rows,
+// Softmax / log-softmax over the middle dim of [outer, n, inner], operands of float type t
+// (f32, f16, bf16: statistics in f32, one rounding on store).
+cudaError_t softmax(bool log, ET t, const void* x, void* y, int64_t outer, int64_t n, int64_t inner, cudaStream_t s);
+// Layer norm (rms = false) or RMS norm over rows of `cols`, every operand of type t as
+// above; scale / bias: cols elements or nullptr.
+cudaError_t norm(bool rms, ET t, const void* x, const void* scale, const void* bias, void* y, int64_t rows,
                  int64_t cols, float eps, cudaStream_t s);
 
 }  // namespace rlx::cuda

@@ -6,9 +6,15 @@
 #include "backends/cuda/lower.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
 #include <cstring>
+#include <string>
 #include <optional>
 
+#include "backends/cuda/fused_jit.h"
+#include "backends/cuda/jit.h"
 #include "backends/cuda/lower_util.h"
 #include "ir/op_table.h"
 
@@ -68,7 +74,7 @@ std::optional<BinaryOp> binary_of(const Node& n) {
 }
 
 bool binary_type_ok(BinaryOp op, DType t) {
-  const bool fl = t == DType::F32 || t == DType::F64;
+  const bool fl = t == DType::F32 || t == DType::F64 || t == DType::F16 || t == DType::BF16;
   const bool in = t == DType::I32 || t == DType::I64 || t == DType::I8 || t == DType::U8;
   if (op == BinaryOp::And || op == BinaryOp::Or || op == BinaryOp::Xor) return t == DType::Bool;
   if (op >= BinaryOp::Eq) return fl || in || t == DType::Bool;
@@ -99,9 +105,9 @@ UnaryArgs unary_args(const Node& n, UnaryOp u) {
   return a;
 }
 
-// A fused_elementwise program as the f32 kernel runs it: every input and result f32, only
-// float unary ops, arithmetic binaries and identities; nullopt otherwise (legalize then
-// splits the node into its ops, which are claimed one by one).
+// A fused_elementwise program as the kernel runs it: every input and result of one float
+// type (f32, f16 or bf16), only float unary ops, arithmetic binaries and identities; nullopt
+// otherwise (legalize then splits the node into its ops, which are claimed one by one).
 std::optional<FusedArgs> fused_program(const Node& n, const std::vector<const Shape*>& in,
                                        const std::vector<int64_t>& out_dims) {
   const auto* attrs = std::get_if<FusedElementwiseAttrs>(&n.attrs);
@@ -111,13 +117,16 @@ std::optional<FusedArgs> fused_program(const Node& n, const std::vector<const Sh
   FusedArgs a;
   a.it = iter_of(out_dims);
   a.n_in = int(in.size());
+  if (in.empty() || !in[0]) return std::nullopt;
+  const DType t = in[0]->dtype();
+  if (t != DType::F32 && t != DType::F16 && t != DType::BF16) return std::nullopt;
   for (size_t k = 0; k < in.size(); ++k) {
-    if (!in[k] || in[k]->dtype() != DType::F32) return std::nullopt;
+    if (!in[k] || in[k]->dtype() != t) return std::nullopt;
     a.in[k] = broadcast_strides(in[k]->static_dims(), out_dims);
   }
   const int total = a.n_in + int(attrs->program.size());
   for (const FusedOp& op : attrs->program) {
-    if (op.type != DType::F32) return std::nullopt;
+    if (op.type != t) return std::nullopt;
     for (int32_t x : op.args)
       if (x < 0 || x >= total) return std::nullopt;
     Node sub;
@@ -147,6 +156,9 @@ std::optional<FusedArgs> fused_program(const Node& n, const std::vector<const Sh
   return a;
 }
 
+// The float types the GEMM, convolution and pool kernels store (computing in f32).
+bool float_storage(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+
 bool supports(const Node& n, const std::vector<const Shape*>& in) {
   for (const Shape* s : in)
     if (s && !static_rank_ok(s)) return false;
@@ -154,7 +166,7 @@ bool supports(const Node& n, const std::vector<const Shape*>& in) {
   const DType t = in[0]->dtype();
   if (auto u = unary_of(n.kind)) {
     if (*u == UnaryOp::Not) return t == DType::Bool;
-    const bool fl = t == DType::F32 || t == DType::F64;
+    const bool fl = t == DType::F32 || t == DType::F64 || t == DType::F16 || t == DType::BF16;
     const bool in = t == DType::I8 || t == DType::U8 || t == DType::I16 || t == DType::I32 || t == DType::I64;
     if (*u == UnaryOp::BitNot) return in;
     if (*u == UnaryOp::Abs || *u == UnaryOp::Neg || *u == UnaryOp::Sign || *u == UnaryOp::Relu) return fl || in;
@@ -167,7 +179,7 @@ bool supports(const Node& n, const std::vector<const Shape*>& in) {
              dtype_size(in[1]->dtype()) <= 8;
     case OpKind::Cast: return et_of(t) && et_of(n.attr<CastAttrs>().to);
     case OpKind::FusedElementwise:
-      return n.outputs.size() == 1 && n.outputs[0].is_static() && n.outputs[0].dtype() == DType::F32 &&
+      return n.outputs.size() == 1 && n.outputs[0].is_static() && n.outputs[0].dtype() == t &&
              fused_program(n, in, n.outputs[0].static_dims()).has_value();
     case OpKind::Identity:
     case OpKind::Reshape:
@@ -193,26 +205,31 @@ bool supports(const Node& n, const std::vector<const Shape*>& in) {
       return t == DType::F32 || t == DType::F64 || t == DType::I8 || t == DType::U8 || t == DType::I16 ||
              t == DType::I32 || t == DType::I64;
     case OpKind::Softmax:
-    case OpKind::LogSoftmax: return t == DType::F32;
+    case OpKind::LogSoftmax: return float_storage(t);
     case OpKind::LayerNorm:
     case OpKind::RmsNorm: {
-      if (t != DType::F32) return false;
+      if (!float_storage(t)) return false;
       const int64_t cols = norm_cols(n, *in[0]);
-      for (size_t i = 1; i < in.size(); ++i)
-        if (in[i] && in[i]->numel() != cols) return false;  // per-element scale / bias of the normalized dims
+      for (size_t i = 1; i < in.size(); ++i)  // per-element scale / bias of the normalized dims, of x's type
+        if (in[i] && (in[i]->numel() != cols || in[i]->dtype() != t)) return false;
       return true;
     }
     case OpKind::MatMul:
-      return t == DType::F32 && in.size() == 2 && in[1] && in[1]->dtype() == DType::F32;
+      return float_storage(t) && in.size() == 2 && in[1] && in[1]->dtype() == t;
+    case OpKind::FusedMatMul: {
+      if (!float_storage(t) || in.size() < 2 || !in[1] || in[1]->dtype() != t || n.outputs.size() != 1) return false;
+      if (in[0]->rank() == 0 || in[0]->static_dims().back() == 0) return false;  // k = 0: decomposed
+      return in.size() < 3 || !in[2] || (in[2]->dtype() == t && matmul_bias_kind(*in[2], n.outputs[0]).has_value());
+    }
     case OpKind::Pad: {
       const size_t e = dtype_size(t);
       return et_of(t) && (e == 1 || e == 2 || e == 4 || e == 8);
     }
     case OpKind::Conv2d:
-      return t == DType::F32 && in.size() >= 2 && in[1] && in[1]->dtype() == DType::F32 && in[0]->rank() == 4 &&
-             (in.size() < 3 || !in[2] || in[2]->dtype() == DType::F32);
+      return float_storage(t) && in.size() >= 2 && in[1] && in[1]->dtype() == t && in[0]->rank() == 4 &&
+             (in.size() < 3 || !in[2] || in[2]->dtype() == t);
     case OpKind::MaxPool2d:
-    case OpKind::AvgPool2d: return t == DType::F32 && in[0]->rank() == 4;
+    case OpKind::AvgPool2d: return float_storage(t) && in[0]->rank() == 4;
     case OpKind::ArgMax:
     case OpKind::ArgMin:
     case OpKind::TopK: return t == DType::F32;
@@ -237,7 +254,8 @@ bool supports(const Node& n, const std::vector<const Shape*>& in) {
   }
 }
 
-Launch lower(const Node& n, const std::vector<const Shape*>& in, const std::vector<Shape>& out) {
+Launch lower(const Node& n, const std::vector<const Shape*>& in, const std::vector<Shape>& out,
+             const LowerOptions& opts) {
   if (!supports(n, in))
     fail(ErrorCategory::Unsupported, "no CUDA kernel runs node '", n.name, "' (", op_name(n.kind), ") with these types");
   const Node* np = &n;  // nodes outlive the program that holds these launches
@@ -262,12 +280,41 @@ Launch lower(const Node& n, const std::vector<const Shape*>& in, const std::vect
   }
   switch (n.kind) {
     case OpKind::FusedElementwise: {
-      const FusedArgs a = *fused_program(n, in, out[0].static_dims());
+      FusedArgs a = *fused_program(n, in, out[0].static_dims());
       const int n_in = int(in.size());
-      return [np, a, n_in](const LaunchCtx& c, void* const* b) {
+      const ET et = *et_of(t);
+      // The program compiled into its own kernel (fused_jit.h); the interpreter kernel when
+      // NVRTC cannot (or RLX_CUDA_JIT=0).
+      const char* jit_env = std::getenv("RLX_CUDA_JIT");
+      if (!(jit_env && std::string(jit_env) == "0")) {
+        FusedArgs ca = a;
+        Strides* ops[kMaxFusedInputs];
+        for (int k = 0; k < ca.n_in; ++k) ops[k] = &ca.in[k];
+        coalesce(ca.it, ops, ca.n_in);
+        std::string why;
+        if (const void* k = jit::kernel(fused_source(ca, et), kFusedKernelName, &why)) {
+          const long long count = ca.it.numel;
+          return [np, k, n_in, count](const LaunchCtx& c, void* const* b) {
+            if (count == 0) return;
+            void* bufs[kMaxFusedInputs + 1];
+            void* args[kMaxFusedInputs + 2];
+            long long cnt = count;
+            for (int q = 0; q <= n_in; ++q) {
+              bufs[q] = b[q];
+              args[q] = &bufs[q];
+            }
+            args[n_in + 1] = &cnt;
+            const unsigned blocks = unsigned(std::min<long long>((count + 255) / 256, 65535LL * 8));
+            check(cudaLaunchKernel(k, dim3(blocks), dim3(256), args, 0, c.stream), "generated fused_elementwise kernel", *np);
+          };
+        }
+        static std::once_flag warned;  // the interpreter is several times slower: say why, once
+        std::call_once(warned, [&] { std::fprintf(stderr, "rlx: CUDA fused_elementwise programs run interpreted: %s\n", why.c_str()); });
+      }
+      return [np, a, n_in, et](const LaunchCtx& c, void* const* b) {
         FusedPtrs p;
-        for (int k = 0; k < n_in; ++k) p.in[k] = static_cast<const float*>(b[k]);
-        check(fused_f32(a, p, static_cast<float*>(b[n_in]), c.stream), "fused_elementwise kernel", *np);
+        for (int k = 0; k < n_in; ++k) p.in[k] = b[k];
+        check(fused(et, a, p, b[n_in], c.stream), "fused_elementwise kernel", *np);
       };
     }
     case OpKind::Where: {
@@ -384,7 +431,7 @@ Launch lower(const Node& n, const std::vector<const Shape*>& in, const std::vect
         check(gather(e, b[0], outer, dim, inner, b[1], idx64, n_idx, b[2], c.err, c.step, c.stream), "gather kernel", *np);
       };
     }
-    default: return lower_compute(n, in, out);
+    default: return lower_compute(n, in, out, opts);
   }
 }
 

@@ -20,15 +20,26 @@ struct LaunchCtx {
   int* err = nullptr;  // device error record (kernels.h)
   int step = 0;        // 1-based schedule step of the node (named in a device error)
   void* scratch = nullptr;  // the executable's scratch (Program::scratch_bytes), one step at a time
+  void* workspace = nullptr;  // the BLAS workspace (cuBLAS, cuBLASLt and cuDNN share it: one stream)
+  size_t workspace_bytes = 0;
+  void* dnn = nullptr;  // the executable's cuDNN handle (dnn.h), when its program uses one
+};
+
+// What the lowering takes from the compile options.
+struct LowerOptions {
+  bool tf32 = false;  // Precision::TF32: f32 matmuls and convolutions on TF32 tensor cores
+  bool* uses_dnn = nullptr;  // set when a launch needs LaunchCtx::dnn
 };
 using Launch = std::function<void(const LaunchCtx& ctx, void* const* bufs)>;
 
 // True when a CUDA kernel runs `node` with these input types (in[i] nullptr: absent).
 bool supports(const Node& node, const std::vector<const Shape*>& in);
 // The node's launch; Error(Unsupported) naming the node when supports() is false.
-Launch lower(const Node& node, const std::vector<const Shape*>& in, const std::vector<Shape>& out);
+Launch lower(const Node& node, const std::vector<const Shape*>& in, const std::vector<Shape>& out,
+             const LowerOptions& opts = {});
 // Bytes of LaunchCtx::scratch the node's launch uses (0 for most).
-size_t scratch_need(const Node& node, const std::vector<const Shape*>& in, const std::vector<Shape>& out);
+size_t scratch_need(const Node& node, const std::vector<const Shape*>& in, const std::vector<Shape>& out,
+                    const LowerOptions& opts = {});
 
 // Throws Error naming `what` (a kernel or call) and the node when `e` is an error.
 void check(cudaError_t e, const char* what, const Node& node);

@@ -3,9 +3,13 @@
 // argmin. Element-wise and data movement are in lower.cpp.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "backends/cuda/blas.h"
+#include "backends/cuda/dnn.h"
+#include "backends/cuda/gemm.h"
 #include "backends/cuda/lower_util.h"
 #include "ir/op_table.h"
 
@@ -99,22 +103,68 @@ ConvArgs conv_args(const Node& n, const std::vector<const Shape*>& in, const std
 bool conv_is_pointwise(const ConvArgs& a) {
   return a.kh == 1 && a.kw == 1 && a.sh == 1 && a.sw == 1 && a.pt == 0 && a.pl == 0 && a.oh == a.h && a.ow == a.w;
 }
-// Images per im2col chunk: as many as fit in 64 MiB of col, at least one.
-int64_t conv_chunk(const ConvArgs& a) {
-  const int64_t per_image = a.c * a.kh * a.kw * a.oh * a.ow * int64_t(sizeof(float));
-  return std::clamp<int64_t>((int64_t(64) << 20) / std::max<int64_t>(per_image, 1), 1, std::max<int64_t>(a.n, 1));
+// How a group-1 convolution runs as products (cuBLASLt wants 16-byte aligned leading
+// dims for its tensor-core kernels; misaligned ones fall to kernels many times slower):
+//  - W [cout, K]: when K is not a multiple of 16 bytes, W is copied into scratch with its
+//    rows padded to kp (and col gets kp - K zero rows);
+//  - y [img][cout, P]: when P is not, the chunk's images are folded into one product
+//    W x col [kp, imgs * P] into scratch, permuted into y after;
+//  - a pointwise (1x1, stride 1, no pad) convolution with neither reads x as col itself.
+struct ConvPlan {
+  int64_t K = 0, kp = 0, P = 0, chunk = 1;
+  bool pad_w = false, fold = false, direct = false;
+  size_t w_off = 0, col_off = 0, y_off = 0, bytes = 0;  // scratch layout
+};
+// cuDNN runs the convolution when it can take it: its padding is symmetric (pads past the
+// last window change nothing), the sizes fit its ints and the library loads
+// (RLX_CUDA_CUDNN=0: never).
+bool conv_through_dnn(const ConvArgs& a) {
+  const char* env = std::getenv("RLX_CUDA_CUDNN");
+  if (env && std::string(env) == "0") return false;
+  const int64_t oh_sym = (a.h + 2 * a.pt - (a.kh - 1) * a.dh - 1) / a.sh + 1;
+  const int64_t ow_sym = (a.w + 2 * a.pl - (a.kw - 1) * a.dw - 1) / a.sw + 1;
+  const bool fits_int = a.n * a.c * a.h * a.w < (int64_t(1) << 31) && a.n * a.cout * a.oh * a.ow < (int64_t(1) << 31);
+  return oh_sym == a.oh && ow_sym == a.ow && fits_int && a.n * a.cout * a.oh * a.ow > 0 && a.c > 0 &&
+         dnn_available(nullptr);
+}
+
+size_t round256(size_t b) { return (b + 255) / 256 * 256; }
+ConvPlan conv_plan(const ConvArgs& a, int64_t e) {
+  ConvPlan p;
+  const int64_t align = 16 / e;
+  p.K = a.c * a.kh * a.kw;
+  p.P = a.oh * a.ow;
+  p.pad_w = p.K % align != 0;
+  p.kp = p.pad_w ? (p.K + align - 1) / align * align : p.K;
+  p.fold = p.P % align != 0;
+  p.direct = conv_is_pointwise(a) && !p.pad_w && !p.fold;
+  if (p.direct) {
+    p.chunk = std::max<int64_t>(a.n, 1);
+    return p;
+  }
+  // Images per chunk: as many as fit in 64 MiB of col (and of the folded product), at least one.
+  const int64_t per_image = (p.kp + (p.fold ? a.cout : 0)) * p.P * e;
+  p.chunk = std::clamp<int64_t>((int64_t(64) << 20) / std::max<int64_t>(per_image, 1), 1, std::max<int64_t>(a.n, 1));
+  p.w_off = 0;
+  p.col_off = p.pad_w ? round256(size_t(a.cout * p.kp * e)) : 0;
+  p.y_off = p.col_off + round256(size_t(p.chunk * p.kp * p.P * e));
+  p.bytes = p.y_off + (p.fold ? size_t(p.chunk * a.cout * p.P * e) : 0);
+  return p;
 }
 
 }  // namespace
 
-size_t scratch_need(const Node& n, const std::vector<const Shape*>& in, const std::vector<Shape>& out) {
+size_t scratch_need(const Node& n, const std::vector<const Shape*>& in, const std::vector<Shape>& out,
+                    const LowerOptions& opts) {
   if (n.kind != OpKind::Conv2d || !supports(n, in)) return 0;
   const ConvArgs a = conv_args(n, in, out);
-  if (a.group != 1 || conv_is_pointwise(a)) return 0;
-  return size_t(conv_chunk(a) * a.c * a.kh * a.kw * a.oh * a.ow) * sizeof(float);
+  if (conv_through_dnn(a)) return DnnConv(a, *et_of(in[0]->dtype()), opts.tf32, n).workspace();
+  if (a.group != 1) return 0;
+  return conv_plan(a, int64_t(dtype_size(in[0]->dtype()))).bytes;
 }
 
-Launch lower_compute(const Node& n, const std::vector<const Shape*>& in, const std::vector<Shape>& out) {
+Launch lower_compute(const Node& n, const std::vector<const Shape*>& in, const std::vector<Shape>& out,
+                     const LowerOptions& opts) {
   const Node* np = &n;
   const DType t = in[0]->dtype();
   switch (n.kind) {
@@ -151,9 +201,9 @@ Launch lower_compute(const Node& n, const std::vector<const Shape*>& in, const s
       for (size_t k = size_t(ax) + 1; k < id.size(); ++k) inner *= id[k];
       const int64_t len = id.empty() ? 1 : id[size_t(ax)];
       const bool log = n.kind == OpKind::LogSoftmax;
-      return [np, log, outer, len, inner](const LaunchCtx& c, void* const* b) {
-        check(softmax(log, static_cast<const float*>(b[0]), static_cast<float*>(b[1]), outer, len, inner, c.stream),
-              "softmax kernel", *np);
+      const ET et = *et_of(t);
+      return [np, log, outer, len, inner, et](const LaunchCtx& c, void* const* b) {
+        check(softmax(log, et, b[0], b[1], outer, len, inner, c.stream), "softmax kernel", *np);
       };
     }
     case OpKind::LayerNorm:
@@ -164,37 +214,48 @@ Launch lower_compute(const Node& n, const std::vector<const Shape*>& in, const s
       const bool rms = n.kind == OpKind::RmsNorm;
       const bool has_scale = in.size() > 1 && in[1], has_bias = in.size() > 2 && in[2];
       const int nin = int(in.size());
-      return [np, rms, rows, cols, eps, has_scale, has_bias, nin](const LaunchCtx& c, void* const* b) {
-        check(norm(rms, static_cast<const float*>(b[0]), has_scale ? static_cast<const float*>(b[1]) : nullptr,
-                   has_bias ? static_cast<const float*>(b[2]) : nullptr, static_cast<float*>(b[nin]), rows, cols, eps,
-                   c.stream),
+      const ET et = *et_of(t);
+      return [np, rms, rows, cols, eps, has_scale, has_bias, nin, et](const LaunchCtx& c, void* const* b) {
+        check(norm(rms, et, b[0], has_scale ? b[1] : nullptr, has_bias ? b[2] : nullptr, b[nin], rows, cols, eps, c.stream),
               "norm kernel", *np);
       };
     }
-    case OpKind::MatMul: {
+    case OpKind::MatMul:
+    case OpKind::FusedMatMul: {
       const MatMulShape s = matmul_shape(*in[0], *in[1]);
       const size_t out_bytes = out[0].bytes();
-      return [np, s, out_bytes](const LaunchCtx& c, void* const* b) {
+      const int64_t e = int64_t(dtype_size(t));
+      const bool has_bias = n.kind == OpKind::FusedMatMul && in.size() > 2 && in[2];
+      GemmSpec g;
+      g.type = *et_of(t);
+      g.tf32 = opts.tf32;
+      g.m = s.m, g.n = s.n, g.k = s.k;
+      g.batch = s.simple ? s.batch : 1;
+      g.sa = s.simple ? s.sa : 0;
+      g.sb = s.simple ? s.sb : 0;
+      if (n.kind == OpKind::FusedMatMul) {
+        g.act = n.attr<FusedMatMulAttrs>().activation;
+        g.alpha = n.attr<FusedMatMulAttrs>().alpha;
+      }
+      if (has_bias) g.bias = *matmul_bias_kind(*in[2], out[0]);
+      const int nin = int(in.size());
+      std::shared_ptr<const LtGemm> gemm;
+      if (s.m * s.n * s.batch > 0 && s.k > 0) gemm = std::make_shared<const LtGemm>(g);
+      return [np, s, gemm, out_bytes, e, has_bias, nin](const LaunchCtx& c, void* const* b) {
         if (s.m * s.n * s.batch == 0) return;
-        if (s.k == 0) {  // an empty contraction: zeros
-          check(cudaMemsetAsync(b[2], 0, out_bytes, c.stream), "memset", *np);
+        if (!gemm) {  // an empty contraction of a plain matmul: zeros
+          check(cudaMemsetAsync(b[nin], 0, out_bytes, c.stream), "memset", *np);
           return;
         }
-        const float one = 1.0f, zero = 0.0f;
-        const float* A = static_cast<const float*>(b[0]);
-        const float* B = static_cast<const float*>(b[1]);
-        float* C = static_cast<float*>(b[2]);
-        // Row-major C[m, n] = A[m, k] B[k, n] is column-major C^T = B^T A^T.
-        auto gemm = [&](const float* a, long long sa, const float* bm, long long sb, float* cm, int count) {
-          check_blas(blas().sgemm_strided_batched(c.blas, CUBLAS_OP_N, CUBLAS_OP_N, int(s.n), int(s.m), int(s.k), &one,
-                                                  bm, int(s.n), sb, a, int(s.k), sa, &zero, cm, int(s.n), s.m * s.n,
-                                                  count),
-                     "sgemm", *np);
-        };
+        const auto* A = static_cast<const uint8_t*>(b[0]);
+        const auto* B = static_cast<const uint8_t*>(b[1]);
+        const auto* bias = has_bias ? static_cast<const uint8_t*>(b[2]) : nullptr;
+        auto* C = static_cast<uint8_t*>(b[nin]);
         if (s.simple) {
-          gemm(A, s.sa, B, s.sb, C, int(s.batch));
+          gemm->run(c, A, B, bias, C, *np);
           return;
         }
+        const bool full_bias = has_bias && gemm->spec().bias == GemmSpec::Bias::Full;
         for (int64_t i = 0; i < s.batch; ++i) {  // mixed broadcasting: one product per output batch index
           int64_t oa = 0, ob = 0, r = i;
           for (int k = s.it.rank - 1; k >= 0; --k) {
@@ -203,7 +264,8 @@ Launch lower_compute(const Node& n, const std::vector<const Shape*>& in, const s
             oa += idx * s.as.s[k];
             ob += idx * s.bs.s[k];
           }
-          gemm(A + oa, 0, B + ob, 0, C + i * s.m * s.n, 1);
+          const int64_t oc = i * s.m * s.n;
+          gemm->run(c, A + oa * e, B + ob * e, full_bias ? bias + oc * e : bias, C + oc * e, *np);
         }
       };
     }
@@ -224,37 +286,76 @@ Launch lower_compute(const Node& n, const std::vector<const Shape*>& in, const s
       const ConvArgs a = conv_args(n, in, out);
       const bool has_bias = in.size() > 2 && in[2];
       const int nin = int(in.size());
-      if (a.group == 1) {
-        // y[img] [cout, P] = W [cout, K] col[img] [K, P]; column-major: y^T = col^T W^T, one
-        // strided-batched SGEMM per chunk of images (a 1x1 stride-1 convolution reads x as col).
-        const int64_t K = a.c * a.kh * a.kw, P = a.oh * a.ow;
-        const bool direct = conv_is_pointwise(a);
-        const int64_t chunk = direct ? a.n : conv_chunk(a);
-        return [np, a, has_bias, nin, K, P, direct, chunk](const LaunchCtx& c, void* const* b) {
-          const float one = 1.0f, zero = 0.0f;
-          const float* x = static_cast<const float*>(b[0]);
-          const float* w = static_cast<const float*>(b[1]);
-          float* y = static_cast<float*>(b[nin]);
-          for (int64_t n0 = 0; n0 < a.n; n0 += chunk) {
-            const int64_t imgs = std::min(chunk, a.n - n0);
-            const float* col = x + n0 * K * P;
-            if (!direct) {
-              check(im2col(a, x, n0, imgs, static_cast<float*>(c.scratch), c.stream), "im2col kernel", *np);
-              col = static_cast<const float*>(c.scratch);
-            }
-            check_blas(blas().sgemm_strided_batched(c.blas, CUBLAS_OP_N, CUBLAS_OP_N, int(P), int(a.cout), int(K), &one,
-                                                    col, int(P), K * P, w, int(K), 0, &zero, y + n0 * a.cout * P,
-                                                    int(P), a.cout * P, int(imgs)),
-                       "conv sgemm", *np);
-          }
+      const ET et = *et_of(t);
+      const int64_t e = int64_t(dtype_size(t));
+      if (conv_through_dnn(a)) {
+        auto conv = std::make_shared<const DnnConv>(a, et, opts.tf32, n);
+        if (opts.uses_dnn) *opts.uses_dnn = true;
+        return [np, a, conv, has_bias, nin, et](const LaunchCtx& c, void* const* b) {
+          conv->run(c, b[0], b[1], b[nin], *np);
           if (has_bias)
-            check(add_channel_bias(static_cast<const float*>(b[2]), y, a.n, a.cout, P, c.stream), "bias kernel", *np);
+            check(add_channel_bias(et, b[2], b[nin], a.n, a.cout, a.oh * a.ow, c.stream), "bias kernel", *np);
         };
       }
-      return [np, a, has_bias, nin](const LaunchCtx& c, void* const* b) {
-        check(conv2d(a, static_cast<const float*>(b[0]), static_cast<const float*>(b[1]),
-                     has_bias ? static_cast<const float*>(b[2]) : nullptr, static_cast<float*>(b[nin]), c.stream),
-              "conv2d kernel", *np);
+      if (a.group == 1) {
+        // y[img] [cout, P] = W [cout, kp] col[img] [kp, P]: one strided-batched product per
+        // chunk of images with W broadcast, or one folded product (conv_plan).
+        const ConvPlan cp = conv_plan(a, e);
+        if (a.n * a.cout * cp.P == 0 || cp.K == 0) {  // an empty contraction: the bias alone
+          const size_t bytes = out[0].bytes();
+          return [np, a, cp, bytes, nin, has_bias, et](const LaunchCtx& c, void* const* b) {
+            if (!bytes) return;
+            check(cudaMemsetAsync(b[nin], 0, bytes, c.stream), "memset", *np);
+            if (has_bias) check(add_channel_bias(et, b[2], b[nin], a.n, a.cout, cp.P, c.stream), "bias kernel", *np);
+          };
+        }
+        auto spec = [&](int64_t imgs) {
+          GemmSpec g;
+          g.type = et;
+          g.tf32 = opts.tf32;
+          g.m = a.cout, g.k = cp.kp;
+          if (cp.fold) g.n = imgs * cp.P;
+          else g.n = cp.P, g.batch = imgs, g.sa = 0, g.sb = cp.kp * cp.P;
+          return std::make_shared<const LtGemm>(g);
+        };
+        std::shared_ptr<const LtGemm> full = spec(cp.chunk), tail = a.n % cp.chunk ? spec(a.n % cp.chunk) : nullptr;
+        return [np, a, has_bias, nin, cp, full, tail, et, e](const LaunchCtx& c, void* const* b) {
+          const auto* x = static_cast<const uint8_t*>(b[0]);
+          auto* y = static_cast<uint8_t*>(b[nin]);
+          auto* scratch = static_cast<uint8_t*>(c.scratch);
+          const void* w = b[1];
+          if (cp.pad_w) {
+            PadArgs pa;  // zero columns K .. kp-1
+            check(pad(int(e), b[1], iter_of({a.cout, cp.K}), pa, scratch + cp.w_off, iter_of({a.cout, cp.kp}), c.stream),
+                  "weight pad kernel", *np);
+            w = scratch + cp.w_off;
+          }
+          for (int64_t n0 = 0; n0 < a.n; n0 += cp.chunk) {
+            const int64_t imgs = std::min(cp.chunk, a.n - n0);
+            const void* col = x + n0 * cp.K * cp.P * e;
+            if (!cp.direct) {
+              check(im2col(a, int(e), x, n0, imgs, scratch + cp.col_off, cp.kp, cp.fold, c.stream), "im2col kernel", *np);
+              col = scratch + cp.col_off;
+            }
+            uint8_t* dst = y + n0 * a.cout * cp.P * e;
+            const LtGemm& g = imgs == cp.chunk ? *full : *tail;
+            if (!cp.fold) {
+              g.run(c, w, col, nullptr, dst, *np);
+              continue;
+            }
+            g.run(c, w, col, nullptr, scratch + cp.y_off, *np);
+            // [cout][imgs][P] -> [imgs][cout][P]
+            Strides sx, sy;
+            sx.s[0] = cp.P, sx.s[1] = imgs * cp.P, sx.s[2] = 1;
+            sy.s[0] = a.cout * cp.P, sy.s[1] = cp.P, sy.s[2] = 1;
+            check(strided_copy(int(e), scratch + cp.y_off, sx, dst, sy, iter_of({imgs, a.cout, cp.P}), c.stream),
+                  "conv permute kernel", *np);
+          }
+          if (has_bias) check(add_channel_bias(et, b[2], y, a.n, a.cout, cp.P, c.stream), "bias kernel", *np);
+        };
+      }
+      return [np, a, has_bias, nin, et](const LaunchCtx& c, void* const* b) {
+        check(conv2d(a, et, b[0], b[1], has_bias ? b[2] : nullptr, b[nin], c.stream), "conv2d kernel", *np);
       };
     }
     case OpKind::MaxPool2d:
@@ -269,8 +370,9 @@ Launch lower_compute(const Node& n, const std::vector<const Shape*>& in, const s
       a.kh = at.kernel[0], a.kw = at.kernel[1], a.sh = at.strides[0], a.sw = at.strides[1];
       a.pt = at.pads[0], a.pl = at.pads[1], a.pb = at.pads[2], a.pr = at.pads[3];
       a.dh = at.dilations[0], a.dw = at.dilations[1];
-      return [np, a](const LaunchCtx& c, void* const* b) {
-        check(pool2d(a, static_cast<const float*>(b[0]), static_cast<float*>(b[1]), c.stream), "pool kernel", *np);
+      const ET et = *et_of(t);
+      return [np, a, et](const LaunchCtx& c, void* const* b) {
+        check(pool2d(a, et, b[0], b[1], c.stream), "pool kernel", *np);
       };
     }
     case OpKind::ArgMax:

@@ -1,8 +1,10 @@
 // Internal: shape helpers of the CUDA lowering (lower.cpp, lower_compute.cpp).
 #pragma once
+#include <algorithm>
 #include <optional>
 #include <vector>
 
+#include "backends/cuda/gemm.h"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/lower.h"
 
@@ -22,6 +24,17 @@ inline std::optional<ET> et_of(DType t) {
     case DType::Bool: return ET::Bool;
     default: return std::nullopt;
   }
+}
+
+// How a fused_matmul's bias reaches the product (gemm.h): one value per output column
+// (numel n, every dim but the last 1), the output's own shape, or neither (nullopt).
+inline std::optional<GemmSpec::Bias> matmul_bias_kind(const Shape& bias, const Shape& out) {
+  const auto bd = bias.static_dims(), od = out.static_dims();
+  if (bd == od) return GemmSpec::Bias::Full;
+  const int64_t n = od.empty() ? 1 : od.back();
+  if (bias.numel() == n && (bd.empty() || bd.back() == n) && bd.size() <= std::max<size_t>(od.size(), 1))
+    return GemmSpec::Bias::Row;
+  return std::nullopt;
 }
 
 inline bool static_rank_ok(const Shape* s) { return s && s->is_static() && s->rank() <= kMaxRank; }
@@ -65,6 +78,7 @@ inline int64_t norm_cols(const Node& n, const Shape& x) {
 
 // The launch of the compute families (reductions, softmax, norms, matmul, pad, conv,
 // pools, argmax / argmin): lower_compute.cpp. Error(Unsupported) for anything else.
-Launch lower_compute(const Node& n, const std::vector<const Shape*>& in, const std::vector<Shape>& out);
+Launch lower_compute(const Node& n, const std::vector<const Shape*>& in, const std::vector<Shape>& out,
+                     const LowerOptions& opts);
 
 }  // namespace rlx::cuda

@@ -7,7 +7,7 @@
 
 namespace rlx::cuda {
 
-std::shared_ptr<Program> compile_program(opt::Plan plan) {
+std::shared_ptr<Program> compile_program(opt::Plan plan, const LowerOptions& opts) {
   auto prog = std::make_shared<Program>();
   prog->plan = std::move(plan);
   const Graph& g = prog->plan.graph;
@@ -30,8 +30,10 @@ std::shared_ptr<Program> compile_program(opt::Plan plan) {
     std::vector<const Shape*> in;
     for (const Value& v : n.inputs) in.push_back(v.valid() ? &g.type(v) : nullptr);
     Step st;
-    st.fn = lower(n, in, n.outputs);
-    prog->scratch_bytes = std::max(prog->scratch_bytes, scratch_need(n, in, n.outputs));
+    LowerOptions lo = opts;
+    lo.uses_dnn = &prog->uses_dnn;
+    st.fn = lower(n, in, n.outputs, lo);
+    prog->scratch_bytes = std::max(prog->scratch_bytes, scratch_need(n, in, n.outputs, opts));
     st.node = int32_t(i);
     st.first = uint32_t(prog->refs.size());
     for (const Value& v : n.inputs) prog->refs.push_back(v.valid() ? prog->values[size_t(v.node)][size_t(v.out)] : Ref{});

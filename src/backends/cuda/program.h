@@ -35,10 +35,11 @@ struct Program {
   };
   std::vector<Constant> constants;
   size_t scratch_bytes = 0;  // the largest scratch_need of a step
+  bool uses_dnn = false;     // some step runs through cuDNN (the executable makes a handle)
 };
 
 // Error(Unsupported) naming the node when no CUDA kernel runs it; Error(Internal) when the
 // memory plan disagrees with the graph.
-std::shared_ptr<Program> compile_program(opt::Plan plan);
+std::shared_ptr<Program> compile_program(opt::Plan plan, const LowerOptions& opts = {});
 
 }  // namespace rlx::cuda

@@ -16,7 +16,9 @@ namespace rlx::cuda {
 namespace {
 
 using dev::Elem;
+using dev::ldf;
 using dev::offset_of;
+using dev::stf;
 
 constexpr int kWarps = 8;  // warps per block
 
@@ -74,65 +76,68 @@ __global__ void reduce_kernel(ReduceOp op, const T* x, Iter kept, Strides ks, It
 }
 
 // Softmax over contiguous rows (inner == 1): one warp per row.
-__global__ void softmax_rows(bool logsm, const float* x, float* y, int64_t rows, int64_t n) {
+template <class T>
+__global__ void softmax_rows(bool logsm, const T* x, T* y, int64_t rows, int64_t n) {
   const int lane = threadIdx.x & 31;
   for (int64_t r = blockIdx.x * int64_t(kWarps) + threadIdx.x / 32; r < rows; r += int64_t(gridDim.x) * kWarps) {
-    const float* xr = x + r * n;
-    float* yr = y + r * n;
+    const T* xr = x + r * n;
+    T* yr = y + r * n;
     float m = -INFINITY;
-    for (int64_t i = lane; i < n; i += 32) m = fmaxf(m, xr[i]);
+    for (int64_t i = lane; i < n; i += 32) m = fmaxf(m, ldf(xr[i]));
     m = warp_all(ReduceOp::Max, m);
     float s = 0;
-    for (int64_t i = lane; i < n; i += 32) s += expf(xr[i] - m);
+    for (int64_t i = lane; i < n; i += 32) s += expf(ldf(xr[i]) - m);
     s = warp_all(ReduceOp::Sum, s);
     if (logsm) {
       const float ls = logf(s);
-      for (int64_t i = lane; i < n; i += 32) yr[i] = xr[i] - m - ls;
+      for (int64_t i = lane; i < n; i += 32) yr[i] = stf<T>(ldf(xr[i]) - m - ls);
     } else {
       const float inv = 1.0f / s;
-      for (int64_t i = lane; i < n; i += 32) yr[i] = expf(xr[i] - m) * inv;
+      for (int64_t i = lane; i < n; i += 32) yr[i] = stf<T>(expf(ldf(xr[i]) - m) * inv);
     }
   }
 }
 
 // Softmax over a strided axis (inner > 1): one thread per (outer, inner) column.
-__global__ void softmax_cols(bool logsm, const float* x, float* y, int64_t outer, int64_t n, int64_t inner) {
+template <class T>
+__global__ void softmax_cols(bool logsm, const T* x, T* y, int64_t outer, int64_t n, int64_t inner) {
   for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c < outer * inner; c += int64_t(gridDim.x) * blockDim.x) {
     const int64_t base = (c / inner) * n * inner + c % inner;
     float m = -INFINITY, s = 0;
-    for (int64_t i = 0; i < n; ++i) m = fmaxf(m, x[base + i * inner]);
-    for (int64_t i = 0; i < n; ++i) s += expf(x[base + i * inner] - m);
+    for (int64_t i = 0; i < n; ++i) m = fmaxf(m, ldf(x[base + i * inner]));
+    for (int64_t i = 0; i < n; ++i) s += expf(ldf(x[base + i * inner]) - m);
     const float ls = logf(s), inv = 1.0f / s;
     for (int64_t i = 0; i < n; ++i) {
-      const float v = x[base + i * inner] - m;
-      y[base + i * inner] = logsm ? v - ls : expf(v) * inv;
+      const float v = ldf(x[base + i * inner]) - m;
+      y[base + i * inner] = stf<T>(logsm ? v - ls : expf(v) * inv);
     }
   }
 }
 
-__global__ void norm_rows(bool rms, const float* x, const float* scale, const float* bias, float* y, int64_t rows,
-                          int64_t cols, float eps) {
+template <class T>
+__global__ void norm_rows(bool rms, const T* x, const T* scale, const T* bias, T* y, int64_t rows, int64_t cols,
+                          float eps) {
   const int lane = threadIdx.x & 31;
   for (int64_t r = blockIdx.x * int64_t(kWarps) + threadIdx.x / 32; r < rows; r += int64_t(gridDim.x) * kWarps) {
-    const float* xr = x + r * cols;
-    float* yr = y + r * cols;
+    const T* xr = x + r * cols;
+    T* yr = y + r * cols;
     float mean = 0;
     if (!rms) {
       float s = 0;
-      for (int64_t i = lane; i < cols; i += 32) s += xr[i];
+      for (int64_t i = lane; i < cols; i += 32) s += ldf(xr[i]);
       mean = warp_all(ReduceOp::Sum, s) / float(cols);
     }
     float v = 0;
     for (int64_t i = lane; i < cols; i += 32) {
-      const float d = xr[i] - mean;
+      const float d = ldf(xr[i]) - mean;
       v += d * d;
     }
     const float inv = rsqrtf(warp_all(ReduceOp::Sum, v) / float(cols) + eps);
     for (int64_t i = lane; i < cols; i += 32) {
-      float o = (xr[i] - mean) * inv;
-      if (scale) o *= scale[i];
-      if (bias) o += bias[i];
-      yr[i] = o;
+      float o = (ldf(xr[i]) - mean) * inv;
+      if (scale) o *= ldf(scale[i]);
+      if (bias) o += ldf(bias[i]);
+      yr[i] = stf<T>(o);
     }
   }
 }
@@ -150,29 +155,30 @@ __device__ inline float block_sum(float v, float* shared) {
   return t;
 }
 
-__global__ void norm_rows_block(bool rms, const float* x, const float* scale, const float* bias, float* y,
-                                int64_t rows, int64_t cols, float eps) {
+template <class T>
+__global__ void norm_rows_block(bool rms, const T* x, const T* scale, const T* bias, T* y, int64_t rows, int64_t cols,
+                                float eps) {
   __shared__ float part[kWarps];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float* xr = x + r * cols;
-    float* yr = y + r * cols;
+    const T* xr = x + r * cols;
+    T* yr = y + r * cols;
     float mean = 0;
     if (!rms) {
       float s = 0;
-      for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) s += xr[i];
+      for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) s += ldf(xr[i]);
       mean = block_sum(s, part) / float(cols);
     }
     float v = 0;
     for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) {
-      const float d = xr[i] - mean;
+      const float d = ldf(xr[i]) - mean;
       v += d * d;
     }
     const float inv = rsqrtf(block_sum(v, part) / float(cols) + eps);
     for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) {
-      float o = (xr[i] - mean) * inv;
-      if (scale) o *= scale[i];
-      if (bias) o += bias[i];
-      yr[i] = o;
+      float o = (ldf(xr[i]) - mean) * inv;
+      if (scale) o *= ldf(scale[i]);
+      if (bias) o += ldf(bias[i]);
+      yr[i] = stf<T>(o);
     }
   }
 }
@@ -220,22 +226,33 @@ cudaError_t reduce(ReduceOp op, ET t, const void* x, const Iter& kept, const Str
   return cudaGetLastError();
 }
 
-cudaError_t softmax(bool log, const float* x, float* y, int64_t outer, int64_t n, int64_t inner, cudaStream_t s) {
+using dev::by_float;
+
+cudaError_t softmax(bool log, ET t, const void* x, void* y, int64_t outer, int64_t n, int64_t inner, cudaStream_t s) {
   if (outer * n * inner == 0) return cudaSuccess;
-  if (inner == 1) softmax_rows<<<warp_blocks(outer), 32 * kWarps, 0, s>>>(log, x, y, outer, n);
-  else softmax_cols<<<unsigned((outer * inner + 255) / 256), 256, 0, s>>>(log, x, y, outer, n, inner);
-  return cudaGetLastError();
+  return by_float(t, [&](auto z) {
+    using T = decltype(z);
+    if (inner == 1)
+      softmax_rows<<<warp_blocks(outer), 32 * kWarps, 0, s>>>(log, static_cast<const T*>(x), static_cast<T*>(y), outer, n);
+    else
+      softmax_cols<<<unsigned((outer * inner + 255) / 256), 256, 0, s>>>(log, static_cast<const T*>(x), static_cast<T*>(y),
+                                                                        outer, n, inner);
+  });
 }
 
-cudaError_t norm(bool rms, const float* x, const float* scale, const float* bias, float* y, int64_t rows,
-                 int64_t cols, float eps, cudaStream_t s) {
+cudaError_t norm(bool rms, ET t, const void* x, const void* scale, const void* bias, void* y, int64_t rows, int64_t cols,
+                 float eps, cudaStream_t s) {
   if (rows * cols == 0) return cudaSuccess;
-  if (cols >= 1024)
-    norm_rows_block<<<unsigned(std::min<int64_t>(rows, 65535 * 8)), 32 * kWarps, 0, s>>>(rms, x, scale, bias, y, rows,
-                                                                                        cols, eps);
-  else
-    norm_rows<<<warp_blocks(rows), 32 * kWarps, 0, s>>>(rms, x, scale, bias, y, rows, cols, eps);
-  return cudaGetLastError();
+  return by_float(t, [&](auto z) {
+    using T = decltype(z);
+    const T *xt = static_cast<const T*>(x), *st = static_cast<const T*>(scale), *bt = static_cast<const T*>(bias);
+    T* yt = static_cast<T*>(y);
+    if (cols >= 1024)
+      norm_rows_block<<<unsigned(std::min<int64_t>(rows, 65535 * 8)), 32 * kWarps, 0, s>>>(rms, xt, st, bt, yt, rows, cols,
+                                                                                          eps);
+    else
+      norm_rows<<<warp_blocks(rows), 32 * kWarps, 0, s>>>(rms, xt, st, bt, yt, rows, cols, eps);
+  });
 }
 
 cudaError_t gather(int elem, const void* data, int64_t outer, int64_t dim, int64_t inner, const void* idx,

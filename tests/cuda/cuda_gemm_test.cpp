@@ -1,0 +1,200 @@
+// The CUDA backend's cuBLASLt products against the CPU oracle: fused_matmul with every
+// bias form and activation, the batch layouts (one weight for a batch, a batch of both,
+// mixed broadcasting), and matmul / convolution under the TF32, F16 and BF16 policies.
+// Skips without a usable CUDA device.
+//
+// Tolerances, derived per output element from the computation. Each side accumulates the
+// K products in f32 in its own order: |error| <= K * 2^-24 * S, S = sum |a_i b_i| (the CPU
+// computes S itself: the same graph run on |a|, |b|). A policy that rounds the operands to
+// a p-bit significand (TF32 and F16: p = 11, u = 2^-11; BF16: p = 8, u = 2^-8) adds
+// 2u * S for the two rounded factors, and a low output rounds once more: u * |y|. The test
+// allows twice the sum of these terms (the bounds are first order) and 2^-20 absolute.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <random>
+
+#include "cuda_test_util.h"
+#include "rlx/rlx.h"
+
+namespace rlx {
+namespace {
+
+bool cuda_usable() {
+  for (Device d : Session::available_devices())
+    if (d == Device::Cuda) return true;
+  return false;
+}
+#define REQUIRE_CUDA() \
+  if (!cuda_usable()) GTEST_SKIP() << "no usable CUDA device"
+
+using cuda_test::randoms;
+std::vector<float> absolute(std::vector<float> v) {
+  for (float& x : v) x = std::fabs(x);
+  return v;
+}
+int64_t numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s.static_dims()) n *= d;
+  return n;
+}
+
+using Feeds = std::map<std::string, std::vector<float>>;
+
+Feeds random_feeds(const Graph& g, uint32_t seed) {
+  Feeds f;
+  for (int32_t id : g.input_nodes()) {
+    const Node& n = g.node(id);
+    f[n.attr<LeafAttrs>().name] = randoms(size_t(numel(n.outputs[0])), seed++);
+  }
+  return f;
+}
+
+// Runs g on CUDA under `p` and on the CPU in f32; checks every output element against the
+// bound above. `abs_graph`: g with its activation dropped (so S is the CPU's run of it on
+// |inputs|). Returns the largest |cuda - cpu| seen.
+double check(const Graph& g, const Graph& abs_graph, Precision p, double u, bool low_out, const char* what) {
+  CompileOptions o;
+  o.precision = p;
+  CompiledGraph gpu = Session(Device::Cuda, o).compile(g), cpu = Session(Device::Cpu).compile(g),
+                cpu_abs = Session(Device::Cpu).compile(abs_graph);
+  const Feeds in = random_feeds(g, 11);
+  Feeds in_abs;
+  for (const auto& [k, v] : in) in_abs[k] = absolute(v);
+  int64_t k_terms = 1;
+  for (const Node& n : g.nodes())
+    if (n.kind == OpKind::MatMul || n.kind == OpKind::FusedMatMul)
+      k_terms = std::max(k_terms, g.type(n.inputs[0]).static_dims().back());
+    else if (n.kind == OpKind::Conv2d) {
+      const auto wd = g.type(n.inputs[1]).static_dims();
+      k_terms = std::max(k_terms, wd[1] * wd[2] * wd[3]);
+    }
+  const auto got = gpu.run(in), want = cpu.run(in), s = cpu_abs.run(in_abs);
+  double worst = 0;
+  for (size_t o2 = 0; o2 < got.size(); ++o2) {
+    int bad = 0;
+    for (size_t i = 0; i < got[o2].size(); ++i) {
+      const double d = std::fabs(double(got[o2][i]) - want[o2][i]);
+      const double bound = 2 * ((double(k_terms) * std::ldexp(1.0, -24) + 2 * u) * s[o2][i] +
+                                (low_out ? u * std::fabs(want[o2][i]) : 0.0)) + std::ldexp(1.0, -20);
+      worst = std::max(worst, d);
+      if (!(d <= bound) && bad++ < 5)
+        ADD_FAILURE() << what << " output " << o2 << "[" << i << "]: cuda " << got[o2][i] << ", cpu " << want[o2][i]
+                      << ", bound " << bound;
+    }
+  }
+  return worst;
+}
+
+struct Layout {
+  std::vector<int64_t> a, b, bias;  // bias empty: none
+};
+
+Graph product(const Layout& l, Activation act, bool fused) {
+  Graph g("product");
+  Value a = g.input("a", Shape(l.a, DType::F32));
+  Value b = g.input("b", Shape(l.b, DType::F32));
+  Value bias = l.bias.empty() ? Value() : g.input("bias", Shape(l.bias, DType::F32));
+  g.set_outputs({fused ? g.fused_matmul(a, b, bias, act, act == Activation::LeakyRelu ? 0.1 : 0.0) : g.matmul(a, b)},
+                {"y"});
+  return g;
+}
+
+// fused_matmul in f32: the CPU's activations are monotone and 1-Lipschitz-ish near the
+// products (|act'| <= 1.13 for gelu), so the product's bound carries over; the abs graph
+// drops the activation.
+TEST(CudaGemm, FusedMatMulEpiloguesAndBatchLayoutsMatchCpu) {
+  REQUIRE_CUDA();
+  const std::vector<Layout> layouts = {
+      {{2, 3, 20, 48}, {48, 36}, {36}},          // one weight for the batch, a row bias
+      {{2, 3, 20, 48}, {48, 36}, {2, 3, 20, 36}},  // a full bias
+      {{4, 20, 48}, {4, 48, 36}, {}},            // a batch of both, no bias
+      {{2, 1, 20, 48}, {1, 3, 48, 36}, {1, 36}}, // mixed broadcasting
+  };
+  for (const Layout& l : layouts)
+    for (Activation act : {Activation::None, Activation::Relu, Activation::GeluTanh, Activation::Gelu,
+                           Activation::Silu, Activation::LeakyRelu}) {
+      SCOPED_TRACE(std::string(enum_name(act)) + " a" + Shape(l.a, DType::F32).str());
+      check(product(l, act, true), product(l, Activation::None, true), Precision::F32, 0, false, "fused_matmul");
+    }
+}
+
+TEST(CudaGemm, PoliciesRoundAsTheirTypesSay) {
+  REQUIRE_CUDA();
+  const Layout l{{3, 40, 128}, {128, 72}, {72}};
+  const Graph g = product(l, Activation::None, true);
+  for (auto [p, u, low] : {std::tuple{Precision::TF32, std::ldexp(1.0, -11), false},
+                           std::tuple{Precision::F16, std::ldexp(1.0, -11), true},
+                           std::tuple{Precision::BF16, std::ldexp(1.0, -8), true}}) {
+    SCOPED_TRACE(int(p));
+    const double worst = check(g, g, p, u, low, "policy");
+    // Rounding the operands must show: identical results would mean the policy was ignored.
+    EXPECT_GT(worst, 1e-6);
+  }
+  const double f32 = check(g, g, Precision::F32, 0, false, "f32");
+  EXPECT_LT(f32, 1e-4);
+}
+
+TEST(CudaGemm, ConvolutionUnderLowPolicies) {
+  REQUIRE_CUDA();
+  Graph g("conv");
+  Value x = g.input("x", Shape({3, 8, 12, 12}, DType::F32));
+  Value w = g.input("w", Shape({16, 8, 3, 3}, DType::F32));
+  Value bias = g.input("bias", Shape({16}, DType::F32));
+  Value y = g.conv2d(x, w, bias, {1, 1}, {1, 1, 1, 1});
+  Value pw = g.conv2d(y, g.input("w1", Shape({8, 16, 1, 1}, DType::F32)), Value());  // pointwise: x read as col
+  g.set_outputs({y, g.max_pool2d(pw, {2, 2}, {2, 2})}, {"y", "pooled"});
+  // The bound of the first conv alone (the second's inputs already carry its error): the
+  // test checks y with the derived bound and the pooled output at the f16 unit of y's scale.
+  Graph first("conv1");
+  {
+    Value x1 = first.input("x", Shape({3, 8, 12, 12}, DType::F32));
+    Value w1 = first.input("w", Shape({16, 8, 3, 3}, DType::F32));
+    Value b1 = first.input("bias", Shape({16}, DType::F32));
+    first.set_outputs({first.conv2d(x1, w1, b1, {1, 1}, {1, 1, 1, 1})}, {"y"});
+  }
+  // The product layouts of conv_plan: aligned (batched over images), W's rows padded
+  // (K = 3*7*7 = 147) with the images folded (P = 7*7), and a pointwise one folded.
+  struct Conv {
+    std::vector<int64_t> x, w;
+    int64_t stride, pad;
+  };
+  const std::vector<Conv> convs = {{{3, 8, 12, 12}, {16, 8, 3, 3}, 1, 1},
+                                   {{2, 3, 13, 13}, {8, 3, 7, 7}, 2, 3},
+                                   {{2, 12, 7, 7}, {10, 12, 1, 1}, 1, 0}};
+  // Both convolution paths: cuDNN (where it loads) and im2col + cuBLASLt (RLX_CUDA_CUDNN=0).
+  for (const char* dnn : {"1", "0"})
+  for (auto [p, u, low] : {std::tuple{Precision::F32, 0.0, false}, std::tuple{Precision::TF32, std::ldexp(1.0, -11), false},
+                           std::tuple{Precision::F16, std::ldexp(1.0, -11), true},
+                           std::tuple{Precision::BF16, std::ldexp(1.0, -8), true}}) {
+    setenv("RLX_CUDA_CUDNN", dnn, 1);
+    SCOPED_TRACE(std::string("RLX_CUDA_CUDNN=") + dnn + " policy " + std::to_string(int(p)));
+    for (const Conv& cv : convs) {
+      Graph one("conv_layout");
+      Value x1 = one.input("x", Shape(cv.x, DType::F32));
+      Value w1 = one.input("w", Shape(cv.w, DType::F32));
+      Value b1 = one.input("bias", Shape({cv.w[0]}, DType::F32));
+      one.set_outputs({one.conv2d(x1, w1, b1, {cv.stride, cv.stride}, {cv.pad, cv.pad, cv.pad, cv.pad})}, {"y"});
+      check(one, one, p, u, low, "conv layout");
+    }
+    check(first, first, p, u, low, "conv");
+    CompileOptions o;
+    o.precision = p;
+    CompiledGraph gpu = Session(Device::Cuda, o).compile(g), cpu = Session(Device::Cpu).compile(g);
+    const Feeds in = random_feeds(g, 5);
+    const auto got = gpu.run(in), want = cpu.run(in);
+    // The second conv sums 16 terms of y (|y| <= 8*9 + 1) with |w1| <= 1: its error is at
+    // most 16 * (the first's bound at |y|'s scale) plus its own rounding; 64 u of the
+    // output's scale covers it.
+    double mx = 0;
+    for (float v : want[1]) mx = std::max(mx, double(std::fabs(v)));
+    for (size_t i = 0; i < got[1].size(); ++i)
+      ASSERT_NEAR(got[1][i], want[1][i], 64 * std::max(u, std::ldexp(1.0, -20)) * mx + 1e-5) << "pooled[" << i << "]";
+  }
+  unsetenv("RLX_CUDA_CUDNN");
+}
+
+}  // namespace
+}  // namespace rlx
