@@ -100,6 +100,22 @@ class CompiledGraph {
   std::vector<TypedTensor> run_read_outputs(const std::map<std::string, TypedTensor>& inputs,
                                             const std::vector<int>& output_indices);
 
+  // ---- pipelined runs: commit_no_wait() feeds the inputs (as run_typed does), starts the
+  // run and returns without waiting for it; the outputs listed (indices; empty: all) are
+  // copied back when it ends. Several commits queue runs back to back with no host wait
+  // between them (on CUDA: one stream, the inputs of run i+1 uploaded behind run i).
+  // sync_pending() waits for every committed run and returns their outputs in commit order.
+  // Any other call on this graph first waits for the committed runs (their outputs stay
+  // for sync_pending). An error of a committed run is raised by the call that waits; the
+  // outputs of the runs not yet returned are then dropped and the graph stays usable.
+  // Handles refreshed through host memory (output-only handles, or on backends that keep
+  // them on the host) cannot be pipelined: commit_no_wait refuses them.
+  void commit_no_wait(const std::map<std::string, TypedTensor>& inputs, const std::vector<int>& output_indices = {});
+  std::vector<std::vector<TypedTensor>> sync_pending();
+  size_t pending_runs() const;
+  // commit_no_wait for each input set, then sync_pending.
+  std::vector<std::vector<TypedTensor>> run_pipelined(const std::vector<std::map<std::string, TypedTensor>>& runs,
+                                                      const std::vector<int>& output_indices = {});
   // ---- persistent handles (KV cache): a handle named like an input feeds it on every
   // run; a handle named like an output is refreshed from it after every run.
   void bind_handle(const std::string& name, const TypedTensor& initial);

@@ -78,6 +78,14 @@ class Executable {
 
   // ---- running
   virtual void run() = 0;  // throws Error naming the node whose kernel failed
+  // Pipelined runs (CompiledGraph::commit_no_wait): run_async() starts a run and may return
+  // before it ends (uploads queued before it are read by it, later ones by later runs);
+  // download_async() queues a copy of a value that is in `dst` once wait_async() returns;
+  // wait_async() waits for every run and copy queued and raises the first run's error. A
+  // host backend runs and copies at once (these defaults).
+  virtual void run_async() { run(); }
+  virtual void download_async(Value v, void* dst, size_t bytes) { download(v, dst, bytes); }
+  virtual void wait_async() {}
   virtual void set_extent(int64_t actual, int64_t upper) = 0;
   virtual void release_scratch() = 0;
   virtual void set_poison_scratch(bool on) = 0;  // RLX_VERIFY: scratch poisoned before each run

@@ -58,6 +58,25 @@ std::vector<TypedTensor> CompiledGraph::run_read_outputs(const std::map<std::str
   return detail::guard("CompiledGraph::run_read_outputs", [&] { return need(impl_).run_typed(inputs, &output_indices); });
 }
 
+void CompiledGraph::commit_no_wait(const std::map<std::string, TypedTensor>& inputs,
+                                   const std::vector<int>& output_indices) {
+  detail::guard("CompiledGraph::commit_no_wait", [&] { need(impl_).commit_no_wait(inputs, output_indices); });
+}
+std::vector<std::vector<TypedTensor>> CompiledGraph::sync_pending() {
+  return detail::guard("CompiledGraph::sync_pending", [&] { return need(impl_).sync_pending(); });
+}
+size_t CompiledGraph::pending_runs() const {
+  return detail::guard("CompiledGraph::pending_runs", [&] { return need(impl_).pending_runs(); });
+}
+std::vector<std::vector<TypedTensor>> CompiledGraph::run_pipelined(
+    const std::vector<std::map<std::string, TypedTensor>>& runs, const std::vector<int>& output_indices) {
+  return detail::guard("CompiledGraph::run_pipelined", [&] {
+    runtime::Instance& in = need(impl_);
+    for (const auto& r : runs) in.commit_no_wait(r, output_indices);
+    return in.sync_pending();
+  });
+}
+
 void CompiledGraph::bind_handle(const std::string& name, const TypedTensor& initial) {
   detail::guard("CompiledGraph::bind_handle", [&] { return need(impl_).bind_handle(name, initial); });
 }

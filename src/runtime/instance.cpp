@@ -119,6 +119,7 @@ Instance::Instance(std::unique_ptr<backend::Executable> exe, std::shared_ptr<con
 }
 
 std::unique_ptr<Instance> Instance::clone() const {
+  settle();  // committed runs end first (their outputs stay for sync_pending)
   std::unique_ptr<Instance> c(new Instance());
   c->iface_ = iface_;
   c->exe_ = exe_->clone();
@@ -171,6 +172,7 @@ void Instance::write_value_converted(const Port& p, const Boundary& b, const voi
 // ---------------------------------------------------------------- params
 
 void Instance::set_param(const std::string& name, const std::vector<float>& values) {
+  settle();  // committed runs end first (their outputs stay for sync_pending)
   const Port& p = param_port(name);
   const size_t slot_n = size_t(p.slot.numel());
   auto want = p.lenient.user_elems(slot_n);
@@ -181,6 +183,7 @@ void Instance::set_param(const std::string& name, const std::vector<float>& valu
 }
 
 void Instance::set_param_typed(const std::string& name, const void* bytes, size_t nbytes, DType dtype) {
+  settle();  // committed runs end first (their outputs stay for sync_pending)
   const Port& p = param_port(name);
   Feed f = check_feed(p, dtype, bytes, nbytes, false, nullptr);
   if (p.present) write_param_converted(p, f.boundary, bytes, f.user_elems);
@@ -188,6 +191,7 @@ void Instance::set_param_typed(const std::string& name, const void* bytes, size_
 
 void Instance::set_param_external(const std::string& name, const void* bytes, size_t nbytes,
                                   std::shared_ptr<const void> owner) {
+  settle();  // committed runs end first (their outputs stay for sync_pending)
   const Port& p = param_port(name);
   if (!(p.slot == p.type))  // stored in another dtype (a precision policy): convert and copy
     return set_param_typed(name, bytes, nbytes, p.type.dtype());
@@ -199,6 +203,7 @@ void Instance::set_param_external(const std::string& name, const void* bytes, si
 }
 
 void Instance::set_param_range(const std::string& name, size_t byte_offset, const void* bytes, size_t nbytes) {
+  settle();  // committed runs end first (their outputs stay for sync_pending)
   const Port& p = param_port(name);
   const size_t total = p.slot.bytes();
   if (byte_offset > total || nbytes > total - byte_offset)
@@ -213,6 +218,7 @@ void Instance::set_param_range(const std::string& name, size_t byte_offset, cons
 }
 
 void Instance::finalize_params() {
+  settle();  // committed runs end first (their outputs stay for sync_pending)
   std::string missing;
   for (const Port& p : iface_->params)
     if (p.present && !exe_->param_set(p.name)) missing += (missing.empty() ? "" : ", ") + p.name;
@@ -233,6 +239,7 @@ void Instance::check_same_params(const Instance& other, const char* what) const 
 }
 
 void Instance::copy_params_from(const Instance& other) {
+  settle();  // committed runs end first (their outputs stay for sync_pending)
   if (&other == this || exe_->shares_params_with(*other.exe_)) return;
   check_same_params(other, "copy_params_from");
   exe_->copy_params_from(*other.exe_);
@@ -240,6 +247,7 @@ void Instance::copy_params_from(const Instance& other) {
 }
 
 void Instance::share_params_from(const Instance& other) {
+  settle();  // committed runs end first (their outputs stay for sync_pending)
   check_same_params(other, "share_params_from");
   try {
     exe_->share_params_from(*other.exe_);
@@ -337,6 +345,7 @@ void Instance::read_output(const Port& p, const Boundary& b, void* dst, size_t u
 }
 
 std::vector<std::vector<float>> Instance::run(const std::map<std::string, std::vector<float>>& inputs) {
+  settle();  // committed runs end first (their outputs stay for sync_pending)
   for (Feed& f : feeds_) f.given = false;
   for (const auto& [name, values] : inputs) {
     const size_t i = fed_input(name);
@@ -356,6 +365,7 @@ std::vector<std::vector<float>> Instance::run(const std::map<std::string, std::v
 
 std::vector<TypedTensor> Instance::run_typed(const std::map<std::string, TypedTensor>& inputs,
                                              const std::vector<int>* only) {
+  settle();  // committed runs end first (their outputs stay for sync_pending)
   if (only)
     for (int k : *only)
       if (k < 0 || size_t(k) >= iface_->outputs.size())
@@ -387,6 +397,7 @@ std::vector<TypedTensor> Instance::run_typed(const std::map<std::string, TypedTe
 }
 
 std::vector<TensorView> Instance::run_slots(const std::vector<std::span<const uint8_t>>& inputs) {
+  settle();  // committed runs end first (their outputs stay for sync_pending)
   if (inputs.size() != iface_->inputs.size())
     fail(ErrorCategory::InvalidArgument, "run_slots: ", inputs.size(), " inputs given, the graph has ",
          iface_->inputs.size(), " (", names_of(iface_->inputs), ")");
@@ -434,6 +445,7 @@ int Instance::find_handle(const std::string& name) const {
 }
 
 void Instance::bind_handle(const std::string& name, const TypedTensor& initial) {
+  settle();  // committed runs end first (their outputs stay for sync_pending)
   auto ii = iface_->input_index.find(name);
   auto oi = iface_->output_index.find(name);
   const int in = ii == iface_->input_index.end() ? -1 : ii->second;
@@ -472,6 +484,7 @@ void Instance::store_handle(Handle h) {
 }
 
 TypedTensor Instance::read_handle(const std::string& name) const {
+  settle();  // committed runs end first (their outputs stay for sync_pending)
   int k = find_handle(name);
   if (k < 0) fail(ErrorCategory::InvalidArgument, "read_handle: no handle named '", name, "'");
   const Handle& h = handles_[size_t(k)];
@@ -490,6 +503,7 @@ TypedTensor Instance::read_handle(const std::string& name) const {
 }
 
 bool Instance::bind_handle_external(const std::string& name, void* data, size_t nbytes, std::shared_ptr<void> owner) {
+  settle();  // committed runs end first (their outputs stay for sync_pending)
   auto ii = iface_->input_index.find(name);
   if (ii == iface_->input_index.end())
     fail(ErrorCategory::InvalidArgument, "bind_handle_external: no input named '", name, "'");
@@ -519,6 +533,7 @@ int Instance::handle_range(const char* what, const std::string& name, size_t byt
 }
 
 void Instance::write_handle(const std::string& name, size_t byte_offset, const void* bytes, size_t nbytes) {
+  settle();  // committed runs end first (their outputs stay for sync_pending)
   Handle& h = handles_[size_t(handle_range("write_handle", name, byte_offset, nbytes))];
   const Port& p = h.input >= 0 ? iface_->inputs[size_t(h.input)] : iface_->outputs[size_t(h.output)];
   if (nbytes == 0) return;
@@ -527,6 +542,7 @@ void Instance::write_handle(const std::string& name, size_t byte_offset, const v
 }
 
 void Instance::read_handle_range(const std::string& name, size_t byte_offset, void* bytes, size_t nbytes) const {
+  settle();  // committed runs end first (their outputs stay for sync_pending)
   const Handle& h = handles_[size_t(handle_range("read_handle_range", name, byte_offset, nbytes))];
   const Port& p = h.input >= 0 ? iface_->inputs[size_t(h.input)] : iface_->outputs[size_t(h.output)];
   if (nbytes == 0) return;
@@ -535,6 +551,7 @@ void Instance::read_handle_range(const std::string& name, size_t byte_offset, vo
 }
 
 void Instance::set_active_extent(int64_t actual, int64_t upper) {
+  settle();  // committed runs end first (their outputs stay for sync_pending)
   if (upper < 1 || actual < 1 || actual > upper)
     fail(ErrorCategory::InvalidArgument, "set_active_extent(", actual, ", ", upper,
          "): needs 1 <= actual <= upper");
@@ -548,6 +565,92 @@ void Instance::set_active_extent(int64_t actual, int64_t upper) {
   exe_->set_extent(actual, upper);
 }
 
-void Instance::release_scratch() { exe_->release_scratch(); }
+void Instance::release_scratch() {
+  settle();
+  exe_->release_scratch();
+}
+
+void Instance::settle() const {
+  if (in_flight_ == 0) return;
+  in_flight_ = 0;
+  try {
+    exe_->wait_async();
+  } catch (...) {
+    pending_.clear();  // the runs' outputs are lost with the error
+    throw;
+  }
+  for (Pending& r : pending_)
+    for (size_t k = 0; k < r.ports.size(); ++k) {
+      if (!r.ports[k] || r.slots[k].empty()) continue;  // not stored, or converted already
+      const Port& p = *r.ports[k];
+      to_user(p.typed, r.slots[k].data(), r.out[k].bytes.data(), size_t(p.type.numel()));
+      r.slots[k] = {};
+    }
+}
+
+std::vector<std::vector<TypedTensor>> Instance::sync_pending() {
+  settle();
+  std::vector<std::vector<TypedTensor>> out;
+  out.reserve(pending_.size());
+  for (Pending& r : pending_) out.push_back(std::move(r.out));
+  pending_.clear();
+  return out;
+}
+
+size_t Instance::pending_runs() const { return pending_.size(); }
+
+void Instance::commit_no_wait(const std::map<std::string, TypedTensor>& inputs, const std::vector<int>& only) {
+  for (int k : only)
+    if (k < 0 || size_t(k) >= iface_->outputs.size())
+      fail(ErrorCategory::InvalidArgument, "output index ", k, " out of range (", iface_->outputs.size(), " outputs)");
+  for (const Handle& h : handles_)
+    if (h.output >= 0 && iface_->outputs[size_t(h.output)].stored &&
+        !(h.input >= 0 && iface_->inputs[size_t(h.input)].stored))
+      fail(ErrorCategory::InvalidArgument, "handle '", h.name,
+           "' is refreshed through host memory after every run: it cannot be pipelined (use run_typed)");
+  // Validate every feed before anything changes (a bad one leaves the queue as it was).
+  std::vector<Feed> feeds(feeds_.size());
+  for (const auto& [name, t] : inputs) {
+    const size_t i = fed_input(name);
+    feeds[i] = check_feed(iface_->inputs[i], t.dtype, t.bytes.data(), t.bytes.size(), false, &t.dims);
+  }
+  for (size_t i = 0; i < feeds.size(); ++i)
+    if (!feeds[i].given && input_handle_[i] < 0)
+      fail(ErrorCategory::InvalidArgument, "missing input '", iface_->inputs[i].name, "' (",
+           iface_->inputs[i].type.str(), ")");
+  feeds_ = feeds;
+  check_complete();
+  for (size_t i = 0; i < feeds_.size(); ++i)
+    if (feeds_[i].given && iface_->inputs[i].stored)
+      write_value_converted(iface_->inputs[i], feeds_[i].boundary, feeds_[i].data, feeds_[i].user_elems);
+  Pending r;
+  std::vector<int> all;
+  const std::vector<int>* list = &only;
+  if (only.empty()) {
+    for (size_t k = 0; k < iface_->outputs.size(); ++k) all.push_back(int(k));
+    list = &all;
+  }
+  for (int k : *list) {
+    const Port& p = iface_->outputs[size_t(k)];
+    TypedTensor t;
+    t.dtype = p.type.dtype();
+    t.dims = p.type.static_dims();
+    t.bytes.assign(size_t(p.type.numel()) * dtype_size(t.dtype), 0);
+    r.out.push_back(std::move(t));
+    r.ports.push_back(p.stored ? &p : nullptr);
+    r.slots.emplace_back(p.stored ? p.slot.bytes() : 0);
+  }
+  exe_->run_async();
+  ++in_flight_;
+  for (Handle& h : handles_) {  // device-side refreshes only (checked above)
+    if (h.output < 0 || !iface_->outputs[size_t(h.output)].stored) continue;
+    exe_->copy_value(iface_->outputs[size_t(h.output)].value, iface_->inputs[size_t(h.input)].value,
+                     iface_->outputs[size_t(h.output)].slot.bytes());
+  }
+  // The stored outputs land in r.slots when the run ends; settle() converts them.
+  for (size_t k = 0; k < r.ports.size(); ++k)
+    if (r.ports[k]) exe_->download_async(r.ports[k]->value, r.slots[k].data(), r.slots[k].size());
+  pending_.push_back(std::move(r));
+}
 
 }  // namespace rlx::runtime

@@ -81,6 +81,11 @@ class Instance {
   void set_active_extent(int64_t actual, int64_t upper);
   void release_scratch();
 
+  // Pipelined runs (compiled_graph.h). Every other method settles the queue first.
+  void commit_no_wait(const std::map<std::string, TypedTensor>& inputs, const std::vector<int>& only);
+  std::vector<std::vector<TypedTensor>> sync_pending();
+  size_t pending_runs() const;
+
  private:
   Instance() = default;
   // One validated input for this run: the caller's data and how it converts.
@@ -115,6 +120,17 @@ class Instance {
   // find_handle, or Error naming `what`, with the byte range checked against the handle's state.
   int handle_range(const char* what, const std::string& name, size_t byte_offset, size_t nbytes) const;
   void store_handle(Handle h);  // adds or replaces the handle of h.name, links its input
+  // Waits for the committed runs and converts their outputs (kept in pending_); on a run's
+  // error drops them and rethrows.
+  void settle() const;
+
+  struct Pending {  // one committed run: its listed outputs
+    std::vector<TypedTensor> out;             // public types, filled by settle()
+    std::vector<const Port*> ports;           // per listed output; nullptr: not stored
+    std::vector<std::vector<uint8_t>> slots;  // slot bytes the backend copies into
+  };
+  mutable std::vector<Pending> pending_;
+  mutable size_t in_flight_ = 0;  // committed runs not yet waited for
 
   std::shared_ptr<const Interface> iface_;
   std::unique_ptr<backend::Executable> exe_;

@@ -150,6 +150,52 @@ TEST(CudaBackend, DeviceErrorNamesTheNodeAndTheExecutableStaysUsable) {
   }
 }
 
+std::map<std::string, TypedTensor> typed_feeds(const std::map<std::string, std::vector<float>>& in) {
+  std::map<std::string, TypedTensor> t;
+  for (const auto& [name, v] : in) {
+    TypedTensor x;
+    x.dtype = DType::F32;
+    x.bytes.resize(v.size() * sizeof(float));
+    std::memcpy(x.bytes.data(), v.data(), x.bytes.size());
+    t[name] = std::move(x);
+  }
+  return t;
+}
+
+// Pipelined runs: several commits queue back to back on the stream (inputs of run i+1
+// uploaded behind run i, outputs staged in pinned memory) and give, bit for bit, what one
+// run_typed per input set gives; a device error in one of them is raised by sync_pending,
+// which drops the queue, and the graph keeps running.
+TEST(CudaBackend, PipelinedRunsMatchSequentialOnesAndErrorsSurfaceAtSync) {
+  REQUIRE_CUDA();
+  Graph g = block_graph(2, 8);
+  CompiledGraph net = Session(Device::Cuda).compile(g), ref = Session(Device::Cuda).compile(g);
+  set_block_params(net);
+  set_block_params(ref);
+  std::vector<std::map<std::string, TypedTensor>> runs;
+  for (uint32_t r = 0; r < 4; ++r)
+    runs.push_back(typed_feeds({{"x", randoms(2 * 8 * 64, 20 + r)}, {"idx", {float(r), 1, 2}}}));
+  auto got = net.run_pipelined(runs);
+  ASSERT_EQ(got.size(), runs.size());
+  for (size_t r = 0; r < runs.size(); ++r) {
+    auto want = ref.run_typed(runs[r]);
+    ASSERT_EQ(got[r].size(), want.size());
+    for (size_t o = 0; o < want.size(); ++o) EXPECT_EQ(got[r][o].bytes, want[o].bytes) << "run " << r << " output " << o;
+  }
+  auto bad = runs;
+  bad[1] = typed_feeds({{"x", randoms(2 * 8 * 64, 30)}, {"idx", {0, 99, 1}}});
+  for (const auto& r : bad) net.commit_no_wait(r);
+  try {
+    net.sync_pending();
+    FAIL() << "an index out of range ran";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.category(), ErrorCategory::InvalidArgument) << e.what();
+    EXPECT_NE(std::string(e.what()).find("gather"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(net.pending_runs(), 0u);
+  EXPECT_EQ(net.run_typed(runs[2])[0].bytes, ref.run_typed(runs[2])[0].bytes);
+}
+
 // Graphs that fold to constants (what the ONNX runner makes when shape inputs are bound):
 // the output is a constant, or an op of constants only.
 TEST(CudaBackend, ConstantOutputs) {

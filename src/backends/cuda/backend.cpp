@@ -109,6 +109,8 @@ class CudaExecutable final : public backend::Executable {
     dnn_destroy_handle(dnn_);
     if (stream_) cudaStreamDestroy(stream_);
     if (err_host_) cudaFreeHost(err_host_);
+    for (Pinned& p : pinned_)
+      if (p.p) cudaFreeHost(p.p);
     if (profile_) print_profile();
     for (cudaEvent_t e : events_) cudaEventDestroy(e);
   }
@@ -230,14 +232,35 @@ class CudaExecutable final : public backend::Executable {
 
   void run() override {
     if (profile_) return run_profiled();
-    if (!graph_ && ran_once_ && replay_) capture();
-    if (graph_) {
-      ok(cudaGraphLaunch(graph_, stream_), "graph launch");
-    } else {
-      enqueue();
-      ran_once_ = true;
+    launch();
+    wait_async();
+  }
+  // Pipelined runs (backend.h): the launch returns; outputs asked for are copied into pinned
+  // staging behind the run and from there to the caller's memory by wait_async().
+  void run_async() override {
+    if (profile_) return run_profiled();
+    launch();
+  }
+  void download_async(Value v, void* dst, size_t bytes) override {
+    if (!bytes) return;
+    if (staged_ == pinned_.size()) pinned_.emplace_back();
+    Pinned& p = pinned_[staged_++];
+    if (p.bytes < bytes) {
+      if (p.p) cudaFreeHost(p.p);
+      p.p = nullptr;
+      p.bytes = 0;
+      ok(cudaHostAlloc(&p.p, bytes, cudaHostAllocDefault), "pinned staging");
+      p.bytes = bytes;
     }
-    finish();
+    p.dst = dst;
+    p.used = bytes;
+    ok(cudaMemcpyAsync(p.p, checked(v, bytes), bytes, cudaMemcpyDeviceToHost, stream_), "download");
+  }
+  void wait_async() override {
+    const size_t staged = staged_;
+    staged_ = 0;
+    finish();  // raises a run's error (the staged copies are then dropped)
+    for (size_t i = 0; i < staged; ++i) std::memcpy(pinned_[i].dst, pinned_[i].p, pinned_[i].used);
   }
   // Every row is computed: rows past an active extent are undefined by contract, so full
   // runs honour it; capabilities() says active_extent = false (no work is skipped).
@@ -325,6 +348,15 @@ class CudaExecutable final : public backend::Executable {
       s.fn(ctx, ptrs_.data() + s.first);
     }
     ok(cudaMemcpyAsync(err_host_, err_->p, 2 * sizeof(int), cudaMemcpyDeviceToHost, stream_), "error record");
+  }
+  void launch() {
+    if (!graph_ && ran_once_ && replay_) capture();
+    if (graph_) {
+      ok(cudaGraphLaunch(graph_, stream_), "graph launch");
+    } else {
+      enqueue();
+      ran_once_ = true;
+    }
   }
   void capture() {
     DeviceLock lock(device_sync_mutex());
@@ -466,6 +498,13 @@ class CudaExecutable final : public backend::Executable {
   std::vector<uint8_t*> param_ptr_;
   std::vector<void*> ptrs_;
   cudaStream_t stream_ = nullptr;
+  struct Pinned {  // pipelined runs: staging for download_async
+    void* p = nullptr;
+    size_t bytes = 0, used = 0;
+    void* dst = nullptr;
+  };
+  std::vector<Pinned> pinned_;
+  size_t staged_ = 0;  // pinned_[0, staged_) hold copies queued since the last wait
   cublasHandle_t blas_ = nullptr;
   void* dnn_ = nullptr;  // cuDNN handle on stream_ (dnn.h), when the program uses one
   cudaGraphExec_t graph_ = nullptr;
