@@ -189,6 +189,52 @@ TEST(OnnxImport, ShapeArithmeticFoldsToAStaticReshape) {
   EXPECT_EQ(g.type(g.outputs()[0].value).static_dims(), (std::vector<int64_t>{2, 12}));
 }
 
+// ConvTranspose whose kernel equals its stride (the learned upsampling of detection heads)
+// imports as one matmul and a block reshuffle (no zero-upsampled input, no pad); checked
+// against the definition y[n, m, i*s + a, j*t + b] = bias[m] + sum_c x[n, c, i, j] w[c, m, a, b]
+// (exact: each output sums C = 3 products, compared at f32 rounding of such a sum).
+TEST(OnnxImport, ConvTransposeWithKernelEqualToStrideIsOneMatmul) {
+  const int64_t N = 2, C = 3, H = 4, W = 5, M = 4, S = 2, T = 3;
+  auto m = make_model(17);
+  add_input(m, "x", 1, {N, C, H, W});
+  std::vector<float> wv(static_cast<size_t>(C * M * S * T)), bv(static_cast<size_t>(M));
+  for (size_t i = 0; i < wv.size(); ++i) wv[i] = float(int(i % 7) - 3) * 0.25f;
+  for (size_t i = 0; i < bv.size(); ++i) bv[i] = float(i) - 1.5f;
+  add_f32_initializer(m, "w", {C, M, S, T}, wv);
+  add_f32_initializer(m, "b", {M}, bv);
+  auto* n = add_node(m, "ConvTranspose", {"x", "w", "b"}, {"y"});
+  set_ints_attr(n, "kernel_shape", {S, T});
+  set_ints_attr(n, "strides", {S, T});
+  add_output(m, "y", 1);
+  std::string bytes = bytes_of(m);
+  OnnxModel model = load_onnx_bytes(bytes.data(), bytes.size(), "deconv.onnx");
+  ASSERT_TRUE(model.has_graph) << model.dynamic_reason;
+  int matmuls = 0;
+  for (const Node& nd : model.graph.nodes()) {
+    EXPECT_NE(nd.kind, OpKind::Pad) << "the zero-upsampling lowering was used";
+    EXPECT_NE(nd.kind, OpKind::Conv2d) << "the zero-upsampling lowering was used";
+    matmuls += nd.kind == OpKind::MatMul;
+  }
+  EXPECT_EQ(matmuls, 1);
+  std::vector<float> xv(size_t(N * C * H * W));
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] = float(int(i % 11) - 5) * 0.5f;
+  OnnxRunner runner(model);
+  auto out = runner.run({{"x", TypedTensor{DType::F32, {N, C, H, W}, f32_bytes(xv)}}});
+  ASSERT_EQ(out[0].dims, (std::vector<int64_t>{N, M, H * S, W * T}));
+  const std::vector<float> y = as_f32(out[0].bytes);
+  for (int64_t b = 0; b < N; ++b)
+    for (int64_t o = 0; o < M; ++o)
+      for (int64_t i = 0; i < H * S; ++i)
+        for (int64_t j = 0; j < W * T; ++j) {
+          double want = bv[size_t(o)];
+          for (int64_t c = 0; c < C; ++c)
+            want += double(xv[size_t(((b * C + c) * H + i / S) * W + j / T)]) *
+                    wv[size_t(((c * M + o) * S + i % S) * T + j % T)];
+          ASSERT_NEAR(y[size_t(((b * M + o) * H * S + i) * W * T + j)], want, 4 * std::ldexp(1.0, -24) * 8)
+              << "y[" << b << "," << o << "," << i << "," << j << "]";
+        }
+}
+
 TEST(OnnxImport, SymbolicInputStaysSymbolicAndTheRunnerCompilesPerShape) {
   auto m = make_model();
   add_input(m, "x", 1, {-1, 2}, "batch");

@@ -64,6 +64,13 @@ inline void set_int_attr(::onnx::NodeProto* n, const std::string& name, int64_t 
   a->set_i(v);
 }
 
+inline void set_ints_attr(::onnx::NodeProto* n, const std::string& name, const std::vector<int64_t>& v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(::onnx::AttributeProto::INTS);
+  for (int64_t x : v) a->add_ints(x);
+}
+
 inline ::onnx::TensorProto* add_f32_initializer(::onnx::ModelProto& m, const std::string& name,
                                                 std::vector<int64_t> dims, const std::vector<float>& v) {
   auto* t = m.mutable_graph()->add_initializer();

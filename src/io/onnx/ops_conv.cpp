@@ -174,6 +174,30 @@ Value conv_with(NodeCtx& c, Value x, Value w, Value b, const std::vector<int64_t
   return lower_conv(sub).at(0);
 }
 
+// A 2-D transposed conv whose kernel equals its stride (no padding, dilation or groups: the
+// common learned 2x / 4x upsampling) writes every output pixel from exactly one input
+// pixel: y[n, m, i*s + a, j*t + b] = sum_c x[n, c, i, j] w[c, m, a, b] (+ bias[m]). That is
+// one matmul, W^T [m*s*t, C] by x [n, C, H*W], and a reshuffle of its result into the
+// output's blocks: no zero-upsampled copy of the input and none of the 3/4 (for 2x2) of
+// products by zero the general lowering below computes. Invalid Value when it does not apply.
+Value conv_transpose_by_blocks(NodeCtx& c, const std::vector<int64_t>& kernel, const std::vector<int64_t>& strides,
+                               const std::vector<int64_t>& dil, const std::vector<int64_t>& pads,
+                               const std::vector<int64_t>& outpad, int64_t group) {
+  auto xd = c.dims(0), wd = c.dims(1);
+  if (xd.size() != 4 || group != 1) return {};
+  for (size_t i = 0; i < 2; ++i)
+    if (kernel[i] != strides[i] || dil[i] != 1 || pads[i] != 0 || pads[i + 2] != 0 || outpad[i] != 0) return {};
+  if (wd[2] != kernel[0] || wd[3] != kernel[1]) return {};
+  const int64_t n = xd[0], ch = xd[1], h = xd[2], w = xd[3], m = wd[1], s = kernel[0], t = kernel[1];
+  // W [C, m, s, t] -> [C, m*s*t] -> W^T [m*s*t, C]
+  Value wt = c.transpose(c.reshape(c.in(1), {ch, m * s * t}), {1, 0});
+  Value prod = c.op(OpKind::MatMul, {wt, c.reshape(c.in(0), {n, ch, h * w})});  // [n, m*s*t, h*w]
+  // [n, m, s, t, h, w] -> [n, m, h, s, w, t] -> [n, m, h*s, w*t]
+  Value y = c.reshape(c.transpose(c.reshape(prod, {n, m, s, t, h, w}), {0, 1, 4, 2, 5, 3}), {n, m, h * s, w * t});
+  if (c.has(2)) y = c.op(OpKind::Add, {y, c.reshape(c.in(2), {1, m, 1, 1})});
+  return y;
+}
+
 }  // namespace
 
 // A transposed conv is a stride-1 conv of the zero-upsampled, re-padded input with the
@@ -216,6 +240,7 @@ std::vector<Value> lower_conv_transpose(NodeCtx& c) {
   }
   int64_t ci = xd[1], mg = wd[1];
   if (ci % group) c.invalid("input channels ", ci, " are not divisible by group ", group);
+  if (Value y = conv_transpose_by_blocks(c, kernel, strides, dil, pads, outpad, group); y.valid()) return {y};
   Value x = c.in(0);
   int64_t r = int64_t(xd.size());
   std::vector<int64_t> full(size_t(2 * r), 0);
