@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gemm_test_util.h"
+#include "rlx/rlx.h"
 
 namespace rlx::test {
 namespace {
@@ -266,3 +267,41 @@ TEST(Pool2d, MaxPropagatesNaN) {
 
 }  // namespace
 }  // namespace rlx::test
+
+namespace rlx {
+namespace {
+
+// Constant weights of a GEMM conv with few output columns are packed once and reused
+// (ConvCfg::packed): the results must be the bytes of the same conv with the weights as a
+// param (packed on every call), on every run, in a clone and at any thread count.
+TEST(ConvPrepack, ConstantWeightsGiveTheParamPathsBytes) {
+  const int64_t C = 40, M = 24, H = 9, W = 9;
+  std::vector<float> wv(size_t(M * C * 9)), xv(size_t(C * H * W));
+  for (size_t i = 0; i < wv.size(); ++i) wv[i] = float(int(i * 7 % 13) - 6) / 8.0f;
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] = float(int(i * 5 % 11) - 5) / 4.0f;
+  auto graph = [&](bool constant) {
+    Graph g(constant ? "conv_const" : "conv_param");
+    Value x = g.input("x", Shape({1, C, H, W}, DType::F32));
+    Value w = constant ? g.constant_f32({M, C, 3, 3}, wv) : g.param("w", Shape({M, C, 3, 3}, DType::F32));
+    g.set_outputs({g.conv2d(x, w, Value(), {1, 1}, {1, 1, 1, 1})}, {"y"});
+    return g;
+  };
+  std::vector<std::vector<float>> want;
+  {
+    CompiledGraph ref = Session(Device::Cpu).compile(graph(false));
+    ref.set_param("w", wv);
+    want = ref.run({{"x", xv}});
+  }
+  for (int threads : {1, 2}) {
+    CompileOptions o;
+    o.threads = threads;
+    CompiledGraph net = Session(Device::Cpu, o).compile(graph(true));
+    EXPECT_EQ(net.run({{"x", xv}}), want) << threads << " threads, first run";
+    EXPECT_EQ(net.run({{"x", xv}}), want) << threads << " threads, second run";
+    CompiledGraph copy = net.clone();
+    EXPECT_EQ(copy.run({{"x", xv}}), want) << threads << " threads, clone";
+  }
+}
+
+}  // namespace
+}  // namespace rlx

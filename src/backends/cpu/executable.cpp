@@ -68,7 +68,13 @@ std::shared_ptr<Program> compile(opt::Plan plan) {
     }
     KernelCall call;
     try {
-      call = entry->build(n, in_types, n.outputs);
+      if (entry->build_info) {
+        BuildInfo info;
+        for (const Value& v : n.inputs) info.const_inputs.push_back(v.valid() && g.node(v.node).kind == OpKind::Constant);
+        call = entry->build_info(n, in_types, n.outputs, info);
+      } else {
+        call = entry->build(n, in_types, n.outputs);
+      }
     } catch (const Error& e) {
       fail(e.category(), "building the kernel for ", node_label(n), ": ", e.what());
     }

@@ -36,14 +36,26 @@ using BuildFn = KernelCall (*)(const Node& node, const std::vector<const Shape*>
                                const std::vector<Shape>& out);
 using SupportsFn = bool (*)(const Node& node, const std::vector<const Shape*>& in);
 
+// What the executable knows of a node's inputs beyond their types, for builders that use
+// it: const_inputs[i] is true when input i is a constant of the program (its bytes never
+// change while the program lives, at the same address: a kernel may cache what it derives
+// from them, e.g. a packed weight matrix, across runs and clones).
+struct BuildInfo {
+  std::vector<bool> const_inputs;
+};
+using BuildInfoFn = KernelCall (*)(const Node& node, const std::vector<const Shape*>& in,
+                                   const std::vector<Shape>& out, const BuildInfo& info);
+
 struct KernelEntry {
   BuildFn build = nullptr;
   SupportsFn supports = nullptr;  // nullptr: supports every dtype the op accepts
+  BuildInfoFn build_info = nullptr;  // preferred by the executable when set (build stays for the constant folder)
 };
 
 class KernelRegistry {
  public:
   void add(OpKind k, BuildFn build, SupportsFn supports = nullptr);
+  void add_build_info(OpKind k, BuildInfoFn build_info);  // after add()
   const KernelEntry* find(OpKind k) const;
   bool supports(const Node& node, const std::vector<const Shape*>& in) const;
 

@@ -11,6 +11,12 @@ void KernelRegistry::add(OpKind k, BuildFn build, SupportsFn supports) {
   entries_[i] = KernelEntry{build, supports};
 }
 
+void KernelRegistry::add_build_info(OpKind k, BuildInfoFn build_info) {
+  const size_t i = size_t(k);
+  RLX_CHECK(i < entries_.size() && entries_[i].build != nullptr, "add_build_info before add for ", op_name(k));
+  entries_[i].build_info = build_info;
+}
+
 const KernelEntry* KernelRegistry::find(OpKind k) const {
   const size_t i = size_t(k);
   if (i >= entries_.size() || entries_[i].build == nullptr) return nullptr;

@@ -10,6 +10,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
+#include <mutex>
 
 #include <xmmintrin.h>
 
@@ -34,6 +36,14 @@ struct ConvCfg {
   std::vector<int64_t> kx_bounds;  // per kx: [lo, hi) of output columns reading inside the image
   int64_t kx_interior[2] = {0, 0};  // columns inside every kx's [lo, hi)
   int n_in = 2;  // node inputs (the output pointer follows them)
+  // A constant weight matrix of a conv with few output columns, packed once in the GEMM's
+  // A layout (shared by runs and clones): with P = oh*ow small, packing the weights on every
+  // call costs about as much as the product (ResNet-50's 7x7 and 14x14 layers).
+  struct PackedWeights {
+    std::once_flag once;
+    std::vector<float> data;
+  };
+  std::shared_ptr<PackedWeights> packed;
   const IsaKernels* kernels = nullptr;
   const RowKernels* rows = nullptr;  // conv_row
 };
@@ -194,6 +204,14 @@ void conv_gemm_one(const ConvCfg& cfg, ThreadPool* pool, const void* x, const vo
   pr.n = p;
   pr.k = kg;
   pr.a = {static_cast<const uint8_t*>(w) + g * mg * kg * esz, cfg.type, kg, 1};
+  if (cfg.packed) {  // group 1 (build_conv_info): one matrix
+    ConvCfg::PackedWeights& pw = *cfg.packed;
+    std::call_once(pw.once, [&] {
+      pw.data.resize(size_t(packed_a_floats(*cfg.kernels, mg, kg)));
+      pack_a_full(*cfg.kernels, pr.a, mg, kg, pw.data.data());
+    });
+    pr.a_packed = pw.data.data();
+  }
   Im2colCtx ictx{&cfg, xg};
   if (cfg.pointwise) {
     pr.b = {xg, cfg.type, p, 1};
@@ -371,6 +389,20 @@ KernelCall build_conv(const Node& node, const std::vector<const Shape*>& in, con
   return make_call(run_conv, std::move(c));
 }
 
+// build_conv, and a packed copy of constant weights where packing dominates (see
+// ConvCfg::packed): the GEMM path, one group, f32, at most 1024 output columns.
+KernelCall build_conv_info(const Node& node, const std::vector<const Shape*>& in, const std::vector<Shape>& out,
+                           const BuildInfo& info) {
+  KernelCall call = build_conv(node, in, out);
+  const auto& c = *static_cast<const ConvCfg*>(call.cfg.get());
+  if (c.direct || c.group != 1 || c.type != DType::F32 || c.oh * c.ow > 1024 || info.const_inputs.size() < 2 ||
+      !info.const_inputs[1])
+    return call;
+  ConvCfg with = c;
+  with.packed = std::make_shared<ConvCfg::PackedWeights>();
+  return make_call(run_conv, std::move(with));
+}
+
 // ---------------------------------------------------------------- pooling
 
 // Taps of one window along an axis (tap t sits at start + t*d): [lo, hi) fall inside the
@@ -521,6 +553,7 @@ KernelCall build_pool(const Node& node, const std::vector<const Shape*>& in, con
 
 void register_conv_kernels(KernelRegistry& r) {
   r.add(OpKind::Conv2d, build_conv, supports_conv);
+  r.add_build_info(OpKind::Conv2d, build_conv_info);
   r.add(OpKind::MaxPool2d, build_pool, supports_max_pool);
   r.add(OpKind::AvgPool2d, build_pool, supports_avg_pool);
 }
