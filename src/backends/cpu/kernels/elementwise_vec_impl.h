@@ -64,6 +64,10 @@ RLX_V1(VAbs, V::abs(x))
 RLX_V1(VSqrt, V::sqrt(x))
 RLX_V1(VReciprocal, V::div(splat(1.0f), x))
 RLX_V1(VRsqrt, V::div(splat(1.0f), V::sqrt(x)))
+// x < lo ? lo : (x > hi ? hi : x), as the scalar Clip: NaN and -0 pass through unchanged
+// (only comparisons and selects: the same bits as the scalar path).
+RLX_V1(VClip, V::select(V::lt(x, splat(float(p.alpha))), splat(float(p.alpha)),
+                        V::select(V::lt(splat(float(p.beta)), x), splat(float(p.beta)), x)))
 #undef RLX_V1
 
 #define RLX_V2(Name, expr) \
@@ -92,6 +96,7 @@ void fill_table(F32VecTable& t) {
   u(OpKind::Sqrt, &map1<VSqrt>);
   u(OpKind::Reciprocal, &map1<VReciprocal>);
   u(OpKind::Rsqrt, &map1<VRsqrt>);
+  u(OpKind::Clip, &map1<VClip>);
   t.binary[size_t(OpKind::Add)] = set2<VAdd>();
   t.binary[size_t(OpKind::Sub)] = set2<VSub>();
   t.binary[size_t(OpKind::Mul)] = set2<VMul>();
