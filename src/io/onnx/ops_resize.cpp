@@ -161,6 +161,19 @@ Value resize_axis(NodeCtx& c, Value x, int64_t axis, const Spec& s, int64_t out,
     bool identity = out == in && !any_extrap;
     for (int64_t j = 0; j < out && identity; ++j) identity = gidx[size_t(j)] == j;
     if (identity) return x;
+    // Every input index repeated k times in order (nearest upsampling by an integer factor):
+    // a broadcast copy, [.., in, 1, ..] expanded to [.., in, k, ..], instead of a gather
+    // that looks each element up through the index table.
+    bool repeat = !any_extrap && out % in == 0 && out > in;
+    const int64_t k = in > 0 ? out / in : 0;
+    for (int64_t j = 0; j < out && repeat; ++j) repeat = gidx[size_t(j)] == j / k;
+    if (repeat) {
+      std::vector<int64_t> split(d.begin(), d.end()), wide(d.begin(), d.end()), joined(d.begin(), d.end());
+      split.insert(split.begin() + axis + 1, 1);
+      wide.insert(wide.begin() + axis + 1, k);
+      joined[size_t(axis)] = out;
+      return c.reshape(c.expand(c.reshape(x, split), wide), joined);
+    }
     y = c.op(OpKind::Gather, {x, c.im.constant(make_i64({out}, gidx))}, AxisAttrs{axis});
   } else {
     if (!is_float(t)) c.unsupported(s.mode, " interpolation of ", dtype_name(t), " data");
