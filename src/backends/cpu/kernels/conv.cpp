@@ -390,12 +390,14 @@ KernelCall build_conv(const Node& node, const std::vector<const Shape*>& in, con
 }
 
 // build_conv, and a packed copy of constant weights where packing dominates (see
-// ConvCfg::packed): the GEMM path, one group, f32, at most 1024 output columns.
+// ConvCfg::packed): the GEMM path, one group, f32, 5 to 1024 output columns (at most 4
+// take sgemm's dot kernel, which reads A as is).
 KernelCall build_conv_info(const Node& node, const std::vector<const Shape*>& in, const std::vector<Shape>& out,
                            const BuildInfo& info) {
   KernelCall call = build_conv(node, in, out);
   const auto& c = *static_cast<const ConvCfg*>(call.cfg.get());
-  if (c.direct || c.group != 1 || c.type != DType::F32 || c.oh * c.ow > 1024 || info.const_inputs.size() < 2 ||
+  if (c.direct || c.group != 1 || c.type != DType::F32 || c.oh * c.ow > 1024 || c.oh * c.ow <= 4 ||
+      info.const_inputs.size() < 2 ||
       !info.const_inputs[1])
     return call;
   ConvCfg with = c;
