@@ -189,40 +189,81 @@ std::vector<Value> lower_affine_grid(NodeCtx& c) {
   return {c.reshape(g, out)};
 }
 
-// input [N, C*kh*kw, L] -> image [N, C, H, W]: each kernel offset's block is
-// zero-upsampled by the strides, shifted by offset*dilation and summed.
+// input [N, C*prod(block), L] -> image [N, C, d1, ..., dk] (any number k of spatial
+// dims): each kernel offset's block is zero-upsampled by the strides, shifted by
+// offset*dilation and summed; the padding is cropped at the end.
 std::vector<Value> lower_col2im(NodeCtx& c) {
   auto d = c.dims(0);
   auto image = c.const_ints(1, "image_shape"), block = c.const_ints(2, "block_shape");
-  if (image.size() != 2 || block.size() != 2 || d.size() != 3) c.unsupported("Col2Im beyond 2-D images");
-  auto dil = c.attr_ints("dilations", {1, 1}), strides = c.attr_ints("strides", {1, 1}), pads = c.attr_ints("pads", {0, 0, 0, 0});
-  for (int i = 0; i < 2; ++i) {
-    c.positive(block[size_t(i)], "block_shape");
-    c.positive(dil.size() == 2 ? dil[size_t(i)] : 0, "dilations");
-    c.positive(strides.size() == 2 ? strides[size_t(i)] : 0, "strides");
+  const size_t sp = image.size();
+  if (sp < 1 || block.size() != sp || d.size() != 3)
+    c.invalid("image_shape and block_shape must have the same length >= 1 and the input rank 3");
+  auto dil = c.attr_ints("dilations", std::vector<int64_t>(sp, 1)), strides = c.attr_ints("strides", std::vector<int64_t>(sp, 1));
+  auto pads = c.attr_ints("pads", std::vector<int64_t>(2 * sp, 0));
+  if (dil.size() != sp || strides.size() != sp || pads.size() != 2 * sp)
+    c.invalid("dilations, strides and pads must match the ", sp, " spatial dims");
+  int64_t kk = 1;
+  std::vector<int64_t> padded(sp), outs(sp);
+  int64_t blocks = 1;
+  for (size_t i = 0; i < sp; ++i) {
+    c.positive(block[i], "block_shape");
+    c.positive(dil[i], "dilations");
+    c.positive(strides[i], "strides");
+    kk *= block[i];
+    padded[i] = image[i] + pads[i] + pads[i + sp];
+    outs[i] = (padded[i] - (dil[i] * (block[i] - 1) + 1)) / strides[i] + 1;
+    if (outs[i] < 1) c.invalid("the block does not fit the padded image along spatial dim ", i);
+    blocks *= outs[i];
   }
-  if (pads.size() != 4) c.invalid("pads must have 4 entries");
-  int64_t n = d[0], kk = block[0] * block[1];
+  const int64_t n = d[0];
   if (d[1] % kk) c.invalid("input channels are not a multiple of the block size");
-  int64_t ch = d[1] / kk;
-  int64_t ph = image[0] + pads[0] + pads[2], pw = image[1] + pads[1] + pads[3];
-  int64_t oh = (ph - (dil[0] * (block[0] - 1) + 1)) / strides[0] + 1;
-  int64_t ow = (pw - (dil[1] * (block[1] - 1) + 1)) / strides[1] + 1;
-  if (oh * ow != d[2]) c.invalid("block count ", d[2], " does not match the image geometry (", oh, "x", ow, ")");
-  Value x = c.reshape(c.in(0), {n, ch, block[0], block[1], oh, ow});
+  const int64_t ch = d[1] / kk;
+  if (blocks != d[2]) c.invalid("block count ", d[2], " does not match the image geometry (", blocks, " blocks)");
+  std::vector<int64_t> xshape{n, ch};
+  xshape.insert(xshape.end(), block.begin(), block.end());
+  xshape.insert(xshape.end(), outs.begin(), outs.end());
+  Value x = c.reshape(c.in(0), xshape);
+  const int64_t r = 2 + int64_t(sp);
   Value acc;
-  for (int64_t i = 0; i < block[0]; ++i)
-    for (int64_t j = 0; j < block[1]; ++j) {
-      Value b = c.reshape(c.slice(x, {i, j}, {i + 1, j + 1}, {2, 3}), {n, ch, oh, 1, ow, 1});
-      b = c.op(OpKind::Pad, {b}, PadAttrs{{0, 0, 0, 0, 0, 0, 0, 0, 0, strides[0] - 1, 0, strides[1] - 1}, PadMode::Constant, 0});
-      b = c.reshape(b, {n, ch, oh * strides[0], ow * strides[1]});
-      int64_t top = i * dil[0], left = j * dil[1];
-      int64_t hb = oh * strides[0], wb = ow * strides[1];
-      std::vector<int64_t> p{0, 0, top, left, 0, 0, ph - top - hb, pw - left - wb};
-      b = c.op(OpKind::Pad, {b}, PadAttrs{p, PadMode::Constant, 0});  // negative ends crop
-      acc = acc.valid() ? c.op(OpKind::Add, {acc, b}) : b;
+  std::vector<int64_t> off(sp, 0);
+  for (int64_t t = 0; t < kk; ++t) {
+    int64_t rem = t;  // the kernel offset of tap t (row-major over block)
+    for (size_t i = sp; i-- > 0;) {
+      off[i] = rem % block[i];
+      rem /= block[i];
     }
-  return {c.slice(acc, {pads[0], pads[1]}, {pads[0] + image[0], pads[1] + image[1]}, {2, 3})};
+    std::vector<int64_t> starts(off), ends(off), axes;
+    for (size_t i = 0; i < sp; ++i) {
+      ends[i] += 1;
+      axes.push_back(2 + int64_t(i));
+    }
+    // [n, ch, o1, 1, o2, 1, ...]: each spatial dim followed by the slot its stride fills with zeros
+    std::vector<int64_t> inter{n, ch}, up{n, ch};
+    for (size_t i = 0; i < sp; ++i) {
+      inter.push_back(outs[i]);
+      inter.push_back(1);
+      up.push_back(outs[i] * strides[i]);
+    }
+    Value b = c.reshape(c.slice(x, starts, ends, axes), inter);
+    std::vector<int64_t> zp(2 * inter.size(), 0);
+    for (size_t i = 0; i < sp; ++i) zp[inter.size() + 3 + 2 * i] = strides[i] - 1;
+    b = c.reshape(c.op(OpKind::Pad, {b}, PadAttrs{zp, PadMode::Constant, 0}), up);
+    std::vector<int64_t> shift(size_t(2 * r), 0);
+    for (size_t i = 0; i < sp; ++i) {
+      const int64_t begin = off[i] * dil[i];
+      shift[2 + i] = begin;
+      shift[size_t(r) + 2 + i] = padded[i] - begin - outs[i] * strides[i];  // negative ends crop
+    }
+    b = c.op(OpKind::Pad, {b}, PadAttrs{shift, PadMode::Constant, 0});
+    acc = acc.valid() ? c.op(OpKind::Add, {acc, b}) : b;
+  }
+  std::vector<int64_t> starts, ends, axes;
+  for (size_t i = 0; i < sp; ++i) {
+    starts.push_back(pads[i]);
+    ends.push_back(pads[i] + image[i]);
+    axes.push_back(2 + int64_t(i));
+  }
+  return {c.slice(acc, starts, ends, axes)};
 }
 
 // DeformConv (2-D): every kernel tap samples the input bilinearly (zero outside) at
