@@ -315,12 +315,20 @@ void Instance::check_complete() const {
 }
 
 void Instance::execute() {
+  write_feeds();
+  exe_->run();
+  refresh_handles();
+}
+
+void Instance::write_feeds() {
   for (size_t i = 0; i < feeds_.size(); ++i) {
     const Feed& f = feeds_[i];
     const Port& p = iface_->inputs[i];
     if (f.given && p.stored) write_value_converted(p, f.boundary, f.data, f.user_elems);
   }
-  exe_->run();
+}
+
+void Instance::refresh_handles() {
   for (Handle& h : handles_) {
     if (h.output < 0) continue;
     const Port& out = iface_->outputs[size_t(h.output)];
@@ -366,26 +374,13 @@ std::vector<std::vector<float>> Instance::run(const std::map<std::string, std::v
 std::vector<TypedTensor> Instance::run_typed(const std::map<std::string, TypedTensor>& inputs,
                                              const std::vector<int>* only) {
   settle();  // committed runs end first (their outputs stay for sync_pending)
-  if (only)
-    for (int k : *only)
-      if (k < 0 || size_t(k) >= iface_->outputs.size())
-        fail(ErrorCategory::InvalidArgument, "output index ", k, " out of range (", iface_->outputs.size(),
-             " outputs)");
-  for (Feed& f : feeds_) f.given = false;
-  for (const auto& [name, t] : inputs) {
-    const size_t i = fed_input(name);
-    feeds_[i] = check_feed(iface_->inputs[i], t.dtype, t.bytes.data(), t.bytes.size(), false, &t.dims);
-  }
-  check_complete();
+  if (only) check_output_indices(*only);
+  take_typed_feeds(inputs);
   execute();
   std::vector<TypedTensor> out;
   auto emit = [&](const Port& p) {
-    TypedTensor t;
-    t.dtype = p.type.dtype();
-    t.dims = p.type.static_dims();
-    const size_t n = size_t(p.type.numel());
-    t.bytes.resize(n * dtype_size(t.dtype));
-    read_output(p, p.typed, t.bytes.data(), n);
+    TypedTensor t = output_tensor(p);
+    read_output(p, p.typed, t.bytes.data(), size_t(p.type.numel()));
     out.push_back(std::move(t));
   };
   if (only) {
@@ -599,54 +594,52 @@ std::vector<std::vector<TypedTensor>> Instance::sync_pending() {
 
 size_t Instance::pending_runs() const { return pending_.size(); }
 
-void Instance::commit_no_wait(const std::map<std::string, TypedTensor>& inputs, const std::vector<int>& only) {
+void Instance::check_output_indices(const std::vector<int>& only) const {
   for (int k : only)
     if (k < 0 || size_t(k) >= iface_->outputs.size())
       fail(ErrorCategory::InvalidArgument, "output index ", k, " out of range (", iface_->outputs.size(), " outputs)");
+}
+
+void Instance::take_typed_feeds(const std::map<std::string, TypedTensor>& inputs) {
+  for (Feed& f : feeds_) f.given = false;
+  for (const auto& [name, t] : inputs) {
+    const size_t i = fed_input(name);
+    feeds_[i] = check_feed(iface_->inputs[i], t.dtype, t.bytes.data(), t.bytes.size(), false, &t.dims);
+  }
+  check_complete();
+}
+
+TypedTensor Instance::output_tensor(const Port& p) {
+  TypedTensor t;
+  t.dtype = p.type.dtype();
+  t.dims = p.type.static_dims();
+  t.bytes.assign(size_t(p.type.numel()) * dtype_size(t.dtype), 0);
+  return t;
+}
+
+void Instance::commit_no_wait(const std::map<std::string, TypedTensor>& inputs, const std::vector<int>& only) {
+  check_output_indices(only);
   for (const Handle& h : handles_)
     if (h.output >= 0 && iface_->outputs[size_t(h.output)].stored &&
         !(h.input >= 0 && iface_->inputs[size_t(h.input)].stored))
       fail(ErrorCategory::InvalidArgument, "handle '", h.name,
            "' is refreshed through host memory after every run: it cannot be pipelined (use run_typed)");
-  // Validate every feed before anything changes (a bad one leaves the queue as it was).
-  std::vector<Feed> feeds(feeds_.size());
-  for (const auto& [name, t] : inputs) {
-    const size_t i = fed_input(name);
-    feeds[i] = check_feed(iface_->inputs[i], t.dtype, t.bytes.data(), t.bytes.size(), false, &t.dims);
-  }
-  for (size_t i = 0; i < feeds.size(); ++i)
-    if (!feeds[i].given && input_handle_[i] < 0)
-      fail(ErrorCategory::InvalidArgument, "missing input '", iface_->inputs[i].name, "' (",
-           iface_->inputs[i].type.str(), ")");
-  feeds_ = feeds;
-  check_complete();
-  for (size_t i = 0; i < feeds_.size(); ++i)
-    if (feeds_[i].given && iface_->inputs[i].stored)
-      write_value_converted(iface_->inputs[i], feeds_[i].boundary, feeds_[i].data, feeds_[i].user_elems);
+  take_typed_feeds(inputs);  // throws before anything is queued
+  write_feeds();
   Pending r;
-  std::vector<int> all;
-  const std::vector<int>* list = &only;
-  if (only.empty()) {
-    for (size_t k = 0; k < iface_->outputs.size(); ++k) all.push_back(int(k));
-    list = &all;
-  }
-  for (int k : *list) {
-    const Port& p = iface_->outputs[size_t(k)];
-    TypedTensor t;
-    t.dtype = p.type.dtype();
-    t.dims = p.type.static_dims();
-    t.bytes.assign(size_t(p.type.numel()) * dtype_size(t.dtype), 0);
-    r.out.push_back(std::move(t));
+  auto add = [&](const Port& p) {
+    r.out.push_back(output_tensor(p));
     r.ports.push_back(p.stored ? &p : nullptr);
     r.slots.emplace_back(p.stored ? p.slot.bytes() : 0);
+  };
+  if (only.empty()) {
+    for (const Port& p : iface_->outputs) add(p);
+  } else {
+    for (int k : only) add(iface_->outputs[size_t(k)]);
   }
   exe_->run_async();
   ++in_flight_;
-  for (Handle& h : handles_) {  // device-side refreshes only (checked above)
-    if (h.output < 0 || !iface_->outputs[size_t(h.output)].stored) continue;
-    exe_->copy_value(iface_->outputs[size_t(h.output)].value, iface_->inputs[size_t(h.input)].value,
-                     iface_->outputs[size_t(h.output)].slot.bytes());
-  }
+  refresh_handles();  // backend-side copies only (checked above): queued behind the run
   // The stored outputs land in r.slots when the run ends; settle() converts them.
   for (size_t k = 0; k < r.ports.size(); ++k)
     if (r.ports[k]) exe_->download_async(r.ports[k]->value, r.slots[k].data(), r.slots[k].size());

@@ -114,7 +114,14 @@ class Instance {
   Feed check_feed(const Port& p, DType dtype, const void* data, size_t nbytes, bool lenient,
                   const std::vector<int64_t>* dims) const;
   void check_complete() const;   // every input fed or handle-bound; every param set
-  void execute();                // writes feeds_, runs, refreshes handles
+  void execute();                // write_feeds, run, refresh_handles
+  void write_feeds();            // the given inputs into their values
+  void refresh_handles();        // each output-fed handle from its output, after a run
+  void check_output_indices(const std::vector<int>& only) const;
+  // Validates `inputs` into feeds_ (typed I/O) and check_complete; throws before any state changes
+  // that matters (feeds_ is rebuilt on every run).
+  void take_typed_feeds(const std::map<std::string, TypedTensor>& inputs);
+  static TypedTensor output_tensor(const Port& p);  // zeros of the port's public type
   void read_output(const Port& p, const Boundary& b, void* dst, size_t user_elems) const;
   int find_handle(const std::string& name) const;
   // find_handle, or Error naming `what`, with the byte range checked against the handle's state.

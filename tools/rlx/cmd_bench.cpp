@@ -179,6 +179,13 @@ Timing measure(const std::function<void()>& first, const std::function<void()>& 
   return t;
 }
 
+// --resident: the inputs bound once as handles (on a device backend they stay in device
+// memory) and no output read back, so a timed run is run() and its one wait.
+void bind_resident(CompiledGraph& net, const std::map<std::string, TypedTensor>& inputs) {
+  for (const auto& [name, v] : inputs) net.bind_handle(name, v);
+}
+void run_resident(CompiledGraph& net) { net.run_read_outputs({}, {}); }
+
 }  // namespace
 
 int cmd_bench(const Args& args) {
@@ -205,17 +212,15 @@ int cmd_bench(const Args& args) {
     onnx::OnnxRunner runner(std::move(model), Session(device, opts));
     const std::map<std::string, TypedTensor> inputs = gather_inputs(args, decls, opts);
     if (args.has("--resident")) {
-      // The inputs bound once as handles (on a device backend they stay in device memory)
-      // and no output read back: each timed run is run() and its one wait.
       std::map<std::string, std::vector<int64_t>> shapes;
       for (const auto& [name, v] : inputs) shapes[name] = v.dims;
       std::shared_ptr<CompiledGraph> net;
       t = measure([&] {
             net = runner.compiled(shapes);
-            for (const auto& [name, v] : inputs) net->bind_handle(name, v);
-            net->run_read_outputs({}, {});
+            bind_resident(*net, inputs);
+            run_resident(*net);
           },
-          [&] { net->run_read_outputs({}, {}); }, warmup, runs);
+          [&] { run_resident(*net); }, warmup, runs);
     } else {
       t = measure([&] { runner.run(inputs); }, [&] { runner.run(inputs); }, warmup, runs);
     }
@@ -260,15 +265,12 @@ int cmd_bench(const Args& args) {
     t = measure([&] {
           net = Session(device, bound).compile(g);
           set_params_from_args(net, args);
-          if (resident) {
-            for (const auto& [name, v] : inputs) net.bind_handle(name, v);
-            net.run_read_outputs({}, {});
-          } else {
-            net.run_typed(inputs);
-          }
+          if (resident) bind_resident(net, inputs);
+          if (resident) run_resident(net);
+          else net.run_typed(inputs);
         },
         [&] {
-          if (resident) net.run_read_outputs({}, {});
+          if (resident) run_resident(net);
           else net.run_typed(inputs);
         },
         warmup, runs);

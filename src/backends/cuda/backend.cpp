@@ -429,10 +429,10 @@ class CudaExecutable final : public backend::Executable {
     }
     wall_ms_ += queue_ms_;
     ++runs_;
+    step_ms_.resize(n);
     for (size_t i = 0; i < n; ++i) {
       float ms = 0;
       ok(cudaEventElapsedTime(&ms, events_[i], events_[i + 1]), "profile event");
-      if (step_ms_.size() < n) step_ms_.resize(n);
       step_ms_[i] += ms;
       auto& [t, c] = by_op_[std::string(op_name(prog_->plan.graph.node(prog_->steps[i].node).kind))];
       t += ms;
