@@ -2,6 +2,8 @@
 #include "llm/blocks.h"
 
 #include <cmath>
+#include <tuple>
+#include <utility>
 
 namespace rlx::llm {
 
@@ -86,15 +88,17 @@ Value self_attention(BuildCtx& c, int64_t il, Value x, const AttnOpts& o) {
   q = per_sequence(g, q, c.B, c.T, hp.n_head, D);
   k = per_sequence(g, k, c.B, c.T, hp.n_head_kv, D);
   v = per_sequence(g, v, c.B, c.T, hp.n_head_kv, D);
-  if (c.kv_type != DType::F32) {
-    k = g.cast(k, c.kv_type);
-    v = g.cast(v, c.kv_type);
-  }
   // The new rows [B, Hkv, T, D] into the caches at each sequence's position, in place (the
   // cache inputs are persistent handles: the rows stay there for the next pass), then
   // attention over the filled cache rows and the new ones, read in place (kv_attention).
-  Value kc = g.cache_write(c.k_cache(il), k, c.past());
-  Value vc = g.cache_write(c.v_cache(il), v, c.past());
+  // Each cast is built right before its write: a backend may run the two as one kernel.
+  auto store = [&](Value rows, Value cache) {
+    if (c.kv_type != DType::F32) rows = g.cast(rows, c.kv_type);
+    return std::pair{rows, g.cache_write(cache, rows, c.past())};
+  };
+  Value kc, vc;
+  std::tie(k, kc) = store(k, c.k_cache(il));
+  std::tie(v, vc) = store(v, c.v_cache(il));
   const double scale = hp.attn_scale != 0 ? hp.attn_scale : 1.0 / std::sqrt(double(D));
   Value a = g.kv_attention(q, kc, vc, k, v, c.past(), scale);  // [B, H, T, D]
   a = g.reshape(g.transpose(a, {0, 2, 1, 3}), {R, hp.n_head * D});

@@ -28,14 +28,6 @@
 namespace rlx {
 namespace {
 
-bool cuda_usable() {
-  for (Device d : Session::available_devices())
-    if (d == Device::Cuda) return true;
-  return false;
-}
-#define REQUIRE_CUDA() \
-  if (!cuda_usable()) GTEST_SKIP() << "no usable CUDA device"
-
 using cuda_test::randoms;
 std::vector<float> absolute(std::vector<float> v) {
   for (float& x : v) x = std::fabs(x);

@@ -1,10 +1,36 @@
-// What the CUDA tests share: seeded uniform inputs in [-1, 1].
+// What the CUDA tests share: the skip without a usable device, seeded uniform inputs in
+// [-1, 1].
 #pragma once
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "rlx/rlx.h"
+
 namespace rlx::cuda_test {
+
+// Empty when CUDA runs here; else the reason the runtime gives.
+inline std::string cuda_unavailable() {
+  for (Device d : Session::available_devices())
+    if (d == Device::Cuda) return "";
+  try {
+    Graph g;
+    g.set_outputs({g.relu(g.input("x", Shape({1}, DType::F32)))});
+    Session(Device::Cuda).compile(g);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "CUDA is not listed as available";
+}
+
+#define REQUIRE_CUDA()                                                              \
+  do {                                                                              \
+    const std::string why = ::rlx::cuda_test::cuda_unavailable();                   \
+    if (!why.empty()) GTEST_SKIP() << "no usable CUDA device: " << why;             \
+  } while (0)
 
 inline std::vector<float> randoms(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);

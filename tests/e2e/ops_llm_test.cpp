@@ -54,7 +54,9 @@ std::pair<T, std::vector<float>> quantized(Rng& rng, int64_t rows, int64_t k, ui
   return {t, deq};
 }
 
-OpCase qmatmul_case(const std::string& name, uint32_t fmt, int64_t m, int64_t n, int64_t k) {
+// residual: the product plus an [m, n] input (what a decoder layer adds its projections
+// to; CUDA runs the two as one kernel), one more f32 rounding: 2^-24 of the sum.
+OpCase qmatmul_case(const std::string& name, uint32_t fmt, int64_t m, int64_t n, int64_t k, bool residual = false) {
   return {name, [=] {
             Rng rng(uint32_t(900 + fmt + m));
             T x = rng.tensor({m, k});
@@ -84,8 +86,19 @@ OpCase qmatmul_case(const std::string& name, uint32_t fmt, int64_t m, int64_t n,
                 want.v[size_t(i * n + j)] = s;
                 atol = std::max(atol, f32_dot_bound(k, a) + qerr + 4.0 * std::ldexp(1.0, -24) * split);
               }
-            check_op(name, {x, w}, [&](Graph& g, Ins in) { return Outs{g.qmatmul(in[0], in[1], fmt, k)}; }, {want},
-                     2e-5, atol);
+            if (!residual) {
+              check_op(name, {x, w}, [&](Graph& g, Ins in) { return Outs{g.qmatmul(in[0], in[1], fmt, k)}; }, {want},
+                       2e-5, atol);
+              return;
+            }
+            T r = rng.tensor({m, n});
+            double big = 0;
+            for (size_t i = 0; i < want.v.size(); ++i) {
+              want.v[i] += r.v[i];
+              big = std::max(big, std::fabs(want.v[i]));
+            }
+            check_op(name, {x, w, r}, [&](Graph& g, Ins in) { return Outs{g.add(g.qmatmul(in[0], in[1], fmt, k), in[2])}; },
+                     {want}, 2e-5, atol + std::ldexp(big, -24));
           }};
 }
 
@@ -170,13 +183,73 @@ OpCase cache_write_case() {
           }};
 }
 
+// f32 rows rounded to an f16 cache on the way in (the decode step's cast then
+// cache_write; CUDA runs the two as one kernel): the cache as given but for the rounded
+// rows, and the rounded rows themselves when `keep_rows` makes them an output too. Exact:
+// the reference rounds each value to f16 the same way (to nearest even).
+OpCase cache_write_cast_case(bool keep_rows) {
+  return {keep_rows ? "cache_write_f16_cast_rows_kept" : "cache_write_f16_cast", [=] {
+            Rng rng(keep_rows ? 83 : 81);
+            const int64_t B = 1, H = 3, C = 6, Tn = 1, D = 8;
+            T cache = rng.tensor({B, H, C, D}), rows = rng.tensor({B, H, Tn, D});
+            cache.dtype = DType::F16;
+            for (double& v : cache.v) v = round_to(v, DType::F16);
+            T p({B}, std::vector<double>{4}, DType::I64);
+            T want = cache, rounded = rows;
+            rounded.dtype = DType::F16;
+            for (double& v : rounded.v) v = round_to(v, DType::F16);
+            for (int64_t h = 0; h < H; ++h)
+              for (int64_t e = 0; e < D; ++e) want.v[size_t((h * C + 4) * D + e)] = rounded.v[size_t(h * D + e)];
+            const std::string name = keep_rows ? "cache_write_f16_cast_rows_kept" : "cache_write_f16_cast";
+            check_op(name, {cache, rows, p}, [&](Graph& g, Ins in) {
+              Value r = g.cast(in[1], DType::F16);
+              Value c = g.cache_write(in[0], r, in[2]);
+              return keep_rows ? Outs{c, r} : Outs{c};
+            }, keep_rows ? std::vector<T>{want, rounded} : std::vector<T>{want}, 0.0, 0.0);
+          }};
+}
+
+// Q and K of a decode step rotated by the same tables (CUDA runs the two as one launch):
+// each pair (x0, x1) -> (x0 cos - x1 sin, x1 cos + x0 sin), the reference in double; two
+// f32 products and a sum: 3 roundings of values up to |x0| + |x1|.
+OpCase rotary_pair_case() {
+  return {"rotary_q_and_k", [] {
+            Rng rng(85);
+            const int64_t Hq = 4, Hk = 2, D = 16, half = D / 2;
+            T q = rng.tensor({1, Hq, 1, D}), k = rng.tensor({1, Hk, 1, D}), cs({1, half}), sn({1, half});
+            for (int64_t i = 0; i < half; ++i) {
+              const double th = 7.0 * std::pow(10000.0, -2.0 * double(i) / double(D));
+              cs.v[size_t(i)] = double(float(std::cos(th)));
+              sn.v[size_t(i)] = double(float(std::sin(th)));
+            }
+            auto rot = [&](const T& x) {
+              T y = x;
+              for (int64_t r = 0; r < x.dims[1]; ++r)
+                for (int64_t i = 0; i < half; ++i) {
+                  const double x0 = x.v[size_t(r * D + 2 * i)], x1 = x.v[size_t(r * D + 2 * i + 1)];
+                  y.v[size_t(r * D + 2 * i)] = x0 * cs.v[size_t(i)] - x1 * sn.v[size_t(i)];
+                  y.v[size_t(r * D + 2 * i + 1)] = x1 * cs.v[size_t(i)] + x0 * sn.v[size_t(i)];
+                }
+              return y;
+            };
+            check_op("rotary_q_and_k", {q, k, cs, sn}, [&](Graph& g, Ins in) {
+              return Outs{g.rotary(in[0], in[2], in[3], true), g.rotary(in[1], in[2], in[3], true)};
+            }, {rot(q), rot(k)}, 0.0, 3.0 * std::ldexp(2.0, -24));
+          }};
+}
+
 const bool kLlm = register_cases({
     {OpKind::QMatMul, qmatmul_case("qmatmul_f16_decode", quant::kF16, 2, 5, 64)},
     {OpKind::QMatMul, qmatmul_case("qmatmul_q5_0_prefill", 6, 11, 6, 64)},
     {OpKind::QMatMul, qmatmul_case("qmatmul_q4_K_prefill", quant::kQ4_K, 9, 3, 256)},
+    {OpKind::QMatMul, qmatmul_case("qmatmul_f16_decode_residual", quant::kF16, 1, 40, 128, true)},
+    {OpKind::QMatMul, qmatmul_case("qmatmul_q8_0_prefill_residual", quant::kQ8_0, 3, 7, 64, true)},
+    {OpKind::Rotary, rotary_pair_case()},
     {OpKind::QMatMulId, qmatmul_id_case()},
     {OpKind::KvAttention, kv_attention_case()},
     {OpKind::CacheWrite, cache_write_case()},
+    {OpKind::CacheWrite, cache_write_cast_case(false)},
+    {OpKind::CacheWrite, cache_write_cast_case(true)},
 });
 
 }  // namespace

@@ -434,10 +434,16 @@ class CudaExecutable final : public backend::Executable {
       float ms = 0;
       ok(cudaEventElapsedTime(&ms, events_[i], events_[i + 1]), "profile event");
       step_ms_[i] += ms;
-      auto& [t, c] = by_op_[std::string(op_name(prog_->plan.graph.node(prog_->steps[i].node).kind))];
+      auto& [t, c] = by_op_[step_label(prog_->steps[i])];
       t += ms;
       ++c;
     }
+  }
+  // The op kind a step runs ("qmatmul+add" for a fused pair).
+  std::string step_label(const Step& s) const {
+    const Graph& g = prog_->plan.graph;
+    std::string l(op_name(g.node(s.node).kind));
+    return s.fused < 0 ? l : std::string(op_name(g.node(s.fused).kind)) + "+" + l;
   }
   void print_profile() const {
     if (!runs_) return;
@@ -463,7 +469,8 @@ class CudaExecutable final : public backend::Executable {
       std::string types;
       for (const Value& v : nd.inputs)
         if (v.valid()) types += (types.empty() ? "" : ", ") + g.type(v).str();
-      std::fprintf(stderr, "    %8.3f ms  %s '%s' (%s) -> %s\n", slow[j].first / double(runs_), std::string(op_name(nd.kind)).c_str(),
+      std::fprintf(stderr, "    %8.3f ms  %s '%s' (%s) -> %s\n", slow[j].first / double(runs_),
+                   step_label(prog_->steps[slow[j].second]).c_str(),
                    nd.name.c_str(), types.c_str(), nd.outputs.empty() ? "" : nd.outputs[0].str().c_str());
     }
   }

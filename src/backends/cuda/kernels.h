@@ -155,7 +155,10 @@ struct QMatMulArgs {
   int format = 0;
   int64_t m = 0, n = 0, k = 0, row_bytes = 0;
 };
-cudaError_t qmatmul(const QMatMulArgs& a, const float* x, const uint8_t* w, float* y, cudaStream_t s);
+// residual (nullable, [m, n] f32): y = x . W^T + residual (qmatmul and the add after it as
+// one kernel, rounded as the two ops are; residual may alias y).
+cudaError_t qmatmul(const QMatMulArgs& a, const float* x, const uint8_t* w, const float* residual, float* y,
+                    cudaStream_t s);
 cudaError_t qmatmul_id(const QMatMulArgs& a, int64_t experts, int64_t slots, bool x_per_slot, const float* x,
                        const uint8_t* w, const void* ids, bool ids64, float* y, int* err, int step, cudaStream_t s);
 // kv_attention (ops.def): q f32 [b, hq, t, d]; caches [b, hkv, c, d] and new rows [b, hkv, t,
@@ -175,6 +178,15 @@ struct RotaryArgs {
   bool interleaved = false;
 };
 cudaError_t rotary(const RotaryArgs& a, const float* x, const float* cs, const float* sn, float* y, cudaStream_t s);
+// Two independent rotaries in one launch (step fusion of a decode step's Q and K).
+struct RotaryPtrs {
+  const float* x = nullptr;
+  const float* cs = nullptr;
+  const float* sn = nullptr;
+  float* y = nullptr;
+};
+cudaError_t rotary_pair(const RotaryArgs& a, const RotaryPtrs& pa, const RotaryArgs& b, const RotaryPtrs& pb,
+                        cudaStream_t s);
 
 // cache_write (ops.def): rows [b, h, t, d] into cache [b, h, c, d] at rows past[b] .. +t
 // (outside [0, c - t]: recorded in err); elements of `elem` bytes (1, 2, 4, 8). out == cache
@@ -184,6 +196,11 @@ struct CacheWriteArgs {
 };
 cudaError_t cache_write(const CacheWriteArgs& a, int elem, const void* cache, const void* rows, const int64_t* past,
                         void* out, int* err, int step, cudaStream_t s);
+// A cast of f32 rows to `to` (F16 or BF16) and their cache_write as one kernel: the rounded
+// rows go into the cache as cache_write puts them, and to `rounded` (the cast's result)
+// unless it is null.
+cudaError_t cache_write_cast(const CacheWriteArgs& a, ET to, const void* cache, const float* rows, void* rounded,
+                             const int64_t* past, void* out, int* err, int step, cudaStream_t s);
 
 // topk of f32 over the middle dim of [outer, n, inner]: values and i64 indices [outer, k,
 // inner], in the CPU's order (largest or smallest first; NaN first when largest; ties by

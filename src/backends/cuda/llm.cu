@@ -192,12 +192,15 @@ __device__ inline float row_dot(int fmt, const uint8_t* w, const float* x, int64
   return acc;
 }
 
-__global__ void qmatmul_kernel(QMatMulArgs a, const float* x, const uint8_t* w, float* y) {
+// residual (nullable): y[o] = dot + residual[o], one f32 add after the dot as the add op
+// rounds it; residual may be y itself (each element is read before it is written, by the
+// lane that writes it).
+__global__ void qmatmul_kernel(QMatMulArgs a, const float* x, const uint8_t* w, const float* residual, float* y) {
   const int lane = threadIdx.x & 31;
   for (int64_t o = blockIdx.x * int64_t(kWarps) + threadIdx.x / 32; o < a.m * a.n; o += int64_t(gridDim.x) * kWarps) {
     const int64_t i = o / a.n, j = o % a.n;
     const float s = warp_sum(row_dot(a.format, w + j * a.row_bytes, x + i * a.k, a.k, lane));
-    if (lane == 0) y[o] = s;
+    if (lane == 0) y[o] = residual ? __fadd_rn(s, residual[o]) : s;
   }
 }
 
@@ -321,30 +324,72 @@ __global__ void cache_write_kernel(CacheWriteArgs a, const T* rows, const int64_
   }
 }
 
-// Pair i of row r (x [rows, d], position r % s): (2i, 2i+1) interleaved, else (i, i + half).
-__global__ void rotary_kernel(RotaryArgs a, const float* x, const float* cs, const float* sn, float* y) {
-  const int64_t pairs = a.rows * a.half, rest = a.d - 2 * a.half;
-  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < pairs + a.rows * rest;
-       t += int64_t(gridDim.x) * blockDim.x) {
-    if (t >= pairs) {  // the dims past the rotated ones, unchanged
-      const int64_t r = (t - pairs) / rest, e = 2 * a.half + (t - pairs) % rest;
-      y[r * a.d + e] = x[r * a.d + e];
+// The same from f32 rows into a cache of type T (the cast rounding), the rounded rows also
+// stored in `rounded` when it is not null (the cast's own result, when other nodes read it).
+template <typename T>
+__global__ void cache_write_cast_kernel(CacheWriteArgs a, const float* rows, T* rounded, const int64_t* past, T* out,
+                                        int* err, int step) {
+  const int64_t total = a.b * a.h * a.t * a.d;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const T v = dev::stf<T>(rows[i]);
+    if (rounded) rounded[i] = v;
+    const int64_t e = i % a.d, r = i / a.d, t = r % a.t, bh = r / a.t, p = past[bh / a.h];
+    if (p < 0 || p > a.c - a.t) {
+      atomicCAS(err, 0, 1);
+      atomicCAS(err + 1, 0, step);
       continue;
     }
-    const int64_t r = t / a.half, i = t % a.half, p = r % a.s;
-    const int64_t i0 = a.interleaved ? 2 * i : i, i1 = a.interleaved ? 2 * i + 1 : i + a.half;
-    const float x0 = x[r * a.d + i0], x1 = x[r * a.d + i1], co = cs[p * a.half + i], si = sn[p * a.half + i];
-    y[r * a.d + i0] = x0 * co - x1 * si;
-    y[r * a.d + i1] = x1 * co + x0 * si;
+    out[(bh * a.c + p + t) * a.d + e] = v;
+  }
+}
+
+// Pair i of row r (x [rows, d], position r % s): (2i, 2i+1) interleaved, else (i, i + half);
+// work item t of rows * half pairs, then rows * (d - 2 half) unrotated dims copied.
+__device__ inline void rotary_item(const RotaryArgs& a, const float* x, const float* cs, const float* sn, float* y,
+                                   int64_t t) {
+  const int64_t pairs = a.rows * a.half, rest = a.d - 2 * a.half;
+  if (t >= pairs) {  // the dims past the rotated ones, unchanged
+    const int64_t r = (t - pairs) / rest, e = 2 * a.half + (t - pairs) % rest;
+    y[r * a.d + e] = x[r * a.d + e];
+    return;
+  }
+  const int64_t r = t / a.half, i = t % a.half, p = r % a.s;
+  const int64_t i0 = a.interleaved ? 2 * i : i, i1 = a.interleaved ? 2 * i + 1 : i + a.half;
+  const float x0 = x[r * a.d + i0], x1 = x[r * a.d + i1], co = cs[p * a.half + i], si = sn[p * a.half + i];
+  y[r * a.d + i0] = x0 * co - x1 * si;
+  y[r * a.d + i1] = x1 * co + x0 * si;
+}
+__host__ __device__ inline int64_t rotary_work(const RotaryArgs& a) { return a.rows * (a.half + a.d - 2 * a.half); }
+
+__global__ void rotary_kernel(RotaryArgs a, const float* x, const float* cs, const float* sn, float* y) {
+  const int64_t work = rotary_work(a);
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < work; t += int64_t(gridDim.x) * blockDim.x)
+    rotary_item(a, x, cs, sn, y, t);
+}
+// Two independent rotaries (a decode step's Q and K) in one launch: items [0, work(a)) of
+// the first, the rest of the second.
+__global__ void rotary_pair_kernel(RotaryArgs a, RotaryPtrs pa, RotaryArgs b, RotaryPtrs pb) {
+  const int64_t wa = rotary_work(a), work = wa + rotary_work(b);
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < work; t += int64_t(gridDim.x) * blockDim.x) {
+    if (t < wa) rotary_item(a, pa.x, pa.cs, pa.sn, pa.y, t);
+    else rotary_item(b, pb.x, pb.cs, pb.sn, pb.y, t - wa);
   }
 }
 
 }  // namespace
 
 cudaError_t rotary(const RotaryArgs& a, const float* x, const float* cs, const float* sn, float* y, cudaStream_t s) {
-  const int64_t work = a.rows * (a.half + a.d - 2 * a.half);
+  const int64_t work = rotary_work(a);
   if (work == 0) return cudaSuccess;
   rotary_kernel<<<dev::grid_for(work, 256), 256, 0, s>>>(a, x, cs, sn, y);
+  return cudaGetLastError();
+}
+
+cudaError_t rotary_pair(const RotaryArgs& a, const RotaryPtrs& pa, const RotaryArgs& b, const RotaryPtrs& pb,
+                        cudaStream_t s) {
+  const int64_t work = rotary_work(a) + rotary_work(b);
+  if (work == 0) return cudaSuccess;
+  rotary_pair_kernel<<<dev::grid_for(work, 256), 256, 0, s>>>(a, pa, b, pb);
   return cudaGetLastError();
 }
 
@@ -368,9 +413,29 @@ cudaError_t cache_write(const CacheWriteArgs& a, int elem, const void* cache, co
   return cudaGetLastError();
 }
 
-cudaError_t qmatmul(const QMatMulArgs& a, const float* x, const uint8_t* w, float* y, cudaStream_t s) {
+cudaError_t cache_write_cast(const CacheWriteArgs& a, ET to, const void* cache, const float* rows, void* rounded,
+                             const int64_t* past, void* out, int* err, int step, cudaStream_t s) {
+  if (to != ET::F16 && to != ET::BF16) return cudaErrorInvalidValue;
+  if (out != cache) {
+    const cudaError_t e = cudaMemcpyAsync(out, cache, size_t(a.b * a.h * a.c * a.d) * 2, cudaMemcpyDeviceToDevice, s);
+    if (e != cudaSuccess) return e;
+  }
+  const int64_t total = a.b * a.h * a.t * a.d;
+  if (total == 0) return cudaSuccess;
+  const unsigned g = dev::grid_for(total, 256);
+  if (to == ET::F16)
+    cache_write_cast_kernel<<<g, 256, 0, s>>>(a, rows, static_cast<__half*>(rounded), past, static_cast<__half*>(out),
+                                              err, step);
+  else
+    cache_write_cast_kernel<<<g, 256, 0, s>>>(a, rows, static_cast<__nv_bfloat16*>(rounded), past,
+                                              static_cast<__nv_bfloat16*>(out), err, step);
+  return cudaGetLastError();
+}
+
+cudaError_t qmatmul(const QMatMulArgs& a, const float* x, const uint8_t* w, const float* residual, float* y,
+                    cudaStream_t s) {
   if (a.m * a.n == 0) return cudaSuccess;
-  qmatmul_kernel<<<dev::grid_for(a.m * a.n, kWarps), 32 * kWarps, 0, s>>>(a, x, w, y);
+  qmatmul_kernel<<<dev::grid_for(a.m * a.n, kWarps), 32 * kWarps, 0, s>>>(a, x, w, residual, y);
   return cudaGetLastError();
 }
 

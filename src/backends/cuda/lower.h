@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "rlx/graph.h"
@@ -40,6 +41,21 @@ Launch lower(const Node& node, const std::vector<const Shape*>& in, const std::v
 // Bytes of LaunchCtx::scratch the node's launch uses (0 for most).
 size_t scratch_need(const Node& node, const std::vector<const Shape*>& in, const std::vector<Shape>& out,
                     const LowerOptions& opts = {});
+
+// Step fusion (lower_pairs.cpp): `first` and `second` adjacent in the schedule, second's
+// input `fed` reading first's single result (through views at the same bytes), or fed -1:
+// second does not read it (an independent pair). `sole_reader`: nothing else reads that
+// result (no other node, no graph output); the fused kernel then leaves it unwritten. The
+// caller has checked that second's results overlap none of first's inputs (nor, unless
+// sole_reader, first's results). The launch's bufs are first's inputs and outputs, then
+// second's. nullopt when the pair has no fused kernel; every fused kernel rounds as the
+// two launches would.
+struct PairSide {
+  const Node* node = nullptr;
+  std::vector<const Shape*> in;
+  const std::vector<Shape>* out = nullptr;
+};
+std::optional<Launch> lower_pair(const PairSide& first, const PairSide& second, int fed, bool sole_reader);
 
 // Throws Error naming `what` (a kernel or call) and the node when `e` is an error.
 void check(cudaError_t e, const char* what, const Node& node);

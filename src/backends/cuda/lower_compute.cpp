@@ -163,6 +163,13 @@ size_t scratch_need(const Node& n, const std::vector<const Shape*>& in, const st
   return conv_plan(a, int64_t(dtype_size(in[0]->dtype()))).bytes;
 }
 
+RotaryArgs rotary_args(const Node& n, const std::vector<const Shape*>& in) {
+  const auto xd = in[0]->static_dims(), cd = in[1]->static_dims();
+  if (cd[0] != xd[2] || 2 * cd[1] > xd[3] || in[2]->static_dims() != cd)
+    fail(ErrorCategory::Shape, "node '", n.name, "' (rotary): cos/sin must be [S, R/2] with R <= D");
+  return RotaryArgs{xd[0] * xd[1] * xd[2], xd[2], xd[3], cd[1], n.attr<RotaryAttrs>().interleaved};
+}
+
 Launch lower_compute(const Node& n, const std::vector<const Shape*>& in, const std::vector<Shape>& out,
                      const LowerOptions& opts) {
   const Node* np = &n;
@@ -412,7 +419,7 @@ Launch lower_compute(const Node& n, const std::vector<const Shape*>& in, const s
       const auto wd = in[1]->static_dims();
       QMatMulArgs a{int(at.format), out[0].numel() / std::max<int64_t>(wd[0], 1), wd[0], at.k, wd[1]};
       return [np, a](const LaunchCtx& c, void* const* b) {
-        check(qmatmul(a, static_cast<const float*>(b[0]), static_cast<const uint8_t*>(b[1]), static_cast<float*>(b[2]),
+        check(qmatmul(a, static_cast<const float*>(b[0]), static_cast<const uint8_t*>(b[1]), nullptr, static_cast<float*>(b[2]),
                       c.stream),
               "qmatmul kernel", *np);
       };
@@ -442,10 +449,7 @@ Launch lower_compute(const Node& n, const std::vector<const Shape*>& in, const s
       };
     }
     case OpKind::Rotary: {
-      const auto xd = in[0]->static_dims(), cd = in[1]->static_dims();
-      if (cd[0] != xd[2] || 2 * cd[1] > xd[3] || in[2]->static_dims() != cd)
-        fail(ErrorCategory::Shape, "node '", n.name, "' (rotary): cos/sin must be [S, R/2] with R <= D");
-      const RotaryArgs a{xd[0] * xd[1] * xd[2], xd[2], xd[3], cd[1], n.attr<RotaryAttrs>().interleaved};
+      const RotaryArgs a = rotary_args(n, in);
       return [np, a](const LaunchCtx& c, void* const* b) {
         check(rotary(a, static_cast<const float*>(b[0]), static_cast<const float*>(b[1]), static_cast<const float*>(b[2]),
                      static_cast<float*>(b[3]), c.stream),

@@ -76,6 +76,9 @@ inline int64_t norm_cols(const Node& n, const Shape& x) {
 }
 
 
+// A rotary node's kernel arguments; Error(Shape) naming the node for cos/sin that do not fit.
+RotaryArgs rotary_args(const Node& n, const std::vector<const Shape*>& in);
+
 // The launch of the compute families (reductions, softmax, norms, matmul, pad, conv,
 // pools, argmax / argmin): lower_compute.cpp. Error(Unsupported) for anything else.
 Launch lower_compute(const Node& n, const std::vector<const Shape*>& in, const std::vector<Shape>& out,

@@ -1,11 +1,69 @@
 #include "backends/cuda/program.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
 
 #include "ir/op_table.h"
 #include "opt/plan_refs.h"
 
 namespace rlx::cuda {
+
+namespace {
+
+bool same_place(const Ref& a, const Ref& b) {
+  return a.segment == b.segment && a.param == b.param && a.offset == b.offset;
+}
+
+// What step fusion (lower_pair) needs to know about the value a node's single result is:
+// which input of the next step reads it, and whether anything else does. Views the planner
+// placed at the same bytes (alias-only nodes, no step) are seen through.
+struct Readers {
+  const Graph& g;
+  const std::vector<std::vector<Ref>>& values;
+  const std::vector<char>& alias;  // [node]: an alias-only view, no step
+
+  // The index of `reader`'s input that reads `v` (itself, or a view of it at the same
+  // bytes); -1 when none, -2 when more than one does.
+  int fed(Value v, int32_t reader) const {
+    int found = -1;
+    const Node& n = g.node(reader);
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      Value u = n.inputs[k];
+      const Ref* at = u.valid() ? &values[size_t(u.node)][size_t(u.out)] : nullptr;
+      while (u.valid() && !(u == v) && alias[size_t(u.node)] && !g.node(u.node).inputs.empty())
+        u = g.node(u.node).inputs[0];
+      if (!(u == v) || !at || !same_place(*at, values[size_t(v.node)][size_t(v.out)]) ||
+          g.type(n.inputs[k]).bytes() != g.type(v).bytes())
+        continue;
+      if (found != -1) return -2;
+      found = int(k);
+    }
+    return found;
+  }
+  // True when `reader` is the only node reading `v` (views seen through) and no graph output
+  // is `v` or a view of it.
+  bool sole(Value v, int32_t reader) const {
+    for (const GraphOutput& o : g.outputs())
+      if (o.value == v) return false;
+    for (size_t m = 0; m < g.nodes().size(); ++m) {
+      const Node& n = g.nodes()[m];
+      if (std::find(n.inputs.begin(), n.inputs.end(), v) == n.inputs.end() || int32_t(m) == reader) continue;
+      if (!alias[m]) return false;
+      for (size_t o = 0; o < n.outputs.size(); ++o)
+        if (!sole(Value{int32_t(m), int32_t(o)}, reader)) return false;
+    }
+    return true;
+  }
+};
+
+bool fusion_on() {
+  const char* v = std::getenv("RLX_CUDA_FUSE");
+  return !(v && std::strcmp(v, "0") == 0);
+}
+
+}  // namespace
 
 std::shared_ptr<Program> compile_program(opt::Plan plan, const LowerOptions& opts) {
   auto prog = std::make_shared<Program>();
@@ -16,6 +74,10 @@ std::shared_ptr<Program> compile_program(opt::Plan plan, const LowerOptions& opt
   prog->values = std::move(bound.values);
   const auto& roots = bound.roots;
 
+  // The nodes that get a step, in schedule order; the rest are constants, leaves, empty
+  // results and views placed inside their input.
+  std::vector<size_t> stepping;
+  std::vector<char> alias(g.nodes().size(), 0);
   for (size_t i = 0; i < g.nodes().size(); ++i) {
     const Node& n = g.nodes()[i];
     if (n.kind == OpKind::Constant) {
@@ -26,19 +88,93 @@ std::shared_ptr<Program> compile_program(opt::Plan plan, const LowerOptions& opt
     if (ir::has_trait(n.kind, ir::kLeaf)) continue;
     bool any_bytes = false;
     for (const Shape& s : n.outputs) any_bytes = any_bytes || s.bytes() > 0;
-    if (!any_bytes || opt::alias_only(prog->plan, int32_t(i), roots)) continue;
-    std::vector<const Shape*> in;
-    for (const Value& v : n.inputs) in.push_back(v.valid() ? &g.type(v) : nullptr);
+    if (!any_bytes) continue;
+    if (opt::alias_only(prog->plan, int32_t(i), roots)) {
+      alias[i] = 1;
+      continue;
+    }
+    stepping.push_back(i);
+  }
+
+  auto side = [&](size_t i) {
+    PairSide s;
+    s.node = &g.nodes()[i];
+    for (const Value& v : s.node->inputs) s.in.push_back(v.valid() ? &g.type(v) : nullptr);
+    s.out = &s.node->outputs;
+    return s;
+  };
+  auto add_refs = [&](Step& st, size_t i) {
+    for (const Value& v : g.nodes()[i].inputs)
+      prog->refs.push_back(v.valid() ? prog->values[size_t(v.node)][size_t(v.out)] : Ref{});
+    for (const Ref& r : prog->values[i]) prog->refs.push_back(r);
+    st.count = uint32_t(prog->refs.size()) - st.first;
+  };
+  const Readers readers{g, prog->values, alias};
+  // One launch runs both nodes at once, so the second's results must not land on bytes the
+  // first still reads (the planner may give them an input whose last reader is the first),
+  // nor the two write over each other; for an independent pair (fed -1) the first's results
+  // must not be the second's inputs either.
+  auto bytes_of = [&](size_t node, bool outputs) {
+    std::vector<std::pair<int64_t, int64_t>> r;
+    const Node& n = g.nodes()[node];
+    auto add = [&](Value v) {
+      const Ref& at = prog->values[size_t(v.node)][size_t(v.out)];
+      if (!at.absent() && at.segment == opt::Segment::Arena && g.type(v).bytes())
+        r.emplace_back(at.offset, at.offset + int64_t(g.type(v).bytes()));
+    };
+    if (outputs) {
+      for (size_t o = 0; o < n.outputs.size(); ++o) add(Value{int32_t(node), int32_t(o)});
+    } else {
+      for (const Value& v : n.inputs)
+        if (v.valid()) add(v);
+    }
+    return r;
+  };
+  auto disjoint = [](const std::vector<std::pair<int64_t, int64_t>>& a, const std::vector<std::pair<int64_t, int64_t>>& b) {
+    for (const auto& x : a)
+      for (const auto& y : b)
+        if (x.first < y.second && y.first < x.second) return false;
+    return true;
+  };
+  // (When nothing else reads the first's result, the fused kernel leaves it unwritten.)
+  auto apart = [&](size_t i, size_t j, int fed, bool sole) {
+    const auto out_j = bytes_of(j, true), out_i = bytes_of(i, true);
+    if (!disjoint(out_j, bytes_of(i, false))) return false;
+    if (fed >= 0 && sole) return true;
+    return disjoint(out_j, out_i) && (fed >= 0 || disjoint(out_i, bytes_of(j, false)));
+  };
+  const bool fuse = fusion_on();
+  for (size_t k = 0; k < stepping.size(); ++k) {
+    const size_t i = stepping[k];
+    const PairSide here = side(i);
+    if (fuse && k + 1 < stepping.size() && here.node->outputs.size() == 1) {
+      const size_t j = stepping[k + 1];
+      const Value v{int32_t(i), 0};
+      const int fed = readers.fed(v, int32_t(j));
+      const bool sole = fed >= 0 && readers.sole(v, int32_t(j));
+      if (fed != -2 && apart(i, j, fed, sole)) {
+        if (auto l = lower_pair(here, side(j), fed, sole)) {
+          Step st;
+          st.fn = std::move(*l);
+          st.node = int32_t(j);  // a device error names the second (the cache write's range check)
+          st.fused = int32_t(i);
+          st.first = uint32_t(prog->refs.size());
+          add_refs(st, i);
+          add_refs(st, j);
+          prog->steps.push_back(std::move(st));
+          ++k;
+          continue;
+        }
+      }
+    }
     Step st;
     LowerOptions lo = opts;
     lo.uses_dnn = &prog->uses_dnn;
-    st.fn = lower(n, in, n.outputs, lo);
-    prog->scratch_bytes = std::max(prog->scratch_bytes, scratch_need(n, in, n.outputs, opts));
+    st.fn = lower(*here.node, here.in, here.node->outputs, lo);
+    prog->scratch_bytes = std::max(prog->scratch_bytes, scratch_need(*here.node, here.in, here.node->outputs, opts));
     st.node = int32_t(i);
     st.first = uint32_t(prog->refs.size());
-    for (const Value& v : n.inputs) prog->refs.push_back(v.valid() ? prog->values[size_t(v.node)][size_t(v.out)] : Ref{});
-    for (const Ref& r : prog->values[i]) prog->refs.push_back(r);
-    st.count = uint32_t(prog->refs.size()) - st.first;
+    add_refs(st, i);
     prog->steps.push_back(std::move(st));
   }
   return prog;

@@ -2,7 +2,8 @@
 // reference: arena values by byte offset from the device arena, weights values by the
 // param that holds them (params live in their own device allocations, looked up by name,
 // so executables of different plans can share them). Leaves, planned views and empty
-// nodes get no step; every other node one Launch (lower.h).
+// nodes get no step; every other node one Launch (lower.h), or two adjacent nodes one
+// launch together where lower_pair has a fused kernel for them (RLX_CUDA_FUSE=0: never).
 #pragma once
 #include <memory>
 #include <string>
@@ -20,7 +21,8 @@ using ParamSlot = opt::ParamSlot;
 struct Step {
   Launch fn;
   int32_t node = -1;
-  uint32_t first = 0, count = 0;  // into Program::refs: inputs, then outputs
+  int32_t fused = -1;  // step fusion (lower_pair): the first node of the pair, `node` the second
+  uint32_t first = 0, count = 0;  // into Program::refs: inputs, then outputs (of both, when fused)
 };
 
 struct Program {

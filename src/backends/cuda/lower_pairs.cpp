@@ -1,0 +1,68 @@
+// Step fusion of the CUDA lowering: two nodes adjacent in the schedule, the second reading
+// the first's result, as one launch (lower.h). Each fused kernel rounds as the two ops do
+// one after the other, so a run gives the same bits with or without it (RLX_CUDA_FUSE=0
+// turns it off). The pairs are the ones an LLM decode step is made of, where every launch
+// costs about as much as the small work it does:
+//   qmatmul -> add       the residual added as the product is stored (the product's own
+//                        buffer stays unwritten: nothing else reads it);
+//   cast -> cache_write  f32 K/V rows rounded to the cache type and written into the
+//                        cache in the same pass (the rounded rows stored too when another
+//                        node reads them: the attention does);
+//   rotary, rotary       independent (Q and K): one launch over the items of both.
+#include "backends/cuda/lower_util.h"
+#include "ir/op_table.h"
+
+namespace rlx::cuda {
+
+std::optional<Launch> lower_pair(const PairSide& first, const PairSide& second, int fed, bool sole_reader) {
+  const Node& a = *first.node;
+  const Node& b = *second.node;
+  const Node* np = &b;
+  if (a.kind == OpKind::QMatMul && b.kind == OpKind::Add && sole_reader && fed >= 0 && fed < 2) {
+    // bufs: x, w, product | lhs, rhs, sum
+    const Shape* r = second.in[size_t(1 - fed)];
+    const Shape& y = (*second.out)[0];
+    if (!r || y.dtype() != DType::F32 || r->dtype() != DType::F32 || !r->is_static() || !y.is_static() ||
+        r->static_dims() != y.static_dims() || (*first.out)[0].numel() != y.numel())
+      return std::nullopt;
+    const auto& at = a.attr<QMatMulAttrs>();
+    const auto wd = first.in[1]->static_dims();
+    const QMatMulArgs q{int(at.format), y.numel() / std::max<int64_t>(wd[0], 1), wd[0], at.k, wd[1]};
+    const int res = 3 + (1 - fed);
+    return Launch([np, q, res](const LaunchCtx& c, void* const* p) {
+      check(qmatmul(q, static_cast<const float*>(p[0]), static_cast<const uint8_t*>(p[1]),
+                    static_cast<const float*>(p[res]), static_cast<float*>(p[5]), c.stream),
+            "qmatmul+add kernel", *np);
+    });
+  }
+  if (a.kind == OpKind::Cast && b.kind == OpKind::CacheWrite && fed == 1) {
+    // bufs: rows (f32), rounded | cache, rounded, past, cache out
+    const DType to = a.attr<CastAttrs>().to;
+    if (!first.in[0] || first.in[0]->dtype() != DType::F32 || (to != DType::F16 && to != DType::BF16) ||
+        !second.in[0] || second.in[0]->dtype() != to)
+      return std::nullopt;
+    const auto cd = second.in[0]->static_dims();
+    const CacheWriteArgs w{cd[0], cd[1], cd[2], second.in[1]->static_dims()[2], cd[3]};
+    const ET et = to == DType::F16 ? ET::F16 : ET::BF16;
+    return Launch([np, w, et, sole_reader](const LaunchCtx& c, void* const* p) {
+      check(cache_write_cast(w, et, p[2], static_cast<const float*>(p[0]), sole_reader ? nullptr : p[1],
+                             static_cast<const int64_t*>(p[4]), p[5],
+                             c.err, c.step, c.stream),
+            "cast+cache_write kernel", *np);
+    });
+  }
+  if (a.kind == OpKind::Rotary && b.kind == OpKind::Rotary && fed == -1) {
+    // bufs: x, cos, sin, y | x, cos, sin, y
+    const auto ra = rotary_args(a, first.in), rb = rotary_args(b, second.in);
+    return Launch([np, ra, rb](const LaunchCtx& c, void* const* p) {
+      auto ptrs = [p](int o) {
+        return RotaryPtrs{static_cast<const float*>(p[o]), static_cast<const float*>(p[o + 1]),
+                          static_cast<const float*>(p[o + 2]), static_cast<float*>(p[o + 3])};
+      };
+      check(rotary_pair(ra, ptrs(0), rb, ptrs(4), c.stream), "rotary pair kernel", *np);
+    });
+  }
+  return std::nullopt;
+}
+
+}  // namespace rlx::cuda

@@ -1,0 +1,105 @@
+// Step fusion of the CUDA lowering (lower_pairs.cpp): the pairs of a decode step (qmatmul
+// then its residual add, the K/V cast then its cache write, the Q and K rotaries) run as
+// one launch each and give the same bits as the two launches (RLX_CUDA_FUSE=0), so the
+// comparison is exact; the fused graph has one step fewer per pair. A pair whose first
+// result is also a graph output still fuses where the kernel writes both (the cast), and
+// does not where it would leave the result unwritten (the product).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+
+#include "cuda_test_util.h"
+#include "rlx/quant.h"
+#include "rlx/rlx.h"
+
+namespace rlx {
+namespace {
+
+using cuda_test::randoms;
+
+constexpr int64_t K = 256, N = 96, H = 2, Hq = 4, C = 8, D = 32;
+
+TypedTensor f32(std::vector<int64_t> dims, uint32_t seed) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  const std::vector<float> v = randoms(size_t(n), seed);
+  TypedTensor t{DType::F32, std::move(dims), {}};
+  t.bytes.resize(v.size() * sizeof(float));
+  std::memcpy(t.bytes.data(), v.data(), t.bytes.size());
+  return t;
+}
+
+// x -> qmatmul(F16 W) + r; rows -> cast f16 -> cache_write at past; rotary of q and k.
+// keep: the product and the rounded rows are graph outputs too.
+Graph decode_pairs(bool keep) {
+  Graph g(keep ? "pairs_kept" : "pairs");
+  Value x = g.input("x", Shape({1, K}, DType::F32));
+  Value w = g.param("w", Shape({N, quant::row_bytes(quant::kF16, K)}, DType::U8));
+  Value r = g.input("r", Shape({1, N}, DType::F32));
+  Value rows = g.input("rows", Shape({1, H, 1, D}, DType::F32));
+  Value cache = g.input("cache", Shape({1, H, C, D}, DType::F16));
+  Value past = g.input("past", Shape({1}, DType::I64));
+  Value q = g.input("q", Shape({1, Hq, 1, D}, DType::F32));
+  Value k = g.input("k", Shape({1, H, 1, D}, DType::F32));
+  Value cs = g.input("cos", Shape({1, D / 2}, DType::F32)), sn = g.input("sin", Shape({1, D / 2}, DType::F32));
+  Value p = g.qmatmul(x, w, quant::kF16, K);
+  Value y = g.add(p, r);
+  Value rounded = g.cast(rows, DType::F16);
+  Value written = g.cache_write(cache, rounded, past);
+  std::vector<Value> outs{y, written, g.rotary(q, cs, sn, false), g.rotary(k, cs, sn, false)};
+  if (keep) {
+    outs.push_back(p);
+    outs.push_back(rounded);
+  }
+  g.set_outputs(outs);
+  return g;
+}
+
+struct Ran {
+  int steps = 0;
+  std::vector<TypedTensor> out;
+};
+
+Ran run(const Graph& g, bool fuse) {
+  if (!fuse) setenv("RLX_CUDA_FUSE", "0", 1);
+  CompiledGraph net = Session(Device::Cuda).compile(g);
+  unsetenv("RLX_CUDA_FUSE");
+  std::vector<float> wf = randoms(size_t(N * K), 3);
+  std::vector<uint8_t> wq(size_t(N * quant::row_bytes(quant::kF16, K)));
+  for (int64_t j = 0; j < N; ++j)
+    quant::quantize(quant::kF16, wf.data() + j * K, wq.data() + j * quant::row_bytes(quant::kF16, K), K);
+  net.set_param_typed("w", wq.data(), wq.size(), DType::U8);
+  TypedTensor cache{DType::F16, {1, H, C, D}, std::vector<uint8_t>(size_t(H * C * D) * 2)};
+  for (size_t i = 0; i < cache.bytes.size() / 2; ++i) {
+    const uint16_t h = f32_to_f16(float(i % 97) / 97.0f - 0.5f);
+    std::memcpy(cache.bytes.data() + 2 * i, &h, 2);
+  }
+  TypedTensor past{DType::I64, {1}, std::vector<uint8_t>(8)};
+  const int64_t at = 5;
+  std::memcpy(past.bytes.data(), &at, 8);
+  TypedTensor cs = f32({1, D / 2}, 7), sn = f32({1, D / 2}, 8);
+  Ran r;
+  r.steps = net.report().num_thunks;
+  r.out = net.run_typed({{"x", f32({1, K}, 1)}, {"r", f32({1, N}, 2)}, {"rows", f32({1, H, 1, D}, 4)},
+                         {"cache", cache}, {"past", past}, {"q", f32({1, Hq, 1, D}, 5)}, {"k", f32({1, H, 1, D}, 6)},
+                         {"cos", cs}, {"sin", sn}});
+  return r;
+}
+
+TEST(CudaStepFusion, DecodePairsGiveTheSameBitsInFewerSteps) {
+  REQUIRE_CUDA();
+  for (bool keep : {false, true}) {
+    const Graph g = decode_pairs(keep);
+    const Ran fused = run(g, true), plain = run(g, false);
+    ASSERT_EQ(fused.out.size(), plain.out.size());
+    for (size_t o = 0; o < fused.out.size(); ++o)
+      EXPECT_EQ(fused.out[o].bytes, plain.out[o].bytes) << (keep ? "kept" : "plain") << " output " << o;
+    // Three pairs fuse; with the product kept as an output, qmatmul + add does not.
+    EXPECT_EQ(plain.steps - fused.steps, keep ? 2 : 3) << "steps fused " << fused.steps << ", unfused " << plain.steps;
+  }
+}
+
+}  // namespace
+}  // namespace rlx
