@@ -1,5 +1,6 @@
 // Step fusion of the CUDA lowering (lower_pairs.cpp): the pairs of a decode step (qmatmul
-// then its residual add, the K/V cast then its cache write, the Q and K rotaries) run as
+// then its residual add, rms_norm then the product it feeds, the K/V cast then its cache
+// write, the Q and K rotaries) run as
 // one launch each and give the same bits as the two launches (RLX_CUDA_FUSE=0), so the
 // comparison is exact; the fused graph has one step fewer per pair. A pair whose first
 // result is also a graph output still fuses where the kernel writes both (the cast), and
@@ -31,8 +32,9 @@ TypedTensor f32(std::vector<int64_t> dims, uint32_t seed) {
   return t;
 }
 
-// x -> qmatmul(F16 W) + r; rows -> cast f16 -> cache_write at past; rotary of q and k.
-// keep: the product and the rounded rows are graph outputs too.
+// x -> qmatmul(F16 W) + r; h -> rms_norm -> qmatmul(W); rows -> cast f16 -> cache_write
+// at past; rotary of q and k. keep: the first product and the rounded rows are graph
+// outputs too.
 Graph decode_pairs(bool keep) {
   Graph g(keep ? "pairs_kept" : "pairs");
   Value x = g.input("x", Shape({1, K}, DType::F32));
@@ -44,11 +46,14 @@ Graph decode_pairs(bool keep) {
   Value q = g.input("q", Shape({1, Hq, 1, D}, DType::F32));
   Value k = g.input("k", Shape({1, H, 1, D}, DType::F32));
   Value cs = g.input("cos", Shape({1, D / 2}, DType::F32)), sn = g.input("sin", Shape({1, D / 2}, DType::F32));
+  Value h = g.input("h", Shape({1, K}, DType::F32));
+  Value scale = g.param("scale", Shape({K}, DType::F32));
   Value p = g.qmatmul(x, w, quant::kF16, K);
   Value y = g.add(p, r);
+  Value z = g.qmatmul(g.rms_norm(h, scale, -1, 1e-5), w, quant::kF16, K);
   Value rounded = g.cast(rows, DType::F16);
   Value written = g.cache_write(cache, rounded, past);
-  std::vector<Value> outs{y, written, g.rotary(q, cs, sn, false), g.rotary(k, cs, sn, false)};
+  std::vector<Value> outs{y, z, written, g.rotary(q, cs, sn, false), g.rotary(k, cs, sn, false)};
   if (keep) {
     outs.push_back(p);
     outs.push_back(rounded);
@@ -71,6 +76,7 @@ Ran run(const Graph& g, bool fuse) {
   for (int64_t j = 0; j < N; ++j)
     quant::quantize(quant::kF16, wf.data() + j * K, wq.data() + j * quant::row_bytes(quant::kF16, K), K);
   net.set_param_typed("w", wq.data(), wq.size(), DType::U8);
+  net.set_param("scale", randoms(size_t(K), 9));
   TypedTensor cache{DType::F16, {1, H, C, D}, std::vector<uint8_t>(size_t(H * C * D) * 2)};
   for (size_t i = 0; i < cache.bytes.size() / 2; ++i) {
     const uint16_t h = f32_to_f16(float(i % 97) / 97.0f - 0.5f);
@@ -82,7 +88,7 @@ Ran run(const Graph& g, bool fuse) {
   TypedTensor cs = f32({1, D / 2}, 7), sn = f32({1, D / 2}, 8);
   Ran r;
   r.steps = net.report().num_thunks;
-  r.out = net.run_typed({{"x", f32({1, K}, 1)}, {"r", f32({1, N}, 2)}, {"rows", f32({1, H, 1, D}, 4)},
+  r.out = net.run_typed({{"x", f32({1, K}, 1)}, {"r", f32({1, N}, 2)}, {"h", f32({1, K}, 10)}, {"rows", f32({1, H, 1, D}, 4)},
                          {"cache", cache}, {"past", past}, {"q", f32({1, Hq, 1, D}, 5)}, {"k", f32({1, H, 1, D}, 6)},
                          {"cos", cs}, {"sin", sn}});
   return r;
@@ -96,8 +102,8 @@ TEST(CudaStepFusion, DecodePairsGiveTheSameBitsInFewerSteps) {
     ASSERT_EQ(fused.out.size(), plain.out.size());
     for (size_t o = 0; o < fused.out.size(); ++o)
       EXPECT_EQ(fused.out[o].bytes, plain.out[o].bytes) << (keep ? "kept" : "plain") << " output " << o;
-    // Three pairs fuse; with the product kept as an output, qmatmul + add does not.
-    EXPECT_EQ(plain.steps - fused.steps, keep ? 2 : 3) << "steps fused " << fused.steps << ", unfused " << plain.steps;
+    // Four pairs fuse; with the product kept as an output, qmatmul + add does not.
+    EXPECT_EQ(plain.steps - fused.steps, keep ? 3 : 4) << "steps fused " << fused.steps << ", unfused " << plain.steps;
   }
 }
 

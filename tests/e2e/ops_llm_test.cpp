@@ -102,6 +102,37 @@ OpCase qmatmul_case(const std::string& name, uint32_t fmt, int64_t m, int64_t n,
           }};
 }
 
+// rms_norm of one row, then its product with F16 rows (a decode step's attention and FFN
+// inputs; CUDA runs the two as one kernel): the reference normalizes in double. Bound: the
+// f32 dot bound plus the normalized row's own error, each element within (k + 8) * 2^-24
+// relative (the k-term sum of squares, the rsqrt, the two products), times sum |x w|.
+OpCase norm_qmatmul_case(const std::string& name, int64_t k, int64_t n) {
+  return {name, [=] {
+            Rng rng(uint32_t(950 + k));
+            T x = rng.tensor({1, k}), scale = rng.tensor({k}, 0.5, 1.5);
+            auto [w, deq] = quantized(rng, n, k, quant::kF16);
+            const double eps = 1e-5;
+            double ms = 0;
+            for (double v : x.v) ms += v * v;
+            const double inv = 1.0 / std::sqrt(ms / double(k) + eps);
+            T want({1, n});
+            double atol = 0;
+            for (int64_t j = 0; j < n; ++j) {
+              double s = 0, a = 0;
+              for (int64_t e = 0; e < k; ++e) {
+                const double xe = x.v[size_t(e)] * inv * scale.v[size_t(e)], p = xe * deq[size_t(j * k + e)];
+                s += p;
+                a += std::fabs(p);
+              }
+              want.v[size_t(j)] = s;
+              atol = std::max(atol, f32_dot_bound(k, a) + double(k + 8) * std::ldexp(1.0, -24) * a);
+            }
+            check_op(name, {x, w, scale}, [&](Graph& g, Ins in) {
+              return Outs{g.qmatmul(g.rms_norm(in[0], in[2], -1, eps), in[1], quant::kF16, k)};
+            }, {want}, 2e-5, atol);
+          }};
+}
+
 OpCase qmatmul_id_case() {
   return {"qmatmul_id_f16_experts", [] {
             Rng rng(77);
@@ -244,6 +275,8 @@ const bool kLlm = register_cases({
     {OpKind::QMatMul, qmatmul_case("qmatmul_q4_K_prefill", quant::kQ4_K, 9, 3, 256)},
     {OpKind::QMatMul, qmatmul_case("qmatmul_f16_decode_residual", quant::kF16, 1, 40, 128, true)},
     {OpKind::QMatMul, qmatmul_case("qmatmul_q8_0_prefill_residual", quant::kQ8_0, 3, 7, 64, true)},
+    {OpKind::QMatMul, norm_qmatmul_case("qmatmul_f16_after_rms_norm_row", 1024, 24)},
+    {OpKind::QMatMul, norm_qmatmul_case("qmatmul_f16_after_rms_norm_short_row", 192, 24)},
     {OpKind::Rotary, rotary_pair_case()},
     {OpKind::QMatMulId, qmatmul_id_case()},
     {OpKind::KvAttention, kv_attention_case()},

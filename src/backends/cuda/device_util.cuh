@@ -25,6 +25,40 @@ template <class T> __device__ inline T stf(float v) { return T(v); }
 template <> __device__ inline __half stf(float v) { return __float2half_rn(v); }
 template <> __device__ inline __nv_bfloat16 stf(float v) { return __float2bfloat16_rn(v); }
 
+// Sums in one fixed order (so every kernel that uses them, fused or not, gets the same
+// bits): a warp's lanes by xor butterfly; a block's warps through `shared` (one float per
+// warp), every thread adding the warp sums in warp order.
+__device__ inline float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
+  return v;
+}
+template <int Warps>
+__device__ inline float block_sum(float v, float* shared) {
+  v = warp_sum(v);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+  __syncthreads();  // `shared` may still be read from the previous sum
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  float t = 0;
+  for (int w = 0; w < Warps; ++w) t += shared[w];
+  return t;
+}
+
+// RMS normalization's 1 / rms of a row of f32 (the sum of squares by fmaf, then
+// rsqrt(mean + eps)): by one warp over its lanes (Block false), or by a block of Warps warps
+// (Block true) over its threads. The norm kernels and the fused norm + product both use it.
+template <bool Block, int Warps, class T>
+__device__ inline float inv_rms(const T* x, int64_t cols, float mean, float eps, float* shared) {
+  float v = 0;
+  const int64_t first = Block ? threadIdx.x : (threadIdx.x & 31), step = Block ? blockDim.x : 32;
+  for (int64_t i = first; i < cols; i += step) {
+    const float d = ldf(x[i]) - mean;
+    v = fmaf(d, d, v);
+  }
+  const float s = Block ? block_sum<Warps>(v, shared) : warp_sum(v);
+  return rsqrtf(s / float(cols) + eps);
+}
+
 // Element offset of row-major index i of `it` in an operand with strides `st`. The loops
 // run over the constant kMaxRank so that every dims / strides index is a compile-time
 // constant: an index known only at run time makes nvcc copy the whole parameter struct into

@@ -159,6 +159,11 @@ struct QMatMulArgs {
 // one kernel, rounded as the two ops are; residual may alias y).
 cudaError_t qmatmul(const QMatMulArgs& a, const float* x, const uint8_t* w, const float* residual, float* y,
                     cudaStream_t s);
+// rms_norm of the single row x [k] (scale nullable, eps) then qmatmul of the result (m == 1,
+// k <= kNormQMatMulMaxK: the row is held in shared memory), with the same bits as the two.
+constexpr int64_t kNormQMatMulMaxK = 12288;
+cudaError_t norm_qmatmul(const QMatMulArgs& a, const float* x, const float* scale, float eps, const uint8_t* w,
+                         float* y, cudaStream_t s);
 cudaError_t qmatmul_id(const QMatMulArgs& a, int64_t experts, int64_t slots, bool x_per_slot, const float* x,
                        const uint8_t* w, const void* ids, bool ids64, float* y, int* err, int step, cudaStream_t s);
 // kv_attention (ops.def): q f32 [b, hq, t, d]; caches [b, hkv, c, d] and new rows [b, hkv, t,

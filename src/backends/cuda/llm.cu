@@ -16,10 +16,7 @@ namespace {
 
 constexpr int kWarps = 8;
 
-__device__ inline float warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
-  return v;
-}
+using dev::warp_sum;
 __device__ inline float half_at(const uint8_t* p) {
   __half h;
   memcpy(&h, p, 2);
@@ -201,6 +198,31 @@ __global__ void qmatmul_kernel(QMatMulArgs a, const float* x, const uint8_t* w, 
     const int64_t i = o / a.n, j = o % a.n;
     const float s = warp_sum(row_dot(a.format, w + j * a.row_bytes, x + i * a.k, a.k, lane));
     if (lane == 0) y[o] = residual ? __fadd_rn(s, residual[o]) : s;
+  }
+}
+
+// rms_norm of one row x [k] (scale nullable) and then qmatmul of it, for a decode step:
+// every block normalizes x into shared memory exactly as the norm kernel does (inv_rms in
+// the same form: a block's sum for k >= 1024, else a warp's, which each warp repeats), so
+// the product reads the same bits the norm would have stored; its warps then take output
+// rows as qmatmul_kernel does.
+__global__ void norm_qmatmul_kernel(QMatMulArgs a, const float* x, const float* scale, float eps, const uint8_t* w,
+                                    float* y) {
+  extern __shared__ float4 xs4[];
+  __shared__ float part[kWarps];
+  float* xs = reinterpret_cast<float*>(xs4);
+  const float inv = a.k >= 1024 ? dev::inv_rms<true, kWarps>(x, a.k, 0.0f, eps, part)
+                                : dev::inv_rms<false, kWarps>(x, a.k, 0.0f, eps, nullptr);
+  for (int64_t i = threadIdx.x; i < a.k; i += blockDim.x) {
+    float o = (x[i] - 0.0f) * inv;
+    if (scale) o *= scale[i];
+    xs[i] = o;
+  }
+  __syncthreads();
+  const int lane = threadIdx.x & 31;
+  for (int64_t o = blockIdx.x * int64_t(kWarps) + threadIdx.x / 32; o < a.n; o += int64_t(gridDim.x) * kWarps) {
+    const float s = warp_sum(row_dot(a.format, w + o * a.row_bytes, xs, a.k, lane));
+    if (lane == 0) y[o] = s;
   }
 }
 
@@ -436,6 +458,15 @@ cudaError_t qmatmul(const QMatMulArgs& a, const float* x, const uint8_t* w, cons
                     cudaStream_t s) {
   if (a.m * a.n == 0) return cudaSuccess;
   qmatmul_kernel<<<dev::grid_for(a.m * a.n, kWarps), 32 * kWarps, 0, s>>>(a, x, w, residual, y);
+  return cudaGetLastError();
+}
+
+cudaError_t norm_qmatmul(const QMatMulArgs& a, const float* x, const float* scale, float eps, const uint8_t* w,
+                         float* y, cudaStream_t s) {
+  if (a.m != 1 || a.k > kNormQMatMulMaxK) return cudaErrorInvalidValue;
+  if (a.n == 0) return cudaSuccess;
+  norm_qmatmul_kernel<<<dev::grid_for(a.n, kWarps), 32 * kWarps, size_t(a.k) * sizeof(float), s>>>(a, x, scale, eps,
+                                                                                                   w, y);
   return cudaGetLastError();
 }
 

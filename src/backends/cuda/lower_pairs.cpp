@@ -8,6 +8,9 @@
 //   cast -> cache_write  f32 K/V rows rounded to the cache type and written into the
 //                        cache in the same pass (the rounded rows stored too when another
 //                        node reads them: the attention does);
+//   rms_norm -> qmatmul  a decode step's single row normalized by every block of the
+//                        product into shared memory (the norm's result unwritten: only the
+//                        product reads it);
 //   rotary, rotary       independent (Q and K): one launch over the items of both.
 #include "backends/cuda/lower_util.h"
 #include "ir/op_table.h"
@@ -49,6 +52,24 @@ std::optional<Launch> lower_pair(const PairSide& first, const PairSide& second, 
                              static_cast<const int64_t*>(p[4]), p[5],
                              c.err, c.step, c.stream),
             "cast+cache_write kernel", *np);
+    });
+  }
+  if (a.kind == OpKind::RmsNorm && b.kind == OpKind::QMatMul && fed == 0 && sole_reader) {
+    // bufs: x, scale | normalized, w, product
+    const Shape& x = *first.in[0];
+    const auto wd = second.in[1]->static_dims();
+    const int64_t k = b.attr<QMatMulAttrs>().k;
+    const bool has_scale = first.in.size() > 1 && first.in[1], has_bias = first.in.size() > 2 && first.in[2];
+    if (x.dtype() != DType::F32 || has_bias || (has_scale && first.in[1]->dtype() != DType::F32) || x.numel() != k ||
+        norm_cols(a, x) != k || k > kNormQMatMulMaxK)
+      return std::nullopt;
+    const QMatMulArgs q{int(b.attr<QMatMulAttrs>().format), 1, wd[0], k, wd[1]};
+    const float eps = float(a.attr<NormAttrs>().epsilon);
+    const int w = int(first.in.size()) + 2;  // the weights' buf: after the norm's inputs and result, the product's x
+    return Launch([np, q, eps, has_scale, w](const LaunchCtx& c, void* const* p) {
+      check(norm_qmatmul(q, static_cast<const float*>(p[0]), has_scale ? static_cast<const float*>(p[1]) : nullptr, eps,
+                         static_cast<const uint8_t*>(p[w]), static_cast<float*>(p[w + 1]), c.stream),
+            "rms_norm+qmatmul kernel", *np);
     });
   }
   if (a.kind == OpKind::Rotary && b.kind == OpKind::Rotary && fed == -1) {

@@ -15,7 +15,9 @@
 namespace rlx::cuda {
 namespace {
 
+using dev::block_sum;
 using dev::Elem;
+using dev::inv_rms;
 using dev::ldf;
 using dev::offset_of;
 using dev::stf;
@@ -127,12 +129,7 @@ __global__ void norm_rows(bool rms, const T* x, const T* scale, const T* bias, T
       for (int64_t i = lane; i < cols; i += 32) s += ldf(xr[i]);
       mean = warp_all(ReduceOp::Sum, s) / float(cols);
     }
-    float v = 0;
-    for (int64_t i = lane; i < cols; i += 32) {
-      const float d = ldf(xr[i]) - mean;
-      v += d * d;
-    }
-    const float inv = rsqrtf(warp_all(ReduceOp::Sum, v) / float(cols) + eps);
+    const float inv = inv_rms<false, kWarps>(xr, cols, mean, eps, nullptr);
     for (int64_t i = lane; i < cols; i += 32) {
       float o = (ldf(xr[i]) - mean) * inv;
       if (scale) o *= ldf(scale[i]);
@@ -144,16 +141,6 @@ __global__ void norm_rows(bool rms, const T* x, const T* scale, const T* bias, T
 
 // The same with one block of kWarps warps per row, for long rows: a single warp walking
 // thousands of columns is bound by the latency of its dependent loads.
-__device__ inline float block_sum(float v, float* shared) {
-  v = warp_all(ReduceOp::Sum, v);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
-  __syncthreads();  // `shared` may still be read from the previous sum
-  if (lane == 0) shared[warp] = v;
-  __syncthreads();
-  float t = 0;
-  for (int w = 0; w < kWarps; ++w) t += shared[w];  // every thread, the same order
-  return t;
-}
 
 template <class T>
 __global__ void norm_rows_block(bool rms, const T* x, const T* scale, const T* bias, T* y, int64_t rows, int64_t cols,
@@ -166,14 +153,9 @@ __global__ void norm_rows_block(bool rms, const T* x, const T* scale, const T* b
     if (!rms) {
       float s = 0;
       for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) s += ldf(xr[i]);
-      mean = block_sum(s, part) / float(cols);
+      mean = block_sum<kWarps>(s, part) / float(cols);
     }
-    float v = 0;
-    for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) {
-      const float d = ldf(xr[i]) - mean;
-      v += d * d;
-    }
-    const float inv = rsqrtf(block_sum(v, part) / float(cols) + eps);
+    const float inv = inv_rms<true, kWarps>(xr, cols, mean, eps, part);
     for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) {
       float o = (ldf(xr[i]) - mean) * inv;
       if (scale) o *= ldf(scale[i]);
