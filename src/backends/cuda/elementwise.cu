@@ -3,6 +3,8 @@
 // rounded once on store (the CPU oracle's half kernels do the same). Grid-stride loops, 64-bit indices; math in float as the CPU
 // oracle does it (erf / tanh forms of gelu as in the op table's definitions).
 #include <cuda_bf16.h>
+#include <cstdlib>
+#include <string>
 #include <type_traits>
 #include <cuda_fp16.h>
 
@@ -442,6 +444,17 @@ cudaError_t cast(ET from, ET to, const void* x, void* y, int64_t n, cudaStream_t
     case ET::Bool: return cast_from(to, static_cast<const bool*>(x), y, n, s);
   }
   return cudaErrorInvalidValue;
+}
+
+bool pdl_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("RLX_CUDA_PDL");
+    if (v && std::string(v) == "0") return false;
+    int dev = 0, major = 0;
+    return cudaGetDevice(&dev) == cudaSuccess &&
+           cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
+  }();
+  return on;
 }
 
 }  // namespace rlx::cuda

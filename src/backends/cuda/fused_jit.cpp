@@ -112,6 +112,10 @@ std::string fused_source(const FusedArgs& a, ET t) {
   o << "extern \"C\" __global__ void " << kFusedKernelName << "(";
   for (int k = 0; k < a.n_in; ++k) o << "const " << S << "* in" << k << ", ";
   o << S << "* y, long long n) {\n";
+  // Launched with programmatic dependent launch where the device has it (kernels.h): wait
+  // for the previous kernel first, then let the next one start.
+  o << "#if __CUDA_ARCH__ >= 900\n  asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n"
+       "  asm volatile(\"griddepcontrol.launch_dependents;\" ::: \"memory\");\n#endif\n";
   // Which inputs need coordinates: contiguous in the output's order -> index i; all strides
   // 0 -> one element; otherwise the sum of coordinates times strides.
   std::vector<int64_t> contig(size_t(a.it.rank), 1);

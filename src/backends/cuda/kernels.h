@@ -11,6 +11,10 @@
 
 namespace rlx::cuda {
 
+// True when kernels may be launched with programmatic dependent launch (device_util.cuh):
+// a device of compute capability 9.0 or newer and RLX_CUDA_PDL not 0. Read once.
+bool pdl_enabled();
+
 constexpr int kMaxRank = 8;
 
 struct Iter {                  // the iteration space: row-major dims

@@ -7,6 +7,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "backends/cuda/device_util.cuh"
 #include "backends/cuda/kernels.h"
@@ -193,6 +194,8 @@ __device__ inline float row_dot(int fmt, const uint8_t* w, const float* x, int64
 // rounds it; residual may be y itself (each element is read before it is written, by the
 // lane that writes it).
 __global__ void qmatmul_kernel(QMatMulArgs a, const float* x, const uint8_t* w, const float* residual, float* y) {
+  dev::grid_wait();
+  dev::grid_next();
   const int lane = threadIdx.x & 31;
   for (int64_t o = blockIdx.x * int64_t(kWarps) + threadIdx.x / 32; o < a.m * a.n; o += int64_t(gridDim.x) * kWarps) {
     const int64_t i = o / a.n, j = o % a.n;
@@ -208,6 +211,8 @@ __global__ void qmatmul_kernel(QMatMulArgs a, const float* x, const uint8_t* w, 
 // rows as qmatmul_kernel does.
 __global__ void norm_qmatmul_kernel(QMatMulArgs a, const float* x, const float* scale, float eps, const uint8_t* w,
                                     float* y) {
+  dev::grid_wait();
+  dev::grid_next();
   extern __shared__ float4 xs4[];
   __shared__ float part[kWarps];
   float* xs = reinterpret_cast<float*>(xs4);
@@ -263,6 +268,8 @@ __device__ inline float cache_at(const void* base, int64_t i) {
 template <bool F16>
 __global__ void kv_attention_kernel(KvAttentionArgs a, const float* q, const void* kc, const void* vc, const void* kn,
                                     const void* vn, const int64_t* past, float* out, int* err, int step) {
+  dev::grid_wait();
+  dev::grid_next();
   __shared__ float part_m[kWarps], part_l[kWarps], part_acc[kWarps][32 * kMaxDimPerLane];
   const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
   const int64_t group = a.hq / a.hkv, tasks = a.b * a.hq * a.t;
@@ -334,6 +341,8 @@ __global__ void kv_attention_kernel(KvAttentionArgs a, const float* q, const voi
 // Element (row, e) of the new rows, stored at (row's sequence and head, past + its index).
 template <typename T>
 __global__ void cache_write_kernel(CacheWriteArgs a, const T* rows, const int64_t* past, T* out, int* err, int step) {
+  dev::grid_wait();
+  dev::grid_next();
   const int64_t total = a.b * a.h * a.t * a.d;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t e = i % a.d, r = i / a.d, t = r % a.t, bh = r / a.t, p = past[bh / a.h];
@@ -351,6 +360,8 @@ __global__ void cache_write_kernel(CacheWriteArgs a, const T* rows, const int64_
 template <typename T>
 __global__ void cache_write_cast_kernel(CacheWriteArgs a, const float* rows, T* rounded, const int64_t* past, T* out,
                                         int* err, int step) {
+  dev::grid_wait();
+  dev::grid_next();
   const int64_t total = a.b * a.h * a.t * a.d;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const T v = dev::stf<T>(rows[i]);
@@ -384,6 +395,8 @@ __device__ inline void rotary_item(const RotaryArgs& a, const float* x, const fl
 __host__ __device__ inline int64_t rotary_work(const RotaryArgs& a) { return a.rows * (a.half + a.d - 2 * a.half); }
 
 __global__ void rotary_kernel(RotaryArgs a, const float* x, const float* cs, const float* sn, float* y) {
+  dev::grid_wait();
+  dev::grid_next();
   const int64_t work = rotary_work(a);
   for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < work; t += int64_t(gridDim.x) * blockDim.x)
     rotary_item(a, x, cs, sn, y, t);
@@ -391,6 +404,8 @@ __global__ void rotary_kernel(RotaryArgs a, const float* x, const float* cs, con
 // Two independent rotaries (a decode step's Q and K) in one launch: items [0, work(a)) of
 // the first, the rest of the second.
 __global__ void rotary_pair_kernel(RotaryArgs a, RotaryPtrs pa, RotaryArgs b, RotaryPtrs pb) {
+  dev::grid_wait();
+  dev::grid_next();
   const int64_t wa = rotary_work(a), work = wa + rotary_work(b);
   for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < work; t += int64_t(gridDim.x) * blockDim.x) {
     if (t < wa) rotary_item(a, pa.x, pa.cs, pa.sn, pa.y, t);
@@ -403,16 +418,14 @@ __global__ void rotary_pair_kernel(RotaryArgs a, RotaryPtrs pa, RotaryArgs b, Ro
 cudaError_t rotary(const RotaryArgs& a, const float* x, const float* cs, const float* sn, float* y, cudaStream_t s) {
   const int64_t work = rotary_work(a);
   if (work == 0) return cudaSuccess;
-  rotary_kernel<<<dev::grid_for(work, 256), 256, 0, s>>>(a, x, cs, sn, y);
-  return cudaGetLastError();
+  return dev::launch(rotary_kernel, dev::grid_for(work, 256), 256, 0, s, a, x, cs, sn, y);
 }
 
 cudaError_t rotary_pair(const RotaryArgs& a, const RotaryPtrs& pa, const RotaryArgs& b, const RotaryPtrs& pb,
                         cudaStream_t s) {
   const int64_t work = rotary_work(a) + rotary_work(b);
   if (work == 0) return cudaSuccess;
-  rotary_pair_kernel<<<dev::grid_for(work, 256), 256, 0, s>>>(a, pa, b, pb);
-  return cudaGetLastError();
+  return dev::launch(rotary_pair_kernel, dev::grid_for(work, 256), 256, 0, s, a, pa, b, pb);
 }
 
 cudaError_t cache_write(const CacheWriteArgs& a, int elem, const void* cache, const void* rows, const int64_t* past,
@@ -446,28 +459,49 @@ cudaError_t cache_write_cast(const CacheWriteArgs& a, ET to, const void* cache, 
   if (total == 0) return cudaSuccess;
   const unsigned g = dev::grid_for(total, 256);
   if (to == ET::F16)
-    cache_write_cast_kernel<<<g, 256, 0, s>>>(a, rows, static_cast<__half*>(rounded), past, static_cast<__half*>(out),
-                                              err, step);
-  else
-    cache_write_cast_kernel<<<g, 256, 0, s>>>(a, rows, static_cast<__nv_bfloat16*>(rounded), past,
-                                              static_cast<__nv_bfloat16*>(out), err, step);
-  return cudaGetLastError();
+    return dev::launch(cache_write_cast_kernel<__half>, g, 256, 0, s, a, rows, static_cast<__half*>(rounded), past,
+                       static_cast<__half*>(out), err, step);
+  return dev::launch(cache_write_cast_kernel<__nv_bfloat16>, g, 256, 0, s, a, rows, static_cast<__nv_bfloat16*>(rounded),
+                     past, static_cast<__nv_bfloat16*>(out), err, step);
 }
+
+namespace {
+
+int sm_count() {
+  static const int n = [] {
+    int dev = 0, c = 0;
+    return cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetAttribute(&c, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess
+               ? c
+               : 1;
+  }();
+  return n;
+}
+
+}  // namespace
 
 cudaError_t qmatmul(const QMatMulArgs& a, const float* x, const uint8_t* w, const float* residual, float* y,
                     cudaStream_t s) {
   if (a.m * a.n == 0) return cudaSuccess;
-  qmatmul_kernel<<<dev::grid_for(a.m * a.n, kWarps), 32 * kWarps, 0, s>>>(a, x, w, residual, y);
-  return cudaGetLastError();
+  return dev::launch(qmatmul_kernel, dev::grid_for(a.m * a.n, kWarps), 32 * kWarps, 0, s, a, x, w, residual, y);
 }
 
 cudaError_t norm_qmatmul(const QMatMulArgs& a, const float* x, const float* scale, float eps, const uint8_t* w,
                          float* y, cudaStream_t s) {
   if (a.m != 1 || a.k > kNormQMatMulMaxK) return cudaErrorInvalidValue;
   if (a.n == 0) return cudaSuccess;
-  norm_qmatmul_kernel<<<dev::grid_for(a.n, kWarps), 32 * kWarps, size_t(a.k) * sizeof(float), s>>>(a, x, scale, eps,
-                                                                                                   w, y);
-  return cudaGetLastError();
+  // As many blocks as are resident at once (each normalizes the row once, then takes rows
+  // until none are left), fewer when the rows run out first.
+  const size_t smem = size_t(a.k) * sizeof(float);
+  static size_t sized = 0;
+  static int per_sm = 1;
+  if (sized != smem) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, norm_qmatmul_kernel, 32 * kWarps, smem) != cudaSuccess ||
+        per_sm < 1)
+      per_sm = 1;
+    sized = smem;
+  }
+  const unsigned grid = std::min<unsigned>(dev::grid_for(a.n, kWarps), unsigned(sm_count() * per_sm));
+  return dev::launch(norm_qmatmul_kernel, grid, 32 * kWarps, smem, s, a, x, scale, eps, w, y);
 }
 
 cudaError_t qmatmul_id(const QMatMulArgs& a, int64_t experts, int64_t slots, bool x_per_slot, const float* x,
@@ -485,9 +519,8 @@ cudaError_t kv_attention(const KvAttentionArgs& a, bool f16, const float* q, con
   if (tasks == 0 || a.d == 0) return cudaSuccess;
   if (a.d > 32 * kMaxDimPerLane) return cudaErrorInvalidValue;
   const unsigned g = unsigned(std::min<int64_t>(tasks, 65535 * 8));
-  if (f16) kv_attention_kernel<true><<<g, 32 * kWarps, 0, s>>>(a, q, kc, vc, kn, vn, past, out, err, step);
-  else kv_attention_kernel<false><<<g, 32 * kWarps, 0, s>>>(a, q, kc, vc, kn, vn, past, out, err, step);
-  return cudaGetLastError();
+  return dev::launch(f16 ? kv_attention_kernel<true> : kv_attention_kernel<false>, g, 32 * kWarps, 0, s, a, q, kc, vc, kn,
+                     vn, past, out, err, step);
 }
 
 }  // namespace rlx::cuda

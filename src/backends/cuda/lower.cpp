@@ -305,7 +305,16 @@ Launch lower(const Node& n, const std::vector<const Shape*>& in, const std::vect
             }
             args[n_in + 1] = &cnt;
             const unsigned blocks = unsigned(std::min<long long>((count + 255) / 256, 65535LL * 8));
-            check(cudaLaunchKernel(k, dim3(blocks), dim3(256), args, 0, c.stream), "generated fused_elementwise kernel", *np);
+            cudaLaunchConfig_t cfg{};
+            cfg.gridDim = dim3(blocks);
+            cfg.blockDim = dim3(256);
+            cfg.stream = c.stream;
+            cudaLaunchAttribute at[1];
+            at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+            at[0].val.programmaticStreamSerializationAllowed = 1;
+            cfg.attrs = at;
+            cfg.numAttrs = pdl_enabled() ? 1 : 0;  // the kernel waits for its predecessor first
+            check(cudaLaunchKernelExC(&cfg, k, args), "generated fused_elementwise kernel", *np);
           };
         }
         static std::once_flag warned;  // the interpreter is several times slower: say why, once

@@ -119,6 +119,8 @@ __global__ void softmax_cols(bool logsm, const T* x, T* y, int64_t outer, int64_
 template <class T>
 __global__ void norm_rows(bool rms, const T* x, const T* scale, const T* bias, T* y, int64_t rows, int64_t cols,
                           float eps) {
+  dev::grid_wait();
+  dev::grid_next();
   const int lane = threadIdx.x & 31;
   for (int64_t r = blockIdx.x * int64_t(kWarps) + threadIdx.x / 32; r < rows; r += int64_t(gridDim.x) * kWarps) {
     const T* xr = x + r * cols;
@@ -145,6 +147,8 @@ __global__ void norm_rows(bool rms, const T* x, const T* scale, const T* bias, T
 template <class T>
 __global__ void norm_rows_block(bool rms, const T* x, const T* scale, const T* bias, T* y, int64_t rows, int64_t cols,
                                 float eps) {
+  dev::grid_wait();
+  dev::grid_next();
   __shared__ float part[kWarps];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T* xr = x + r * cols;
@@ -230,10 +234,10 @@ cudaError_t norm(bool rms, ET t, const void* x, const void* scale, const void* b
     const T *xt = static_cast<const T*>(x), *st = static_cast<const T*>(scale), *bt = static_cast<const T*>(bias);
     T* yt = static_cast<T*>(y);
     if (cols >= 1024)
-      norm_rows_block<<<unsigned(std::min<int64_t>(rows, 65535 * 8)), 32 * kWarps, 0, s>>>(rms, xt, st, bt, yt, rows, cols,
-                                                                                          eps);
+      dev::launch(norm_rows_block<T>, unsigned(std::min<int64_t>(rows, 65535 * 8)), 32 * kWarps, 0, s, rms, xt, st, bt, yt,
+                  rows, cols, eps);
     else
-      norm_rows<<<warp_blocks(rows), 32 * kWarps, 0, s>>>(rms, xt, st, bt, yt, rows, cols, eps);
+      dev::launch(norm_rows<T>, warp_blocks(rows), 32 * kWarps, 0, s, rms, xt, st, bt, yt, rows, cols, eps);
   });
 }
 
