@@ -164,6 +164,10 @@ TEST(Gemm, BlockingBoundaries) {
   check_case({300, 70, 530});
   check_case({20, 2100, 40});
   check_case({161, 33, 257});
+  // Rows in several M blocks, re-balanced for two threads (equal heights, not 7 full + 1
+  // short): 1 and 2 threads still agree bit for bit.
+  check_case({1000, 20, 40});
+  check_case({1009, 37, 300});
 }
 
 TEST(Gemm, AccumulateAndHalfTypes) {

@@ -366,7 +366,16 @@ void sgemm_strips(const SgemmProblem& p, ThreadPool* pool, const IsaKernels& K) 
 void sgemm_packed(const SgemmProblem& p, ThreadPool* pool, const IsaKernels& K) {
   const int mr = K.mr, nr = K.nr;
   const int64_t threads = pool ? pool->size() : 1;
-  const int64_t mc_max = K.mc, kc_max = K.kc, nc_max = K.nc;
+  const int64_t kc_max = K.kc, nc_max = K.nc;
+  // M blocks of (about) equal height, as many as the largest block allows rounded up to a
+  // multiple of the thread count: 1024 rows at mc 144 were 7 full blocks and one of 16,
+  // which left one of two threads a block short. Only the row partition changes: every
+  // element's sum over K is the same for any thread count.
+  int64_t mc_max = K.mc;
+  if (threads > 1) {
+    const int64_t nb = (p.m + K.mc - 1) / K.mc, balanced = (nb + threads - 1) / threads * threads;
+    mc_max = std::min<int64_t>(K.mc, ((p.m + balanced - 1) / balanced + mr - 1) / mr * mr);
+  }
   const int64_t mblocks = (p.m + mc_max - 1) / mc_max;
   const int64_t mpad = (p.m + mr - 1) / mr * mr, npad = (p.n + nr - 1) / nr * nr;
   for (int64_t jc = 0; jc < p.n; jc += nc_max) {
