@@ -190,14 +190,57 @@ __device__ inline float row_dot(int fmt, const uint8_t* w, const float* x, int64
   return acc;
 }
 
+// A warp's first F16 row, its loads issued before the kernel waits for its predecessor
+// (dev::grid_wait): the weights are no kernel's result, so the first trip to memory overlaps
+// the previous kernel's tail (and, in norm_qmatmul, the row's normalization). The row's
+// first four 16-byte chunks per lane are held in `u`; f16_dot_prefetched then walks the
+// chunks in row_dot's order (lane, lane + 32, ...), so it gives row_dot's bits.
+__device__ inline bool f16_wide(const QMatMulArgs& a, const uint8_t* w, const float* x) {
+  return a.format == 1 && (a.k & 7) == 0 && (a.row_bytes & 15) == 0 &&
+         ((reinterpret_cast<uintptr_t>(w) | reinterpret_cast<uintptr_t>(x)) & 15) == 0;
+}
+__device__ inline void f16_prefetch(const uint8_t* row, int64_t n8, int lane, uint4* u) {
+  const uint4* r = reinterpret_cast<const uint4*>(row);
+#pragma unroll
+  for (int t = 0; t < 4; ++t) u[t] = lane + 32 * t < n8 ? __ldg(r + lane + 32 * t) : make_uint4(0, 0, 0, 0);
+}
+__device__ inline float f16_dot_prefetched(const uint4* u, const uint8_t* row, const float* x, int64_t n8, int lane) {
+  const uint4* r = reinterpret_cast<const uint4*>(row);
+  const float4* xv = reinterpret_cast<const float4*>(x);
+  float acc = 0;
+#pragma unroll
+  for (int t = 0; t < 4; ++t)
+    if (lane + 32 * t < n8) acc = dot8_f16(u[t], xv + 2 * (lane + 32 * t), acc);
+  int64_t i = lane + 128;
+  for (; i + 96 < n8; i += 128) {
+    const uint4 u0 = __ldg(r + i), u1 = __ldg(r + i + 32), u2 = __ldg(r + i + 64), u3 = __ldg(r + i + 96);
+    acc = dot8_f16(u0, xv + 2 * i, acc);
+    acc = dot8_f16(u1, xv + 2 * (i + 32), acc);
+    acc = dot8_f16(u2, xv + 2 * (i + 64), acc);
+    acc = dot8_f16(u3, xv + 2 * (i + 96), acc);
+  }
+  for (; i < n8; i += 32) acc = dot8_f16(__ldg(r + i), xv + 2 * i, acc);
+  return acc;
+}
+
 // residual (nullable): y[o] = dot + residual[o], one f32 add after the dot as the add op
 // rounds it; residual may be y itself (each element is read before it is written, by the
 // lane that writes it).
 __global__ void qmatmul_kernel(QMatMulArgs a, const float* x, const uint8_t* w, const float* residual, float* y) {
+  const int lane = threadIdx.x & 31;
+  int64_t o = blockIdx.x * int64_t(kWarps) + threadIdx.x / 32;
+  const bool pre = f16_wide(a, w, x) && o < a.m * a.n;
+  uint4 u[4];
+  if (pre) f16_prefetch(w + (o % a.n) * a.row_bytes, a.k / 8, lane, u);
   dev::grid_wait();
   dev::grid_next();
-  const int lane = threadIdx.x & 31;
-  for (int64_t o = blockIdx.x * int64_t(kWarps) + threadIdx.x / 32; o < a.m * a.n; o += int64_t(gridDim.x) * kWarps) {
+  if (pre) {
+    const int64_t i = o / a.n, j = o % a.n;
+    const float s = warp_sum(f16_dot_prefetched(u, w + j * a.row_bytes, x + i * a.k, a.k / 8, lane));
+    if (lane == 0) y[o] = residual ? __fadd_rn(s, residual[o]) : s;
+    o += int64_t(gridDim.x) * kWarps;
+  }
+  for (; o < a.m * a.n; o += int64_t(gridDim.x) * kWarps) {
     const int64_t i = o / a.n, j = o % a.n;
     const float s = warp_sum(row_dot(a.format, w + j * a.row_bytes, x + i * a.k, a.k, lane));
     if (lane == 0) y[o] = residual ? __fadd_rn(s, residual[o]) : s;
@@ -208,24 +251,33 @@ __global__ void qmatmul_kernel(QMatMulArgs a, const float* x, const uint8_t* w, 
 // every block normalizes x into shared memory exactly as the norm kernel does (inv_rms in
 // the same form: a block's sum for k >= 1024, else a warp's, which each warp repeats), so
 // the product reads the same bits the norm would have stored; its warps then take output
-// rows as qmatmul_kernel does.
+// rows as qmatmul_kernel does (each warp's first F16 row fetched before the wait).
 __global__ void norm_qmatmul_kernel(QMatMulArgs a, const float* x, const float* scale, float eps, const uint8_t* w,
                                     float* y) {
-  dev::grid_wait();
-  dev::grid_next();
   extern __shared__ float4 xs4[];
   __shared__ float part[kWarps];
   float* xs = reinterpret_cast<float*>(xs4);
+  const int lane = threadIdx.x & 31;
+  int64_t o = blockIdx.x * int64_t(kWarps) + threadIdx.x / 32;
+  const bool pre = f16_wide(a, w, xs) && o < a.n;
+  uint4 u[4];
+  if (pre) f16_prefetch(w + o * a.row_bytes, a.k / 8, lane, u);
+  dev::grid_wait();
+  dev::grid_next();
   const float inv = a.k >= 1024 ? dev::inv_rms<true, kWarps>(x, a.k, 0.0f, eps, part)
                                 : dev::inv_rms<false, kWarps>(x, a.k, 0.0f, eps, nullptr);
   for (int64_t i = threadIdx.x; i < a.k; i += blockDim.x) {
-    float o = (x[i] - 0.0f) * inv;
-    if (scale) o *= scale[i];
-    xs[i] = o;
+    float v = (x[i] - 0.0f) * inv;
+    if (scale) v *= scale[i];
+    xs[i] = v;
   }
   __syncthreads();
-  const int lane = threadIdx.x & 31;
-  for (int64_t o = blockIdx.x * int64_t(kWarps) + threadIdx.x / 32; o < a.n; o += int64_t(gridDim.x) * kWarps) {
+  if (pre) {
+    const float s = warp_sum(f16_dot_prefetched(u, w + o * a.row_bytes, xs, a.k / 8, lane));
+    if (lane == 0) y[o] = s;
+    o += int64_t(gridDim.x) * kWarps;
+  }
+  for (; o < a.n; o += int64_t(gridDim.x) * kWarps) {
     const float s = warp_sum(row_dot(a.format, w + o * a.row_bytes, xs, a.k, lane));
     if (lane == 0) y[o] = s;
   }
