@@ -378,6 +378,42 @@ void sgemm_packed(const SgemmProblem& p, ThreadPool* pool, const IsaKernels& K) 
   }
   const int64_t mblocks = (p.m + mc_max - 1) / mc_max;
   const int64_t mpad = (p.m + mr - 1) / mr * mr, npad = (p.n + nr - 1) / nr * nr;
+  // Few columns and many K blocks (the late convolutions: 7x7 or 14x14 outputs over
+  // thousands of K): the loop below would fork and join twice per K block for tasks of a
+  // few microseconds. Instead one task per thread takes a contiguous run of M blocks
+  // through every K block, packing the few B panels of each itself (the shared packing
+  // ran on one thread anyway at this size). Same tiles, same K order: same bits.
+  const int64_t all_panels = npad / nr;
+  if (threads > 1 && p.n <= nc_max && all_panels <= 8 && p.k > kc_max && mblocks >= threads) {
+    run_range(pool, threads, 1, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t b0 = t * mblocks / threads, b1 = (t + 1) * mblocks / threads;
+        float* bbuf = p.b_packed ? nullptr : tl_pack_b.get(all_panels * nr * kc_max);
+        float* abuf = p.a_packed ? nullptr : tl_pack_a.get(((mc_max + mr - 1) / mr) * mr * kc_max);
+        for (int64_t pc = 0; pc < p.k; pc += kc_max) {
+          const int64_t kc = std::min(kc_max, p.k - pc);
+          const bool acc = p.accumulate || pc > 0, last = pc + kc == p.k;
+          const float* bp = p.b_packed ? p.b_packed + pc * npad : bbuf;
+          if (!p.b_packed) pack_b_panels(K, p, pc, kc, 0, p.n, nr, bbuf);
+          for (int64_t ib = b0; ib < b1; ++ib) {
+            const int64_t ic = ib * mc_max, mc = std::min(mc_max, p.m - ic);
+            const float* ap = p.a_packed ? p.a_packed + pc * mpad + ic * kc : abuf;
+            if (!p.a_packed) pack_a(K, p.a, ic, mc, pc, kc, mr, abuf);
+            for (int64_t q = 0; q < all_panels; ++q) {
+              const int64_t j = q * nr, ncols = std::min<int64_t>(nr, p.n - j);
+              for (int64_t ir = 0; ir < mc; ir += mr) {
+                const int64_t rows = std::min<int64_t>(mr, mc - ir);
+                float* cp = p.c + (ic + ir) * p.ldc + j;
+                compute_tile(K, rows, ncols, kc, ap + ir * kc, bp + q * nr * kc, nr, cp, p.ldc, acc);
+                if (last && p.epilogue) p.epilogue(p.epilogue_ctx, cp, p.ldc, ic + ir, j, rows, ncols);
+              }
+            }
+          }
+        }
+      }
+    });
+    return;
+  }
   for (int64_t jc = 0; jc < p.n; jc += nc_max) {
     const int64_t nc = std::min(nc_max, p.n - jc);
     const int64_t panels = (nc + nr - 1) / nr;
