@@ -50,6 +50,23 @@ __device__ inline float dot8_f16(uint4 u, const float4* x, float acc) {
   return fmaf(f3.y, x1.w, acc);
 }
 
+// acc + the lane's chunks i, i + 32, ... (< n8) of an F16 row with x, in that order, by
+// 16-byte loads: 8 halves per lane, a warp streams 512 contiguous bytes of the row; four
+// such loads issued before their FMAs, so enough bytes are in flight per warp.
+__device__ inline float f16_dot_from(const uint8_t* row, const float* x, int64_t n8, int64_t i, float acc) {
+  const uint4* r = reinterpret_cast<const uint4*>(row);
+  const float4* xv = reinterpret_cast<const float4*>(x);
+  for (; i + 96 < n8; i += 128) {
+    const uint4 u0 = __ldg(r + i), u1 = __ldg(r + i + 32), u2 = __ldg(r + i + 64), u3 = __ldg(r + i + 96);
+    acc = dot8_f16(u0, xv + 2 * i, acc);
+    acc = dot8_f16(u1, xv + 2 * (i + 32), acc);
+    acc = dot8_f16(u2, xv + 2 * (i + 64), acc);
+    acc = dot8_f16(u3, xv + 2 * (i + 96), acc);
+  }
+  for (; i < n8; i += 32) acc = dot8_f16(__ldg(r + i), xv + 2 * i, acc);
+  return acc;
+}
+
 // dot(x[0..32), one 32-element block) of Q4_0 / Q4_1 / Q5_0 / Q5_1 (ggml's layouts: d, then
 // the min for _1, the 32 fifth bits for Q5, then 16 bytes of nibbles: element i is the low
 // nibble of byte i, element 16 + i its high nibble).
@@ -122,20 +139,7 @@ __device__ inline float row_dot(int fmt, const uint8_t* w, const float* x, int64
     const float* r = reinterpret_cast<const float*>(w);
     for (int64_t i = lane; i < k; i += 32) acc = fmaf(r[i], x[i], acc);
   } else if (fmt == 1 && (k & 7) == 0 && ((reinterpret_cast<uintptr_t>(w) | reinterpret_cast<uintptr_t>(x)) & 15) == 0) {
-    // 16-byte loads: 8 halves per lane, a warp streams 512 contiguous bytes of the row;
-    // four such loads issued before their FMAs, so enough bytes are in flight per warp.
-    const uint4* r = reinterpret_cast<const uint4*>(w);
-    const float4* xv = reinterpret_cast<const float4*>(x);
-    const int64_t n8 = k / 8;
-    int64_t i = lane;
-    for (; i + 96 < n8; i += 128) {
-      const uint4 u0 = __ldg(r + i), u1 = __ldg(r + i + 32), u2 = __ldg(r + i + 64), u3 = __ldg(r + i + 96);
-      acc = dot8_f16(u0, xv + 2 * i, acc);
-      acc = dot8_f16(u1, xv + 2 * (i + 32), acc);
-      acc = dot8_f16(u2, xv + 2 * (i + 64), acc);
-      acc = dot8_f16(u3, xv + 2 * (i + 96), acc);
-    }
-    for (; i < n8; i += 32) acc = dot8_f16(__ldg(r + i), xv + 2 * i, acc);
+    acc = f16_dot_from(w, x, k / 8, lane, 0.0f);
   } else if (fmt == 2 && (reinterpret_cast<uintptr_t>(x) & 7) == 0) {
     // Q4_0, a block per lane: 2-byte loads of the nibbles, float2 loads of x (element pairs).
     for (int64_t b = lane; b < k / 32; b += 32) {
@@ -205,22 +209,12 @@ __device__ inline void f16_prefetch(const uint8_t* row, int64_t n8, int lane, ui
   for (int t = 0; t < 4; ++t) u[t] = lane + 32 * t < n8 ? __ldg(r + lane + 32 * t) : make_uint4(0, 0, 0, 0);
 }
 __device__ inline float f16_dot_prefetched(const uint4* u, const uint8_t* row, const float* x, int64_t n8, int lane) {
-  const uint4* r = reinterpret_cast<const uint4*>(row);
   const float4* xv = reinterpret_cast<const float4*>(x);
   float acc = 0;
 #pragma unroll
   for (int t = 0; t < 4; ++t)
     if (lane + 32 * t < n8) acc = dot8_f16(u[t], xv + 2 * (lane + 32 * t), acc);
-  int64_t i = lane + 128;
-  for (; i + 96 < n8; i += 128) {
-    const uint4 u0 = __ldg(r + i), u1 = __ldg(r + i + 32), u2 = __ldg(r + i + 64), u3 = __ldg(r + i + 96);
-    acc = dot8_f16(u0, xv + 2 * i, acc);
-    acc = dot8_f16(u1, xv + 2 * (i + 32), acc);
-    acc = dot8_f16(u2, xv + 2 * (i + 64), acc);
-    acc = dot8_f16(u3, xv + 2 * (i + 96), acc);
-  }
-  for (; i < n8; i += 32) acc = dot8_f16(__ldg(r + i), xv + 2 * i, acc);
-  return acc;
+  return f16_dot_from(row, x, n8, lane + 128, acc);
 }
 
 // residual (nullable): y[o] = dot + residual[o], one f32 add after the dot as the add op
