@@ -110,6 +110,112 @@ TEST(OnnxLoad, NonDefaultDomainIsUnsupported) {
   EXPECT_NE(std::string(e.what()).find("com.example"), std::string::npos) << e.what();
 }
 
+// ai.onnx.preview.training's optimizer steps: an Adam step with T = 2 over two tensors
+// against the operator's formulas in double (the tolerance: a few f32 roundings of values
+// of order 1, 1e-6), a Momentum step at T = 0 (beta replaced by 1), and the domain's
+// errors: no opset_import for it, an opset it does not have, a wrong input count.
+::onnx::ModelProto training_model(const std::string& op, int n_in, int n_out, int64_t domain_opset) {
+  auto m = make_model(17);
+  if (domain_opset > 0) {
+    auto* os = m.add_opset_import();
+    os->set_domain("ai.onnx.preview.training");
+    os->set_version(domain_opset);
+  }
+  add_input(m, "R", 1, {});
+  add_input(m, "T", 7, {});
+  std::vector<std::string> in{"R", "T"}, out;
+  for (int i = 0; i < n_in; ++i) {
+    in.push_back("in" + std::to_string(i));
+    add_input(m, in.back(), 1, {3});
+  }
+  for (int i = 0; i < n_out; ++i) out.push_back("out" + std::to_string(i));
+  add_node(m, op, in, out, "step")->set_domain("ai.onnx.preview.training");
+  for (const auto& o : out) add_output(m, o, 1);
+  return m;
+}
+
+void set_float_attr(::onnx::NodeProto* n, const std::string& name, float v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(::onnx::AttributeProto::FLOAT);
+  a->set_f(v);
+}
+
+TEST(OnnxTraining, AdamStepMatchesTheFormulas) {
+  auto m = training_model("Adam", 8, 6, 1);  // X1 X2 G1 G2 V1 V2 H1 H2 -> X'1 X'2 V'1 V'2 H'1 H'2
+  auto* n = m.mutable_graph()->mutable_node(0);
+  set_float_attr(n, "alpha", 0.8f);
+  set_float_attr(n, "beta", 0.95f);
+  set_float_attr(n, "epsilon", 1e-3f);
+  set_float_attr(n, "norm_coefficient", 0.1f);
+  set_float_attr(n, "norm_coefficient_post", 0.05f);
+  std::string b = bytes_of(m);
+  OnnxRunner runner(load_onnx_bytes(b.data(), b.size(), "adam.onnx"));
+  const std::vector<std::vector<float>> v{{1, -2, 3}, {0.5f, 0.25f, -1}, {0.1f, 0.2f, -0.3f}, {-1, 1, 2},
+                                          {0.3f, 0, -0.1f}, {0.05f, 0.1f, 0.2f}, {0.4f, 0.5f, 0.6f}, {1, 2, 3}};
+  std::map<std::string, TypedTensor> feeds{{"R", TypedTensor{DType::F32, {}, f32_bytes({0.1f})}}};
+  const int64_t t = 2;
+  std::vector<uint8_t> tb(8);
+  std::memcpy(tb.data(), &t, 8);
+  feeds["T"] = TypedTensor{DType::I64, {}, tb};
+  for (int i = 0; i < 8; ++i) feeds["in" + std::to_string(i)] = TypedTensor{DType::F32, {3}, f32_bytes(v[size_t(i)])};
+  auto out = runner.run(feeds);
+  ASSERT_EQ(out.size(), 6u);
+  const double alpha = 0.8f, beta = 0.95f, eps = 1e-3f, norm = 0.1f, post = 0.05f, r = 0.1f;
+  for (int i = 0; i < 2; ++i)
+    for (int e = 0; e < 3; ++e) {
+      const double x = v[size_t(i)][size_t(e)], g = v[size_t(2 + i)][size_t(e)], vv = v[size_t(4 + i)][size_t(e)],
+                   h = v[size_t(6 + i)][size_t(e)];
+      const double gr = norm * x + g, vn = alpha * vv + (1 - alpha) * gr, hn = beta * h + (1 - beta) * gr * gr;
+      const double ra = r * std::sqrt(1 - std::pow(beta, 2)) / (1 - std::pow(alpha, 2));
+      const double xn = (1 - post) * (x - ra * vn / (std::sqrt(hn) + eps));
+      EXPECT_NEAR(as_f32(out[size_t(i)].bytes)[size_t(e)], xn, 1e-6) << "X " << i << "," << e;
+      EXPECT_NEAR(as_f32(out[size_t(2 + i)].bytes)[size_t(e)], vn, 1e-6) << "V " << i << "," << e;
+      EXPECT_NEAR(as_f32(out[size_t(4 + i)].bytes)[size_t(e)], hn, 1e-6) << "H " << i << "," << e;
+    }
+}
+
+TEST(OnnxTraining, MomentumAtTheFirstStepTakesTheWholeGradient) {
+  auto m = training_model("Momentum", 3, 2, 1);
+  auto* n = m.mutable_graph()->mutable_node(0);
+  set_float_attr(n, "alpha", 0.9f);
+  set_float_attr(n, "beta", 0.5f);
+  set_float_attr(n, "norm_coefficient", 0.0f);
+  auto* a = n->add_attribute();
+  a->set_name("mode");
+  a->set_type(::onnx::AttributeProto::STRING);
+  a->set_s("standard");
+  std::string b = bytes_of(m);
+  OnnxRunner runner(load_onnx_bytes(b.data(), b.size(), "momentum.onnx"));
+  std::vector<uint8_t> t0(8, 0);
+  auto out = runner.run({{"R", TypedTensor{DType::F32, {}, f32_bytes({0.5f})}},
+                         {"T", TypedTensor{DType::I64, {}, t0}},
+                         {"in0", TypedTensor{DType::F32, {3}, f32_bytes({1, 2, 3})}},
+                         {"in1", TypedTensor{DType::F32, {3}, f32_bytes({2, 4, 8})}},
+                         {"in2", TypedTensor{DType::F32, {3}, f32_bytes({0, 0, 0})}}});
+  // T = 0: V' = 0.9 * 0 + 1 * G, X' = X - 0.5 V' (exact in f32)
+  EXPECT_EQ(as_f32(out[1].bytes), (std::vector<float>{2, 4, 8}));
+  EXPECT_EQ(as_f32(out[0].bytes), (std::vector<float>{0, 0, -1}));
+}
+
+TEST(OnnxTraining, DomainErrorsNameTheDomainAndTheNode) {
+  {
+    std::string b = bytes_of(training_model("Adagrad", 3, 2, 0));  // no opset_import for the domain
+    Error e = expect_error([&] { load_onnx_bytes(b.data(), b.size(), "m.onnx"); }, ErrorCategory::Parse);
+    EXPECT_NE(std::string(e.what()).find("ai.onnx.preview.training"), std::string::npos) << e.what();
+  }
+  {
+    std::string b = bytes_of(training_model("Adagrad", 3, 2, 2));
+    Error e = expect_error([&] { load_onnx_bytes(b.data(), b.size(), "m.onnx"); }, ErrorCategory::Unsupported);
+    EXPECT_NE(std::string(e.what()).find("opset 2"), std::string::npos) << e.what();
+  }
+  {
+    std::string b = bytes_of(training_model("Adagrad", 4, 2, 1));  // 4 tensors: not X, G, H runs
+    Error e = expect_error([&] { load_onnx_bytes(b.data(), b.size(), "m.onnx"); }, ErrorCategory::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("'step'"), std::string::npos) << e.what();
+  }
+}
+
 TEST(OnnxLoad, UndefinedValueIsAParseError) {
   auto m = make_model();
   add_input(m, "x", 1, {2});

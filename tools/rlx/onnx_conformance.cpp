@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "io/onnx/importer.h"
+#include "io/onnx/ops_table.h"
 #include "rlx/onnx.h"
 
 namespace fs = std::filesystem;
@@ -49,7 +50,7 @@ std::string skip_reason_graph(const pb::GraphProto& g) {
   for (const auto& t : g.initializer())
     if (t.data_type() == kString) return "string tensor '" + t.name() + "'";
   for (const auto& n : g.node()) {
-    if (!is_default_domain(n.domain())) return "non-default domain '" + n.domain() + "'";
+    if (!has_domain(n.domain())) return "non-default domain '" + n.domain() + "'";
     if (n.op_type() == "ImageDecoder") return "image decoding";
     for (const auto& a : n.attribute()) {
       if (a.has_t() && a.t().data_type() == kString) return "string tensor in node '" + n.name() + "'";

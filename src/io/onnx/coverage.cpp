@@ -21,9 +21,14 @@ struct OpRow {
   int pass = 0, fail = 0, skip = 0;
 };
 
+// An op's row name: its type, prefixed by its domain unless that is the default one.
+std::string row_name(std::string_view domain, std::string_view op) {
+  return domain.empty() || domain == "ai.onnx" ? std::string(op) : std::string(domain) + "." + std::string(op);
+}
+
 void collect_ops(const pb::GraphProto& g, std::set<std::string>& ops) {
   for (const auto& n : g.node()) {
-    if (is_default_domain(n.domain())) ops.insert(n.op_type());
+    if (is_default_domain(n.domain()) || has_domain(n.domain())) ops.insert(row_name(n.domain(), n.op_type()));
     for (const auto& a : n.attribute()) {
       if (a.has_g()) collect_ops(a.g(), ops);
       for (const auto& sg : a.graphs()) collect_ops(sg, ops);
@@ -53,7 +58,7 @@ std::map<std::string, char> read_results(const std::string& path) {
 std::string coverage_markdown(const std::string& suite_dir, const std::string& results_log) {
   std::map<std::string, OpRow> rows;
   for (const OpEntry& e : op_table()) {
-    OpRow& r = rows[std::string(e.op_type)];
+    OpRow& r = rows[row_name(e.domain, e.op_type)];
     if (!r.ranges.empty()) r.ranges += ", ";
     r.ranges += std::to_string(e.since) + "-" + std::to_string(e.until);
   }

@@ -135,19 +135,30 @@ void Importer::import_initializers(const pb::GraphProto& gp) {
 
 void Importer::lower_node(const pb::NodeProto& n) {
   cur_node_ = n.name().empty() ? (n.output_size() ? n.output(0) : n.op_type()) : n.name();
-  if (!is_default_domain(n.domain()))
+  const bool default_domain = is_default_domain(n.domain());
+  if (!has_domain(n.domain()))
     fail(ErrorCategory::Unsupported, "ONNX node '", cur_node_, "' (", n.op_type(), ") uses domain '", n.domain(),
-         "'; only the default ONNX domain is supported");
+         "', which rlx does not lower (it lowers the default domain and ai.onnx.preview.training)");
+  int64_t opset = src_.opset;
+  if (!default_domain) {
+    auto it = src_.opsets.find(n.domain());
+    if (it == src_.opsets.end())
+      fail(ErrorCategory::Parse, "ONNX node '", cur_node_, "' (", n.op_type(), ") uses domain '", n.domain(),
+           "', which the model does not import (no opset_import entry)");
+    opset = it->second;
+  }
+  const std::string where = default_domain ? "" : " of domain '" + n.domain() + "'";
   bool known = false;
-  const OpEntry* e = find_op(n.op_type(), src_.opset, &known);
+  const OpEntry* e = find_op(n.domain(), n.op_type(), opset, &known);
   if (!e) {
     if (known)
-      fail(ErrorCategory::Unsupported, "ONNX op '", n.op_type(), "' (node '", cur_node_, "') is not supported at opset ",
-           src_.opset);
-    fail(ErrorCategory::Unsupported, "ONNX op '", n.op_type(), "' (node '", cur_node_, "', opset ", src_.opset,
+      fail(ErrorCategory::Unsupported, "ONNX op '", n.op_type(), "'", where, " (node '", cur_node_,
+           "') is not supported at opset ", opset);
+    fail(ErrorCategory::Unsupported, "ONNX op '", n.op_type(), "'", where, " (node '", cur_node_, "', opset ", opset,
          ") is not supported");
   }
   NodeCtx ctx(*this, n);
+  ctx.opset = opset;
   std::vector<Value> outs = e->lower(ctx);
   // Types carried widened (uint16, float8, ...) pass through ops that keep the dtype.
   int in_type = n.input_size() && !n.input(0).empty() ? onnx_type_of_name(n.input(0)) : 0;
