@@ -216,6 +216,82 @@ TEST(OnnxTraining, DomainErrorsNameTheDomainAndTheNode) {
   }
 }
 
+// FlexAttention (ai.onnx.preview) with grouped heads (4 query heads over 2 K/V heads) and
+// a score_mod subgraph that doubles the scores, against attention computed in double
+// (tolerance: f32 products of 4 terms and a softmax over 3, values of order 1: 1e-6).
+TEST(OnnxFlexAttention, GroupedHeadsAndAScoreModifierMatchAReference) {
+  auto m = make_model(26);
+  auto* os = m.add_opset_import();
+  os->set_domain("ai.onnx.preview");
+  os->set_version(1);
+  add_input(m, "Q", 1, {1, 4, 2, 4});
+  add_input(m, "K", 1, {1, 2, 3, 4});
+  add_input(m, "V", 1, {1, 2, 3, 2});
+  auto* n = add_node(m, "FlexAttention", {"Q", "K", "V"}, {"Y"}, "flex");
+  n->set_domain("ai.onnx.preview");
+  auto* a = n->add_attribute();
+  a->set_name("score_mod");
+  a->set_type(::onnx::AttributeProto::GRAPH);
+  auto* g = a->mutable_g();
+  g->set_name("double_scores");
+  auto* two = g->add_initializer();
+  two->set_name("two");
+  two->set_data_type(1);
+  two->add_float_data(2.0f);
+  auto* bn = g->add_node();
+  bn->set_op_type("Mul");
+  bn->add_input("scores");
+  bn->add_input("two");
+  bn->add_output("scores_out");
+  g->add_input()->set_name("scores");
+  g->add_output()->set_name("scores_out");
+  add_output(m, "Y", 1);
+  std::string b = bytes_of(m);
+  OnnxRunner runner(load_onnx_bytes(b.data(), b.size(), "flex.onnx"));
+  std::vector<float> q(32), k(24), v(12);
+  for (size_t i = 0; i < q.size(); ++i) q[i] = float(std::sin(0.7 * double(i)));
+  for (size_t i = 0; i < k.size(); ++i) k[i] = float(std::cos(0.3 * double(i)));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = float(i % 5) - 2.0f;
+  auto y = runner.run({{"Q", TypedTensor{DType::F32, {1, 4, 2, 4}, f32_bytes(q)}},
+                       {"K", TypedTensor{DType::F32, {1, 2, 3, 4}, f32_bytes(k)}},
+                       {"V", TypedTensor{DType::F32, {1, 2, 3, 2}, f32_bytes(v)}}});
+  const std::vector<float> got = as_f32(y[0].bytes);
+  ASSERT_EQ(got.size(), 16u);
+  for (int h = 0; h < 4; ++h)
+    for (int l = 0; l < 2; ++l) {
+      const int kh = h / 2;
+      double sc[3], mx = -1e300, sum = 0;
+      for (int j = 0; j < 3; ++j) {
+        double d = 0;
+        for (int e = 0; e < 4; ++e) d += double(q[size_t((h * 2 + l) * 4 + e)]) * double(k[size_t((kh * 3 + j) * 4 + e)]);
+        sc[j] = 2.0 * d * 0.5;  // scale 1 / sqrt(4), then the modifier's x2
+        mx = std::max(mx, sc[j]);
+      }
+      for (double& x : sc) sum += (x = std::exp(x - mx));
+      for (int e = 0; e < 2; ++e) {
+        double want = 0;
+        for (int j = 0; j < 3; ++j) want += sc[j] / sum * double(v[size_t((kh * 3 + j) * 2 + e)]);
+        EXPECT_NEAR(got[size_t((h * 2 + l) * 2 + e)], want, 1e-6) << h << "," << l << "," << e;
+      }
+    }
+}
+
+TEST(OnnxFlexAttention, HeadsThatDoNotGroupAreInvalid) {
+  auto m = make_model(26);
+  auto* os = m.add_opset_import();
+  os->set_domain("ai.onnx.preview");
+  os->set_version(1);
+  add_input(m, "Q", 1, {1, 3, 2, 4});
+  add_input(m, "K", 1, {1, 2, 3, 4});
+  add_input(m, "V", 1, {1, 2, 3, 2});
+  add_node(m, "FlexAttention", {"Q", "K", "V"}, {"Y"}, "flex")->set_domain("ai.onnx.preview");
+  add_output(m, "Y", 1);
+  std::string b = bytes_of(m);
+  Error e = expect_error([&] { load_onnx_bytes(b.data(), b.size(), "m.onnx"); }, ErrorCategory::InvalidArgument);
+  EXPECT_NE(std::string(e.what()).find("not a multiple of kv heads"), std::string::npos) << e.what();
+  EXPECT_NE(std::string(e.what()).find("'flex'"), std::string::npos) << e.what();
+}
+
 TEST(OnnxLoad, UndefinedValueIsAParseError) {
   auto m = make_model();
   add_input(m, "x", 1, {2});

@@ -138,7 +138,7 @@ void Importer::lower_node(const pb::NodeProto& n) {
   const bool default_domain = is_default_domain(n.domain());
   if (!has_domain(n.domain()))
     fail(ErrorCategory::Unsupported, "ONNX node '", cur_node_, "' (", n.op_type(), ") uses domain '", n.domain(),
-         "', which rlx does not lower (it lowers the default domain and ai.onnx.preview.training)");
+         "', of which rlx lowers no op");
   int64_t opset = src_.opset;
   if (!default_domain) {
     auto it = src_.opsets.find(n.domain());

@@ -193,3 +193,46 @@ std::vector<Value> lower_rotary_embedding(NodeCtx& c) {
 }
 
 }  // namespace rlx::onnx
+
+namespace rlx::onnx {
+
+// FlexAttention (ai.onnx.preview): Q [B, Hq, L, E], K [B, Hkv, S, E], V [B, Hkv, S, Ev] ->
+// Y [B, Hq, L, Ev] = prob_mod(softmax(score_mod((Q K^T) * scale))) V, the two modifiers
+// optional subgraphs over the whole [B, Hq, L, S] tensor (imported inline, so they fold and
+// fuse like the rest of the graph); K/V head h serves query heads h*G .. h*G+G-1 (G = Hq /
+// Hkv); scale defaults to 1 / sqrt(E).
+std::vector<Value> lower_flex_attention(NodeCtx& c) {
+  Value q = c.in(0), k = c.in(1), v = c.in(2);
+  if (c.rank(0) != 4 || c.rank(1) != 4 || c.rank(2) != 4)
+    c.invalid("Q, K and V must be rank 4, got ", c.type(0).str(), ", ", c.type(1).str(), ", ", c.type(2).str());
+  const auto qd = c.dims(0), kd = c.dims(1), vd = c.dims(2);
+  if (kd[0] != qd[0] || vd[0] != qd[0] || kd[3] != qd[3] || vd[1] != kd[1] || vd[2] != kd[2])
+    c.invalid("Q ", c.type(0).str(), ", K ", c.type(1).str(), " and V ", c.type(2).str(),
+              " do not fit (batch, head size, kv heads and kv length must agree)");
+  if (!is_float(c.dtype(0)) || c.dtype(1) != c.dtype(0) || c.dtype(2) != c.dtype(0))
+    c.invalid("Q, K and V must be floats of one type");
+  const DType t = c.dtype(0);
+  const int64_t batch = qd[0], qh = qd[1], kvh = kd[1], s = kd[2];
+  if (kvh <= 0 || qh % kvh) c.invalid("q heads ", qh, " are not a multiple of kv heads ", kvh);
+  if (qh != kvh) {
+    const int64_t rep = qh / kvh;
+    k = c.reshape(c.expand(c.reshape(k, {batch, kvh, 1, s, kd[3]}), {batch, kvh, rep, s, kd[3]}), {batch, qh, s, kd[3]});
+    v = c.reshape(c.expand(c.reshape(v, {batch, kvh, 1, s, vd[3]}), {batch, kvh, rep, s, vd[3]}), {batch, qh, s, vd[3]});
+  }
+  const double scale = c.has_attr("scale") ? double(float(c.attr_float("scale", 0))) : 1.0 / std::sqrt(double(qd[3]));
+  Value scores = c.op(OpKind::Mul, {c.op(OpKind::MatMul, {q, c.transpose(k, {0, 1, 3, 2})}), c.scalar(scale, t)});
+  auto modify = [&](const char* name, Value x) {
+    const pb::GraphProto* g = c.attr_graph(name);
+    if (!g) return x;
+    std::vector<Value> out = c.im.import_body(*g, {x});
+    if (out.size() != 1) c.invalid(name, " must have one output, has ", out.size());
+    if (!(c.g.type(out[0]) == c.g.type(x)))
+      c.invalid(name, " must keep its input's type ", c.g.type(x).str(), ", gives ", c.g.type(out[0]).str());
+    return out[0];
+  };
+  scores = modify("score_mod", scores);
+  Value probs = modify("prob_mod", c.op(OpKind::Softmax, {scores}, AxisAttrs{-1}));
+  return {c.op(OpKind::MatMul, {probs, v})};
+}
+
+}  // namespace rlx::onnx
