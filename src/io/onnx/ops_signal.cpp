@@ -168,4 +168,45 @@ std::vector<Value> lower_window(NodeCtx& c) {
   return {c.im.constant(make_tensor(*dt, {size}, w))};
 }
 
+// MelWeightMatrix: the [dft_length / 2 + 1, num_mel_bins] matrix of triangular mel filters
+// (all five inputs must be known at import: they are scalars the runner binds by value).
+// As the operator's reference computes it: num_mel_bins + 2 edges equally spaced on the mel
+// scale (2595 log10(1 + f / 700)) from lower to upper edge, with the step the mel range
+// over num_mel_bins + 2; each edge back in Hz and to a spectrogram bin as
+// floor((dft_length + 1) f / sample_rate); filter i rises from edge i to edge i+1 (a
+// single 1 when they coincide) and falls to edge i+2.
+std::vector<Value> lower_mel_weight_matrix(NodeCtx& c) {
+  const int64_t bins = c.const_ints(0, "num_mel_bins").at(0), dft = c.const_ints(1, "dft_length").at(0);
+  const double rate = c.const_reals(2, "sample_rate").at(0), lo = c.const_reals(3, "lower_edge_hertz").at(0),
+               hi = c.const_reals(4, "upper_edge_hertz").at(0);
+  if (bins <= 0 || dft <= 0 || !(rate > 0))
+    c.invalid("num_mel_bins, dft_length and sample_rate must be positive, got ", bins, ", ", dft, ", ", rate);
+  if (!(lo >= 0) || !(hi >= lo)) c.invalid("the edges must satisfy 0 <= lower <= upper, got ", lo, " and ", hi);
+  auto dt = carried_dtype(int(c.attr_int("output_datatype", kFloat)));
+  if (!dt) c.unsupported("output_datatype");
+  const int64_t spec = dft / 2 + 1;
+  const double mel_lo = 2595 * std::log10(1 + lo / 700), mel_hi = 2595 * std::log10(1 + hi / 700);
+  const double step = (mel_hi - mel_lo) / double(bins + 2);
+  std::vector<int64_t> edge(c.host_size(bins + 2));
+  for (int64_t i = 0; i < bins + 2; ++i) {
+    const double hz = 700 * (std::pow(10.0, (double(i) * step + mel_lo) / 2595) - 1);
+    edge[size_t(i)] = int64_t(std::floor(double(dft + 1) * hz / rate));
+  }
+  std::vector<double> w(c.host_size(spec * bins), 0.0);
+  auto at = [&](int64_t j, int64_t i) -> double& {
+    if (j < 0 || j >= spec) c.invalid("a mel filter edge (bin ", j, ") falls outside the ", spec, " spectrogram bins");
+    return w[size_t(j * bins + i)];
+  };
+  for (int64_t i = 0; i < bins; ++i) {
+    const int64_t l = edge[size_t(i)], m = edge[size_t(i + 1)], r = edge[size_t(i + 2)];
+    if (m == l) {
+      at(m, i) = 1;
+    } else {
+      for (int64_t j = l; j <= m; ++j) at(j, i) = double(j - l) / double(m - l);
+    }
+    for (int64_t j = m; j < r; ++j) at(j, i) = double(r - j) / double(r - m);
+  }
+  return {c.im.constant(make_tensor(*dt, {spec, bins}, w))};
+}
+
 }  // namespace rlx::onnx
