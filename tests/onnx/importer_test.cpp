@@ -292,6 +292,71 @@ TEST(OnnxFlexAttention, HeadsThatDoNotGroupAreInvalid) {
   EXPECT_NE(std::string(e.what()).find("'flex'"), std::string::npos) << e.what();
 }
 
+// TreeEnsemble (ai.onnx.ml 5): two trees, one splitting on x1 <= 0.5, the other on
+// x0 in {1, 3}, AVERAGE over the trees then LOGISTIC, checked against the walk done by
+// hand (f32 sigmoid of exact sums of weights: 1e-6); a cycle in the trees is invalid.
+::onnx::ModelProto tree_model(bool cycle) {
+  auto m = make_model(17);
+  auto* os = m.add_opset_import();
+  os->set_domain("ai.onnx.ml");
+  os->set_version(5);
+  add_input(m, "X", 1, {3, 2});
+  auto* n = add_node(m, "TreeEnsemble", {"X"}, {"Y"}, "trees");
+  n->set_domain("ai.onnx.ml");
+  auto ints = [&](const char* name, std::vector<int64_t> v) { set_ints_attr(n, name, v); };
+  auto floats = [&](const char* name, std::vector<float> v) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(::onnx::AttributeProto::TENSOR);
+    a->mutable_t()->set_data_type(1);
+    a->mutable_t()->add_dims(int64_t(v.size()));
+    for (float x : v) a->mutable_t()->add_float_data(x);
+  };
+  // node 0: x1 <= 0.5 -> leaf 0 else leaf 1; node 1: x0 in {1, 3} -> leaf 2 else leaf 3
+  ints("nodes_featureids", {1, 0});
+  floats("nodes_splits", {0.5f, 0});
+  auto* modes = n->add_attribute();
+  modes->set_name("nodes_modes");
+  modes->set_type(::onnx::AttributeProto::TENSOR);
+  modes->mutable_t()->set_data_type(6);  // int32
+  modes->mutable_t()->add_dims(2);
+  modes->mutable_t()->add_int32_data(0);
+  modes->mutable_t()->add_int32_data(6);
+  ints("nodes_truenodeids", {0, 2});
+  ints("nodes_trueleafs", {1, 1});
+  ints("nodes_falsenodeids", {cycle ? 0 : 1, 3});
+  ints("nodes_falseleafs", {cycle ? 0 : 1, 1});
+  floats("membership_values", {1, 3, std::nanf("")});
+  ints("tree_roots", {0, 1});
+  ints("leaf_targetids", {0, 1, 0, 1});
+  floats("leaf_weights", {2, 4, 6, 8});
+  set_int_attr(n, "n_targets", 2);
+  set_int_attr(n, "aggregate_function", 0);
+  set_int_attr(n, "post_transform", 2);
+  add_output(m, "Y", 1);
+  return m;
+}
+
+TEST(OnnxTreeEnsemble, TwoTreesAveragedThroughALogisticMatchTheWalk) {
+  std::string b = bytes_of(tree_model(false));
+  OnnxRunner runner(load_onnx_bytes(b.data(), b.size(), "trees.onnx"));
+  auto y = runner.run({{"X", TypedTensor{DType::F32, {3, 2}, f32_bytes({1, 0.2f, 2, 0.9f, 3, 0.5f})}}});
+  const std::vector<float> got = as_f32(y[0].bytes);
+  // rows: (1, 0.2): leaf 0 (t0 +2), leaf 2 (t0 +6); (2, 0.9): leaf 1 (t1 +4), leaf 3 (t1 +8);
+  // (3, 0.5): leaf 0 (t0 +2), leaf 2 (t0 +6). AVERAGE over 2 trees, then the sigmoid.
+  const double sums[3][2] = {{8, 0}, {0, 12}, {8, 0}};
+  ASSERT_EQ(got.size(), 6u);
+  for (int r = 0; r < 3; ++r)
+    for (int k = 0; k < 2; ++k)
+      EXPECT_NEAR(got[size_t(r * 2 + k)], 1.0 / (1.0 + std::exp(-sums[r][k] / 2)), 1e-6) << r << "," << k;
+}
+
+TEST(OnnxTreeEnsemble, ACycleIsInvalid) {
+  std::string b = bytes_of(tree_model(true));
+  Error e = expect_error([&] { load_onnx_bytes(b.data(), b.size(), "m.onnx"); }, ErrorCategory::InvalidArgument);
+  EXPECT_NE(std::string(e.what()).find("cycle"), std::string::npos) << e.what();
+}
+
 TEST(OnnxLoad, UndefinedValueIsAParseError) {
   auto m = make_model();
   add_input(m, "x", 1, {2});
