@@ -357,6 +357,46 @@ TEST(OnnxTreeEnsemble, ACycleIsInvalid) {
   EXPECT_NE(std::string(e.what()).find("cycle"), std::string::npos) << e.what();
 }
 
+// Scan before opset 9 (batched form): a running sum over each batch entry's sequence, one
+// input scanned in reverse; states and per-step outputs stacked over the batch. Exact
+// (sums of small integers in f32).
+TEST(OnnxScan8, RunningSumsPerBatchEntryOneInputReversed) {
+  auto m = make_model(8);
+  add_input(m, "init", 1, {2, 1});
+  add_input(m, "xs", 1, {2, 3, 1});
+  auto* n = add_node(m, "Scan", {"", "init", "xs"}, {"final", "steps"}, "scan");
+  set_int_attr(n, "num_scan_inputs", 1);
+  set_ints_attr(n, "directions", {1});
+  auto* a = n->add_attribute();
+  a->set_name("body");
+  a->set_type(::onnx::AttributeProto::GRAPH);
+  auto* g = a->mutable_g();
+  g->set_name("body");
+  auto* bn = g->add_node();
+  bn->set_op_type("Add");
+  bn->add_input("s");
+  bn->add_input("x");
+  bn->add_output("s_next");
+  auto* cp = g->add_node();
+  cp->set_op_type("Identity");
+  cp->add_input("s_next");
+  cp->add_output("y");
+  g->add_input()->set_name("s");
+  g->add_input()->set_name("x");
+  g->add_output()->set_name("s_next");
+  g->add_output()->set_name("y");
+  add_output(m, "final", 1);
+  add_output(m, "steps", 1);
+  std::string b = bytes_of(m);
+  OnnxRunner runner(load_onnx_bytes(b.data(), b.size(), "scan8.onnx"));
+  auto out = runner.run({{"init", TypedTensor{DType::F32, {2, 1}, f32_bytes({0, 100})}},
+                         {"xs", TypedTensor{DType::F32, {2, 3, 1}, f32_bytes({1, 2, 3, 10, 20, 30})}}});
+  // reversed: entry 0 adds 3, 2, 1; entry 1 adds 30, 20, 10 onto 100
+  EXPECT_EQ(as_f32(out[0].bytes), (std::vector<float>{6, 160}));
+  EXPECT_EQ(as_f32(out[1].bytes), (std::vector<float>{3, 5, 6, 130, 150, 160}));
+  EXPECT_EQ(out[1].dims, (std::vector<int64_t>{2, 3, 1}));
+}
+
 TEST(OnnxLoad, UndefinedValueIsAParseError) {
   auto m = make_model();
   add_input(m, "x", 1, {2});

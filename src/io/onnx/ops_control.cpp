@@ -1,6 +1,7 @@
 // Control flow: If (a constant condition inlines its branch; otherwise both branches
 // are computed and selected with where), Loop and Scan (unrolled while importing: the
-// trip count and the loop condition must fold to constants).
+// trip count and the loop condition must fold to constants; Scan before opset 9 per
+// batch entry).
 #include "io/onnx/ops_table.h"
 
 namespace rlx::onnx {
@@ -81,10 +82,83 @@ std::vector<Value> lower_loop(NodeCtx& c) {
   return result;
 }
 
+namespace {
+
+// Scan before opset 9: inputs [sequence_lens], states [batch, ...], scan inputs [batch,
+// seq, ...] (scanned along axis 1, `directions` per input); the body runs over each batch
+// entry's sequence on its own: states without the batch dim, one step's slice of every
+// scan input. Outputs: the final states and the per-step outputs in step order, each
+// stacked back over the batch. sequence_lens must be absent or every entry the full
+// length (shorter sequences would need padded outputs: refused).
+std::vector<Value> scan_batched(NodeCtx& c, const pb::GraphProto& body) {
+  const int64_t m = c.attr_int("num_scan_inputs", 0);
+  const int64_t n_state = int64_t(c.num_inputs()) - 1 - m;
+  if (m <= 0 || n_state < 0) c.invalid("bad num_scan_inputs");
+  const std::vector<int64_t> dirs = c.attr_ints("directions", std::vector<int64_t>(size_t(m), 0));
+  if (int64_t(dirs.size()) != m) c.invalid("directions must have num_scan_inputs entries");
+  std::vector<Value> xs;
+  int64_t batch = -1, steps = -1;
+  for (int64_t j = 0; j < m; ++j) {
+    Value x = c.in(int(1 + n_state + j));
+    auto d = c.vdims(x);
+    if (d.size() < 2) c.invalid("scan input ", j, " must be [batch, sequence, ...]");
+    if ((batch >= 0 && d[0] != batch) || (steps >= 0 && d[1] != steps)) c.invalid("scan inputs differ in batch or length");
+    batch = d[0];
+    steps = d[1];
+    xs.push_back(x);
+  }
+  if (c.has(0))
+    for (int64_t len : c.const_ints(0, "sequence_lens"))
+      if (len != steps) c.unsupported("sequence_lens below the scan length (", len, " of ", steps, ")");
+  if (steps > kMaxUnroll || batch * steps > kMaxUnroll) c.unsupported("more than ", kMaxUnroll, " steps to unroll");
+  auto row = [&](Value v, int64_t b) {  // entry b without its batch dim
+    auto d = c.vdims(v);
+    if (d.empty() || d[0] != batch) c.invalid("every state and scan input must lead with the batch dim ", batch);
+    Value s = c.slice(v, {b}, {b + 1}, {0});
+    d.erase(d.begin());
+    return c.reshape(s, d);
+  };
+  const int64_t k = body.output_size() - n_state;
+  if (k < 0) c.invalid("the body gives fewer outputs than there are states");
+  std::vector<std::vector<Value>> final_states(c.host_size(n_state)), scans(c.host_size(k));
+  for (int64_t b = 0; b < batch; ++b) {
+    std::vector<Value> state;
+    for (int64_t i = 0; i < n_state; ++i) state.push_back(row(c.in(int(1 + i)), b));
+    std::vector<Value> seq;
+    for (Value x : xs) seq.push_back(row(x, b));
+    std::vector<std::vector<Value>> outs(c.host_size(k));
+    for (int64_t t = 0; t < steps; ++t) {
+      std::vector<Value> in = state;
+      for (int64_t j = 0; j < m; ++j) {
+        const int64_t pos = dirs[size_t(j)] ? steps - 1 - t : t;
+        Value sl = c.slice(seq[size_t(j)], {pos}, {pos + 1}, {0});
+        auto d = c.vdims(sl);
+        d.erase(d.begin());
+        in.push_back(c.reshape(sl, d));
+      }
+      std::vector<Value> o = c.im.import_body(body, in);
+      for (int64_t i = 0; i < n_state; ++i) state[size_t(i)] = o[size_t(i)];
+      for (int64_t i = 0; i < k; ++i) outs[size_t(i)].push_back(c.unsqueeze(o[size_t(n_state + i)], {0}));
+    }
+    for (int64_t i = 0; i < n_state; ++i) final_states[size_t(i)].push_back(c.unsqueeze(state[size_t(i)], {0}));
+    for (int64_t i = 0; i < k; ++i) {
+      if (outs[size_t(i)].empty()) c.unsupported("a scan of length 0");
+      scans[size_t(i)].push_back(c.unsqueeze(c.concat(outs[size_t(i)], 0), {0}));
+    }
+  }
+  if (batch <= 0) c.unsupported("a scan over an empty batch");
+  std::vector<Value> result;
+  for (auto& parts : final_states) result.push_back(c.op(OpKind::Identity, {c.concat(parts, 0)}));
+  for (auto& parts : scans) result.push_back(c.op(OpKind::Identity, {c.concat(parts, 0)}));
+  return result;
+}
+
+}  // namespace
+
 std::vector<Value> lower_scan(NodeCtx& c) {
   const pb::GraphProto* body = c.attr_graph("body");
   if (!body) c.invalid("needs a body graph");
-  if (c.opset < 9) c.unsupported("Scan before opset 9 (batched form)");
+  if (c.opset < 9) return scan_batched(c, *body);
   int64_t m = c.attr_int("num_scan_inputs", 0);
   int n_in = c.num_inputs();
   int64_t n_state = n_in - m;
