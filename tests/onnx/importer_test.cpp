@@ -116,11 +116,7 @@ TEST(OnnxLoad, NonDefaultDomainIsUnsupported) {
 // errors: no opset_import for it, an opset it does not have, a wrong input count.
 ::onnx::ModelProto training_model(const std::string& op, int n_in, int n_out, int64_t domain_opset) {
   auto m = make_model(17);
-  if (domain_opset > 0) {
-    auto* os = m.add_opset_import();
-    os->set_domain("ai.onnx.preview.training");
-    os->set_version(domain_opset);
-  }
+  if (domain_opset > 0) import_domain(m, "ai.onnx.preview.training", domain_opset);
   add_input(m, "R", 1, {});
   add_input(m, "T", 7, {});
   std::vector<std::string> in{"R", "T"}, out;
@@ -219,16 +215,22 @@ TEST(OnnxTraining, DomainErrorsNameTheDomainAndTheNode) {
 // FlexAttention (ai.onnx.preview) with grouped heads (4 query heads over 2 K/V heads) and
 // a score_mod subgraph that doubles the scores, against attention computed in double
 // (tolerance: f32 products of 4 terms and a softmax over 3, values of order 1: 1e-6).
-TEST(OnnxFlexAttention, GroupedHeadsAndAScoreModifierMatchAReference) {
+// Q [1, q_heads, 2, 4], K [1, 2, 3, 4], V [1, 2, 3, 2] into one FlexAttention node 'flex'.
+::onnx::ModelProto flex_model(int64_t q_heads, ::onnx::NodeProto** node) {
   auto m = make_model(26);
-  auto* os = m.add_opset_import();
-  os->set_domain("ai.onnx.preview");
-  os->set_version(1);
-  add_input(m, "Q", 1, {1, 4, 2, 4});
+  import_domain(m, "ai.onnx.preview", 1);
+  add_input(m, "Q", 1, {1, q_heads, 2, 4});
   add_input(m, "K", 1, {1, 2, 3, 4});
   add_input(m, "V", 1, {1, 2, 3, 2});
-  auto* n = add_node(m, "FlexAttention", {"Q", "K", "V"}, {"Y"}, "flex");
-  n->set_domain("ai.onnx.preview");
+  *node = add_node(m, "FlexAttention", {"Q", "K", "V"}, {"Y"}, "flex");
+  (*node)->set_domain("ai.onnx.preview");
+  add_output(m, "Y", 1);
+  return m;
+}
+
+TEST(OnnxFlexAttention, GroupedHeadsAndAScoreModifierMatchAReference) {
+  ::onnx::NodeProto* n = nullptr;
+  auto m = flex_model(4, &n);
   auto* a = n->add_attribute();
   a->set_name("score_mod");
   a->set_type(::onnx::AttributeProto::GRAPH);
@@ -245,7 +247,6 @@ TEST(OnnxFlexAttention, GroupedHeadsAndAScoreModifierMatchAReference) {
   bn->add_output("scores_out");
   g->add_input()->set_name("scores");
   g->add_output()->set_name("scores_out");
-  add_output(m, "Y", 1);
   std::string b = bytes_of(m);
   OnnxRunner runner(load_onnx_bytes(b.data(), b.size(), "flex.onnx"));
   std::vector<float> q(32), k(24), v(12);
@@ -277,16 +278,8 @@ TEST(OnnxFlexAttention, GroupedHeadsAndAScoreModifierMatchAReference) {
 }
 
 TEST(OnnxFlexAttention, HeadsThatDoNotGroupAreInvalid) {
-  auto m = make_model(26);
-  auto* os = m.add_opset_import();
-  os->set_domain("ai.onnx.preview");
-  os->set_version(1);
-  add_input(m, "Q", 1, {1, 3, 2, 4});
-  add_input(m, "K", 1, {1, 2, 3, 4});
-  add_input(m, "V", 1, {1, 2, 3, 2});
-  add_node(m, "FlexAttention", {"Q", "K", "V"}, {"Y"}, "flex")->set_domain("ai.onnx.preview");
-  add_output(m, "Y", 1);
-  std::string b = bytes_of(m);
+  ::onnx::NodeProto* n = nullptr;
+  std::string b = bytes_of(flex_model(3, &n));
   Error e = expect_error([&] { load_onnx_bytes(b.data(), b.size(), "m.onnx"); }, ErrorCategory::InvalidArgument);
   EXPECT_NE(std::string(e.what()).find("not a multiple of kv heads"), std::string::npos) << e.what();
   EXPECT_NE(std::string(e.what()).find("'flex'"), std::string::npos) << e.what();
@@ -297,9 +290,7 @@ TEST(OnnxFlexAttention, HeadsThatDoNotGroupAreInvalid) {
 // hand (f32 sigmoid of exact sums of weights: 1e-6); a cycle in the trees is invalid.
 ::onnx::ModelProto tree_model(bool cycle) {
   auto m = make_model(17);
-  auto* os = m.add_opset_import();
-  os->set_domain("ai.onnx.ml");
-  os->set_version(5);
+  import_domain(m, "ai.onnx.ml", 5);
   add_input(m, "X", 1, {3, 2});
   auto* n = add_node(m, "TreeEnsemble", {"X"}, {"Y"}, "trees");
   n->set_domain("ai.onnx.ml");

@@ -26,6 +26,13 @@ inline ::onnx::ModelProto make_model(int64_t opset = 17) {
   return m;
 }
 
+// Adds an opset_import entry for another domain.
+inline void import_domain(::onnx::ModelProto& m, const std::string& domain, int64_t version) {
+  auto* os = m.add_opset_import();
+  os->set_domain(domain);
+  os->set_version(version);
+}
+
 // dims: >= 0 static, -1 symbolic named `sym`.
 inline void add_input(::onnx::ModelProto& m, const std::string& name, int elem, std::vector<int64_t> dims,
                       const std::string& sym = "batch") {
