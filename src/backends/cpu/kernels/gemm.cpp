@@ -245,6 +245,23 @@ inline void compute_tile(const IsaKernels& K, int64_t rows, int64_t ncols, int64
       c[i * ldc + j] = accumulate ? c[i * ldc + j] + tmp[i * K.nr + j] : tmp[i * K.nr + j];
 }
 
+// The tiles of one K block of C rows [ic, ic + mc) and column panels [q0, q1): panel q's
+// columns start at j0 + q * nr (clipped to jend), its packed B at bp + q * nr * kc; A row
+// r of the block at ap + r * kc (mr-row panels). The epilogue follows the last K block.
+void block_tiles(const IsaKernels& K, const SgemmProblem& p, int64_t ic, int64_t mc, int64_t j0, int64_t jend,
+                 int64_t q0, int64_t q1, int64_t kc, const float* ap, const float* bp, bool acc, bool last) {
+  const int mr = K.mr, nr = K.nr;
+  for (int64_t q = q0; q < q1; ++q) {
+    const int64_t j = j0 + q * nr, ncols = std::min<int64_t>(nr, jend - j);
+    for (int64_t ir = 0; ir < mc; ir += mr) {
+      const int64_t rows = std::min<int64_t>(mr, mc - ir);
+      float* cp = p.c + (ic + ir) * p.ldc + j;
+      compute_tile(K, rows, ncols, kc, ap + ir * kc, bp + q * nr * kc, nr, cp, p.ldc, acc);
+      if (last && p.epilogue) p.epilogue(p.epilogue_ctx, cp, p.ldc, ic + ir, j, rows, ncols);
+    }
+  }
+}
+
 void zero_and_finish(const SgemmProblem& p) {
   for (int64_t i = 0; i < p.m; ++i)
     if (!p.accumulate) std::fill(p.c + i * p.ldc, p.c + i * p.ldc + p.n, 0.0f);
@@ -359,15 +376,7 @@ void sgemm_strips(const SgemmProblem& p, ThreadPool* pool, const IsaKernels& K) 
         const float* bp = buf;
         if (p.b_packed) bp = p.b_packed + pc * panels * nr + j0 * kc;
         else pack_b_panels(K, p, pc, kc, j0, w, nr, buf);
-        for (int64_t q = 0; q < np; ++q) {
-          const int64_t j = j0 + q * nr, ncols = std::min<int64_t>(nr, p.n - j);
-          for (int64_t ir = 0; ir < p.m; ir += mr) {
-            const int64_t rows = std::min<int64_t>(mr, p.m - ir);
-            float* cp = p.c + ir * p.ldc + j;
-            compute_tile(K, rows, ncols, kc, ap + pc * mpad + ir * kc, bp + q * nr * kc, nr, cp, p.ldc, acc);
-            if (last && p.epilogue) p.epilogue(p.epilogue_ctx, cp, p.ldc, ir, j, rows, ncols);
-          }
-        }
+        block_tiles(K, p, 0, p.m, j0, p.n, 0, np, kc, ap + pc * mpad, bp, acc, last);
       }
     }
   });
@@ -409,15 +418,7 @@ void sgemm_packed(const SgemmProblem& p, ThreadPool* pool, const IsaKernels& K) 
             const int64_t ic = ib * mc_max, mc = std::min(mc_max, p.m - ic);
             const float* ap = p.a_packed ? p.a_packed + pc * mpad + ic * kc : abuf;
             if (!p.a_packed) pack_a(K, p.a, ic, mc, pc, kc, mr, abuf);
-            for (int64_t q = 0; q < all_panels; ++q) {
-              const int64_t j = q * nr, ncols = std::min<int64_t>(nr, p.n - j);
-              for (int64_t ir = 0; ir < mc; ir += mr) {
-                const int64_t rows = std::min<int64_t>(mr, mc - ir);
-                float* cp = p.c + (ic + ir) * p.ldc + j;
-                compute_tile(K, rows, ncols, kc, ap + ir * kc, bp + q * nr * kc, nr, cp, p.ldc, acc);
-                if (last && p.epilogue) p.epilogue(p.epilogue_ctx, cp, p.ldc, ic + ir, j, rows, ncols);
-              }
-            }
+            block_tiles(K, p, ic, mc, 0, p.n, 0, all_panels, kc, ap, bp, acc, last);
           }
         }
       }
@@ -457,17 +458,8 @@ void sgemm_packed(const SgemmProblem& p, ThreadPool* pool, const IsaKernels& K) 
             pack_a(K, p.a, ic, mc, pc, kc, mr, buf);
             packed = ib;
           }
-          const int64_t q0 = g * panels / ngroups, q1 = (g + 1) * panels / ngroups;
-          for (int64_t q = q0; q < q1; ++q) {
-            const int64_t j = jc + q * nr, ncols = std::min<int64_t>(nr, nc - q * nr);
-            const float* bq = bp + q * nr * kc;
-            for (int64_t ir = 0; ir < mc; ir += mr) {
-              const int64_t rows = std::min<int64_t>(mr, mc - ir);
-              float* cp = p.c + (ic + ir) * p.ldc + j;
-              compute_tile(K, rows, ncols, kc, ap + ir * kc, bq, nr, cp, p.ldc, acc);
-              if (last && p.epilogue) p.epilogue(p.epilogue_ctx, cp, p.ldc, ic + ir, j, rows, ncols);
-            }
-          }
+          block_tiles(K, p, ic, mc, jc, jc + nc, g * panels / ngroups, (g + 1) * panels / ngroups, kc, ap, bp, acc,
+                      last);
         }
       });
     }
