@@ -21,6 +21,18 @@ Value heads_first(NodeCtx& c, Value x, int64_t heads) {
   return c.transpose(c.reshape(x, {d[0], d[1], heads, d[2] / heads}), {0, 2, 1, 3});
 }
 
+// K or V [B, Hkv, S, D] for `q_heads` query heads: kv head h serves query heads h*G ..
+// h*G+G-1 (G = q_heads / Hkv), as a broadcast copy; unchanged when the counts agree.
+Value repeat_kv_heads(NodeCtx& c, Value x, int64_t q_heads) {
+  const auto d = c.vdims(x);
+  const int64_t kvh = d[1];
+  if (kvh <= 0 || q_heads % kvh) c.invalid("q heads ", q_heads, " are not a multiple of kv heads ", kvh);
+  if (kvh == q_heads) return x;
+  const int64_t rep = q_heads / kvh;
+  return c.reshape(c.expand(c.reshape(x, {d[0], kvh, 1, d[2], d[3]}), {d[0], kvh, rep, d[2], d[3]}),
+                   {d[0], q_heads, d[2], d[3]});
+}
+
 // A bias of `dims` from a boolean condition: cond ? -inf : 0.
 Value neg_inf_where(NodeCtx& c, Value cond, DType t) {
   return c.op(OpKind::Where, {cond, c.scalar(kNegInf, t), c.scalar(0, t)});
@@ -41,7 +53,7 @@ std::vector<Value> lower_attention(NodeCtx& c) {
   }
   auto qd = c.vdims(q), kd = c.vdims(k), vd = c.vdims(v);
   if (qd.size() != 4 || kd.size() != 4 || vd.size() != 4) c.invalid("Q, K, V must be 3-D or 4-D");
-  int64_t batch = qd[0], qh = qd[1], qs = qd[2], hs = qd[3], kvh = kd[1], vhs = vd[3];
+  int64_t batch = qd[0], qh = qd[1], qs = qd[2], hs = qd[3];
   int64_t past = 0;
   for (int i = 4; i < 6; ++i)
     if (c.has(i) && c.rank(i) != 4) c.invalid("past_key/past_value must be 4-D, input ", i, " has rank ", c.rank(i));
@@ -101,12 +113,8 @@ std::vector<Value> lower_attention(NodeCtx& c) {
   }
   (void)new_kv;
   // ---- grouped heads: kv head h serves query heads h*rep .. h*rep+rep-1
-  if (qh != kvh) {
-    if (kvh <= 0 || qh % kvh) c.invalid("q heads ", qh, " are not a multiple of kv heads ", kvh);
-    int64_t rep = qh / kvh;
-    k = c.reshape(c.expand(c.reshape(k, {batch, kvh, 1, total, hs}), {batch, kvh, rep, total, hs}), {batch, qh, total, hs});
-    v = c.reshape(c.expand(c.reshape(v, {batch, kvh, 1, total, vhs}), {batch, kvh, rep, total, vhs}), {batch, qh, total, vhs});
-  }
+  k = repeat_kv_heads(c, k, qh);
+  v = repeat_kv_heads(c, v, qh);
   double scale = c.has_attr("scale") ? double(float(c.attr_float("scale", 0))) : 1.0 / std::sqrt(double(hs));
   Value sf = c.scalar(std::sqrt(double(float(scale))), t);
   Value qk = c.op(OpKind::MatMul, {c.op(OpKind::Mul, {q, sf}), c.op(OpKind::Mul, {c.transpose(k, {0, 1, 3, 2}), sf})});
@@ -192,10 +200,6 @@ std::vector<Value> lower_rotary_embedding(NodeCtx& c) {
   return {c.reshape(rotated, xd)};
 }
 
-}  // namespace rlx::onnx
-
-namespace rlx::onnx {
-
 // FlexAttention (ai.onnx.preview): Q [B, Hq, L, E], K [B, Hkv, S, E], V [B, Hkv, S, Ev] ->
 // Y [B, Hq, L, Ev] = prob_mod(softmax(score_mod((Q K^T) * scale))) V, the two modifiers
 // optional subgraphs over the whole [B, Hq, L, S] tensor (imported inline, so they fold and
@@ -212,13 +216,9 @@ std::vector<Value> lower_flex_attention(NodeCtx& c) {
   if (!is_float(c.dtype(0)) || c.dtype(1) != c.dtype(0) || c.dtype(2) != c.dtype(0))
     c.invalid("Q, K and V must be floats of one type");
   const DType t = c.dtype(0);
-  const int64_t batch = qd[0], qh = qd[1], kvh = kd[1], s = kd[2];
-  if (kvh <= 0 || qh % kvh) c.invalid("q heads ", qh, " are not a multiple of kv heads ", kvh);
-  if (qh != kvh) {
-    const int64_t rep = qh / kvh;
-    k = c.reshape(c.expand(c.reshape(k, {batch, kvh, 1, s, kd[3]}), {batch, kvh, rep, s, kd[3]}), {batch, qh, s, kd[3]});
-    v = c.reshape(c.expand(c.reshape(v, {batch, kvh, 1, s, vd[3]}), {batch, kvh, rep, s, vd[3]}), {batch, qh, s, vd[3]});
-  }
+  const int64_t qh = qd[1];
+  k = repeat_kv_heads(c, k, qh);
+  v = repeat_kv_heads(c, v, qh);
   const double scale = c.has_attr("scale") ? double(float(c.attr_float("scale", 0))) : 1.0 / std::sqrt(double(qd[3]));
   Value scores = c.op(OpKind::Mul, {c.op(OpKind::MatMul, {q, c.transpose(k, {0, 1, 3, 2})}), c.scalar(scale, t)});
   auto modify = [&](const char* name, Value x) {
