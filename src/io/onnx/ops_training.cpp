@@ -17,20 +17,23 @@ namespace rlx::onnx {
 
 namespace {
 
+// The arithmetic of one step in the optimized tensors' type t (one type for all of them,
+// as the operators define), with R and T cast to it once, and T > 0.
 struct Step {
+  Step(NodeCtx& ctx, DType type)
+      : c(ctx), t(type), rate(c.cast(c.in(0), t)), count(c.cast(c.in(1), t)),
+        started(c.op(OpKind::Greater, {c.in(1), c.scalar(0, c.dtype(1))})) {}
   NodeCtx& c;
   DType t;
+  Value rate, count, started;  // R and T as t; T > 0
   Value add(Value a, Value b) const { return c.op(OpKind::Add, {a, b}); }
   Value sub(Value a, Value b) const { return c.op(OpKind::Sub, {a, b}); }
   Value mul(Value a, Value b) const { return c.op(OpKind::Mul, {a, b}); }
   Value div(Value a, Value b) const { return c.op(OpKind::Div, {a, b}); }
   Value sqrt(Value a) const { return c.op(OpKind::Sqrt, {a}); }
   Value k(double v) const { return c.scalar(v, t); }
-  // T > 0 as a bool scalar.
-  Value started() const { return c.op(OpKind::Greater, {c.in(1), c.scalar(0, c.dtype(1))}); }
-  Value count() const { return c.cast(c.in(1), t); }
-  Value rate() const { return c.cast(c.in(0), t); }
 };
+
 
 // The number of optimized tensors: inputs are R, T and `roles` runs of that many, each
 // run's tensors of their X's shape; R and T scalars (or one element).
@@ -51,8 +54,9 @@ int64_t tensors(NodeCtx& c, int roles) {
                   c.type(a).str());
     }
   for (int64_t i = 0; i < n; ++i)
-    if (!is_float(c.dtype(int(2 + i)))) c.invalid("optimized tensors must be floats, input ", 2 + i, " is ",
-                                                  dtype_name(c.dtype(int(2 + i))));
+    if (!is_float(c.dtype(int(2 + i))) || c.dtype(int(2 + i)) != c.dtype(2))
+      c.invalid("optimized tensors must be floats of one type, input ", 2 + i, " is ", dtype_name(c.dtype(int(2 + i))),
+                " and input 2 ", dtype_name(c.dtype(2)));
   return n;
 }
 
@@ -66,10 +70,10 @@ std::vector<Value> lower_adagrad(NodeCtx& c) {
   const double decay = c.attr_float("decay_factor", 0), eps = c.attr_float("epsilon", 0),
                norm = c.attr_float("norm_coefficient", 0);
   std::vector<Value> xs, hs;
+  const Step s(c, c.dtype(2));
   for (int64_t i = 0; i < n; ++i) {
-    const Step s{c, c.dtype(int(2 + i))};
     Value x = c.in(int(2 + i)), g = c.in(int(2 + n + i)), h = c.in(int(2 + 2 * n + i));
-    Value r = s.div(s.rate(), s.add(s.k(1), s.mul(s.count(), s.k(decay))));
+    Value r = s.div(s.rate, s.add(s.k(1), s.mul(s.count, s.k(decay))));
     Value gr = regularized(s, x, g, norm);
     Value hn = s.add(h, s.mul(gr, gr));
     xs.push_back(s.sub(x, s.div(s.mul(r, gr), s.add(s.sqrt(hn), s.k(eps)))));
@@ -88,14 +92,14 @@ std::vector<Value> lower_momentum(NodeCtx& c) {
   const std::string mode = c.attr_str("mode", "");
   if (mode != "standard" && mode != "nesterov") c.invalid("mode '", mode, "' is neither 'standard' nor 'nesterov'");
   std::vector<Value> xs, vs;
+  const Step s(c, c.dtype(2));
   for (int64_t i = 0; i < n; ++i) {
-    const Step s{c, c.dtype(int(2 + i))};
     Value x = c.in(int(2 + i)), g = c.in(int(2 + n + i)), v = c.in(int(2 + 2 * n + i));
     Value gr = regularized(s, x, g, norm);
-    Value b = c.op(OpKind::Where, {s.started(), s.k(beta), s.k(1)});
+    Value b = c.op(OpKind::Where, {s.started, s.k(beta), s.k(1)});
     Value vn = s.add(s.mul(s.k(alpha), v), s.mul(b, gr));
     Value step = mode == "standard" ? vn : s.add(gr, s.mul(s.k(alpha), vn));
-    xs.push_back(s.sub(x, s.mul(s.rate(), step)));
+    xs.push_back(s.sub(x, s.mul(s.rate, step)));
     vs.push_back(vn);
   }
   xs.insert(xs.end(), vs.begin(), vs.end());
@@ -108,17 +112,16 @@ std::vector<Value> lower_adam(NodeCtx& c) {
                eps = c.attr_float("epsilon", 0), norm = c.attr_float("norm_coefficient", 0),
                post = c.attr_float("norm_coefficient_post", 0);
   std::vector<Value> xs, vs, hs;
+  const Step s(c, c.dtype(2));
   for (int64_t i = 0; i < n; ++i) {
-    const Step s{c, c.dtype(int(2 + i))};
     Value x = c.in(int(2 + i)), g = c.in(int(2 + n + i)), v = c.in(int(2 + 2 * n + i)), h = c.in(int(2 + 3 * n + i));
     Value gr = regularized(s, x, g, norm);
     Value vn = s.add(s.mul(s.k(alpha), v), s.mul(s.k(1 - alpha), gr));
     Value hn = s.add(s.mul(s.k(beta), h), s.mul(s.k(1 - beta), s.mul(gr, gr)));
     Value hs_ = s.add(s.sqrt(hn), s.k(eps));
-    Value tt = s.count();
-    Value corrected = s.div(s.mul(s.rate(), s.sqrt(s.sub(s.k(1), c.op(OpKind::Pow, {s.k(beta), tt})))),
-                            s.sub(s.k(1), c.op(OpKind::Pow, {s.k(alpha), tt})));
-    Value r = c.op(OpKind::Where, {s.started(), corrected, s.rate()});
+    Value corrected = s.div(s.mul(s.rate, s.sqrt(s.sub(s.k(1), c.op(OpKind::Pow, {s.k(beta), s.count})))),
+                            s.sub(s.k(1), c.op(OpKind::Pow, {s.k(alpha), s.count})));
+    Value r = c.op(OpKind::Where, {s.started, corrected, s.rate});
     Value xn = s.sub(x, s.mul(r, s.div(vn, hs_)));
     xs.push_back(post == 0 ? xn : s.mul(s.k(1 - post), xn));
     vs.push_back(vn);
