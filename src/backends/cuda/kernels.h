@@ -14,6 +14,21 @@ namespace rlx::cuda {
 // True when kernels may be launched with programmatic dependent launch (device_util.cuh):
 // a device of compute capability 9.0 or newer and RLX_CUDA_PDL not 0. Read once.
 bool pdl_enabled();
+// The launch configuration of a kernel that begins by waiting for its predecessor
+// (griddepcontrol.wait): allowed to start early when pdl_enabled(). `attr` is the storage
+// for the attribute and must outlive the launch call.
+inline cudaLaunchConfig_t pdl_config(dim3 grid, dim3 block, size_t smem, cudaStream_t s, cudaLaunchAttribute* attr) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  attr->id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr->val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl_enabled() ? 1 : 0;
+  return cfg;
+}
 
 constexpr int kMaxRank = 8;
 
@@ -165,9 +180,11 @@ cudaError_t qmatmul(const QMatMulArgs& a, const float* x, const uint8_t* w, cons
                     cudaStream_t s);
 // rms_norm of the single row x [k] (scale nullable, eps) then qmatmul of the result (m == 1,
 // k <= kNormQMatMulMaxK: the row is held in shared memory), with the same bits as the two.
+// grid: norm_qmatmul_grid(a), asked once when the launch is built (a device query).
 constexpr int64_t kNormQMatMulMaxK = 12288;
-cudaError_t norm_qmatmul(const QMatMulArgs& a, const float* x, const float* scale, float eps, const uint8_t* w,
-                         float* y, cudaStream_t s);
+unsigned norm_qmatmul_grid(const QMatMulArgs& a);
+cudaError_t norm_qmatmul(const QMatMulArgs& a, unsigned grid, const float* x, const float* scale, float eps,
+                         const uint8_t* w, float* y, cudaStream_t s);
 cudaError_t qmatmul_id(const QMatMulArgs& a, int64_t experts, int64_t slots, bool x_per_slot, const float* x,
                        const uint8_t* w, const void* ids, bool ids64, float* y, int* err, int step, cudaStream_t s);
 // kv_attention (ops.def): q f32 [b, hq, t, d]; caches [b, hkv, c, d] and new rows [b, hkv, t,

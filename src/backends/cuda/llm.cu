@@ -7,6 +7,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <type_traits>
 #include <cstdlib>
 
 #include "backends/cuda/device_util.cuh"
@@ -385,32 +386,19 @@ __global__ void kv_attention_kernel(KvAttentionArgs a, const float* q, const voi
 }
 
 // Element (row, e) of the new rows, stored at (row's sequence and head, past + its index).
-template <typename T>
-__global__ void cache_write_kernel(CacheWriteArgs a, const T* rows, const int64_t* past, T* out, int* err, int step) {
+// S == T: the rows as they are (T an unsigned type of the element's size); S float into a
+// half type T: each rounded as the cast does, the rounded rows also stored in `rounded`
+// when it is not null (the cast's own result, when other nodes read it).
+template <typename S, typename T>
+__global__ void cache_write_kernel(CacheWriteArgs a, const S* rows, T* rounded, const int64_t* past, T* out, int* err,
+                                   int step) {
   dev::grid_wait();
   dev::grid_next();
   const int64_t total = a.b * a.h * a.t * a.d;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t e = i % a.d, r = i / a.d, t = r % a.t, bh = r / a.t, p = past[bh / a.h];
-    if (p < 0 || p > a.c - a.t) {
-      atomicCAS(err, 0, 1);
-      atomicCAS(err + 1, 0, step);
-      continue;
-    }
-    out[(bh * a.c + p + t) * a.d + e] = rows[i];
-  }
-}
-
-// The same from f32 rows into a cache of type T (the cast rounding), the rounded rows also
-// stored in `rounded` when it is not null (the cast's own result, when other nodes read it).
-template <typename T>
-__global__ void cache_write_cast_kernel(CacheWriteArgs a, const float* rows, T* rounded, const int64_t* past, T* out,
-                                        int* err, int step) {
-  dev::grid_wait();
-  dev::grid_next();
-  const int64_t total = a.b * a.h * a.t * a.d;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    const T v = dev::stf<T>(rows[i]);
+    T v;
+    if constexpr (std::is_same_v<S, T>) v = rows[i];
+    else v = dev::stf<T>(rows[i]);
     if (rounded) rounded[i] = v;
     const int64_t e = i % a.d, r = i / a.d, t = r % a.t, bh = r / a.t, p = past[bh / a.h];
     if (p < 0 || p > a.c - a.t) {
@@ -474,41 +462,48 @@ cudaError_t rotary_pair(const RotaryArgs& a, const RotaryPtrs& pa, const RotaryA
   return dev::launch(rotary_pair_kernel, dev::grid_for(work, 256), 256, 0, s, a, pa, b, pb);
 }
 
-cudaError_t cache_write(const CacheWriteArgs& a, int elem, const void* cache, const void* rows, const int64_t* past,
-                        void* out, int* err, int step, cudaStream_t s) {
-  if (out != cache) {  // not sharing the cache's storage: the whole cache first
-    const cudaError_t e = cudaMemcpyAsync(out, cache, size_t(a.b * a.h * a.c * a.d) * size_t(elem),
-                                          cudaMemcpyDeviceToDevice, s);
+namespace {
+
+// Launches cache_write_kernel<S, T> after copying the cache into `out` when the output does
+// not share the cache's storage.
+template <typename S, typename T>
+cudaError_t write_rows(const CacheWriteArgs& a, const void* cache, const S* rows, T* rounded, const int64_t* past,
+                       void* out, int* err, int step, cudaStream_t s) {
+  if (out != cache) {
+    const cudaError_t e =
+        cudaMemcpyAsync(out, cache, size_t(a.b * a.h * a.c * a.d) * sizeof(T), cudaMemcpyDeviceToDevice, s);
     if (e != cudaSuccess) return e;
   }
   const int64_t total = a.b * a.h * a.t * a.d;
   if (total == 0) return cudaSuccess;
-  const unsigned g = dev::grid_for(total, 256);
+  return dev::launch(cache_write_kernel<S, T>, dev::grid_for(total, 256), 256, 0, s, a, rows, rounded, past,
+                     static_cast<T*>(out), err, step);
+}
+
+}  // namespace
+
+cudaError_t cache_write(const CacheWriteArgs& a, int elem, const void* cache, const void* rows, const int64_t* past,
+                        void* out, int* err, int step, cudaStream_t s) {
+  auto as = [&](auto z) {
+    using T = decltype(z);
+    return write_rows<T, T>(a, cache, static_cast<const T*>(rows), nullptr, past, out, err, step, s);
+  };
   switch (elem) {
-    case 1: cache_write_kernel<<<g, 256, 0, s>>>(a, static_cast<const uint8_t*>(rows), past, static_cast<uint8_t*>(out), err, step); break;
-    case 2: cache_write_kernel<<<g, 256, 0, s>>>(a, static_cast<const uint16_t*>(rows), past, static_cast<uint16_t*>(out), err, step); break;
-    case 4: cache_write_kernel<<<g, 256, 0, s>>>(a, static_cast<const uint32_t*>(rows), past, static_cast<uint32_t*>(out), err, step); break;
-    case 8: cache_write_kernel<<<g, 256, 0, s>>>(a, static_cast<const uint64_t*>(rows), past, static_cast<uint64_t*>(out), err, step); break;
+    case 1: return as(uint8_t{});
+    case 2: return as(uint16_t{});
+    case 4: return as(uint32_t{});
+    case 8: return as(uint64_t{});
     default: return cudaErrorInvalidValue;
   }
-  return cudaGetLastError();
 }
 
 cudaError_t cache_write_cast(const CacheWriteArgs& a, ET to, const void* cache, const float* rows, void* rounded,
                              const int64_t* past, void* out, int* err, int step, cudaStream_t s) {
-  if (to != ET::F16 && to != ET::BF16) return cudaErrorInvalidValue;
-  if (out != cache) {
-    const cudaError_t e = cudaMemcpyAsync(out, cache, size_t(a.b * a.h * a.c * a.d) * 2, cudaMemcpyDeviceToDevice, s);
-    if (e != cudaSuccess) return e;
-  }
-  const int64_t total = a.b * a.h * a.t * a.d;
-  if (total == 0) return cudaSuccess;
-  const unsigned g = dev::grid_for(total, 256);
   if (to == ET::F16)
-    return dev::launch(cache_write_cast_kernel<__half>, g, 256, 0, s, a, rows, static_cast<__half*>(rounded), past,
-                       static_cast<__half*>(out), err, step);
-  return dev::launch(cache_write_cast_kernel<__nv_bfloat16>, g, 256, 0, s, a, rows, static_cast<__nv_bfloat16*>(rounded),
-                     past, static_cast<__nv_bfloat16*>(out), err, step);
+    return write_rows(a, cache, rows, static_cast<__half*>(rounded), past, out, err, step, s);
+  if (to == ET::BF16)
+    return write_rows(a, cache, rows, static_cast<__nv_bfloat16*>(rounded), past, out, err, step, s);
+  return cudaErrorInvalidValue;
 }
 
 namespace {
@@ -531,23 +526,24 @@ cudaError_t qmatmul(const QMatMulArgs& a, const float* x, const uint8_t* w, cons
   return dev::launch(qmatmul_kernel, dev::grid_for(a.m * a.n, kWarps), 32 * kWarps, 0, s, a, x, w, residual, y);
 }
 
-cudaError_t norm_qmatmul(const QMatMulArgs& a, const float* x, const float* scale, float eps, const uint8_t* w,
-                         float* y, cudaStream_t s) {
-  if (a.m != 1 || a.k > kNormQMatMulMaxK) return cudaErrorInvalidValue;
-  if (a.n == 0) return cudaSuccess;
+unsigned norm_qmatmul_grid(const QMatMulArgs& a) {
   // As many blocks as are resident at once (each normalizes the row once, then takes rows
   // until none are left), fewer when the rows run out first.
-  const size_t smem = size_t(a.k) * sizeof(float);
-  static size_t sized = 0;
-  static int per_sm = 1;
-  if (sized != smem) {
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, norm_qmatmul_kernel, 32 * kWarps, smem) != cudaSuccess ||
-        per_sm < 1)
-      per_sm = 1;
-    sized = smem;
+  int per_sm = 1;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, norm_qmatmul_kernel, 32 * kWarps,
+                                                    size_t(a.k) * sizeof(float)) != cudaSuccess ||
+      per_sm < 1) {
+    cudaGetLastError();  // the failed query's own error, not a kernel's
+    per_sm = 1;
   }
-  const unsigned grid = std::min<unsigned>(dev::grid_for(a.n, kWarps), unsigned(sm_count() * per_sm));
-  return dev::launch(norm_qmatmul_kernel, grid, 32 * kWarps, smem, s, a, x, scale, eps, w, y);
+  return std::min<unsigned>(dev::grid_for(a.n, kWarps), unsigned(sm_count() * per_sm));
+}
+
+cudaError_t norm_qmatmul(const QMatMulArgs& a, unsigned grid, const float* x, const float* scale, float eps,
+                         const uint8_t* w, float* y, cudaStream_t s) {
+  if (a.m != 1 || a.k > kNormQMatMulMaxK || grid == 0) return cudaErrorInvalidValue;
+  if (a.n == 0) return cudaSuccess;
+  return dev::launch(norm_qmatmul_kernel, grid, 32 * kWarps, size_t(a.k) * sizeof(float), s, a, x, scale, eps, w, y);
 }
 
 cudaError_t qmatmul_id(const QMatMulArgs& a, int64_t experts, int64_t slots, bool x_per_slot, const float* x,

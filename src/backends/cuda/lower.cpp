@@ -305,15 +305,8 @@ Launch lower(const Node& n, const std::vector<const Shape*>& in, const std::vect
             }
             args[n_in + 1] = &cnt;
             const unsigned blocks = unsigned(std::min<long long>((count + 255) / 256, 65535LL * 8));
-            cudaLaunchConfig_t cfg{};
-            cfg.gridDim = dim3(blocks);
-            cfg.blockDim = dim3(256);
-            cfg.stream = c.stream;
-            cudaLaunchAttribute at[1];
-            at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-            at[0].val.programmaticStreamSerializationAllowed = 1;
-            cfg.attrs = at;
-            cfg.numAttrs = pdl_enabled() ? 1 : 0;  // the kernel waits for its predecessor first
+            cudaLaunchAttribute attr;  // the generated kernel waits for its predecessor first
+            const cudaLaunchConfig_t cfg = pdl_config(dim3(blocks), dim3(256), 0, c.stream, &attr);
             check(cudaLaunchKernelExC(&cfg, k, args), "generated fused_elementwise kernel", *np);
           };
         }

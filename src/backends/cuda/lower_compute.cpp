@@ -415,9 +415,7 @@ Launch lower_compute(const Node& n, const std::vector<const Shape*>& in, const s
       };
     }
     case OpKind::QMatMul: {
-      const auto& at = n.attr<QMatMulAttrs>();
-      const auto wd = in[1]->static_dims();
-      QMatMulArgs a{int(at.format), out[0].numel() / std::max<int64_t>(wd[0], 1), wd[0], at.k, wd[1]};
+      const QMatMulArgs a = qmatmul_args(n, in, out[0].numel());
       return [np, a](const LaunchCtx& c, void* const* b) {
         check(qmatmul(a, static_cast<const float*>(b[0]), static_cast<const uint8_t*>(b[1]), nullptr, static_cast<float*>(b[2]),
                       c.stream),
@@ -457,8 +455,7 @@ Launch lower_compute(const Node& n, const std::vector<const Shape*>& in, const s
       };
     }
     case OpKind::CacheWrite: {
-      const auto cd = in[0]->static_dims();
-      const CacheWriteArgs a{cd[0], cd[1], cd[2], in[1]->static_dims()[2], cd[3]};
+      const CacheWriteArgs a = cache_write_args(in);
       const int elem = int(dtype_size(in[0]->dtype()));
       return [np, a, elem](const LaunchCtx& c, void* const* b) {
         check(cache_write(a, elem, b[0], b[1], static_cast<const int64_t*>(b[2]), b[3], c.err, c.step, c.stream),

@@ -28,9 +28,7 @@ std::optional<Launch> lower_pair(const PairSide& first, const PairSide& second, 
     if (!r || y.dtype() != DType::F32 || r->dtype() != DType::F32 || !r->is_static() || !y.is_static() ||
         r->static_dims() != y.static_dims() || (*first.out)[0].numel() != y.numel())
       return std::nullopt;
-    const auto& at = a.attr<QMatMulAttrs>();
-    const auto wd = first.in[1]->static_dims();
-    const QMatMulArgs q{int(at.format), y.numel() / std::max<int64_t>(wd[0], 1), wd[0], at.k, wd[1]};
+    const QMatMulArgs q = qmatmul_args(a, first.in, y.numel());
     const int res = 3 + (1 - fed);
     return Launch([np, q, res](const LaunchCtx& c, void* const* p) {
       check(qmatmul(q, static_cast<const float*>(p[0]), static_cast<const uint8_t*>(p[1]),
@@ -44,8 +42,7 @@ std::optional<Launch> lower_pair(const PairSide& first, const PairSide& second, 
     if (!first.in[0] || first.in[0]->dtype() != DType::F32 || (to != DType::F16 && to != DType::BF16) ||
         !second.in[0] || second.in[0]->dtype() != to)
       return std::nullopt;
-    const auto cd = second.in[0]->static_dims();
-    const CacheWriteArgs w{cd[0], cd[1], cd[2], second.in[1]->static_dims()[2], cd[3]};
+    const CacheWriteArgs w = cache_write_args(second.in);
     const ET et = to == DType::F16 ? ET::F16 : ET::BF16;
     return Launch([np, w, et, sole_reader](const LaunchCtx& c, void* const* p) {
       check(cache_write_cast(w, et, p[2], static_cast<const float*>(p[0]), sole_reader ? nullptr : p[1],
@@ -57,17 +54,17 @@ std::optional<Launch> lower_pair(const PairSide& first, const PairSide& second, 
   if (a.kind == OpKind::RmsNorm && b.kind == OpKind::QMatMul && fed == 0 && sole_reader) {
     // bufs: x, scale | normalized, w, product
     const Shape& x = *first.in[0];
-    const auto wd = second.in[1]->static_dims();
     const int64_t k = b.attr<QMatMulAttrs>().k;
     const bool has_scale = first.in.size() > 1 && first.in[1], has_bias = first.in.size() > 2 && first.in[2];
     if (x.dtype() != DType::F32 || has_bias || (has_scale && first.in[1]->dtype() != DType::F32) || x.numel() != k ||
         norm_cols(a, x) != k || k > kNormQMatMulMaxK)
       return std::nullopt;
-    const QMatMulArgs q{int(b.attr<QMatMulAttrs>().format), 1, wd[0], k, wd[1]};
+    const QMatMulArgs q = qmatmul_args(b, second.in, (*second.out)[0].numel());  // m = 1 (checked above)
     const float eps = float(a.attr<NormAttrs>().epsilon);
     const int w = int(first.in.size()) + 2;  // the weights' buf: after the norm's inputs and result, the product's x
-    return Launch([np, q, eps, has_scale, w](const LaunchCtx& c, void* const* p) {
-      check(norm_qmatmul(q, static_cast<const float*>(p[0]), has_scale ? static_cast<const float*>(p[1]) : nullptr, eps,
+    const unsigned grid = norm_qmatmul_grid(q);
+    return Launch([np, q, grid, eps, has_scale, w](const LaunchCtx& c, void* const* p) {
+      check(norm_qmatmul(q, grid, static_cast<const float*>(p[0]), has_scale ? static_cast<const float*>(p[1]) : nullptr, eps,
                          static_cast<const uint8_t*>(p[w]), static_cast<float*>(p[w + 1]), c.stream),
             "rms_norm+qmatmul kernel", *np);
     });

@@ -76,6 +76,18 @@ inline int64_t norm_cols(const Node& n, const Shape& x) {
 }
 
 
+// A qmatmul node's kernel arguments (rows of W [n, row_bytes] against out_elems / n rows of x).
+inline QMatMulArgs qmatmul_args(const Node& n, const std::vector<const Shape*>& in, int64_t out_elems) {
+  const auto& at = n.attr<QMatMulAttrs>();
+  const auto wd = in[1]->static_dims();
+  return QMatMulArgs{int(at.format), out_elems / std::max<int64_t>(wd[0], 1), wd[0], at.k, wd[1]};
+}
+// A cache_write node's kernel arguments (cache [b, h, c, d], rows [b, h, t, d]).
+inline CacheWriteArgs cache_write_args(const std::vector<const Shape*>& in) {
+  const auto cd = in[0]->static_dims();
+  return CacheWriteArgs{cd[0], cd[1], cd[2], in[1]->static_dims()[2], cd[3]};
+}
+
 // A rotary node's kernel arguments; Error(Shape) naming the node for cos/sin that do not fit.
 RotaryArgs rotary_args(const Node& n, const std::vector<const Shape*>& in);
 

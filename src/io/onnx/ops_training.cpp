@@ -34,7 +34,6 @@ struct Step {
   Value k(double v) const { return c.scalar(v, t); }
 };
 
-
 // The number of optimized tensors: inputs are R, T and `roles` runs of that many, each
 // run's tensors of their X's shape; R and T scalars (or one element).
 int64_t tensors(NodeCtx& c, int roles) {
