@@ -89,30 +89,10 @@ __device__ inline float block32_dot(int fmt, const uint8_t* blk, const float* x)
   return d * s + mn * sx;
 }
 
-// dot(x[0..256), one super-block) of Q4_K / Q5_K / Q6_K (layouts: src/ir/quant/dequant.cpp).
+// dot(x[0..256), one super-block) of Q4_K / Q5_K (layouts: src/ir/quant/dequant.cpp), for
+// rows that k45_dot cannot take (x or the blocks not aligned for its vector loads).
 __device__ inline float superblock_dot(int fmt, const uint8_t* blk, const float* x) {
   float acc = 0;
-  if (fmt == 14) {  // Q6_K: ql[128], qh[64], 16 int8 scales, d
-    const float d = half_at(blk + 208);
-    const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192);
-    for (int h = 0; h < 2; ++h) {
-      const uint8_t* ql = blk + 64 * h;
-      const uint8_t* qh = blk + 128 + 32 * h;
-      for (int l = 0; l < 32; ++l) {
-        const int is = l / 16;
-        const int q1 = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
-        const int q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
-        const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-        const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-        const float* xh = x + 128 * h;
-        acc = fmaf(d * sc[8 * h + is + 0] * q1, xh[l], acc);
-        acc = fmaf(d * sc[8 * h + is + 2] * q2, xh[l + 32], acc);
-        acc = fmaf(d * sc[8 * h + is + 4] * q3, xh[l + 64], acc);
-        acc = fmaf(d * sc[8 * h + is + 6] * q4, xh[l + 96], acc);
-      }
-    }
-    return acc;
-  }
   const bool five = fmt == 13;  // Q4_K / Q5_K: d, dmin, 12 scale bytes, (qh[32],) qs[128]
   const float d = half_at(blk), dmin = half_at(blk + 2);
   const uint8_t* scales = blk + 4;
@@ -132,9 +112,151 @@ __device__ inline float superblock_dot(int fmt, const uint8_t* blk, const float*
   return acc;
 }
 
+// Q4_0 / Q8_0 rows of nb 32-element blocks, lanes over the elements of a block rather than a
+// block per lane: a warp's loads of x are then contiguous (a block per lane strided them by
+// 128 bytes, one cache line per lane per load, which bound these formats to a tenth of the
+// memory's bandwidth), and so are its 2-byte loads of the quants. Q4_0: eight lanes per
+// block, lane l taking nibble bytes 2l and 2l + 1 (elements 2l, 2l + 1 and 16 + 2l,
+// 17 + 2l); Q8_0: sixteen lanes per block, lane l taking int8 elements 2l, 2l + 1. Each
+// lane adds d * (its share of the block) to its sum, blocks in increasing order; U blocks'
+// loads are issued before their FMAs.
+__device__ inline float scale_at(const uint8_t* blk) {
+  return __half2float(__ushort_as_half(__ldg(reinterpret_cast<const unsigned short*>(blk))));
+}
+__device__ inline float q4_0_dot(const uint8_t* w, const float* x, int64_t nb, int lane) {
+  constexpr int U = 8;
+  const int g = lane >> 3, l = lane & 7;
+  float acc = 0;
+  auto part = [](int v, float2 lo, float2 hi) {
+    const int b0 = v & 0xFF, b1 = v >> 8;
+    float s = float((b0 & 15) - 8) * lo.x;
+    s = fmaf(float((b1 & 15) - 8), lo.y, s);
+    s = fmaf(float((b0 >> 4) - 8), hi.x, s);
+    return fmaf(float((b1 >> 4) - 8), hi.y, s);
+  };
+  int64_t b = g;
+  for (; b + 4 * (U - 1) < nb; b += 4 * U) {
+    int v[U];
+    float d[U];
+    float2 lo[U], hi[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const uint8_t* blk = w + 18 * (b + 4 * u);
+      v[u] = __ldg(reinterpret_cast<const unsigned short*>(blk + 2) + l);
+      d[u] = scale_at(blk);
+      lo[u] = *reinterpret_cast<const float2*>(x + 32 * (b + 4 * u) + 2 * l);
+      hi[u] = *reinterpret_cast<const float2*>(x + 32 * (b + 4 * u) + 16 + 2 * l);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) acc = fmaf(d[u], part(v[u], lo[u], hi[u]), acc);
+  }
+  for (; b < nb; b += 4) {
+    const uint8_t* blk = w + 18 * b;
+    const int v = __ldg(reinterpret_cast<const unsigned short*>(blk + 2) + l);
+    acc = fmaf(scale_at(blk), part(v, *reinterpret_cast<const float2*>(x + 32 * b + 2 * l),
+                                   *reinterpret_cast<const float2*>(x + 32 * b + 16 + 2 * l)), acc);
+  }
+  return acc;
+}
+__device__ inline float q8_0_dot(const uint8_t* w, const float* x, int64_t nb, int lane) {
+  constexpr int U = 8;
+  const int g = lane >> 4, l = lane & 15;
+  float acc = 0;
+  auto part = [](int v, float2 xv) { return fmaf(float(int8_t(v >> 8)), xv.y, float(int8_t(v & 0xFF)) * xv.x); };
+  int64_t b = g;
+  for (; b + 2 * (U - 1) < nb; b += 2 * U) {
+    int v[U];
+    float d[U];
+    float2 xv[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const uint8_t* blk = w + 34 * (b + 2 * u);
+      v[u] = __ldg(reinterpret_cast<const unsigned short*>(blk + 2) + l);
+      d[u] = scale_at(blk);
+      xv[u] = *reinterpret_cast<const float2*>(x + 32 * (b + 2 * u) + 2 * l);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) acc = fmaf(d[u], part(v[u], xv[u]), acc);
+  }
+  for (; b < nb; b += 2) {
+    const uint8_t* blk = w + 34 * b;
+    const int v = __ldg(reinterpret_cast<const unsigned short*>(blk + 2) + l);
+    acc = fmaf(scale_at(blk), part(v, *reinterpret_cast<const float2*>(x + 32 * b + 2 * l)), acc);
+  }
+  return acc;
+}
+
+// Q4_K / Q5_K rows of nb super-blocks, the warp's lanes over a super-block's elements (as
+// q4_0_dot, so that x is read contiguously): lane (p, q) = (lane / 8, lane % 8) takes nibble
+// bytes 32p + 4q .. + 4 of qs, i.e. elements 64p + 4q + i of sub-block 2p (low nibbles) and
+// 64p + 32 + 4q + i of sub-block 2p + 1 (high nibbles), with Q5_K's fifth bits from qh
+// bytes 4q + i. Needs 16-byte aligned x and 4-byte aligned blocks.
+template <bool Five>
+__device__ inline float k45_dot(const uint8_t* w, const float* x, int64_t nb, int lane) {
+  constexpr int bytes = Five ? 176 : 144;
+  const int p = lane >> 3, q = lane & 7;
+  float acc = 0;
+#pragma unroll 4
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = w + bytes * b;
+    const uint32_t qs = __ldg(reinterpret_cast<const uint32_t*>(blk + (Five ? 48 : 16) + 32 * p + 4 * q));
+    const uint32_t qh = Five ? __ldg(reinterpret_cast<const uint32_t*>(blk + 16 + 4 * q)) : 0u;
+    const float4 xl = *reinterpret_cast<const float4*>(x + 256 * b + 64 * p + 4 * q);
+    const float4 xh = *reinterpret_cast<const float4*>(x + 256 * b + 64 * p + 32 + 4 * q);
+    const float d = scale_at(blk), dmin = scale_at(blk + 2);
+    int sc0, m0, sc1, m1;
+    scale_min_k4(2 * p, blk + 4, sc0, m0);
+    scale_min_k4(2 * p + 1, blk + 4, sc1, m1);
+    const float dl0 = d * float(sc0), ml0 = dmin * float(m0), dl1 = d * float(sc1), ml1 = dmin * float(m1);
+    const float xlv[4] = {xl.x, xl.y, xl.z, xl.w}, xhv[4] = {xh.x, xh.y, xh.z, xh.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int c = int(qs >> (8 * i)) & 0xFF, h = int(qh >> (8 * i)) & 0xFF;
+      const int v = (c & 0x0F) + (Five && ((h >> (2 * p)) & 1) ? 16 : 0);
+      acc = fmaf(dl0 * float(v) - ml0, xlv[i], acc);
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int c = int(qs >> (8 * i)) & 0xFF, h = int(qh >> (8 * i)) & 0xFF;
+      const int v = (c >> 4) + (Five && ((h >> (2 * p + 1)) & 1) ? 16 : 0);
+      acc = fmaf(dl1 * float(v) - ml1, xhv[i], acc);
+    }
+  }
+  return acc;
+}
+// Q6_K rows, lane l taking element l (and l + 32, + 64, + 96) of each half of a super-block.
+__device__ inline float q6_k_dot(const uint8_t* w, const float* x, int64_t nb, int lane) {
+  const int is = lane / 16;
+  float acc = 0;
+#pragma unroll 2
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = w + 210 * b;
+    const float d = scale_at(blk + 208);
+    const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int ql0 = __ldg(blk + 64 * h + lane), ql1 = __ldg(blk + 64 * h + lane + 32), qh = __ldg(blk + 128 + 32 * h + lane);
+      const float* xh = x + 256 * b + 128 * h + lane;
+      const int q1 = ((ql0 & 0xF) | (((qh >> 0) & 3) << 4)) - 32;
+      const int q2 = ((ql1 & 0xF) | (((qh >> 2) & 3) << 4)) - 32;
+      const int q3 = ((ql0 >> 4) | (((qh >> 4) & 3) << 4)) - 32;
+      const int q4 = ((ql1 >> 4) | (((qh >> 6) & 3) << 4)) - 32;
+      acc = fmaf(d * sc[8 * h + is + 0] * q1, xh[0], acc);
+      acc = fmaf(d * sc[8 * h + is + 2] * q2, xh[32], acc);
+      acc = fmaf(d * sc[8 * h + is + 4] * q3, xh[64], acc);
+      acc = fmaf(d * sc[8 * h + is + 6] * q4, xh[96], acc);
+    }
+  }
+  return acc;
+}
+
 // Lane's share of dot(x[0..k), row): F32 / F16 by element, 32-element formats by block,
 // K-quants by super-block.
-__device__ inline float row_dot(int fmt, const uint8_t* w, const float* x, int64_t k, int lane) {
+// F >= 0: the format known at compile time (the kernels are instantiated per format, so each
+// holds only its own format's code and registers); -1: the format `f` of the call.
+template <int F>
+__device__ inline float row_dot(int f, const uint8_t* w, const float* x, int64_t k, int lane) {
+  const int fmt = F >= 0 ? F : f;
   float acc = 0;
   if (fmt == 0) {
     const float* r = reinterpret_cast<const float*>(w);
@@ -142,39 +264,9 @@ __device__ inline float row_dot(int fmt, const uint8_t* w, const float* x, int64
   } else if (fmt == 1 && (k & 7) == 0 && ((reinterpret_cast<uintptr_t>(w) | reinterpret_cast<uintptr_t>(x)) & 15) == 0) {
     acc = f16_dot_from(w, x, k / 8, lane, 0.0f);
   } else if (fmt == 2 && (reinterpret_cast<uintptr_t>(x) & 7) == 0) {
-    // Q4_0, a block per lane: 2-byte loads of the nibbles, float2 loads of x (element pairs).
-    for (int64_t b = lane; b < k / 32; b += 32) {
-      const uint8_t* blk = w + 18 * b;
-      const unsigned short* q = reinterpret_cast<const unsigned short*>(blk + 2);
-      const float2* xb = reinterpret_cast<const float2*>(x + 32 * b);
-      float s = 0;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const int v = __ldg(q + j), b0 = v & 0xFF, b1 = v >> 8;
-        const float2 lo = xb[j], hi = xb[8 + j];
-        s = fmaf(float((b0 & 15) - 8), lo.x, s);
-        s = fmaf(float((b1 & 15) - 8), lo.y, s);
-        s = fmaf(float((b0 >> 4) - 8), hi.x, s);
-        s = fmaf(float((b1 >> 4) - 8), hi.y, s);
-      }
-      acc = fmaf(half_at(blk), s, acc);
-    }
+    acc = q4_0_dot(w, x, k / 32, lane);
   } else if (fmt == 8 && (reinterpret_cast<uintptr_t>(x) & 7) == 0) {
-    // Q8_0, a block per lane: 2-byte loads of the int8 pairs, float2 loads of x.
-    for (int64_t b = lane; b < k / 32; b += 32) {
-      const uint8_t* blk = w + 34 * b;
-      const unsigned short* q = reinterpret_cast<const unsigned short*>(blk + 2);
-      const float2* xb = reinterpret_cast<const float2*>(x + 32 * b);
-      float s = 0;
-#pragma unroll
-      for (int j = 0; j < 16; ++j) {
-        const int v = __ldg(q + j);
-        const float2 xv = xb[j];
-        s = fmaf(float(int8_t(v & 0xFF)), xv.x, s);
-        s = fmaf(float(int8_t(v >> 8)), xv.y, s);
-      }
-      acc = fmaf(half_at(blk), s, acc);
-    }
+    acc = q8_0_dot(w, x, k / 32, lane);
   } else if (fmt == 1) {
     for (int64_t i = lane; i < k; i += 32) acc = fmaf(half_at(w + 2 * i), x[i], acc);
   } else if (fmt == 8) {
@@ -188,8 +280,12 @@ __device__ inline float row_dot(int fmt, const uint8_t* w, const float* x, int64
   } else if (fmt == 2 || fmt == 3 || fmt == 6 || fmt == 7) {
     const int bytes = fmt == 2 ? 18 : fmt == 3 ? 20 : fmt == 6 ? 22 : 24;
     for (int64_t b = lane; b < k / 32; b += 32) acc += block32_dot(fmt, w + bytes * b, x + 32 * b);
+  } else if ((fmt == 12 || fmt == 13) && ((reinterpret_cast<uintptr_t>(x) & 15) | (reinterpret_cast<uintptr_t>(w) & 3)) == 0) {
+    acc = fmt == 12 ? k45_dot<false>(w, x, k / 256, lane) : k45_dot<true>(w, x, k / 256, lane);
+  } else if (fmt == 14) {
+    acc = q6_k_dot(w, x, k / 256, lane);
   } else {
-    const int bytes = fmt == 12 ? 144 : fmt == 13 ? 176 : 210;
+    const int bytes = fmt == 12 ? 144 : 176;
     for (int64_t b = lane; b < k / 256; b += 32) acc += superblock_dot(fmt, w + bytes * b, x + 256 * b);
   }
   return acc;
@@ -200,8 +296,9 @@ __device__ inline float row_dot(int fmt, const uint8_t* w, const float* x, int64
 // the previous kernel's tail (and, in norm_qmatmul, the row's normalization). The row's
 // first four 16-byte chunks per lane are held in `u`; f16_dot_prefetched then walks the
 // chunks in row_dot's order (lane, lane + 32, ...), so it gives row_dot's bits.
+template <int F>
 __device__ inline bool f16_wide(const QMatMulArgs& a, const uint8_t* w, const float* x) {
-  return a.format == 1 && (a.k & 7) == 0 && (a.row_bytes & 15) == 0 &&
+  return (F >= 0 ? F : a.format) == 1 && (a.k & 7) == 0 && (a.row_bytes & 15) == 0 &&
          ((reinterpret_cast<uintptr_t>(w) | reinterpret_cast<uintptr_t>(x)) & 15) == 0;
 }
 __device__ inline void f16_prefetch(const uint8_t* row, int64_t n8, int lane, uint4* u) {
@@ -221,10 +318,11 @@ __device__ inline float f16_dot_prefetched(const uint4* u, const uint8_t* row, c
 // residual (nullable): y[o] = dot + residual[o], one f32 add after the dot as the add op
 // rounds it; residual may be y itself (each element is read before it is written, by the
 // lane that writes it).
+template <int F>
 __global__ void qmatmul_kernel(QMatMulArgs a, const float* x, const uint8_t* w, const float* residual, float* y) {
   const int lane = threadIdx.x & 31;
   int64_t o = blockIdx.x * int64_t(kWarps) + threadIdx.x / 32;
-  const bool pre = f16_wide(a, w, x) && o < a.m * a.n;
+  const bool pre = f16_wide<F>(a, w, x) && o < a.m * a.n;
   uint4 u[4];
   if (pre) f16_prefetch(w + (o % a.n) * a.row_bytes, a.k / 8, lane, u);
   dev::grid_wait();
@@ -237,7 +335,7 @@ __global__ void qmatmul_kernel(QMatMulArgs a, const float* x, const uint8_t* w, 
   }
   for (; o < a.m * a.n; o += int64_t(gridDim.x) * kWarps) {
     const int64_t i = o / a.n, j = o % a.n;
-    const float s = warp_sum(row_dot(a.format, w + j * a.row_bytes, x + i * a.k, a.k, lane));
+    const float s = warp_sum(row_dot<F>(a.format, w + j * a.row_bytes, x + i * a.k, a.k, lane));
     if (lane == 0) y[o] = residual ? __fadd_rn(s, residual[o]) : s;
   }
 }
@@ -247,6 +345,7 @@ __global__ void qmatmul_kernel(QMatMulArgs a, const float* x, const uint8_t* w, 
 // the same form: a block's sum for k >= 1024, else a warp's, which each warp repeats), so
 // the product reads the same bits the norm would have stored; its warps then take output
 // rows as qmatmul_kernel does (each warp's first F16 row fetched before the wait).
+template <int F>
 __global__ void norm_qmatmul_kernel(QMatMulArgs a, const float* x, const float* scale, float eps, const uint8_t* w,
                                     float* y) {
   extern __shared__ float4 xs4[];
@@ -254,7 +353,7 @@ __global__ void norm_qmatmul_kernel(QMatMulArgs a, const float* x, const float* 
   float* xs = reinterpret_cast<float*>(xs4);
   const int lane = threadIdx.x & 31;
   int64_t o = blockIdx.x * int64_t(kWarps) + threadIdx.x / 32;
-  const bool pre = f16_wide(a, w, xs) && o < a.n;
+  const bool pre = f16_wide<F>(a, w, xs) && o < a.n;
   uint4 u[4];
   if (pre) f16_prefetch(w + o * a.row_bytes, a.k / 8, lane, u);
   dev::grid_wait();
@@ -273,11 +372,12 @@ __global__ void norm_qmatmul_kernel(QMatMulArgs a, const float* x, const float* 
     o += int64_t(gridDim.x) * kWarps;
   }
   for (; o < a.n; o += int64_t(gridDim.x) * kWarps) {
-    const float s = warp_sum(row_dot(a.format, w + o * a.row_bytes, xs, a.k, lane));
+    const float s = warp_sum(row_dot<F>(a.format, w + o * a.row_bytes, xs, a.k, lane));
     if (lane == 0) y[o] = s;
   }
 }
 
+template <int F>
 __global__ void qmatmul_id_kernel(QMatMulArgs a, int64_t experts, int64_t slots, bool x_per_slot, const float* x,
                                   const uint8_t* w, const void* ids, bool ids64, float* y, int* err, int step) {
   const int lane = threadIdx.x & 31;
@@ -294,12 +394,13 @@ __global__ void qmatmul_id_kernel(QMatMulArgs a, int64_t experts, int64_t slots,
       continue;
     }
     const float* xr = x + (x_per_slot ? p : p / slots) * a.k;
-    const float s = warp_sum(row_dot(a.format, w + (e * a.n + j) * a.row_bytes, xr, a.k, lane));
+    const float s = warp_sum(row_dot<F>(a.format, w + (e * a.n + j) * a.row_bytes, xr, a.k, lane));
     if (lane == 0) y[o] = s;
   }
 }
 
 constexpr int kMaxDimPerLane = 8;  // head dims up to 256
+constexpr int kRows = 4;  // key rows a warp of kv_attention loads at once
 
 template <bool F16>
 __device__ inline float cache_at(const void* base, int64_t i) {
@@ -311,13 +412,14 @@ __device__ inline float cache_at(const void* base, int64_t i) {
 // w, w + kWarps, ... (cache rows, then the new rows up to this query) with its own running
 // max and sum, the lanes splitting the head dim; the warps' partial states are then merged
 // in a fixed order (so runs repeat bit for bit). A decode step's few queries thus use
-// kWarps warps each instead of one walking the whole cache.
-template <bool F16>
+// kWarps warps each instead of one walking the whole cache. Dl: the head dim's elements per
+// lane (d <= 32 Dl), a compile-time bound so that the per-lane arrays stay in registers.
+template <bool F16, int Dl>
 __global__ void kv_attention_kernel(KvAttentionArgs a, const float* q, const void* kc, const void* vc, const void* kn,
                                     const void* vn, const int64_t* past, float* out, int* err, int step) {
   dev::grid_wait();
   dev::grid_next();
-  __shared__ float part_m[kWarps], part_l[kWarps], part_acc[kWarps][32 * kMaxDimPerLane];
+  __shared__ float part_m[kWarps], part_l[kWarps], part_acc[kWarps][32 * Dl];
   const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
   const int64_t group = a.hq / a.hkv, tasks = a.b * a.hq * a.t;
   for (int64_t task = blockIdx.x; task < tasks; task += gridDim.x) {
@@ -331,9 +433,9 @@ __global__ void kv_attention_kernel(KvAttentionArgs a, const float* q, const voi
       for (int64_t e = threadIdx.x; e < a.d; e += blockDim.x) out[task * a.d + e] = 0;
       continue;
     }
-    float qv[kMaxDimPerLane], acc[kMaxDimPerLane];
+    float qv[Dl], acc[Dl];
 #pragma unroll
-    for (int r = 0; r < kMaxDimPerLane; ++r) {
+    for (int r = 0; r < Dl; ++r) {
       const int64_t e = lane + 32 * r;
       qv[r] = e < a.d ? q[task * a.d + e] * a.scale : 0.0f;
       acc[r] = 0;
@@ -341,24 +443,44 @@ __global__ void kv_attention_kernel(KvAttentionArgs a, const float* q, const voi
     float m = -INFINITY, l = 0;
     const int64_t cache_base = (b * a.hkv + hk) * a.c * a.d, new_base = (b * a.hkv + hk) * a.t * a.d;
     const int64_t n = np + t + 1;
-    for (int64_t j = warp; j < n; j += kWarps) {
-      const bool cached = j < np;
-      const void* kb = cached ? kc : kn;
-      const void* vb = cached ? vc : vn;
-      const int64_t row = cached ? cache_base + j * a.d : new_base + (j - np) * a.d;
-      float s = 0;
+    // kRows of the warp's rows at a time (j, j + kWarps, ...): their K and V loads are all
+    // issued before any of their arithmetic, so a warp waits on memory once per kRows rows,
+    // and the running max / sum are corrected once per batch.
+    for (int64_t j = warp; j < n; j += int64_t(kWarps) * kRows) {
+      float s[kRows], v[kRows][Dl];
 #pragma unroll
-      for (int r = 0; r < kMaxDimPerLane; ++r) {
-        const int64_t e = lane + 32 * r;
-        if (e < a.d) s = fmaf(qv[r], cache_at<F16>(kb, row + e), s);
+      for (int u = 0; u < kRows; ++u) {
+        const int64_t ju = j + int64_t(kWarps) * u;
+        const bool live = ju < n, cached = ju < np;
+        const void* kb = cached ? kc : kn;
+        const void* vb = cached ? vc : vn;
+        const int64_t row = cached ? cache_base + ju * a.d : new_base + (ju - np) * a.d;
+        s[u] = 0;
+#pragma unroll
+        for (int r = 0; r < Dl; ++r) {
+          const int64_t e = lane + 32 * r;
+          const bool in = live && e < a.d;
+          s[u] = in ? fmaf(qv[r], cache_at<F16>(kb, row + e), s[u]) : s[u];
+          v[u][r] = in ? cache_at<F16>(vb, row + e) : 0.0f;
+        }
       }
-      s = warp_sum(s);
-      const float mn = fmaxf(m, s), corr = expf(m - mn), p = expf(s - mn);
-      l = l * corr + p;
+      float mn = m;
 #pragma unroll
-      for (int r = 0; r < kMaxDimPerLane; ++r) {
-        const int64_t e = lane + 32 * r;
-        if (e < a.d) acc[r] = fmaf(p, cache_at<F16>(vb, row + e), acc[r] * corr);
+      for (int u = 0; u < kRows; ++u) {
+        s[u] = warp_sum(s[u]);
+        if (j + int64_t(kWarps) * u < n) mn = fmaxf(mn, s[u]);
+      }
+      const float corr = expf(m - mn);
+      l *= corr;
+#pragma unroll
+      for (int r = 0; r < Dl; ++r) acc[r] *= corr;
+#pragma unroll
+      for (int u = 0; u < kRows; ++u) {
+        if (j + int64_t(kWarps) * u >= n) break;
+        const float p = expf(s[u] - mn);
+        l += p;
+#pragma unroll
+        for (int r = 0; r < Dl; ++r) acc[r] = fmaf(p, v[u][r], acc[r]);
       }
       m = mn;
     }
@@ -367,7 +489,7 @@ __global__ void kv_attention_kernel(KvAttentionArgs a, const float* q, const voi
       part_l[warp] = l;
     }
 #pragma unroll
-    for (int r = 0; r < kMaxDimPerLane; ++r) part_acc[warp][lane + 32 * r] = acc[r];
+    for (int r = 0; r < Dl; ++r) part_acc[warp][lane + 32 * r] = acc[r];
     __syncthreads();
     // Merge: every row was visited by exactly one warp; a warp that saw none has m = -inf.
     float mx = -INFINITY;
@@ -518,19 +640,54 @@ int sm_count() {
   return n;
 }
 
+// The kernel instance for a weight format (the GGUF type ids of kernels.h), the generic one
+// (format read at run time) for any other.
+template <class K, template <int> class Pick>
+K for_format(int format) {
+  switch (format) {
+    case 0: return Pick<0>::fn;
+    case 1: return Pick<1>::fn;
+    case 2: return Pick<2>::fn;
+    case 3: return Pick<3>::fn;
+    case 6: return Pick<6>::fn;
+    case 7: return Pick<7>::fn;
+    case 8: return Pick<8>::fn;
+    case 12: return Pick<12>::fn;
+    case 13: return Pick<13>::fn;
+    case 14: return Pick<14>::fn;
+    default: return Pick<-1>::fn;
+  }
+}
+using QMatMulFn = void (*)(QMatMulArgs, const float*, const uint8_t*, const float*, float*);
+using NormQMatMulFn = void (*)(QMatMulArgs, const float*, const float*, float, const uint8_t*, float*);
+using QMatMulIdFn = void (*)(QMatMulArgs, int64_t, int64_t, bool, const float*, const uint8_t*, const void*, bool, float*,
+                             int*, int);
+template <int F>
+struct PickQMatMul {
+  static constexpr QMatMulFn fn = qmatmul_kernel<F>;
+};
+template <int F>
+struct PickNormQMatMul {
+  static constexpr NormQMatMulFn fn = norm_qmatmul_kernel<F>;
+};
+template <int F>
+struct PickQMatMulId {
+  static constexpr QMatMulIdFn fn = qmatmul_id_kernel<F>;
+};
+
 }  // namespace
 
 cudaError_t qmatmul(const QMatMulArgs& a, const float* x, const uint8_t* w, const float* residual, float* y,
                     cudaStream_t s) {
   if (a.m * a.n == 0) return cudaSuccess;
-  return dev::launch(qmatmul_kernel, dev::grid_for(a.m * a.n, kWarps), 32 * kWarps, 0, s, a, x, w, residual, y);
+  return dev::launch(for_format<QMatMulFn, PickQMatMul>(a.format), dev::grid_for(a.m * a.n, kWarps), 32 * kWarps, 0, s, a, x, w, residual, y);
 }
 
 unsigned norm_qmatmul_grid(const QMatMulArgs& a) {
   // As many blocks as are resident at once (each normalizes the row once, then takes rows
   // until none are left), fewer when the rows run out first.
   int per_sm = 1;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, norm_qmatmul_kernel, 32 * kWarps,
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, for_format<NormQMatMulFn, PickNormQMatMul>(a.format), 32 * kWarps,
                                                     size_t(a.k) * sizeof(float)) != cudaSuccess ||
       per_sm < 1) {
     cudaGetLastError();  // the failed query's own error, not a kernel's
@@ -543,13 +700,13 @@ cudaError_t norm_qmatmul(const QMatMulArgs& a, unsigned grid, const float* x, co
                          const uint8_t* w, float* y, cudaStream_t s) {
   if (a.m != 1 || a.k > kNormQMatMulMaxK || grid == 0) return cudaErrorInvalidValue;
   if (a.n == 0) return cudaSuccess;
-  return dev::launch(norm_qmatmul_kernel, grid, 32 * kWarps, size_t(a.k) * sizeof(float), s, a, x, scale, eps, w, y);
+  return dev::launch(for_format<NormQMatMulFn, PickNormQMatMul>(a.format), grid, 32 * kWarps, size_t(a.k) * sizeof(float), s, a, x, scale, eps, w, y);
 }
 
 cudaError_t qmatmul_id(const QMatMulArgs& a, int64_t experts, int64_t slots, bool x_per_slot, const float* x,
                        const uint8_t* w, const void* ids, bool ids64, float* y, int* err, int step, cudaStream_t s) {
   if (a.m * a.n == 0) return cudaSuccess;
-  qmatmul_id_kernel<<<dev::grid_for(a.m * a.n, kWarps), 32 * kWarps, 0, s>>>(a, experts, slots, x_per_slot, x, w, ids,
+  for_format<QMatMulIdFn, PickQMatMulId>(a.format)<<<dev::grid_for(a.m * a.n, kWarps), 32 * kWarps, 0, s>>>(a, experts, slots, x_per_slot, x, w, ids,
                                                                               ids64, y, err, step);
   return cudaGetLastError();
 }
@@ -561,7 +718,12 @@ cudaError_t kv_attention(const KvAttentionArgs& a, bool f16, const float* q, con
   if (tasks == 0 || a.d == 0) return cudaSuccess;
   if (a.d > 32 * kMaxDimPerLane) return cudaErrorInvalidValue;
   const unsigned g = unsigned(std::min<int64_t>(tasks, 65535 * 8));
-  return dev::launch(f16 ? kv_attention_kernel<true> : kv_attention_kernel<false>, g, 32 * kWarps, 0, s, a, q, kc, vc, kn,
+  using Fn = void (*)(KvAttentionArgs, const float*, const void*, const void*, const void*, const void*, const int64_t*,
+                      float*, int*, int);
+  const Fn fn = a.d <= 64 ? (f16 ? kv_attention_kernel<true, 2> : kv_attention_kernel<false, 2>)
+                : a.d <= 128 ? (f16 ? kv_attention_kernel<true, 4> : kv_attention_kernel<false, 4>)
+                             : (f16 ? kv_attention_kernel<true, 8> : kv_attention_kernel<false, 8>);
+  return dev::launch(fn, g, 32 * kWarps, 0, s, a, q, kc, vc, kn,
                      vn, past, out, err, step);
 }
 
