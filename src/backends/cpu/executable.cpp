@@ -212,7 +212,13 @@ Executable::~Executable() {
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return profile_->time[a] > profile_->time[b]; });
   const Graph& g = program_->plan.graph;
-  for (size_t r = 0; r < std::min<size_t>(8, order.size()); ++r) {
+  size_t top = 8;
+  if (const char* v = std::getenv("RLX_PROFILE_TOP")) {  // a count; anything else keeps 8
+    char* end = nullptr;
+    const long n = std::strtol(v, &end, 10);
+    if (end != v && *end == '\0' && n >= 0) top = size_t(n);
+  }
+  for (size_t r = 0; r < std::min(top, order.size()); ++r) {
     const Node& n = g.node(program_->thunks[order[r]].node);
     std::string types;
     for (const Value& v : n.inputs) types += (types.empty() ? "" : ", ") + (v.valid() ? g.type(v).str() : "-");
