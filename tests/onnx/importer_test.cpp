@@ -130,13 +130,6 @@ TEST(OnnxLoad, NonDefaultDomainIsUnsupported) {
   return m;
 }
 
-void set_float_attr(::onnx::NodeProto* n, const std::string& name, float v) {
-  auto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(::onnx::AttributeProto::FLOAT);
-  a->set_f(v);
-}
-
 TEST(OnnxTraining, AdamStepMatchesTheFormulas) {
   auto m = training_model("Adam", 8, 6, 1);  // X1 X2 G1 G2 V1 V2 H1 H2 -> X'1 X'2 V'1 V'2 H'1 H'2
   auto* n = m.mutable_graph()->mutable_node(0);

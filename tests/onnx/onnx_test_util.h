@@ -78,6 +78,20 @@ inline void set_ints_attr(::onnx::NodeProto* n, const std::string& name, const s
   for (int64_t x : v) a->add_ints(x);
 }
 
+inline void set_float_attr(::onnx::NodeProto* n, const std::string& name, float v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(::onnx::AttributeProto::FLOAT);
+  a->set_f(v);
+}
+
+inline void set_str_attr(::onnx::NodeProto* n, const std::string& name, const std::string& v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(::onnx::AttributeProto::STRING);
+  a->set_s(v);
+}
+
 inline ::onnx::TensorProto* add_f32_initializer(::onnx::ModelProto& m, const std::string& name,
                                                 std::vector<int64_t> dims, const std::vector<float>& v) {
   auto* t = m.mutable_graph()->add_initializer();

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <limits>
 
+#include <cctype>
+
 #include "io/onnx/ops_table.h"
 
 namespace rlx::onnx {
@@ -130,8 +132,20 @@ Value cast_to(NodeCtx& c, Value x, int to, bool saturate) {
 
 }  // namespace
 
+// Cast's `to`: an int (the TensorProto type) from opset 6, before it the type's name
+// ("FLOAT", "INT64", ... in any case).
+int cast_target(NodeCtx& c) {
+  const auto* a = c.attr("to");
+  if (!a || a->type() != pb::AttributeProto::STRING) return int(c.attr_int("to", 0));
+  std::string name = a->s();
+  for (char& ch : name) ch = char(std::toupper(static_cast<unsigned char>(ch)));
+  for (int t = 1; t <= 23; ++t)
+    if (onnx_type_name(t) == name) return t;
+  c.invalid("'to' names no ONNX type: '", a->s(), "'");
+}
+
 std::vector<Value> lower_cast(NodeCtx& c) {
-  int to = int(c.attr_int("to", 0));
+  int to = cast_target(c);
   if (c.onnx_type(0) == kString) c.unsupported("casting from STRING is not supported");
   bool sat = c.attr_int("saturate", 1) != 0;
   Value y = cast_to(c, c.in(0), to, sat);

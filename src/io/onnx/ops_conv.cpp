@@ -386,7 +386,7 @@ std::vector<Value> lower_global_pool(NodeCtx& c) {
   Value x = c.in(0);
   if (t == "GlobalAveragePool") return {c.reduce(OpKind::ReduceMean, x, axes, true)};
   if (t == "GlobalMaxPool") return {c.reduce(OpKind::ReduceMax, x, axes, true)};
-  double p = double(c.attr_int("p", 2));
+  const double p = c.opset < 2 ? double(float(c.attr_float("p", 2.0))) : double(c.attr_int("p", 2));  // a float at opset 1
   DType dt = c.dtype(0);
   Value xp = c.op(OpKind::Pow, {c.op(OpKind::Abs, {x}), c.scalar(p, dt)});
   return {c.op(OpKind::Pow, {c.reduce(OpKind::ReduceSum, xp, axes, true), c.scalar(1.0 / p, dt)})};

@@ -63,11 +63,45 @@ std::vector<Value> lower_unary(NodeCtx& c) {
   return {y};
 }
 
+namespace {
+
+std::string dims_text(const std::vector<int64_t>& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+// Opsets 1-6 broadcast B onto A only when `broadcast` is 1: B's dims are a contiguous run
+// of A's starting at `axis` (by default the trailing ones); with broadcast 0 the shapes
+// must be equal. B comes back reshaped to A's rank, so numpy broadcasting then does the
+// rest.
+Value legacy_broadcast(NodeCtx& c, Value a, Value b) {
+  const auto da = c.vdims(a), db = c.vdims(b);
+  if (!c.attr_int("broadcast", 0)) {
+    if (da != db) c.invalid("shapes ", dims_text(da), " and ", dims_text(db), " differ and broadcast is 0");
+    return b;
+  }
+  const int64_t ra = int64_t(da.size()), rb = int64_t(db.size());
+  if (rb > ra) c.invalid("B ", dims_text(db), " has a higher rank than A ", dims_text(da));
+  const int64_t axis = c.has_attr("axis") ? c.axis(c.attr_int("axis", 0), ra) : ra - rb;
+  if (axis + rb > ra) c.invalid("B ", dims_text(db), " at axis ", axis, " runs past A ", dims_text(da));
+  std::vector<int64_t> shape(size_t(axis), 1);
+  for (int64_t i = 0; i < rb; ++i) {
+    if (db[size_t(i)] != da[size_t(axis + i)] && db[size_t(i)] != 1)
+      c.invalid("B ", dims_text(db), " does not match A ", dims_text(da), " at axis ", axis);
+    shape.push_back(db[size_t(i)]);
+  }
+  while (int64_t(shape.size()) < ra) shape.push_back(1);
+  return shape == db ? b : c.reshape(b, shape);
+}
+
+}  // namespace
+
 std::vector<Value> lower_binary(NodeCtx& c) {
   auto it = binary_kinds().find(c.node.op_type());
   if (it == binary_kinds().end()) c.unsupported("no binary mapping");
   Value a = c.in(0), b = c.in(1);
-  if (c.opset < 7 && c.attr_int("broadcast", 0) && c.has_attr("axis")) c.unsupported("legacy axis broadcasting");
+  if (c.opset < 7) b = legacy_broadcast(c, a, b);
   Value y = c.op(it->second, {a, b});
   OpKind k = it->second;
   if (k == OpKind::Add || k == OpKind::Sub || k == OpKind::Mul) y = wrap_u16(c, c.onnx_type(0), y);
@@ -118,6 +152,17 @@ std::vector<Value> lower_swish(NodeCtx& c) {
 // where(x < 0, slope * x, x), slope broadcast unidirectionally to x.
 std::vector<Value> lower_prelu(NodeCtx& c) {
   Value x = c.in(0), slope = c.in(1);
+  // Opsets 1-6: a 1-D slope of C entries is per channel (axis 1), not numpy-aligned to the
+  // last axis.
+  if (c.opset < 7 && c.rank(1) == 1 && c.rank(0) >= 2) {
+    const auto dx = c.dims(0), ds = c.dims(1);
+    if (ds[0] != 1) {
+      if (ds[0] != dx[1]) c.invalid("slope of ", ds[0], " entries for ", dx[1], " channels");
+      std::vector<int64_t> shape(dx.size() - 1, 1);
+      shape[0] = ds[0];
+      slope = c.reshape(slope, shape);
+    }
+  }
   Value zero = c.scalar(0, c.dtype(0));
   Value neg = c.op(OpKind::Less, {x, zero});
   return {c.op(OpKind::Where, {neg, c.op(OpKind::Mul, {x, slope}), x})};
@@ -240,6 +285,9 @@ std::vector<Value> lower_identity(NodeCtx& c) { return {c.in(0)}; }
 
 // Inference-mode dropout: identity, and an all-true mask when asked for.
 std::vector<Value> lower_dropout(NodeCtx& c) {
+  // Opsets 1-6: training mode unless is_test is set (a ratio of 0 drops nothing either way).
+  if (c.opset < 7 && !c.attr_int("is_test", 0) && double(float(c.attr_float("ratio", 0.5))) != 0)
+    c.unsupported("training-mode dropout (random; is_test is 0) is not supported");
   if (c.opset >= 12 && c.has(2)) {
     if (c.const_ints(2, "training_mode").at(0) != 0) {
       double ratio = c.has(1) ? c.const_reals(1, "ratio").at(0) : 0.5;
@@ -248,7 +296,8 @@ std::vector<Value> lower_dropout(NodeCtx& c) {
   }
   Value x = c.in(0);
   std::vector<Value> out{x};
-  if (c.wants(1)) out.push_back(c.full(c.dims(0), 1, DType::Bool));
+  // The mask is of the input's type before opset 10, bool from it.
+  if (c.wants(1)) out.push_back(c.full(c.dims(0), 1, c.opset < 10 ? c.dtype(0) : DType::Bool));
   return out;
 }
 

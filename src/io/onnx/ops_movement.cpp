@@ -39,7 +39,8 @@ std::vector<Value> lower_split(NodeCtx& c) {
   auto d = c.dims(0);
   int64_t ax = c.axis(c.attr_int("axis", 0), int64_t(d.size()));
   std::vector<int64_t> sizes;
-  if (c.opset < 13) sizes = c.attr_ints("split");
+  if (c.opset < 2 && c.has(1)) sizes = c.const_ints(1, "split");  // opset 1: an input or the attribute
+  else if (c.opset < 13) sizes = c.attr_ints("split");
   else if (c.has(1)) sizes = c.const_ints(1, "split");
   int n_out = c.num_outputs();
   if (sizes.empty()) {
@@ -156,6 +157,13 @@ std::vector<Value> lower_gather_nd(NodeCtx& c) {
 }
 
 std::vector<Value> lower_tile(NodeCtx& c) {
+  if (c.opset < 6) {  // inputs (x, tiles, axis): `tiles` copies along one axis
+    const auto tiles = c.const_ints(1, "tiles"), axis = c.const_ints(2, "axis");
+    if (tiles.size() != 1 || axis.size() != 1) c.invalid("tiles and axis must be single values");
+    std::vector<int64_t> repeats(size_t(c.rank(0)), 1);
+    repeats[size_t(c.axis(axis[0], c.rank(0)))] = c.positive(tiles[0], "tiles");
+    return {c.op(OpKind::Tile, {c.in(0)}, TileAttrs{repeats})};
+  }
   return {c.op(OpKind::Tile, {c.in(0)}, TileAttrs{c.const_ints(1, "repeats")})};
 }
 

@@ -75,14 +75,26 @@ std::vector<Value> lower_rms_norm(NodeCtx& c) {
 // (population variance) and updated running statistics, as the reference.
 std::vector<Value> lower_batch_norm(NodeCtx& c) {
   auto d = c.dims(0);
-  bool training = c.attr_int("training_mode", 0) != 0;
+  // Before opset 7 the mode is is_test (0, the default: training); from 14 training_mode.
+  bool training = c.opset < 7 ? c.attr_int("is_test", 0) == 0 : c.attr_int("training_mode", 0) != 0;
   if (!training && (c.wants(1) || c.wants(2))) c.unsupported("running statistics outputs outside training mode");
+  if (c.wants(3) || c.wants(4)) c.unsupported("the saved mean / variance outputs are not supported");
+  // spatial 0 (before opset 9): statistics per activation, [C, D1, ...], not per channel.
+  const bool spatial = c.opset >= 9 || c.attr_int("spatial", 1) != 0;
+  if (!spatial && training) c.unsupported("training mode with spatial 0 is not supported");
   double eps = double(float(c.attr_float("epsilon", 1e-5)));
   Value x = c.in(0);
   DType t = c.dtype(0);
   size_t r = d.size();
-  Value scale = per_channel(c, c.cast(c.in(1), t), r), bias = per_channel(c, c.cast(c.in(2), t), r);
-  Value mean = per_channel(c, c.cast(c.in(3), t), r), var = per_channel(c, c.cast(c.in(4), t), r);
+  auto stat = [&](int i) {
+    Value v = c.cast(c.in(i), t);
+    if (spatial) return per_channel(c, v, r);
+    std::vector<int64_t> want(d.begin() + 1, d.end());
+    if (c.vdims(v) != want) c.invalid("with spatial 0, input ", i, " must have X's dims after N");
+    return c.unsqueeze(v, {0});
+  };
+  Value scale = stat(1), bias = stat(2);
+  Value mean = stat(3), var = stat(4);
   Value run_mean, run_var;
   if (training) {
     std::vector<int64_t> axes{0};

@@ -215,7 +215,11 @@ std::vector<Value> lower_resize(NodeCtx& c) {
   if (upsample || c.opset < 11) {
     s.coord = "asymmetric";
     s.nearest = "floor";
-    if (upsample && c.opset < 9) {
+    if (upsample && c.opset < 7) {  // 4-D, the two spatial scales as attributes
+      if (r != 4) c.invalid("input must be 4-D before opset 7, got rank ", r);
+      if (!c.has_attr("height_scale") || !c.has_attr("width_scale")) c.invalid("needs height_scale and width_scale");
+      scales = {1.0, 1.0, double(float(c.attr_float("height_scale", 1))), double(float(c.attr_float("width_scale", 1)))};
+    } else if (upsample && c.opset < 9) {
       auto f = c.attr_floats("scales");
       scales.assign(f.begin(), f.end());
     } else {
