@@ -136,6 +136,17 @@ TEST(Conv2d, LargerChannelsCrossBlocks) {
   check_conv({1, 24, 9, 9, 160, 3, 3, {1, 1}, {1, 1, 1, 1}});    // m = 160 > mc: shared packed B
 }
 
+// At most four outputs per image: f32 takes sgemm's dot path over the transposed im2col
+// rows (Silero VAD's shapes: a strided one-channel window, padded 1x3 rows, 1x1 outputs).
+TEST(Conv2d, FewOutputsPerImage) {
+  check_conv({1, 1, 1, 160, 12, 1, 64, {1, 48}});                        // 3 outputs, K 64
+  check_conv({2, 9, 1, 3, 7, 1, 3, {1, 1}, {0, 1, 0, 1}});               // padded row of 3
+  check_conv({1, 6, 2, 2, 5, 3, 3, {2, 2}, {1, 1, 1, 1}});               // one output
+  check_conv({1, 8, 3, 3, 6, 3, 3, {2, 2}, {1, 1, 1, 1}, {1, 1}, 2});    // groups, 4 outputs
+  check_conv({1, 16, 2, 2, 20, 1, 1});                                   // pointwise, 4 outputs
+  check_conv({1, 4, 1, 5, 160, 1, 3, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1, false});  // m > mc
+}
+
 TEST(Conv2d, OtherFloatTypes) {
   for (DType t : {DType::F16, DType::BF16, DType::F64}) {
     check_conv({1, 6, 7, 7, 5, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true, t});

@@ -191,6 +191,31 @@ void conv_epilogue(const void* vctx, float* c, int64_t ldc, int64_t i0, int64_t 
 }
 
 thread_local std::vector<float> tl_conv_out;
+thread_local std::vector<float> tl_conv_cols;
+
+// The im2col matrix transposed, [p, kg]: row j the receptive field of output j (zeros in the
+// padding), for convs with at most kDotCols outputs per image. sgemm then takes its dot
+// path (K-contiguous operands) instead of packing panels of nr columns of which all but a
+// few would be zero (Silero VAD's convs have 1 to 3 outputs over K of 129 to 387).
+constexpr int64_t kDotCols = 4;
+
+const float* im2col_rows(const ConvCfg& cfg, const float* xg) {
+  const int64_t cg = cfg.c / cfg.group, kg = cg * cfg.kh * cfg.kw, p = cfg.oh * cfg.ow;
+  if (tl_conv_cols.size() < size_t(p * kg)) tl_conv_cols.resize(size_t(p * kg));
+  float* d = tl_conv_cols.data();
+  for (int64_t j = 0; j < p; ++j) {
+    const int64_t oy = j / cfg.ow, ox = j % cfg.ow;
+    for (int64_t ci = 0; ci < cg; ++ci)
+      for (int64_t ky = 0; ky < cfg.kh; ++ky) {
+        const int64_t iy = oy * cfg.sh - cfg.pt + ky * cfg.dh;
+        for (int64_t kx = 0; kx < cfg.kw; ++kx) {
+          const int64_t ix = ox * cfg.sw - cfg.pl + kx * cfg.dw;
+          *d++ = iy >= 0 && iy < cfg.h && ix >= 0 && ix < cfg.w ? xg[(ci * cfg.h + iy) * cfg.w + ix] : 0.0f;
+        }
+      }
+  }
+  return tl_conv_cols.data();
+}
 
 void conv_gemm_one(const ConvCfg& cfg, ThreadPool* pool, const void* x, const void* w, const void* bias, void* out,
                    int64_t img, int64_t g) {
@@ -213,7 +238,9 @@ void conv_gemm_one(const ConvCfg& cfg, ThreadPool* pool, const void* x, const vo
     pr.a_packed = pw.data.data();
   }
   Im2colCtx ictx{&cfg, xg};
-  if (cfg.pointwise) {
+  if (cfg.type == DType::F32 && p <= kDotCols && !pr.a_packed) {
+    pr.b = {im2col_rows(cfg, static_cast<const float*>(xg)), DType::F32, 1, kg};
+  } else if (cfg.pointwise) {
     pr.b = {xg, cfg.type, p, 1};
   } else {
     pr.pack_b = im2col_for(cfg.type);
