@@ -18,18 +18,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-template <class F>
-Error expect_error(F&& f, ErrorCategory cat) {
-  try {
-    f();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.category(), cat) << e.what();
-    return e;
-  }
-  ADD_FAILURE() << "expected an rlx::Error";
-  return Error(ErrorCategory::Internal, "none");
-}
-
 fs::path temp_dir(const std::string& name) {
   fs::path p = fs::temp_directory_path() / ("rlx_onnx_test_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(p);

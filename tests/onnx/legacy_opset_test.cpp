@@ -37,18 +37,6 @@ std::vector<float> values(size_t n, uint32_t seed) {
   return v;
 }
 
-template <class F>
-Error expect_error(F&& f, ErrorCategory cat) {
-  try {
-    f();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.category(), cat) << e.what();
-    return e;
-  }
-  ADD_FAILURE() << "expected an rlx::Error";
-  return Error(ErrorCategory::Internal, "none");
-}
-
 // Opset 6: B lined up with A at `axis`, at the trailing dims without it, and a one-element
 // B. Exact (sums and products of small integers).
 TEST(OnnxLegacy, ArithmeticBroadcastsAlongAxisOrTrailingDims) {

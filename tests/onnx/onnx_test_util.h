@@ -6,13 +6,29 @@
 #ifndef ONNX_NAMESPACE
 #define ONNX_NAMESPACE onnx
 #endif
+#include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "rlx/error.h"
+
 namespace rlx::onnx::test {
+
+// Runs f, expecting an rlx::Error of category `cat`; returns it (for message checks).
+template <class F>
+Error expect_error(F&& f, ErrorCategory cat) {
+  try {
+    f();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.category(), cat) << e.what();
+    return e;
+  }
+  ADD_FAILURE() << "expected an rlx::Error";
+  return Error(ErrorCategory::Internal, "none");
+}
 
 // A model of one graph with the given opset; add nodes / inputs with the helpers.
 inline ::onnx::ModelProto make_model(int64_t opset = 17) {
