@@ -235,19 +235,61 @@ TEST(OnnxLegacy, Opset6UpsamplePReluAndSpatialZeroBatchNorm) {
   }
 }
 
-// Opset 1: a unary op with its consumed_inputs attribute, GlobalLpPool with a float p.
-// sqrt(1 + 9 + 16) in f32: within one rounding of the double value.
-TEST(OnnxLegacy, Opset1ReluAndGlobalLpPoolWithAFloatP) {
+// Opset 1: a unary op with its consumed_inputs attribute, GlobalLpPool and LpPool with a
+// float p. sqrt(1 + 9 + 16) in f32: within one rounding of the double value; the p = 1
+// windows are exact.
+TEST(OnnxLegacy, Opset1ReluAndLpPoolsWithAFloatP) {
   auto m = make_model(1);
   add_input(m, "x", 1, {1, 1, 2, 2});
   auto* r = add_node(m, "Relu", {"x"}, {"r"});
   set_ints_attr(r, "consumed_inputs", {1});
   auto* lp = add_node(m, "GlobalLpPool", {"r"}, {"y"});
   set_float_attr(lp, "p", 2.0f);
+  auto* wlp = add_node(m, "LpPool", {"x"}, {"w"});  // windows of 1x2: |1|+|-2|... at p 1
+  set_float_attr(wlp, "p", 1.0f);
+  set_ints_attr(wlp, "kernel_shape", {1, 2});
   add_output(m, "y", 1);
+  add_output(m, "w", 1);
   auto out = runner_of(m, "lp1.onnx").run({{"x", f32_tensor({1, 1, 2, 2}, {1, -2, 3, 4})}});
   EXPECT_EQ(out[0].dims, (std::vector<int64_t>{1, 1, 1, 1}));
   EXPECT_NEAR(as_f32(out[0].bytes).at(0), std::sqrt(26.0), 1e-6);
+  EXPECT_EQ(out[1].dims, (std::vector<int64_t>{1, 1, 2, 1}));
+  EXPECT_EQ(as_f32(out[1].bytes), (std::vector<float>{3, 7}));
+}
+
+// Opset 1's RNN (its output_sequence attribute, dropped at 7, only made Y optional): two
+// steps of tanh(x W^T + h R^T + Wb + Rb) against a double loop (a few roundings of values
+// below 2: 1e-6).
+TEST(OnnxLegacy, Opset1RnnWithOutputSequence) {
+  const int S = 2, B = 1, I = 3, H = 2;
+  auto m = make_model(1);
+  add_input(m, "x", 1, {S, B, I});
+  const auto w = values(H * I, 41), r = values(H * H, 42), b = values(2 * H, 43);
+  add_f32_initializer(m, "w", {1, H, I}, w);
+  add_f32_initializer(m, "r", {1, H, H}, r);
+  add_f32_initializer(m, "b", {1, 2 * H}, b);
+  auto* n = add_node(m, "RNN", {"x", "w", "r", "b"}, {"y", "yh"});
+  set_int_attr(n, "hidden_size", H);
+  set_int_attr(n, "output_sequence", 1);
+  add_output(m, "y", 1);
+  add_output(m, "yh", 1);
+  const auto x = values(S * B * I, 44);
+  auto out = runner_of(m, "rnn1.onnx").run({{"x", f32_tensor({S, B, I}, x)}});
+  EXPECT_EQ(out[0].dims, (std::vector<int64_t>{S, 1, B, H}));
+  const auto y = as_f32(out[0].bytes), yh = as_f32(out[1].bytes);
+  std::vector<double> h(H, 0.0);
+  for (int t = 0; t < S; ++t) {
+    std::vector<double> nh(H);
+    for (int j = 0; j < H; ++j) {
+      double a = double(b[size_t(j)]) + b[size_t(H + j)];
+      for (int i = 0; i < I; ++i) a += double(w[size_t(j * I + i)]) * x[size_t(t * I + i)];
+      for (int k = 0; k < H; ++k) a += double(r[size_t(j * H + k)]) * h[size_t(k)];
+      nh[size_t(j)] = std::tanh(a);
+      EXPECT_NEAR(y[size_t(t * H + j)], nh[size_t(j)], 1e-6) << "step " << t << " unit " << j;
+    }
+    h = nh;
+  }
+  for (int j = 0; j < H; ++j) EXPECT_NEAR(yh[size_t(j)], h[size_t(j)], 1e-6);
 }
 
 TEST(OnnxLegacy, TrainingModeDropoutIsUnsupported) {

@@ -367,8 +367,8 @@ std::vector<Value> lower_pool(NodeCtx& c) {
     bool include = c.attr_int("count_include_pad", 0) != 0;
     return {pool_nd(c, c.in(0), OpKind::AvgPool2d, w, ceil_mode, include)};
   }
-  // LpPool: (sum |x|^p)^(1/p) = (avg_including_pad(|x|^p) * window)^(1/p)
-  double p = double(c.attr_int("p", 2));
+  // LpPool: (sum |x|^p)^(1/p) = (avg_including_pad(|x|^p) * window)^(1/p); p is a float at opset 1.
+  double p = c.opset < 2 ? double(float(c.attr_float("p", 2.0))) : double(c.attr_int("p", 2));
   Value x = c.in(0);
   DType dt = c.dtype(0);
   Value xp = p == 2 ? c.op(OpKind::Mul, {x, x}) : c.op(OpKind::Pow, {c.op(OpKind::Abs, {x}), c.scalar(p, dt)});
