@@ -65,7 +65,9 @@ TEST(TransposeKernel, Large2DBatchedAndDefaultPerm) {
   struct C { std::vector<int64_t> d, perm; };
   for (DType t : {DType::U8, DType::F32, DType::C128})
     for (const C& c : {C{{67, 131}, {1, 0}}, C{{5, 33, 70}, {0, 2, 1}}, C{{4, 40, 3, 50}, {0, 3, 2, 1}},
-                       C{{3, 4, 5}, {}}, C{{64, 8, 96}, {1, 0, 2}}, C{{6, 300, 2}, {2, 1, 0}}}) {
+                       C{{3, 4, 5}, {}}, C{{64, 8, 96}, {1, 0, 2}}, C{{6, 300, 2}, {2, 1, 0}},
+                       // a few rows interleaved into each output row (ConvTranspose k == s heads)
+                       C{{3, 2, 2, 40, 70}, {0, 3, 1, 4, 2}}, C{{7, 3, 90}, {0, 2, 1}}, C{{5, 4, 70}, {0, 2, 1}}}) {
       Graph g;
       Value x = g.input("x", Shape(c.d, t));
       Value y = g.transpose(x, c.perm);

@@ -22,6 +22,15 @@ struct TransposeCfg {
   }
 };
 
+// dst[j * A + i] = src[i * stride + j] for i < A, j < n.
+template <int A, class T>
+inline void interleave(const T* src, int64_t stride, int64_t n, T* dst) {
+  const T* r[A];
+  for (int i = 0; i < A; ++i) r[i] = src + i * stride;
+  for (int64_t j = 0; j < n; ++j)
+    for (int i = 0; i < A; ++i) dst[j * A + i] = r[i][j];
+}
+
 template <size_t E>
 struct Transpose {
   using T = typename ElemOfSize<E>::T;
@@ -47,6 +56,30 @@ struct Transpose {
       return;
     }
     // Planes: out[ob + j*b_out_stride + i] = in[ib + i*a_in_stride + j], i < a, j < b.
+    if (c.a <= 4 && c.b_out_stride == c.a) {
+      // A few input rows interleaved into one contiguous output row (ConvTranspose with
+      // kernel == stride lowers to this: [.., 2, 2, h, w] -> [.., h, 2, w, 2]): one pass per
+      // plane, every output element written once in order, instead of tiles of a x 32.
+      auto body = [&](int64_t b, int64_t e) {
+        Odometer in, out;
+        in.init(c.nd, c.dim.data(), c.in_stride.data());
+        out.init(c.nd, c.dim.data(), c.out_stride.data());
+        in.seek(b);
+        out.seek(b);
+        for (int64_t p = b; p < e; ++p, in.next(), out.next()) {
+          const T* src = x + in.offset;
+          T* dst = y + out.offset;
+          switch (c.a) {
+            case 2: interleave<2>(src, c.a_in_stride, c.b, dst); break;
+            case 3: interleave<3>(src, c.a_in_stride, c.b, dst); break;
+            case 4: interleave<4>(src, c.a_in_stride, c.b, dst); break;
+            default: interleave<1>(src, c.a_in_stride, c.b, dst); break;
+          }
+        }
+      };
+      par_for(ctx, c.active(ctx, c.count), grain_for(c.a * c.b * int64_t(E), 65536), body);
+      return;
+    }
     const int64_t T_ = c.tile;
     const int64_t ta = (c.a + T_ - 1) / T_, tb = (c.b + T_ - 1) / T_;
     const int64_t tiles = ta * tb;
