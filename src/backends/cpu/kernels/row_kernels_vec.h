@@ -55,8 +55,25 @@ void scale_row(float* y, int64_t n, float s) {
 }
 
 // One output row of a stride-1 direct convolution (contract in row_kernels.h): edge columns tap by
-// tap in scalar FMAs; the interior with four independent accumulators (masked at the end)
+// tap in scalar FMAs; the interior with up to four independent accumulators (masked at the end)
 // to hide the FMA latency.
+// NV vectors of one chunk starting at column x (masked past ihi): every tap summed in registers.
+template <int NV>
+inline void conv_row_chunk(float* out, int64_t taps, const float* const* src, const float* w, int64_t x, int64_t ihi) {
+  decltype(V::tail(0)) m[NV];
+  for (int c = 0; c < NV; ++c) {
+    const int64_t lanes = ihi - x - c * W;
+    m[c] = V::tail(lanes < 0 ? 0 : lanes > W ? W : lanes);
+  }
+  F acc[NV];
+  for (int c = 0; c < NV; ++c) acc[c] = V::load_tail(out + x + c * W, m[c], 0.0f);
+  for (int64_t t = 0; t < taps; ++t) {
+    const F wv = V::set1(w[t]);
+    for (int c = 0; c < NV; ++c) acc[c] = V::fmadd(wv, V::load_tail(src[t] + x + c * W, m[c], 0.0f), acc[c]);
+  }
+  for (int c = 0; c < NV; ++c) V::store_tail(out + x + c * W, m[c], acc[c]);
+}
+
 void conv_row(float* out, int64_t taps, const float* const* src, const float* w, const int64_t* lo, const int64_t* hi,
               int64_t ilo, int64_t ihi) {
   for (int64_t t = 0; t < taps; ++t) {
@@ -64,18 +81,14 @@ void conv_row(float* out, int64_t taps, const float* const* src, const float* w,
     for (int64_t x = lo[t]; x < e0; ++x) out[x] = std::fma(w[t], src[t][x], out[x]);
     for (int64_t x = e1; x < hi[t]; ++x) out[x] = std::fma(w[t], src[t][x], out[x]);
   }
+  // Chunks of four vectors; the last one only as many vectors as columns remain (rows of
+  // 10 or 20 outputs, the late depthwise layers, used one vector of four).
   for (int64_t x = ilo; x < ihi; x += 4 * W) {
-    decltype(V::tail(0)) m[4];
-    for (int c = 0; c < 4; ++c) {
-      const int64_t lanes = ihi - x - c * W;
-      m[c] = V::tail(lanes < 0 ? 0 : lanes > W ? W : lanes);
+    switch ((ihi - x + W - 1) / W) {
+      case 1: conv_row_chunk<1>(out, taps, src, w, x, ihi); break;
+      case 2: conv_row_chunk<2>(out, taps, src, w, x, ihi); break;
+      case 3: conv_row_chunk<3>(out, taps, src, w, x, ihi); break;
+      default: conv_row_chunk<4>(out, taps, src, w, x, ihi); break;
     }
-    F acc[4];
-    for (int c = 0; c < 4; ++c) acc[c] = V::load_tail(out + x + c * W, m[c], 0.0f);
-    for (int64_t t = 0; t < taps; ++t) {
-      const F wv = V::set1(w[t]);
-      for (int c = 0; c < 4; ++c) acc[c] = V::fmadd(wv, V::load_tail(src[t] + x + c * W, m[c], 0.0f), acc[c]);
-    }
-    for (int c = 0; c < 4; ++c) V::store_tail(out + x + c * W, m[c], acc[c]);
   }
 }
