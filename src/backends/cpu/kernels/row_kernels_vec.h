@@ -76,11 +76,27 @@ inline void conv_row_chunk(float* out, int64_t taps, const float* const* src, co
 
 void conv_row(float* out, int64_t taps, const float* const* src, const float* w, const int64_t* lo, const int64_t* hi,
               int64_t ilo, int64_t ihi) {
-  for (int64_t t = 0; t < taps; ++t) {
-    const int64_t e0 = ilo < hi[t] ? ilo : hi[t], e1 = ihi > lo[t] ? ihi : lo[t];
-    for (int64_t x = lo[t]; x < e0; ++x) out[x] = std::fma(w[t], src[t][x], out[x]);
-    for (int64_t x = e1; x < hi[t]; ++x) out[x] = std::fma(w[t], src[t][x], out[x]);
-  }
+  // The edge columns (left of ilo, right of ihi) a vector at a time, each tap masked to the
+  // columns it reaches: the same fmas per column, in tap order, as one at a time (a 10-wide
+  // row of a 5x5 window has 4 edge columns of 10).
+  int64_t right = ihi;
+  for (int64_t t = 0; t < taps; ++t) right = hi[t] > right ? hi[t] : right;
+  auto edge = [&](int64_t x0, int64_t x1) {
+    for (; x0 < x1; x0 += W) {
+      const int64_t n = x1 - x0 < W ? x1 - x0 : W;
+      const auto all = V::tail(n);
+      F acc = V::load_tail(out + x0, all, 0.0f);
+      for (int64_t t = 0; t < taps; ++t) {
+        const int64_t a = lo[t] > x0 ? lo[t] : x0, b = hi[t] < x0 + n ? hi[t] : x0 + n;
+        if (b <= a) continue;
+        const auto m = V::range(a - x0, b - x0);
+        acc = V::fmadd_tail(V::set1(w[t]), V::load_tail(src[t] + x0, m, 0.0f), acc, m);
+      }
+      V::store_tail(out + x0, all, acc);
+    }
+  };
+  edge(0, ilo);
+  edge(ihi, right);
   // Chunks of four vectors; the last one only as many vectors as columns remain (rows of
   // 10 or 20 outputs, the late depthwise layers, used one vector of four).
   for (int64_t x = ilo; x < ihi; x += 4 * W) {

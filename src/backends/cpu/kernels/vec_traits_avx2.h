@@ -71,4 +71,10 @@ struct V {
   }
   static void store_tail(float* p, Tail t, F v) { _mm256_maskstore_ps(p, t, v); }
   static F zero_inactive(F v, Tail t) { return _mm256_and_ps(v, _mm256_castsi256_ps(t)); }
+  // Lanes lo <= l < hi (0 <= lo <= hi <= W).
+  static Tail range(int64_t lo, int64_t hi) { return _mm256_andnot_si256(tail(lo), tail(hi)); }
+  // fma(a, b, c) in the lanes of t, c elsewhere.
+  static F fmadd_tail(F a, F b, F c, Tail t) {
+    return _mm256_blendv_ps(c, _mm256_fmadd_ps(a, b, c), _mm256_castsi256_ps(t));
+  }
 };

@@ -46,6 +46,10 @@ struct V {
   static float hmax(F v) { return _mm512_reduce_max_ps(v); }
   using Tail = __mmask16;
   static Tail tail(int64_t rem) { return __mmask16((1u << rem) - 1u); }
+  // Lanes lo <= l < hi (0 <= lo <= hi <= W).
+  static Tail range(int64_t lo, int64_t hi) { return __mmask16(((1u << hi) - 1u) & ~((1u << lo) - 1u)); }
+  // fma(a, b, c) in the lanes of t, c elsewhere.
+  static F fmadd_tail(F a, F b, F c, Tail t) { return _mm512_mask3_fmadd_ps(a, b, c, t); }
   static F load_tail(const float* p, Tail t, float fill) { return _mm512_mask_loadu_ps(_mm512_set1_ps(fill), t, p); }
   static void store_tail(float* p, Tail t, F v) { _mm512_mask_storeu_ps(p, t, v); }
   static F zero_inactive(F v, Tail t) { return _mm512_maskz_mov_ps(t, v); }
