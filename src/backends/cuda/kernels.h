@@ -174,6 +174,9 @@ struct QMatMulArgs {
   int format = 0;
   int64_t m = 0, n = 0, k = 0, row_bytes = 0;
 };
+// True for the formats listed above: the ones the kernels are built for (and the lowering
+// claims); the launches refuse any other with cudaErrorInvalidValue.
+bool qmatmul_format(int format);
 // residual (nullable, [m, n] f32): y = x . W^T + residual (qmatmul and the add after it as
 // one kernel, rounded as the two ops are; residual may alias y).
 cudaError_t qmatmul(const QMatMulArgs& a, const float* x, const uint8_t* w, const float* residual, float* y,

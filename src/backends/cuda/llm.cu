@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <type_traits>
-#include <cstdlib>
 
 #include "backends/cuda/device_util.cuh"
 #include "backends/cuda/kernels.h"
@@ -252,11 +251,11 @@ __device__ inline float q6_k_dot(const uint8_t* w, const float* x, int64_t nb, i
 
 // Lane's share of dot(x[0..k), row): F32 / F16 by element, 32-element formats by block,
 // K-quants by super-block.
-// F >= 0: the format known at compile time (the kernels are instantiated per format, so each
-// holds only its own format's code and registers); -1: the format `f` of the call.
+// The format is a template argument: the kernels are instantiated per format (for_format),
+// so each holds only its own format's code and registers.
 template <int F>
-__device__ inline float row_dot(int f, const uint8_t* w, const float* x, int64_t k, int lane) {
-  const int fmt = F >= 0 ? F : f;
+__device__ inline float row_dot(const uint8_t* w, const float* x, int64_t k, int lane) {
+  constexpr int fmt = F;
   float acc = 0;
   if (fmt == 0) {
     const float* r = reinterpret_cast<const float*>(w);
@@ -298,7 +297,7 @@ __device__ inline float row_dot(int f, const uint8_t* w, const float* x, int64_t
 // chunks in row_dot's order (lane, lane + 32, ...), so it gives row_dot's bits.
 template <int F>
 __device__ inline bool f16_wide(const QMatMulArgs& a, const uint8_t* w, const float* x) {
-  return (F >= 0 ? F : a.format) == 1 && (a.k & 7) == 0 && (a.row_bytes & 15) == 0 &&
+  return F == 1 && (a.k & 7) == 0 && (a.row_bytes & 15) == 0 &&
          ((reinterpret_cast<uintptr_t>(w) | reinterpret_cast<uintptr_t>(x)) & 15) == 0;
 }
 __device__ inline void f16_prefetch(const uint8_t* row, int64_t n8, int lane, uint4* u) {
@@ -335,7 +334,7 @@ __global__ void qmatmul_kernel(QMatMulArgs a, const float* x, const uint8_t* w, 
   }
   for (; o < a.m * a.n; o += int64_t(gridDim.x) * kWarps) {
     const int64_t i = o / a.n, j = o % a.n;
-    const float s = warp_sum(row_dot<F>(a.format, w + j * a.row_bytes, x + i * a.k, a.k, lane));
+    const float s = warp_sum(row_dot<F>(w + j * a.row_bytes, x + i * a.k, a.k, lane));
     if (lane == 0) y[o] = residual ? __fadd_rn(s, residual[o]) : s;
   }
 }
@@ -372,7 +371,7 @@ __global__ void norm_qmatmul_kernel(QMatMulArgs a, const float* x, const float* 
     o += int64_t(gridDim.x) * kWarps;
   }
   for (; o < a.n; o += int64_t(gridDim.x) * kWarps) {
-    const float s = warp_sum(row_dot<F>(a.format, w + o * a.row_bytes, xs, a.k, lane));
+    const float s = warp_sum(row_dot<F>(w + o * a.row_bytes, xs, a.k, lane));
     if (lane == 0) y[o] = s;
   }
 }
@@ -394,7 +393,7 @@ __global__ void qmatmul_id_kernel(QMatMulArgs a, int64_t experts, int64_t slots,
       continue;
     }
     const float* xr = x + (x_per_slot ? p : p / slots) * a.k;
-    const float s = warp_sum(row_dot<F>(a.format, w + (e * a.n + j) * a.row_bytes, xr, a.k, lane));
+    const float s = warp_sum(row_dot<F>(w + (e * a.n + j) * a.row_bytes, xr, a.k, lane));
     if (lane == 0) y[o] = s;
   }
 }
@@ -640,55 +639,48 @@ int sm_count() {
   return n;
 }
 
-// The kernel instance for a weight format (the GGUF type ids of kernels.h), the generic one
-// (format read at run time) for any other.
-template <class K, template <int> class Pick>
-K for_format(int format) {
+// make(std::integral_constant<int, F>{}) for the weight format F of a call, one of the GGUF
+// type ids the kernels are instantiated for (the formats the lowering claims: F32, F16,
+// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K); nullptr for any other.
+template <class Make>
+auto for_format(int format, Make make) -> decltype(make(std::integral_constant<int, 0>{})) {
   switch (format) {
-    case 0: return Pick<0>::fn;
-    case 1: return Pick<1>::fn;
-    case 2: return Pick<2>::fn;
-    case 3: return Pick<3>::fn;
-    case 6: return Pick<6>::fn;
-    case 7: return Pick<7>::fn;
-    case 8: return Pick<8>::fn;
-    case 12: return Pick<12>::fn;
-    case 13: return Pick<13>::fn;
-    case 14: return Pick<14>::fn;
-    default: return Pick<-1>::fn;
+    case 0: return make(std::integral_constant<int, 0>{});
+    case 1: return make(std::integral_constant<int, 1>{});
+    case 2: return make(std::integral_constant<int, 2>{});
+    case 3: return make(std::integral_constant<int, 3>{});
+    case 6: return make(std::integral_constant<int, 6>{});
+    case 7: return make(std::integral_constant<int, 7>{});
+    case 8: return make(std::integral_constant<int, 8>{});
+    case 12: return make(std::integral_constant<int, 12>{});
+    case 13: return make(std::integral_constant<int, 13>{});
+    case 14: return make(std::integral_constant<int, 14>{});
+    default: return nullptr;
   }
 }
-using QMatMulFn = void (*)(QMatMulArgs, const float*, const uint8_t*, const float*, float*);
-using NormQMatMulFn = void (*)(QMatMulArgs, const float*, const float*, float, const uint8_t*, float*);
-using QMatMulIdFn = void (*)(QMatMulArgs, int64_t, int64_t, bool, const float*, const uint8_t*, const void*, bool, float*,
-                             int*, int);
-template <int F>
-struct PickQMatMul {
-  static constexpr QMatMulFn fn = qmatmul_kernel<F>;
-};
-template <int F>
-struct PickNormQMatMul {
-  static constexpr NormQMatMulFn fn = norm_qmatmul_kernel<F>;
-};
-template <int F>
-struct PickQMatMulId {
-  static constexpr QMatMulIdFn fn = qmatmul_id_kernel<F>;
-};
+const auto kQMatMul = [](auto f) { return &qmatmul_kernel<decltype(f)::value>; };
+const auto kNormQMatMul = [](auto f) { return &norm_qmatmul_kernel<decltype(f)::value>; };
+const auto kQMatMulId = [](auto f) { return &qmatmul_id_kernel<decltype(f)::value>; };
 
 }  // namespace
 
+bool qmatmul_format(int format) { return for_format(format, kQMatMul) != nullptr; }
+
 cudaError_t qmatmul(const QMatMulArgs& a, const float* x, const uint8_t* w, const float* residual, float* y,
                     cudaStream_t s) {
+  const auto k = for_format(a.format, kQMatMul);
+  if (!k) return cudaErrorInvalidValue;
   if (a.m * a.n == 0) return cudaSuccess;
-  return dev::launch(for_format<QMatMulFn, PickQMatMul>(a.format), dev::grid_for(a.m * a.n, kWarps), 32 * kWarps, 0, s, a, x, w, residual, y);
+  return dev::launch(k, dev::grid_for(a.m * a.n, kWarps), 32 * kWarps, 0, s, a, x, w, residual, y);
 }
 
 unsigned norm_qmatmul_grid(const QMatMulArgs& a) {
   // As many blocks as are resident at once (each normalizes the row once, then takes rows
   // until none are left), fewer when the rows run out first.
+  const auto k = for_format(a.format, kNormQMatMul);
+  if (!k) return 0;  // norm_qmatmul refuses a grid of 0
   int per_sm = 1;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, for_format<NormQMatMulFn, PickNormQMatMul>(a.format), 32 * kWarps,
-                                                    size_t(a.k) * sizeof(float)) != cudaSuccess ||
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, 32 * kWarps, size_t(a.k) * sizeof(float)) != cudaSuccess ||
       per_sm < 1) {
     cudaGetLastError();  // the failed query's own error, not a kernel's
     per_sm = 1;
@@ -698,16 +690,18 @@ unsigned norm_qmatmul_grid(const QMatMulArgs& a) {
 
 cudaError_t norm_qmatmul(const QMatMulArgs& a, unsigned grid, const float* x, const float* scale, float eps,
                          const uint8_t* w, float* y, cudaStream_t s) {
-  if (a.m != 1 || a.k > kNormQMatMulMaxK || grid == 0) return cudaErrorInvalidValue;
+  const auto k = for_format(a.format, kNormQMatMul);
+  if (!k || a.m != 1 || a.k > kNormQMatMulMaxK || grid == 0) return cudaErrorInvalidValue;
   if (a.n == 0) return cudaSuccess;
-  return dev::launch(for_format<NormQMatMulFn, PickNormQMatMul>(a.format), grid, 32 * kWarps, size_t(a.k) * sizeof(float), s, a, x, scale, eps, w, y);
+  return dev::launch(k, grid, 32 * kWarps, size_t(a.k) * sizeof(float), s, a, x, scale, eps, w, y);
 }
 
 cudaError_t qmatmul_id(const QMatMulArgs& a, int64_t experts, int64_t slots, bool x_per_slot, const float* x,
                        const uint8_t* w, const void* ids, bool ids64, float* y, int* err, int step, cudaStream_t s) {
+  const auto k = for_format(a.format, kQMatMulId);
+  if (!k) return cudaErrorInvalidValue;
   if (a.m * a.n == 0) return cudaSuccess;
-  for_format<QMatMulIdFn, PickQMatMulId>(a.format)<<<dev::grid_for(a.m * a.n, kWarps), 32 * kWarps, 0, s>>>(a, experts, slots, x_per_slot, x, w, ids,
-                                                                              ids64, y, err, step);
+  k<<<dev::grid_for(a.m * a.n, kWarps), 32 * kWarps, 0, s>>>(a, experts, slots, x_per_slot, x, w, ids, ids64, y, err, step);
   return cudaGetLastError();
 }
 

@@ -235,10 +235,8 @@ bool supports(const Node& n, const std::vector<const Shape*>& in) {
     case OpKind::TopK: return t == DType::F32;
     case OpKind::QMatMul:
     case OpKind::QMatMulId: {
-      // F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K (not the rlx-internal repacks)
-      const int64_t f = n.attr<QMatMulAttrs>().format;
-      return t == DType::F32 && (f == 0 || f == 1 || f == 2 || f == 3 || f == 6 || f == 7 || f == 8 || f == 12 ||
-                                 f == 13 || f == 14);
+      // the formats the kernels are built for (not the rlx-internal repacks)
+      return t == DType::F32 && qmatmul_format(int(n.attr<QMatMulAttrs>().format));
     }
     case OpKind::KvAttention:
       return t == DType::F32 && in.size() == 6 && in[1] && (in[1]->dtype() == DType::F16 || in[1]->dtype() == DType::F32) &&
