@@ -32,9 +32,6 @@ __device__ inline float combine(ReduceOp op, float a, float b) {
     default: return a + b;
   }
 }
-__device__ inline float identity(ReduceOp op) {
-  return op == ReduceOp::Max ? -INFINITY : op == ReduceOp::Min ? INFINITY : op == ReduceOp::Prod ? 1.0f : 0.0f;
-}
 __device__ inline float warp_all(ReduceOp op, float v) {
   for (int o = 16; o > 0; o >>= 1) v = combine(op, v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
   return v;
