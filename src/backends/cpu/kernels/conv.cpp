@@ -238,7 +238,7 @@ void conv_gemm_one(const ConvCfg& cfg, ThreadPool* pool, const void* x, const vo
     pr.a_packed = pw.data.data();
   }
   Im2colCtx ictx{&cfg, xg};
-  if (cfg.type == DType::F32 && p <= kDotCols && !pr.a_packed) {
+  if (cfg.type == DType::F32 && p <= kDotCols) {  // (build_conv_info packs A only for 5+ outputs)
     pr.b = {im2col_rows(cfg, static_cast<const float*>(xg)), DType::F32, 1, kg};
   } else if (cfg.pointwise) {
     pr.b = {xg, cfg.type, p, 1};

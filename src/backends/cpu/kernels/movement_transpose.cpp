@@ -56,7 +56,7 @@ struct Transpose {
       return;
     }
     // Planes: out[ob + j*b_out_stride + i] = in[ib + i*a_in_stride + j], i < a, j < b.
-    if (c.a <= 4 && c.b_out_stride == c.a) {
+    if (c.a <= 4 && c.b_out_stride == c.a) {  // a >= 2: merging drops dims of size 1
       // A few input rows interleaved into one contiguous output row (ConvTranspose with
       // kernel == stride lowers to this: [.., 2, 2, h, w] -> [.., h, 2, w, 2]): one pass per
       // plane, every output element written once in order, instead of tiles of a x 32.
@@ -69,12 +69,9 @@ struct Transpose {
         for (int64_t p = b; p < e; ++p, in.next(), out.next()) {
           const T* src = x + in.offset;
           T* dst = y + out.offset;
-          switch (c.a) {
-            case 2: interleave<2>(src, c.a_in_stride, c.b, dst); break;
-            case 3: interleave<3>(src, c.a_in_stride, c.b, dst); break;
-            case 4: interleave<4>(src, c.a_in_stride, c.b, dst); break;
-            default: interleave<1>(src, c.a_in_stride, c.b, dst); break;
-          }
+          if (c.a == 2) interleave<2>(src, c.a_in_stride, c.b, dst);
+          else if (c.a == 3) interleave<3>(src, c.a_in_stride, c.b, dst);
+          else interleave<4>(src, c.a_in_stride, c.b, dst);
         }
       };
       par_for(ctx, c.active(ctx, c.count), grain_for(c.a * c.b * int64_t(E), 65536), body);

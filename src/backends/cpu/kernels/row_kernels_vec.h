@@ -54,10 +54,9 @@ void scale_row(float* y, int64_t n, float s) {
   }
 }
 
-// One output row of a stride-1 direct convolution (contract in row_kernels.h): edge columns tap by
-// tap in scalar FMAs; the interior with up to four independent accumulators (masked at the end)
-// to hide the FMA latency.
-// NV vectors of one chunk starting at column x (masked past ihi): every tap summed in registers.
+// One output row of a stride-1 direct convolution (contract in row_kernels.h): the interior in
+// chunks of up to four independent accumulators (masked at the end) to hide the FMA latency,
+// the edge columns below. NV vectors of one chunk starting at column x (masked past ihi): every tap summed in registers.
 template <int NV>
 inline void conv_row_chunk(float* out, int64_t taps, const float* const* src, const float* w, int64_t x, int64_t ihi) {
   decltype(V::tail(0)) m[NV];
