@@ -23,7 +23,7 @@ struct OpRow {
 
 // An op's row name: its type, prefixed by its domain unless that is the default one.
 std::string row_name(std::string_view domain, std::string_view op) {
-  return domain.empty() || domain == "ai.onnx" ? std::string(op) : std::string(domain) + "." + std::string(op);
+  return is_default_domain(domain) ? std::string(op) : std::string(domain) + "." + std::string(op);
 }
 
 void collect_ops(const pb::GraphProto& g, std::set<std::string>& ops) {

@@ -5,8 +5,6 @@
 #include <cmath>
 #include <limits>
 
-#include <cctype>
-
 #include "io/onnx/ops_table.h"
 
 namespace rlx::onnx {
@@ -137,10 +135,7 @@ Value cast_to(NodeCtx& c, Value x, int to, bool saturate) {
 int cast_target(NodeCtx& c) {
   const auto* a = c.attr("to");
   if (!a || a->type() != pb::AttributeProto::STRING) return int(c.attr_int("to", 0));
-  std::string name = a->s();
-  for (char& ch : name) ch = char(std::toupper(static_cast<unsigned char>(ch)));
-  for (int t = 1; t <= 23; ++t)
-    if (onnx_type_name(t) == name) return t;
+  if (auto t = onnx_type_named(a->s())) return *t;
   c.invalid("'to' names no ONNX type: '", a->s(), "'");
 }
 

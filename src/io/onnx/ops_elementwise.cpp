@@ -65,30 +65,25 @@ std::vector<Value> lower_unary(NodeCtx& c) {
 
 namespace {
 
-std::string dims_text(const std::vector<int64_t>& d) {
-  std::string s = "[";
-  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
-  return s + "]";
-}
-
 // Opsets 1-6 broadcast B onto A only when `broadcast` is 1: B's dims are a contiguous run
 // of A's starting at `axis` (by default the trailing ones); with broadcast 0 the shapes
 // must be equal. B comes back reshaped to A's rank, so numpy broadcasting then does the
 // rest.
 Value legacy_broadcast(NodeCtx& c, Value a, Value b) {
   const auto da = c.vdims(a), db = c.vdims(b);
+  const std::string ta = c.g.type(a).str(), tb = c.g.type(b).str();
   if (!c.attr_int("broadcast", 0)) {
-    if (da != db) c.invalid("shapes ", dims_text(da), " and ", dims_text(db), " differ and broadcast is 0");
+    if (da != db) c.invalid("shapes ", ta, " and ", tb, " differ and broadcast is 0");
     return b;
   }
   const int64_t ra = int64_t(da.size()), rb = int64_t(db.size());
-  if (rb > ra) c.invalid("B ", dims_text(db), " has a higher rank than A ", dims_text(da));
+  if (rb > ra) c.invalid("B ", tb, " has a higher rank than A ", ta);
   const int64_t axis = c.has_attr("axis") ? c.axis(c.attr_int("axis", 0), ra) : ra - rb;
-  if (axis + rb > ra) c.invalid("B ", dims_text(db), " at axis ", axis, " runs past A ", dims_text(da));
+  if (axis + rb > ra) c.invalid("B ", tb, " at axis ", axis, " runs past A ", ta);
   std::vector<int64_t> shape(size_t(axis), 1);
   for (int64_t i = 0; i < rb; ++i) {
     if (db[size_t(i)] != da[size_t(axis + i)] && db[size_t(i)] != 1)
-      c.invalid("B ", dims_text(db), " does not match A ", dims_text(da), " at axis ", axis);
+      c.invalid("B ", tb, " does not match A ", ta, " at axis ", axis);
     shape.push_back(db[size_t(i)]);
   }
   while (int64_t(shape.size()) < ra) shape.push_back(1);

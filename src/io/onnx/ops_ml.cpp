@@ -110,15 +110,14 @@ std::vector<Value> lower_tree_ensemble(NodeCtx& c) {
   const int64_t trees = int64_t(roots.size());
   size_t widest = 1;
   for (const auto& st : sets) widest = std::max(widest, st.size());
-  std::vector<double> split_d(split), memb(n * widest, std::nan(""));
+  std::vector<double> memb(n * widest, std::nan(""));
   for (size_t i = 0; i < n; ++i)
     for (size_t j = 0; j < sets[i].size(); ++j) memb[i * widest + j] = sets[i][j];
   const int64_t nn = int64_t(n), w = int64_t(widest);
   auto i64c = [&](const std::vector<int64_t>& v) { return c.im.constant(make_i64({int64_t(v.size())}, v)); };
   Value feat_c = i64c(feat), mode_c = i64c(mode), tnode_c = i64c(tnode), fnode_c = i64c(fnode);
-  std::vector<int64_t> tl(tleaf.begin(), tleaf.end()), fl(fleaf.begin(), fleaf.end());
-  Value tleaf_c = i64c(tl), fleaf_c = i64c(fl);
-  Value split_c = c.im.constant(make_tensor(t, {nn}, split_d)), memb_c = c.im.constant(make_tensor(t, {nn, w}, memb));
+  Value tleaf_c = i64c(tleaf), fleaf_c = i64c(fleaf);
+  Value split_c = c.im.constant(make_tensor(t, {nn}, split)), memb_c = c.im.constant(make_tensor(t, {nn, w}, memb));
   std::vector<int64_t> base(c.host_size(rows));
   for (int64_t r = 0; r < rows; ++r) base[size_t(r)] = r * features;
   Value row_base = c.im.constant(make_i64({rows, 1}, base));

@@ -15,7 +15,7 @@ const std::vector<OpEntry>& op_table() {
 }
 
 namespace {
-std::string_view canonical(std::string_view domain) { return domain == "ai.onnx" ? std::string_view() : domain; }
+std::string_view canonical(std::string_view domain) { return is_default_domain(domain) ? std::string_view() : domain; }
 }  // namespace
 
 bool has_domain(std::string_view domain) {

@@ -5,6 +5,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -44,6 +45,6 @@ struct ModelSource {
 };
 
 // True for the default ONNX domain.
-inline bool is_default_domain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
+inline bool is_default_domain(std::string_view d) { return d.empty() || d == "ai.onnx"; }
 
 }  // namespace rlx::onnx

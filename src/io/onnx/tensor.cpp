@@ -2,6 +2,8 @@
 // checked against the dims before anything is allocated from them.
 #include "io/onnx/tensor.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -186,13 +188,26 @@ std::vector<uint8_t> raw_to_carried(const std::vector<uint8_t>& raw, int type, D
 
 }  // namespace
 
+namespace {
+const char* const kTypeNames[] = {"UNDEFINED", "FLOAT", "UINT8", "INT8", "UINT16", "INT16", "INT32", "INT64",
+                                  "STRING", "BOOL", "FLOAT16", "DOUBLE", "UINT32", "UINT64", "COMPLEX64",
+                                  "COMPLEX128", "BFLOAT16", "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2",
+                                  "FLOAT8E5M2FNUZ", "UINT4", "INT4", "FLOAT4E2M1", "FLOAT8E8M0", "UINT2", "INT2"};
+}  // namespace
+
 std::string onnx_type_name(int t) {
-  static const char* names[] = {"UNDEFINED", "FLOAT", "UINT8", "INT8", "UINT16", "INT16", "INT32", "INT64",
-                                "STRING", "BOOL", "FLOAT16", "DOUBLE", "UINT32", "UINT64", "COMPLEX64",
-                                "COMPLEX128", "BFLOAT16", "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2",
-                                "FLOAT8E5M2FNUZ", "UINT4", "INT4", "FLOAT4E2M1", "FLOAT8E8M0", "UINT2", "INT2"};
-  if (t >= 0 && t < int(std::size(names))) return names[t];
+  if (t >= 0 && t < int(std::size(kTypeNames))) return kTypeNames[t];
   return "type " + std::to_string(t);
+}
+
+std::optional<int> onnx_type_named(std::string_view name) {
+  for (int t = 1; t < int(std::size(kTypeNames)); ++t) {
+    const std::string_view n = kTypeNames[t];
+    if (n.size() == name.size() &&
+        std::equal(n.begin(), n.end(), name.begin(), [](char a, char b) { return a == std::toupper(static_cast<unsigned char>(b)); }))
+      return t;
+  }
+  return std::nullopt;
 }
 
 std::optional<DType> carried_dtype(int t) {

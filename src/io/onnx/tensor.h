@@ -24,6 +24,8 @@ enum OnnxType : int {
 };
 
 std::string onnx_type_name(int t);  // "FLOAT", "INT64", ..., "type 99"
+// The type called `name` by onnx_type_name ("FLOAT", ...; any case), nullopt for none.
+std::optional<int> onnx_type_named(std::string_view name);
 // The dtype a type is carried as; nullopt for strings and unknown codes.
 std::optional<DType> carried_dtype(int onnx_type);
 // The ONNX type whose natural representation is `d` (inverse of carried_dtype on the
