@@ -292,6 +292,17 @@ TEST(OnnxLegacy, Opset1RnnWithOutputSequence) {
   for (int j = 0; j < H; ++j) EXPECT_NEAR(yh[size_t(j)], h[size_t(j)], 1e-6);
 }
 
+TEST(OnnxLegacy, CastToAnUnknownTypeNameIsInvalid) {
+  auto m = make_model(1);
+  add_input(m, "x", 1, {2});
+  set_str_attr(add_node(m, "Cast", {"x"}, {"y"}, "cast_q"), "to", "FLOAT128");
+  add_output(m, "y", 1);
+  Error e = expect_error([&] { runner_of(m, "cast1.onnx").run({{"x", f32_tensor({2}, {1, 2})}}); },
+                         ErrorCategory::InvalidArgument);
+  EXPECT_NE(std::string(e.what()).find("FLOAT128"), std::string::npos) << e.what();
+  EXPECT_NE(std::string(e.what()).find("cast_q"), std::string::npos) << e.what();
+}
+
 TEST(OnnxLegacy, TrainingModeDropoutIsUnsupported) {
   auto m = make_model(6);
   add_input(m, "x", 1, {4});

@@ -70,14 +70,34 @@ inline void add_output(::onnx::ModelProto& m, const std::string& name, int elem)
   vo->mutable_type()->mutable_tensor_type()->set_elem_type(elem);
 }
 
-inline ::onnx::NodeProto* add_node(::onnx::ModelProto& m, const std::string& op, std::vector<std::string> in,
+// A node of graph g (the model's graph, or a subgraph from add_graph_attr).
+inline ::onnx::NodeProto* add_node(::onnx::GraphProto* g, const std::string& op, std::vector<std::string> in,
                                    std::vector<std::string> out, const std::string& name = "") {
-  auto* n = m.mutable_graph()->add_node();
+  auto* n = g->add_node();
   n->set_op_type(op);
   n->set_name(name.empty() ? op + "_" + out[0] : name);
   for (auto& s : in) n->add_input(s);
   for (auto& s : out) n->add_output(s);
   return n;
+}
+inline ::onnx::NodeProto* add_node(::onnx::ModelProto& m, const std::string& op, std::vector<std::string> in,
+                                   std::vector<std::string> out, const std::string& name = "") {
+  return add_node(m.mutable_graph(), op, std::move(in), std::move(out), name);
+}
+
+// A GRAPH attribute `name` of node n (the subgraph named after it), with the given input and
+// output names; its nodes are added with add_node(g, ...).
+inline ::onnx::GraphProto* add_graph_attr(::onnx::NodeProto* n, const std::string& name,
+                                          const std::vector<std::string>& inputs,
+                                          const std::vector<std::string>& outputs) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(::onnx::AttributeProto::GRAPH);
+  auto* g = a->mutable_g();
+  g->set_name(name);
+  for (const auto& s : inputs) g->add_input()->set_name(s);
+  for (const auto& s : outputs) g->add_output()->set_name(s);
+  return g;
 }
 
 inline void set_int_attr(::onnx::NodeProto* n, const std::string& name, int64_t v) {
