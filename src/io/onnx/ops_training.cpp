@@ -70,9 +70,9 @@ std::vector<Value> lower_adagrad(NodeCtx& c) {
                norm = c.attr_float("norm_coefficient", 0);
   std::vector<Value> xs, hs;
   const Step s(c, c.dtype(2));
+  const Value r = s.div(s.rate, s.add(s.k(1), s.mul(s.count, s.k(decay))));  // one rate for every tensor
   for (int64_t i = 0; i < n; ++i) {
     Value x = c.in(int(2 + i)), g = c.in(int(2 + n + i)), h = c.in(int(2 + 2 * n + i));
-    Value r = s.div(s.rate, s.add(s.k(1), s.mul(s.count, s.k(decay))));
     Value gr = regularized(s, x, g, norm);
     Value hn = s.add(h, s.mul(gr, gr));
     xs.push_back(s.sub(x, s.div(s.mul(r, gr), s.add(s.sqrt(hn), s.k(eps)))));
@@ -92,10 +92,10 @@ std::vector<Value> lower_momentum(NodeCtx& c) {
   if (mode != "standard" && mode != "nesterov") c.invalid("mode '", mode, "' is neither 'standard' nor 'nesterov'");
   std::vector<Value> xs, vs;
   const Step s(c, c.dtype(2));
+  const Value b = c.op(OpKind::Where, {s.started, s.k(beta), s.k(1)});
   for (int64_t i = 0; i < n; ++i) {
     Value x = c.in(int(2 + i)), g = c.in(int(2 + n + i)), v = c.in(int(2 + 2 * n + i));
     Value gr = regularized(s, x, g, norm);
-    Value b = c.op(OpKind::Where, {s.started, s.k(beta), s.k(1)});
     Value vn = s.add(s.mul(s.k(alpha), v), s.mul(b, gr));
     Value step = mode == "standard" ? vn : s.add(gr, s.mul(s.k(alpha), vn));
     xs.push_back(s.sub(x, s.mul(s.rate, step)));
@@ -112,15 +112,16 @@ std::vector<Value> lower_adam(NodeCtx& c) {
                post = c.attr_float("norm_coefficient_post", 0);
   std::vector<Value> xs, vs, hs;
   const Step s(c, c.dtype(2));
+  // The bias-corrected rate: one per step, shared by every tensor.
+  const Value corrected = s.div(s.mul(s.rate, s.sqrt(s.sub(s.k(1), c.op(OpKind::Pow, {s.k(beta), s.count})))),
+                                s.sub(s.k(1), c.op(OpKind::Pow, {s.k(alpha), s.count})));
+  const Value r = c.op(OpKind::Where, {s.started, corrected, s.rate});
   for (int64_t i = 0; i < n; ++i) {
     Value x = c.in(int(2 + i)), g = c.in(int(2 + n + i)), v = c.in(int(2 + 2 * n + i)), h = c.in(int(2 + 3 * n + i));
     Value gr = regularized(s, x, g, norm);
     Value vn = s.add(s.mul(s.k(alpha), v), s.mul(s.k(1 - alpha), gr));
     Value hn = s.add(s.mul(s.k(beta), h), s.mul(s.k(1 - beta), s.mul(gr, gr)));
     Value hs_ = s.add(s.sqrt(hn), s.k(eps));
-    Value corrected = s.div(s.mul(s.rate, s.sqrt(s.sub(s.k(1), c.op(OpKind::Pow, {s.k(beta), s.count})))),
-                            s.sub(s.k(1), c.op(OpKind::Pow, {s.k(alpha), s.count})));
-    Value r = c.op(OpKind::Where, {s.started, corrected, s.rate});
     Value xn = s.sub(x, s.mul(r, s.div(vn, hs_)));
     xs.push_back(post == 0 ? xn : s.mul(s.k(1 - post), xn));
     vs.push_back(vn);
