@@ -65,6 +65,11 @@ Graph import_graph(const OnnxModel& model, const std::map<std::string, std::vect
 // input), small inputs are bound by value too and their values join the cache key.
 // The cache keeps the 32 most recently used compiled graphs; compiled() hands out shared
 // ownership, so a graph a caller holds stays valid after the cache evicts it.
+// A model with a node whose output shape depends on input values (NonZero, Unique,
+// NonMaxSuppression, ...; or a shape input the model computes from data) runs in
+// segments: each compiled segment runs, the node is evaluated on the host, and the rest is
+// compiled for the shapes (or values) that came out, cached per segment.
+// compiled() / compiled_for() refuse such a model (Unsupported, naming the node): use run().
 // Threading: like CompiledGraph, one OnnxRunner is used from one thread at a time (run()
 // updates the cache and runs a cached graph); give each thread its own runner.
 class OnnxRunner {

@@ -2,6 +2,10 @@
 // and emit() with eager constant folding.
 #include "io/onnx/importer.h"
 
+#include <algorithm>
+#include <limits>
+#include <unordered_set>
+
 #include "io/onnx/const_eval.h"
 #include "io/onnx/ops_table.h"
 #include "ir/op_table.h"
@@ -173,7 +177,7 @@ void Importer::lower_node(const pb::NodeProto& n) {
   }
 }
 
-void Importer::import_nodes(const pb::GraphProto& gp) {
+void Importer::import_body_nodes(const pb::GraphProto& gp) {
   for (const auto& n : gp.node()) lower_node(n);
 }
 
@@ -199,8 +203,8 @@ void declared_dims(const pb::ValueInfoProto& vi, std::vector<int64_t>& dims, std
 
 }  // namespace
 
-void Importer::import_main(const std::map<std::string, std::vector<int64_t>>& shapes,
-                           const std::map<std::string, TypedTensor>& values) {
+Segment Importer::import_main(const std::map<std::string, std::vector<int64_t>>& shapes,
+                              const std::map<std::string, TypedTensor>& values, Split split) {
   const pb::GraphProto& gp = src_.model.graph();
   std::unordered_map<std::string, bool> is_init;
   for (const auto& t : gp.initializer()) is_init[t.name()] = true;
@@ -251,24 +255,167 @@ void Importer::import_main(const std::map<std::string, std::vector<int64_t>>& sh
     if (vi.type().has_tensor_type() && vi.type().tensor_type().elem_type() != 0)
       set_onnx_type(vi.name(), vi.type().tensor_type().elem_type());
   import_initializers(gp);
-  import_nodes(gp);
+  std::unordered_set<std::string> passed;
+  for (const auto& [name, t] : values) passed.insert(name);
+  return import_from(0, split, passed);
+}
+
+void Importer::define_input(const std::string& name, const Shape& s, int onnx_type) {
+  define(name, g_.input(name, s));
+  set_onnx_type(name, onnx_type);
+}
+
+namespace {
+
+// Every value name the nodes read, those of their subgraphs included (a superset of the
+// outer names a body uses: names a body defines itself are never in the outer scope).
+void names_read(const pb::NodeProto& n, std::unordered_set<std::string>& out) {
+  for (const auto& i : n.input()) out.insert(i);
+  for (const auto& a : n.attribute()) {
+    if (a.has_g())
+      for (const auto& b : a.g().node()) names_read(b, out);
+    for (const auto& g : a.graphs())
+      for (const auto& b : g.node()) names_read(b, out);
+  }
+}
+
+}  // namespace
+
+Segment Importer::import_segment(int begin, const std::vector<SegmentInput>& inputs,
+                                 const std::map<std::string, HostTensor>& constants, Split split) {
+  const pb::GraphProto& gp = src_.model.graph();
+  if (begin < 0 || begin > gp.node_size())
+    fail(ErrorCategory::Internal, src_.path, ": segment start ", begin, " of ", gp.node_size(), " nodes");
+  for (const SegmentInput& in : inputs) {
+    cur_node_ = in.name;
+    define_input(in.name, Shape(in.dims, in.dtype), in.onnx_type);
+  }
+  std::unordered_set<std::string> passed;
+  for (const auto& [name, t] : constants) {
+    cur_node_ = name;
+    define(name, constant(t));
+    set_onnx_type(name, t.onnx_type);
+    passed.insert(name);
+  }
+  for (const auto& vi : gp.value_info())
+    if (vi.type().has_tensor_type() && vi.type().tensor_type().elem_type() != 0)
+      set_onnx_type(vi.name(), vi.type().tensor_type().elem_type());
+  import_initializers(gp);
+  return import_from(begin, split, passed);
+}
+
+Segment Importer::import_from(int begin, Split split, const std::unordered_set<std::string>& passed) {
+  const pb::GraphProto& gp = src_.model.graph();
+  const int n = gp.node_size();
+  Segment seg;
+  seg.begin = begin;
+  std::unordered_set<std::string> own;  // names the segment's nodes define
+  for (int i = begin; i < n; ++i) {
+    const pb::NodeProto& node = gp.node(i);
+    if (split == Split::None) {
+      lower_node(node);
+      continue;
+    }
+    try {
+      lower_node(node);
+    } catch (const RunTimeShapeError& e) {
+      if (e.node != &node)
+        fail(ErrorCategory::Unsupported, e.what(), " (inside a subgraph of node '", cur_node_,
+             "': only a node of the main graph can run between compiled segments)");
+      seg.end = i;
+      seg.host_node = true;
+    } catch (const ConstantRequiredError& e) {
+      // A value this segment computes: stop before the node, and the next segment takes
+      // that value by value. An input of the segment is bound by value by the runner.
+      if (split != Split::HostNodesAndValues || !own.count(e.value)) throw;
+      seg.end = i;
+      seg.bind = e.value;
+    }
+    if (seg.end >= 0) break;
+    for (const auto& o : node.output()) own.insert(o);
+  }
   std::vector<Value> outs;
   std::vector<std::string> names;
-  for (const auto& vo : gp.output()) {
-    cur_node_ = vo.name();
-    Value v = lookup(vo.name());
-    if (vo.type().has_tensor_type() && vo.type().tensor_type().elem_type() != 0) {
-      int et = vo.type().tensor_type().elem_type();
-      auto dt = carried_dtype(et);
-      if (dt && *dt != g_.type(v).dtype())
-        fail(ErrorCategory::InvalidArgument, src_.path, ": output '", vo.name(), "' is ", dtype_name(g_.type(v).dtype()),
-             " but the model declares ", onnx_type_name(et));
+  if (seg.end < 0) {
+    for (const auto& vo : gp.output()) {
+      cur_node_ = vo.name();
+      Value v = lookup(vo.name());
+      if (vo.type().has_tensor_type() && vo.type().tensor_type().elem_type() != 0) {
+        int et = vo.type().tensor_type().elem_type();
+        auto dt = carried_dtype(et);
+        if (dt && *dt != g_.type(v).dtype())
+          fail(ErrorCategory::InvalidArgument, src_.path, ": output '", vo.name(), "' is ",
+               dtype_name(g_.type(v).dtype()), " but the model declares ", onnx_type_name(et));
+      }
+      outs.push_back(v);
+      names.push_back(vo.name());
     }
-    outs.push_back(v);
-    names.push_back(vo.name());
+    g_.set_outputs(outs, names);
+    return seg;
   }
+  // What the rest of the model reads: the nodes from `end` on and the model's outputs.
+  std::unordered_set<std::string> later;
+  for (int i = seg.end; i < n; ++i) names_read(gp.node(i), later);
+  for (const auto& vo : gp.output()) later.insert(vo.name());
+  std::vector<std::string> sorted(later.begin(), later.end());
+  std::sort(sorted.begin(), sorted.end());
+  const auto& top = scopes_.front();
+  for (const std::string& name : sorted) {
+    auto it = top.find(name);
+    if (name.empty() || it == top.end()) continue;
+    if (is_const(it->second)) {  // initializers are imported again by the next segment
+      if (own.count(name) || passed.count(name)) seg.constants[name] = *const_tensor(it->second);
+    } else if (own.count(name)) {
+      outs.push_back(it->second);
+      names.push_back(name);
+    } else if (g_.node(it->second.node).kind == OpKind::Input) {
+      seg.forward.push_back(name);
+    }
+  }
+  seg.outputs = names;
+  for (const auto& list : {seg.outputs, seg.forward})
+    for (const std::string& name : list) {
+      const int t = onnx_type_of_name(name);
+      seg.types[name] = t ? t : onnx_type_of(g_.type(lookup(name)).dtype());
+    }
   g_.set_outputs(outs, names);
+  return seg;
 }
+
+std::vector<HostTensor> Importer::eval_host_node(int index, const std::map<std::string, HostTensor>& values) {
+  const pb::GraphProto& gp = src_.model.graph();
+  if (index < 0 || index >= gp.node_size()) fail(ErrorCategory::Internal, src_.path, ": node ", index, " out of range");
+  opts_.fold_max_elements = std::numeric_limits<int64_t>::max();  // everything folds: nothing runs later
+  for (const auto& [name, t] : values) {
+    cur_node_ = name;
+    define(name, constant(t));
+    set_onnx_type(name, t.onnx_type);
+  }
+  const pb::NodeProto& node = gp.node(index);
+  // The node's initializer inputs (only those: a model's other weights stay untouched).
+  std::unordered_set<std::string> wanted(node.input().begin(), node.input().end());
+  for (const auto& t : gp.initializer()) {
+    if (!wanted.count(t.name()) || values.count(t.name())) continue;
+    cur_node_ = t.name();
+    const ModelSource::Initializer& h = initializer(t);
+    define(t.name(), g_.constant(Shape(h.dims, h.dtype), h.bytes, cur_node_));
+    set_onnx_type(t.name(), t.data_type());
+  }
+  lower_node(node);
+  std::vector<HostTensor> out;
+  for (const auto& name : node.output()) {
+    if (name.empty()) {
+      out.emplace_back();
+      continue;
+    }
+    auto t = const_tensor(lookup(name));
+    if (!t) fail(ErrorCategory::Internal, "ONNX node '", cur_node_, "' (", node.op_type(), ") did not fold on the host");
+    t->onnx_type = onnx_type_of_name(name) ? onnx_type_of_name(name) : t->onnx_type;
+    out.push_back(std::move(*t));
+  }
+  return out;
+}
+
 
 std::vector<Value> Importer::import_body(const pb::GraphProto& body, const std::vector<Value>& inputs) {
   // The scope and the current node name are restored even when the body throws.
@@ -283,7 +430,7 @@ std::vector<Value> Importer::import_body(const pb::GraphProto& body, const std::
   scopes_.emplace_back();
   for (int i = 0; i < body.input_size() && size_t(i) < inputs.size(); ++i) define(body.input(i).name(), inputs[size_t(i)]);
   import_initializers(body);
-  import_nodes(body);
+  import_body_nodes(body);
   std::vector<Value> outs;
   for (const auto& vo : body.output()) outs.push_back(lookup(vo.name()));
   return outs;

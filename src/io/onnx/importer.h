@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "io/onnx/proto.h"
@@ -27,10 +28,54 @@ class DynamicShapeError : public Error {
 };
 
 // Error(Unsupported): a value that must be a constant (a shape, axes, pads, ...) is
-// computed at run time. The runner retries with small graph inputs bound by value.
+// computed at run time. `value` names that ONNX value ("" when unknown). The runner
+// binds it by value: a graph input directly; a value the model computes by ending the
+// compiled segment before the node (import_segment).
 class ConstantRequiredError : public Error {
  public:
-  explicit ConstantRequiredError(const std::string& msg) : Error(ErrorCategory::Unsupported, msg) {}
+  explicit ConstantRequiredError(const std::string& msg, std::string value = "")
+      : Error(ErrorCategory::Unsupported, msg), value(std::move(value)) {}
+  std::string value;
+};
+
+// Error(Unsupported): `node`'s output shape depends on the values of its run-time inputs
+// (NonZero, Unique, NonMaxSuppression, ...). The runner ends the compiled segment before
+// a top-level node that throws this and evaluates the node on the host (eval_host_node).
+class RunTimeShapeError : public Error {
+ public:
+  RunTimeShapeError(const std::string& msg, const pb::NodeProto* node)
+      : Error(ErrorCategory::Unsupported, msg), node(node) {}
+  const pb::NodeProto* node;
+};
+
+// Where an import may end a segment early (OnnxRunner): never (the whole graph or an
+// error); before a node that needs run-time values to import (RunTimeShapeError); and
+// also before a node that needs a value this segment computes (ConstantRequiredError: the
+// runner tries binding small graph inputs by value first, as that compiles to one graph).
+enum class Split { None, HostNodes, HostNodesAndValues };
+
+// One compiled segment of a model run in segments (nodes [begin, end) of the main graph).
+struct SegmentInput {
+  std::string name;
+  DType dtype = DType::F32;
+  int onnx_type = 0;
+  std::vector<int64_t> dims;
+};
+struct Segment {
+  int begin = 0;
+  // The node the segment stops before; -1 when it runs to the model's outputs.
+  int end = -1;
+  // end >= 0: true when node `end` is evaluated on the host (RunTimeShapeError); false when
+  // it needs `bind` by value (ConstantRequiredError) and the next segment starts at it.
+  bool host_node = false;
+  std::string bind;
+  // end >= 0: the graph's outputs, by name (values computed in this segment and read at or
+  // after `end`); the inputs still read later (`forward`); constants read later (`constants`,
+  // passed into the next segment by value).
+  std::vector<std::string> outputs;
+  std::vector<std::string> forward;
+  std::map<std::string, HostTensor> constants;
+  std::map<std::string, int> types;  // the ONNX type of each output and forwarded input
 };
 
 class Importer {
@@ -38,13 +83,26 @@ class Importer {
   Importer(const ModelSource& src, const ImportOptions& opts, Graph& g);
 
   // Imports the main graph; `shapes` overrides declared input dims; inputs named in
-  // `values` become constants with those values (value specialization).
-  void import_main(const std::map<std::string, std::vector<int64_t>>& shapes,
-                   const std::map<std::string, TypedTensor>& values = {});
+  // `values` become constants with those values (value specialization). With `segments`
+  // `split` it may stop early, as import_segment does (the returned Segment says where);
+  // with Split::None the whole graph is imported or the error propagates.
+  Segment import_main(const std::map<std::string, std::vector<int64_t>>& shapes,
+                      const std::map<std::string, TypedTensor>& values = {}, Split split = Split::None);
   // Imports a subgraph body inline (If branch, unrolled Loop/Scan iteration): body
   // inputs are bound to `inputs` (fewer allowed: the rest must not be used), outer
   // names stay visible. Returns the body outputs.
   std::vector<Value> import_body(const pb::GraphProto& body, const std::vector<Value>& inputs);
+  // Imports main-graph nodes from `begin` with `inputs` as graph inputs and `constants`
+  // as constants (a segment of a model run in segments, OnnxRunner): up to the end, or up
+  // to the first top-level node that throws RunTimeShapeError (or, with
+  // Split::HostNodesAndValues, ConstantRequiredError for a value this segment computes).
+  // Returns where it stopped and what crosses over.
+  Segment import_segment(int begin, const std::vector<SegmentInput>& inputs,
+                         const std::map<std::string, HostTensor>& constants, Split split);
+  // Evaluates main-graph node `index` on the host over `values` (its inputs by name, each
+  // bound as a constant): the node's own lowering, folded. Returns its outputs in order
+  // (absent outputs as empty tensors).
+  std::vector<HostTensor> eval_host_node(int index, const std::map<std::string, HostTensor>& values);
 
   Graph& graph() { return g_; }
   const ModelSource& source() const { return src_; }
@@ -71,8 +129,10 @@ class Importer {
 
  private:
   void import_initializers(const pb::GraphProto& g);
-  void import_nodes(const pb::GraphProto& g);
+  void import_body_nodes(const pb::GraphProto& g);
+  Segment import_from(int begin, Split split, const std::unordered_set<std::string>& passed);
   void lower_node(const pb::NodeProto& n);
+  void define_input(const std::string& name, const Shape& s, int onnx_type);
 
   const ModelSource& src_;
   ImportOptions opts_;

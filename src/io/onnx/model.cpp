@@ -134,6 +134,8 @@ OnnxModel make_model(std::shared_ptr<ModelSource> src, const ImportOptions& opts
     model.dynamic_reason = e.what();
   } catch (const ConstantRequiredError& e) {
     model.dynamic_reason = e.what();
+  } catch (const RunTimeShapeError& e) {
+    model.dynamic_reason = e.what();
   } catch (const Error& e) {
     // With symbolic input dims a shape rule may need sizes that only a concrete
     // import has; the runner imports per concrete shapes then.

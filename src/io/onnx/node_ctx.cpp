@@ -47,7 +47,8 @@ HostTensor NodeCtx::const_input(int i, const char* what) const {
     if (!g.type(v).is_static())
       throw DynamicShapeError(detail::concat("ONNX ", where(), ": input ", i, " (", what,
                                              ") depends on symbolic dims; import with concrete input shapes"));
-    throw ConstantRequiredError(detail::concat("ONNX ", where(), ": input ", i, " (", what, ") must be a constant"));
+    throw ConstantRequiredError(detail::concat("ONNX ", where(), ": input ", i, " (", what, ") must be a constant"),
+                                node.input(i));
   }
   return *t;
 }

@@ -28,7 +28,8 @@ std::vector<Value> lower_if(NodeCtx& c) {
     throw;
   } catch (const Error& e) {
     throw ConstantRequiredError(detail::concat("ONNX ", c.where(), ": the condition must be known to import (a branch fails: ",
-                                               e.what(), ")"));
+                                               e.what(), ")"),
+                                c.node.input(0));
   }
   if (a.size() != b.size()) c.invalid("branches have different output counts");
   Value cond = c.reshape(c.in(0), {});
@@ -38,7 +39,8 @@ std::vector<Value> lower_if(NodeCtx& c) {
     const Shape& tb = c.g.type(b[i]);
     if (!(ta == tb))
       throw ConstantRequiredError(detail::concat("ONNX ", c.where(), ": the condition must be known to import (branch outputs ",
-                                                 ta.str(), " and ", tb.str(), " differ)"));
+                                                 ta.str(), " and ", tb.str(), " differ)"),
+                                  c.node.input(0));
     out.push_back(c.op(OpKind::Where, {cond, a[i], b[i]}));
   }
   return out;

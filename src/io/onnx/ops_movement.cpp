@@ -318,25 +318,6 @@ std::vector<Value> lower_reverse_sequence(NodeCtx& c) {
   return {c.op(OpKind::Gather, {c.reshape(c.in(0), {n}), lin}, AxisAttrs{0})};
 }
 
-// Compress with a condition known at import (a constant, or a small input bound by
-// value): a gather of the selected positions.
-std::vector<Value> lower_compress(NodeCtx& c) {
-  std::vector<int64_t> cond = c.const_ints(1, "condition");
-  Value x = c.in(0);
-  auto d = c.dims(0);
-  int64_t ax = 0;
-  if (c.has_attr("axis")) {
-    ax = c.axis(c.attr_int("axis", 0), int64_t(d.size()));
-  } else {
-    x = c.reshape(x, {dims_numel(d)});
-    d = {dims_numel(d)};
-  }
-  std::vector<int64_t> keep;
-  for (int64_t i = 0; i < int64_t(cond.size()) && i < d[size_t(ax)]; ++i)
-    if (cond[size_t(i)]) keep.push_back(i);
-  return {c.op(OpKind::Gather, {x, c.ints(keep)}, AxisAttrs{ax})};
-}
-
 // Optional ops applied to plain tensors (optional-typed values are not supported).
 std::vector<Value> lower_optional_tensor(NodeCtx& c) {
   if (c.node.op_type() == "OptionalGetElement") return {c.op(OpKind::Identity, {c.in(0)})};

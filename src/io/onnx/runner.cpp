@@ -1,6 +1,7 @@
 // OnnxRunner: import + compile per concrete input shapes, cached by those shapes.
 #include <list>
 #include <mutex>
+#include <set>
 
 #include "io/onnx/importer.h"
 #include "ir/dims.h"
@@ -25,13 +26,45 @@ std::string shape_key(const std::map<std::string, std::vector<int64_t>>& shapes)
 }
 }  // namespace
 
+HostTensor host_tensor(const TypedTensor& t, int onnx_type) {
+  return HostTensor{onnx_type ? onnx_type : onnx_type_of(t.dtype), t.dtype, t.dims, t.bytes};
+}
+
+// A value between segments: its tensor and its ONNX type.
+struct Carried {
+  TypedTensor t;
+  int onnx_type = 0;
+};
+using Env = std::map<std::string, Carried>;
+
+// One compiled segment of the model for one key (the whole model unless a node's output
+// shape depends on run-time values: then the segments after it hang off this one, keyed
+// by the shapes they are fed).
+struct Stage {
+  Segment seg;
+  std::shared_ptr<CompiledGraph> cg;  // null when the segment computes nothing
+  // The next segment's inputs bound by value (the value the segment stopped for; inputs a
+  // later import asked for), and its compiled forms, most recently used first.
+  // `tier` widens the binding as OnnxRunner's first import does: 1 small integer / bool
+  // inputs, 2 all small inputs, 3 also segments that end before a value they compute.
+  std::set<std::string> by_value;
+  int tier = 0;
+  std::list<std::pair<std::string, std::shared_ptr<Stage>>> next;
+};
+
 struct OnnxRunner::Impl {
   OnnxModel model;
   Session session;
   ImportOptions opts;
   // Most recently used first. Shared: a graph handed out by compiled() outlives its eviction.
-  std::list<std::pair<std::string, std::shared_ptr<CompiledGraph>>> cache;
-  int by_value = 0;  // 0: none; 1: small integer/bool inputs; 2: all small inputs (see onnx.h)
+  std::list<std::pair<std::string, std::shared_ptr<Stage>>> cache;
+  // 0: none; 1: small integer/bool inputs; 2: all small inputs (see onnx.h); 3: also
+  // segments that end before a value the model computes (Split::HostNodesAndValues).
+  int by_value = 0;
+
+  std::shared_ptr<Stage> first_stage(const std::map<std::string, std::vector<int64_t>>& shapes,
+                                     const std::map<std::string, TypedTensor>& values, Split split);
+  std::shared_ptr<Stage> next_stage(Stage& prev, int begin, const Env& env);
 };
 
 OnnxRunner::OnnxRunner(OnnxModel model, Session session, ImportOptions opts)
@@ -78,31 +111,127 @@ std::string value_key(const std::map<std::string, TypedTensor>& values) {
 
 }  // namespace
 
+namespace {
+
+// The compiled graph of a stage that runs the whole model.
+std::shared_ptr<CompiledGraph> whole(const Stage& st, const std::string& path) {
+  if (st.seg.end >= 0)
+    fail(ErrorCategory::Unsupported, path, ": the model runs in segments (node ", st.seg.end,
+         " of the main graph needs run-time values to import); run it with OnnxRunner::run");
+  return st.cg;
+}
+
+std::shared_ptr<CompiledGraph> compile_graph(Session& session, const Graph& g) {
+  if (g.outputs().empty()) return nullptr;
+  return std::make_shared<CompiledGraph>(session.compile(g));
+}
+
+template <class List>
+void remember(List& list, std::string key, typename List::value_type::second_type v) {
+  list.emplace_front(std::move(key), std::move(v));
+  if (list.size() > kMaxCached) list.pop_back();
+}
+
+template <class List>
+typename List::value_type::second_type recall(List& list, const std::string& key) {
+  for (auto it = list.begin(); it != list.end(); ++it)
+    if (it->first == key) {
+      list.splice(list.begin(), list, it);
+      return list.front().second;
+    }
+  return nullptr;
+}
+
+}  // namespace
+
 std::shared_ptr<CompiledGraph> OnnxRunner::compiled(const std::map<std::string, std::vector<int64_t>>& shapes) {
   // A graph compiled for these shapes with inputs bound by value counts too (the most
   // recently used one).
   std::string prefix = shape_key(shapes) + "|";
   auto& cache = impl_->cache;
   for (auto it = cache.begin(); it != cache.end(); ++it)
-    if (it->first.compare(0, prefix.size(), prefix) == 0) return it->second;
+    if (it->first.compare(0, prefix.size(), prefix) == 0) return whole(*it->second, impl_->model.path);
   return compiled_for(shapes, {});
 }
 
 std::shared_ptr<CompiledGraph> OnnxRunner::compiled_for(const std::map<std::string, std::vector<int64_t>>& shapes,
-                                        const std::map<std::string, TypedTensor>& values) {
+                                                        const std::map<std::string, TypedTensor>& values) {
+  return whole(*impl_->first_stage(shapes, values, Split::HostNodes), impl_->model.path);
+}
+
+std::shared_ptr<Stage> OnnxRunner::Impl::first_stage(const std::map<std::string, std::vector<int64_t>>& shapes,
+                                                     const std::map<std::string, TypedTensor>& values, Split split) {
   std::string key = shape_key(shapes) + "|" + value_key(values);
-  auto& cache = impl_->cache;
-  for (auto it = cache.begin(); it != cache.end(); ++it) {
-    if (it->first == key) {
-      cache.splice(cache.begin(), cache, it);
-      return cache.front().second;
-    }
+  if (auto st = recall(cache, key)) return st;
+  const OnnxModel& m = model;
+  if (!m.source) fail(ErrorCategory::InvalidArgument, "OnnxRunner: the model was not loaded");
+  Graph g(m.source->model.graph().name().empty() ? "onnx" : m.source->model.graph().name());
+  Importer im(*m.source, opts, g);
+  auto st = std::make_shared<Stage>();
+  try {
+    st->seg = im.import_main(shapes, values, split);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {  // e.g. protobuf checks or allocation failures on hostile models
+    fail(ErrorCategory::Parse, m.path, ": the model could not be imported: ", e.what());
   }
-  Graph g = import_graph(impl_->model, shapes, impl_->opts, values);
-  auto cg = std::make_shared<CompiledGraph>(impl_->session.compile(g));
-  cache.emplace_front(key, std::move(cg));
-  if (cache.size() > kMaxCached) cache.pop_back();
-  return cache.front().second;
+  if (!st->seg.bind.empty()) st->by_value.insert(st->seg.bind);
+  st->cg = compile_graph(session, g);
+  remember(cache, key, st);
+  return st;
+}
+
+// The segment from `begin` fed `env`, compiled for the shapes in it (and the values of the
+// names the previous stage binds by value), cached on `prev`.
+std::shared_ptr<Stage> OnnxRunner::Impl::next_stage(Stage& prev, int begin, const Env& env) {
+  const OnnxModel& m = model;
+  for (;;) {
+    std::string key = std::to_string(begin) + "|";
+    std::vector<SegmentInput> inputs;
+    std::map<std::string, HostTensor> consts = prev.seg.constants;
+    for (const auto& [name, c] : env) {
+      key += name + ":" + std::to_string(int(c.t.dtype)) + ":";
+      for (int64_t d : c.t.dims) key += std::to_string(d) + ",";
+      if (prev.by_value.count(name)) {
+        key += "=";
+        key.append(reinterpret_cast<const char*>(c.t.bytes.data()), c.t.bytes.size());
+        consts[name] = host_tensor(c.t, c.onnx_type);
+      } else {
+        inputs.push_back({name, c.t.dtype, c.onnx_type, c.t.dims});
+      }
+      key += ';';
+    }
+    if (auto st = recall(prev.next, key)) return st;
+    Graph g(m.source->model.graph().name().empty() ? "onnx" : m.source->model.graph().name());
+    Importer im(*m.source, opts, g);
+    auto st = std::make_shared<Stage>();
+    try {
+      st->seg = im.import_segment(begin, inputs, consts, prev.tier >= 3 ? Split::HostNodesAndValues : Split::HostNodes);
+    } catch (const ConstantRequiredError& e) {
+      // An input of this segment is needed by value: bind it (small ones only) and retry;
+      // else widen the binding a tier.
+      auto it = env.find(e.value);
+      if (it != env.end() && !prev.by_value.count(e.value) && dims_numel(it->second.t.dims) <= kMaxValueElements) {
+        prev.by_value.insert(e.value);
+        continue;
+      }
+      if (prev.tier >= 3) throw;
+      ++prev.tier;
+      for (const auto& [name, c] : env)
+        if (dims_numel(c.t.dims) <= kMaxValueElements &&
+            (prev.tier >= 2 || is_integer(c.t.dtype) || c.t.dtype == DType::Bool))
+          prev.by_value.insert(name);
+      continue;
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      fail(ErrorCategory::Parse, m.path, ": the model could not be imported: ", e.what());
+    }
+    if (!st->seg.bind.empty()) st->by_value.insert(st->seg.bind);
+    st->cg = compile_graph(session, g);
+    remember(prev.next, key, st);
+    return st;
+  }
 }
 
 std::vector<TypedTensor> OnnxRunner::run(const std::map<std::string, TypedTensor>& inputs) {
@@ -125,6 +254,7 @@ std::vector<TypedTensor> OnnxRunner::run_unguarded(const std::map<std::string, T
     if (!found)
       fail(ErrorCategory::InvalidArgument, m.path, ": the model has no input '", name, "' (its inputs: ", known(), ")");
   }
+  Env env;
   for (const auto& info : m.inputs) {
     auto it = inputs.find(info.name);
     if (it == inputs.end())
@@ -139,23 +269,63 @@ std::vector<TypedTensor> OnnxRunner::run_unguarded(const std::map<std::string, T
       fail(e.category(), m.path, ": input '", info.name, "' (", dtype_name(t.dtype), " given, the model takes ",
            info_str(info), "): ", e.what());
     }
+    env[info.name].onnx_type = info.onnx_type;
   }
-  std::shared_ptr<CompiledGraph> cg;
-  while (!cg) {
+  std::shared_ptr<Stage> st;
+  while (!st) {
+    const int tier = impl_->by_value;
     try {
-      cg = compiled_for(shapes, impl_->by_value ? value_inputs(feed, impl_->by_value) : std::map<std::string, TypedTensor>{});
+      st = impl_->first_stage(shapes, tier ? value_inputs(feed, std::min(tier, 2)) : std::map<std::string, TypedTensor>{},
+                              tier >= 3 ? Split::HostNodesAndValues : Split::HostNodes);
     } catch (const ConstantRequiredError&) {
-      if (impl_->by_value >= 2) throw;
+      if (tier >= 3) throw;
       ++impl_->by_value;
     }
   }
-  std::map<std::string, TypedTensor> used;
-  for (const auto& name : cg->input_names()) {
-    auto it = feed.find(name);
-    if (it == feed.end()) fail(ErrorCategory::Internal, m.path, ": compiled graph wants unknown input '", name, "'");
-    used.emplace(name, std::move(it->second));
+  for (auto& [name, t] : feed) env[name].t = std::move(t);
+  // Segment by segment: run the compiled part, evaluate the node that needs run-time values
+  // on the host, and go on with the segment compiled for the shapes that came out.
+  for (;;) {
+    std::vector<TypedTensor> res;
+    if (st->cg) {
+      std::map<std::string, TypedTensor> used;
+      for (const auto& name : st->cg->input_names()) {
+        auto it = env.find(name);
+        if (it == env.end()) fail(ErrorCategory::Internal, m.path, ": compiled graph wants unknown input '", name, "'");
+        used.emplace(name, std::move(it->second.t));
+      }
+      res = st->cg->run_typed(used);
+      for (auto& [name, t] : used) env[name].t = std::move(t);
+    }
+    const Segment& seg = st->seg;
+    if (seg.end < 0) return res;
+    if (res.size() != seg.outputs.size())
+      fail(ErrorCategory::Internal, m.path, ": segment gave ", res.size(), " values, expected ", seg.outputs.size());
+    Env next;
+    for (const auto& name : seg.forward) next[name] = std::move(env.at(name));
+    for (size_t i = 0; i < res.size(); ++i) next[seg.outputs[i]] = Carried{std::move(res[i]), seg.types.at(seg.outputs[i])};
+    int begin = seg.end;
+    if (seg.host_node) {
+      const pb::NodeProto& node = m.source->model.graph().node(seg.end);
+      std::map<std::string, HostTensor> values;
+      for (const auto& name : node.input()) {
+        if (name.empty() || values.count(name)) continue;
+        if (auto c = seg.constants.find(name); c != seg.constants.end()) values[name] = c->second;
+        else if (auto v = next.find(name); v != next.end()) values[name] = host_tensor(v->second.t, v->second.onnx_type);
+      }
+      Graph scratch("host");
+      Importer im(*m.source, impl_->opts, scratch);
+      std::vector<HostTensor> outs = im.eval_host_node(seg.end, values);
+      for (int i = 0; i < node.output_size() && size_t(i) < outs.size(); ++i) {
+        if (node.output(i).empty()) continue;
+        HostTensor& h = outs[size_t(i)];
+        next[node.output(i)] = Carried{TypedTensor{h.dtype, std::move(h.dims), std::move(h.bytes)}, h.onnx_type};
+      }
+      begin = seg.end + 1;
+    }
+    st = impl_->next_stage(*st, begin, next);
+    env = std::move(next);
   }
-  return cg->run_typed(used);
 }
 
 }  // namespace rlx::onnx
