@@ -9,6 +9,11 @@
 #   bench/gpu/llm_decode.sh BUILD_DIR WORK_DIR
 # Environment: SHARED (default ../shared beside the checkout), GGUF_PY (llama.cpp's gguf-py,
 # for the generator), PYTHON (python3), TOKENS (generated per repetition, 128), REPS (5).
+# With LLAMA_CPP_SRC (llama.cpp's source: the v0.5.0 bundle of node-llama-cpp@3.22.1) or
+# LLAMA_CPP_BIN (a folder with llama-bench and llama-quantize built with -DGGML_CUDA=ON), the
+# same models also run through llama.cpp's CUDA build (llama-bench -ngl 99, generation only,
+# the same token count), alternated with rlx, and Q4_0 as llama-quantize makes it runs on
+# both (identical bytes).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="$(cd "${1:?usage: llm_decode.sh BUILD_DIR WORK_DIR}" && pwd)"
@@ -69,3 +74,32 @@ rate_eager=$(RLX_CUDA_GRAPH=0 "$rlx" llm-bench -m "$f16" --device cuda -p 0 -n "
 awk -v g="$rate_graph" -v e="$rate_eager" 'BEGIN {
   printf "f16 step with graph replay %.3f ms (%.1f tok/s), without %.3f ms (%.1f tok/s): replay saves %.3f ms per step\n",
     1e3 / g, g, 1e3 / e, e, 1e3 / e - 1e3 / g }'
+
+# llama.cpp's CUDA build side by side (optional, see the header).
+lbin="${LLAMA_CPP_BIN:-}"
+if [ -z "$lbin" ] && [ -n "${LLAMA_CPP_SRC:-}" ]; then
+  lbuild="$work/llama.cpp-build"
+  if [ ! -x "$lbuild/bin/llama-bench" ]; then
+    echo "building llama.cpp's CUDA build (llama-bench, llama-quantize) under $lbuild"
+    cmake -S "$LLAMA_CPP_SRC" -B "$lbuild" -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+      -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+      -DLLAMA_BUILD_APP=OFF >/dev/null
+    cmake --build "$lbuild" -j"$(nproc)" --target llama-bench llama-quantize >/dev/null
+  fi
+  lbin="$lbuild/bin"
+fi
+if [ -n "$lbin" ]; then
+  lq40="$work/tinyllama-1.1b-q4_0-llama.gguf"
+  [ -s "$lq40" ] || "$lbin/llama-quantize" "$f16" "$lq40" Q4_0 >/dev/null 2>&1
+  lb_rate() {  # tok/s of llama-bench's generation row (CSV avg_ts)
+    "$lbin/llama-bench" -m "$1" -ngl 99 -p 0 -n "$tokens" -r "$reps" -o csv 2>/dev/null |
+      "$py" -c 'import csv, sys; r = [x for x in csv.DictReader(sys.stdin) if x["n_gen"] != "0"]; print("%.1f" % float(r[0]["avg_ts"]) if r else "-")'
+  }
+  rlx_rate() { "$rlx" llm-bench -m "$1" --device cuda -p 0 -n "$tokens" -r "$reps" | sed -n 's/.*: \([0-9.]*\) tok\/s.*/\1/p' | head -n 1; }
+  echo "== rlx against llama.cpp's CUDA build, same GPU, generation of $tokens tokens x $reps (tok/s; alternated, two rounds)"
+  printf '%-22s %10s %10s %10s %10s\n' model "rlx" "llama.cpp" "rlx" "llama.cpp"
+  for m in "$f16" "$lq40" "$q40"; do
+    name=$(basename "$m" .gguf | sed 's/tinyllama-1.1b-//')
+    printf '%-22s %10s %10s %10s %10s\n' "$name" "$(rlx_rate "$m")" "$(lb_rate "$m")" "$(rlx_rate "$m")" "$(lb_rate "$m")"
+  done
+fi
