@@ -107,5 +107,73 @@ TEST(CudaStepFusion, DecodePairsGiveTheSameBitsInFewerSteps) {
   }
 }
 
+// A decode step's rotaries and cache writes: q, k rotated; k's rows cast and written into
+// the K cache, v's into the V cache; attention over both. keep: the rotated K and the
+// rounded K rows are graph outputs too (then written, not only passed in registers).
+Graph kv_window(bool keep) {
+  Graph g(keep ? "kv_kept" : "kv");
+  Value q = g.input("q", Shape({1, Hq, 1, D}, DType::F32));
+  Value k = g.input("k", Shape({1, H, 1, D}, DType::F32));
+  Value v = g.input("v", Shape({1, H, 1, D}, DType::F32));
+  Value kc = g.input("kc", Shape({1, H, C, D}, DType::F16)), vc = g.input("vc", Shape({1, H, C, D}, DType::F16));
+  Value past = g.input("past", Shape({1}, DType::I64));
+  Value cs = g.input("cos", Shape({1, D / 2}, DType::F32)), sn = g.input("sin", Shape({1, D / 2}, DType::F32));
+  Value yq = g.rotary(q, cs, sn, false), yk = g.rotary(k, cs, sn, false);
+  Value rk = g.cast(yk, DType::F16);
+  Value wk = g.cache_write(kc, rk, past);
+  Value rv = g.cast(v, DType::F16);
+  Value wv = g.cache_write(vc, rv, past);
+  std::vector<Value> outs{g.kv_attention(yq, wk, wv, rk, rv, past), wk, wv};
+  if (keep) {
+    outs.push_back(yk);
+    outs.push_back(rk);
+  }
+  g.set_outputs(outs);
+  return g;
+}
+
+Ran run_kv(const Graph& g, bool fuse, int64_t at) {
+  if (!fuse) setenv("RLX_CUDA_FUSE", "0", 1);
+  CompiledGraph net = Session(Device::Cuda).compile(g);
+  unsetenv("RLX_CUDA_FUSE");
+  auto cache = [](int salt) {
+    TypedTensor c{DType::F16, {1, H, C, D}, std::vector<uint8_t>(size_t(H * C * D) * 2)};
+    for (size_t i = 0; i < c.bytes.size() / 2; ++i) {
+      const uint16_t h = f32_to_f16(float((i + size_t(salt)) % 89) / 89.0f - 0.5f);
+      std::memcpy(c.bytes.data() + 2 * i, &h, 2);
+    }
+    return c;
+  };
+  TypedTensor past{DType::I64, {1}, std::vector<uint8_t>(8)};
+  std::memcpy(past.bytes.data(), &at, 8);
+  Ran r;
+  r.steps = net.report().num_thunks;
+  r.out = net.run_typed({{"q", f32({1, Hq, 1, D}, 21)}, {"k", f32({1, H, 1, D}, 22)}, {"v", f32({1, H, 1, D}, 23)},
+                         {"kc", cache(1)}, {"vc", cache(2)}, {"past", past}, {"cos", f32({1, D / 2}, 24)},
+                         {"sin", f32({1, D / 2}, 25)}});
+  return r;
+}
+
+TEST(CudaStepFusion, RotariesAndCacheWritesAreOneLaunchWithTheSameBits) {
+  REQUIRE_CUDA();
+  for (bool keep : {false, true}) {
+    const Graph g = kv_window(keep);
+    const Ran fused = run_kv(g, true, 3), plain = run_kv(g, false, 3);
+    ASSERT_EQ(fused.out.size(), plain.out.size());
+    for (size_t o = 0; o < fused.out.size(); ++o)
+      EXPECT_EQ(fused.out[o].bytes, plain.out[o].bytes) << (keep ? "kept" : "plain") << " output " << o;
+    // Six steps (two rotaries, two casts, two cache writes) become one.
+    EXPECT_EQ(plain.steps - fused.steps, 5) << "steps fused " << fused.steps << ", unfused " << plain.steps;
+  }
+  // A position past the cache's end is the cache write's error, named, from the fused launch.
+  const Graph g = kv_window(false);
+  try {
+    run_kv(g, true, C);
+    ADD_FAILURE() << "expected an error for a position past the cache";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cache_write"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace rlx

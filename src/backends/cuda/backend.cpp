@@ -442,6 +442,7 @@ class CudaExecutable final : public backend::Executable {
   // The op kind a step runs ("qmatmul+add" for a fused pair).
   std::string step_label(const Step& s) const {
     const Graph& g = prog_->plan.graph;
+    if (s.label) return s.label;
     std::string l(op_name(g.node(s.node).kind));
     return s.fused < 0 ? l : std::string(op_name(g.node(s.fused).kind)) + "+" + l;
   }

@@ -231,6 +231,27 @@ cudaError_t cache_write(const CacheWriteArgs& a, int elem, const void* cache, co
 cudaError_t cache_write_cast(const CacheWriteArgs& a, ET to, const void* cache, const float* rows, void* rounded,
                              const int64_t* past, void* out, int* err, int step, cudaStream_t s);
 
+// A decode step's rotaries and K/V cache writes as one launch (step fusion of six nodes,
+// lower_kv_store): the Q rotary (`q`); the K rotary whose rows are cast to `to` and written
+// into the K cache, each element in registers from rotation to cache (`k`; k.y null when
+// only the cast reads it, k_rounded null when only the cache write reads the cast); V's f32
+// rows cast and written into the V cache. Bits as the six launches give them; a cache whose
+// output is not its input's storage is copied first, as cache_write does.
+struct KvStorePtrs {
+  RotaryPtrs q, k;
+  const void* k_cache = nullptr;
+  void* k_rounded = nullptr;
+  void* k_out = nullptr;
+  const float* v = nullptr;
+  const void* v_cache = nullptr;
+  void* v_rounded = nullptr;
+  void* v_out = nullptr;
+  const int64_t* k_past = nullptr;
+  const int64_t* v_past = nullptr;
+};
+cudaError_t kv_store(const RotaryArgs& q, const RotaryArgs& k, const CacheWriteArgs& kw, const CacheWriteArgs& vw, ET to,
+                     const KvStorePtrs& p, int* err, int step, cudaStream_t s);
+
 // topk of f32 over the middle dim of [outer, n, inner]: values and i64 indices [outer, k,
 // inner], in the CPU's order (largest or smallest first; NaN first when largest; ties by
 // index), whatever `sorted` says.

@@ -7,6 +7,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <tuple>
 #include <type_traits>
 
 #include "backends/cuda/device_util.cuh"
@@ -506,6 +507,22 @@ __global__ void kv_attention_kernel(KvAttentionArgs a, const float* q, const voi
   }
 }
 
+// Element i of the new rows [b, h, t, d] into the cache [b, h, c, d] at its sequence's
+// position past[b] + t (outside [0, c - t]: recorded in err and skipped), and into
+// `rounded` when that is not null.
+template <typename T>
+__device__ inline void store_row_element(const CacheWriteArgs& a, int64_t i, T v, T* rounded, const int64_t* past, T* out,
+                                         int* err, int step) {
+  if (rounded) rounded[i] = v;
+  const int64_t e = i % a.d, r = i / a.d, t = r % a.t, bh = r / a.t, p = past[bh / a.h];
+  if (p < 0 || p > a.c - a.t) {
+    atomicCAS(err, 0, 1);
+    atomicCAS(err + 1, 0, step);
+    return;
+  }
+  out[(bh * a.c + p + t) * a.d + e] = v;
+}
+
 // Element (row, e) of the new rows, stored at (row's sequence and head, past + its index).
 // S == T: the rows as they are (T an unsigned type of the element's size); S float into a
 // half type T: each rounded as the cast does, the rounded rows also stored in `rounded`
@@ -520,32 +537,31 @@ __global__ void cache_write_kernel(CacheWriteArgs a, const S* rows, T* rounded, 
     T v;
     if constexpr (std::is_same_v<S, T>) v = rows[i];
     else v = dev::stf<T>(rows[i]);
-    if (rounded) rounded[i] = v;
-    const int64_t e = i % a.d, r = i / a.d, t = r % a.t, bh = r / a.t, p = past[bh / a.h];
-    if (p < 0 || p > a.c - a.t) {
-      atomicCAS(err, 0, 1);
-      atomicCAS(err + 1, 0, step);
-      continue;
-    }
-    out[(bh * a.c + p + t) * a.d + e] = v;
+    store_row_element(a, i, v, rounded, past, out, err, step);
   }
 }
 
 // Pair i of row r (x [rows, d], position r % s): (2i, 2i+1) interleaved, else (i, i + half);
-// work item t of rows * half pairs, then rows * (d - 2 half) unrotated dims copied.
-__device__ inline void rotary_item(const RotaryArgs& a, const float* x, const float* cs, const float* sn, float* y,
-                                   int64_t t) {
+// work item t of rows * half pairs, then rows * (d - 2 half) unrotated dims copied. Each
+// result goes to put(flat index, value).
+template <class Put>
+__device__ inline void rotary_item(const RotaryArgs& a, const float* x, const float* cs, const float* sn, int64_t t,
+                                   Put put) {
   const int64_t pairs = a.rows * a.half, rest = a.d - 2 * a.half;
   if (t >= pairs) {  // the dims past the rotated ones, unchanged
     const int64_t r = (t - pairs) / rest, e = 2 * a.half + (t - pairs) % rest;
-    y[r * a.d + e] = x[r * a.d + e];
+    put(r * a.d + e, x[r * a.d + e]);
     return;
   }
   const int64_t r = t / a.half, i = t % a.half, p = r % a.s;
   const int64_t i0 = a.interleaved ? 2 * i : i, i1 = a.interleaved ? 2 * i + 1 : i + a.half;
   const float x0 = x[r * a.d + i0], x1 = x[r * a.d + i1], co = cs[p * a.half + i], si = sn[p * a.half + i];
-  y[r * a.d + i0] = x0 * co - x1 * si;
-  y[r * a.d + i1] = x1 * co + x0 * si;
+  put(r * a.d + i0, x0 * co - x1 * si);
+  put(r * a.d + i1, x1 * co + x0 * si);
+}
+__device__ inline void rotary_item(const RotaryArgs& a, const float* x, const float* cs, const float* sn, float* y,
+                                   int64_t t) {
+  rotary_item(a, x, cs, sn, t, [y](int64_t j, float v) { y[j] = v; });
 }
 __host__ __device__ inline int64_t rotary_work(const RotaryArgs& a) { return a.rows * (a.half + a.d - 2 * a.half); }
 
@@ -568,7 +584,48 @@ __global__ void rotary_pair_kernel(RotaryArgs a, RotaryPtrs pa, RotaryArgs b, Ro
   }
 }
 
+// kv_store (kernels.h): items [0, wq) the Q rotary, [wq, wq + wk) the K rotary with each
+// result rounded and stored into the K cache, the rest V's elements into the V cache.
+template <typename T>
+__global__ void kv_store_kernel(RotaryArgs qa, RotaryArgs ka, CacheWriteArgs kw, CacheWriteArgs vw, KvStorePtrs p,
+                                int* err, int step) {
+  dev::grid_wait();
+  dev::grid_next();
+  const int64_t wq = rotary_work(qa), wk = rotary_work(ka), work = wq + wk + vw.b * vw.h * vw.t * vw.d;
+  T* const k_rounded = static_cast<T*>(p.k_rounded);
+  T* const k_out = static_cast<T*>(p.k_out);
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < work; t += int64_t(gridDim.x) * blockDim.x) {
+    if (t < wq) {
+      rotary_item(qa, p.q.x, p.q.cs, p.q.sn, p.q.y, t);
+    } else if (t < wq + wk) {
+      rotary_item(ka, p.k.x, p.k.cs, p.k.sn, t - wq, [&](int64_t j, float v) {
+        if (p.k.y) p.k.y[j] = v;
+        store_row_element(kw, j, dev::stf<T>(v), k_rounded, p.k_past, k_out, err, step);
+      });
+    } else {
+      const int64_t i = t - wq - wk;
+      store_row_element(vw, i, dev::stf<T>(p.v[i]), static_cast<T*>(p.v_rounded), p.v_past, static_cast<T*>(p.v_out),
+                        err, step);
+    }
+  }
+}
+
 }  // namespace
+
+cudaError_t kv_store(const RotaryArgs& q, const RotaryArgs& k, const CacheWriteArgs& kw, const CacheWriteArgs& vw, ET to,
+                     const KvStorePtrs& p, int* err, int step, cudaStream_t s) {
+  if (to != ET::F16 && to != ET::BF16) return cudaErrorInvalidValue;
+  const size_t es = 2;
+  for (auto [in, out, a] : {std::tuple{p.k_cache, p.k_out, kw}, std::tuple{p.v_cache, p.v_out, vw}})
+    if (in != out) {
+      const cudaError_t e = cudaMemcpyAsync(out, in, size_t(a.b * a.h * a.c * a.d) * es, cudaMemcpyDeviceToDevice, s);
+      if (e != cudaSuccess) return e;
+    }
+  const int64_t work = rotary_work(q) + rotary_work(k) + vw.b * vw.h * vw.t * vw.d;
+  if (work == 0) return cudaSuccess;
+  if (to == ET::F16) return dev::launch(kv_store_kernel<__half>, dev::grid_for(work, 256), 256, 0, s, q, k, kw, vw, p, err, step);
+  return dev::launch(kv_store_kernel<__nv_bfloat16>, dev::grid_for(work, 256), 256, 0, s, q, k, kw, vw, p, err, step);
+}
 
 cudaError_t rotary(const RotaryArgs& a, const float* x, const float* cs, const float* sn, float* y, cudaStream_t s) {
   const int64_t work = rotary_work(a);

@@ -56,6 +56,13 @@ struct PairSide {
   const std::vector<Shape>* out = nullptr;
 };
 std::optional<Launch> lower_pair(const PairSide& first, const PairSide& second, int fed, bool sole_reader);
+// Six adjacent nodes of a decode step (compile_program matches them): two rotaries, then
+// two cast -> cache_write pairs; rotary `rk` (0 or 1) feeds the cast of pair `ck` (0 or 1):
+// K's chain; the other rotary is Q's, the other pair V's. yk_sole, k_sole, v_sole: the K
+// rotary's, the K cast's, the V cast's results have no other reader (left unwritten). The
+// launch's bufs are the six nodes' inputs and outputs in order. One kv_store launch
+// (kernels.h), nullopt when the dtypes or shapes do not fit it.
+std::optional<Launch> lower_kv_store(const PairSide (&s)[6], int rk, int ck, bool yk_sole, bool k_sole, bool v_sole);
 
 // Throws Error naming `what` (a kernel or call) and the node when `e` is an error.
 void check(cudaError_t e, const char* what, const Node& node);

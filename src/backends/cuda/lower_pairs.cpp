@@ -11,7 +11,11 @@
 //   rms_norm -> qmatmul  a decode step's single row normalized by every block of the
 //                        product into shared memory (the norm's result unwritten: only the
 //                        product reads it);
-//   rotary, rotary       independent (Q and K): one launch over the items of both.
+//   rotary, rotary       independent (Q and K): one launch over the items of both;
+//   rotary, rotary, cast -> cache_write, cast -> cache_write
+//                        (lower_kv_store) Q's rotary, K's rotary rounded and written into
+//                        its cache element by element, V's rows into theirs: one launch
+//                        where the pairs above take three.
 #include "backends/cuda/lower_util.h"
 #include "ir/op_table.h"
 
@@ -81,6 +85,51 @@ std::optional<Launch> lower_pair(const PairSide& first, const PairSide& second, 
     });
   }
   return std::nullopt;
+}
+
+std::optional<Launch> lower_kv_store(const PairSide (&s)[6], int rk, int ck, bool yk_sole, bool k_sole, bool v_sole) {
+  const PairSide& rq_side = s[1 - rk];
+  const PairSide& rk_side = s[rk];
+  const PairSide& kc = s[2 + 2 * ck];
+  const PairSide& kw_side = s[3 + 2 * ck];
+  const PairSide& vc = s[2 + 2 * (1 - ck)];
+  const PairSide& vw_side = s[3 + 2 * (1 - ck)];
+  const DType to = kc.node->attr<CastAttrs>().to;
+  auto f32 = [](const Shape* x) { return x && x->dtype() == DType::F32 && x->is_static(); };
+  if (!f32(rq_side.in[0]) || !f32(rk_side.in[0]) || !f32(kc.in[0]) || !f32(vc.in[0]) || (to != DType::F16 && to != DType::BF16) ||
+      vc.node->attr<CastAttrs>().to != to)
+    return std::nullopt;
+  for (const PairSide* w : {&kw_side, &vw_side})
+    if (!w->in[0] || !w->in[1] || w->in[0]->dtype() != to || w->in[1]->dtype() != to || !w->in[0]->is_static() ||
+        !w->in[1]->is_static())
+      return std::nullopt;
+  const RotaryArgs qa = rotary_args(*rq_side.node, rq_side.in), ka = rotary_args(*rk_side.node, rk_side.in);
+  const CacheWriteArgs kw = cache_write_args(kw_side.in), vw = cache_write_args(vw_side.in);
+  // K's elements go from the rotary's flat index straight to the cache write's.
+  if ((*rk_side.out)[0].numel() != kc.in[0]->numel() || kw.b * kw.h * kw.t * kw.d != kc.in[0]->numel() ||
+      vw.b * vw.h * vw.t * vw.d != vc.in[0]->numel())
+    return std::nullopt;
+  const ET et = to == DType::F16 ? ET::F16 : ET::BF16;
+  // bufs: rotary 0 and 1 (x, cos, sin, y) at 0 and 4; pair 0 (cast x, y; cache, rows, past,
+  // out) at 8, pair 1 at 14.
+  const int bq = 4 * (1 - rk), bk = 4 * rk, pk = 8 + 6 * ck, pv = 8 + 6 * (1 - ck);
+  const Node* np = kw_side.node;
+  return Launch([=](const LaunchCtx& c, void* const* p) {
+    auto f = [p](int i) { return static_cast<float*>(p[i]); };
+    KvStorePtrs b;
+    b.q = RotaryPtrs{f(bq), f(bq + 1), f(bq + 2), f(bq + 3)};
+    b.k = RotaryPtrs{f(bk), f(bk + 1), f(bk + 2), yk_sole ? nullptr : f(bk + 3)};
+    b.k_rounded = k_sole ? nullptr : p[pk + 1];
+    b.k_cache = p[pk + 2];
+    b.k_past = static_cast<const int64_t*>(p[pk + 4]);
+    b.k_out = p[pk + 5];
+    b.v = f(pv);
+    b.v_rounded = v_sole ? nullptr : p[pv + 1];
+    b.v_cache = p[pv + 2];
+    b.v_past = static_cast<const int64_t*>(p[pv + 4]);
+    b.v_out = p[pv + 5];
+    check(kv_store(qa, ka, kw, vw, et, b, c.err, c.step, c.stream), "rotary+kv_store kernel", *np);
+  });
 }
 
 }  // namespace rlx::cuda

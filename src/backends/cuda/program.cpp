@@ -143,10 +143,86 @@ std::shared_ptr<Program> compile_program(opt::Plan plan, const LowerOptions& opt
     if (fed >= 0 && sole) return true;
     return disjoint(out_j, out_i) && (fed >= 0 || disjoint(out_i, bytes_of(j, false)));
   };
+  // Six steps of a decode step as one launch (lower_kv_store): rotary, rotary, cast ->
+  // cache_write, cast -> cache_write, one rotary feeding one cast (K's chain). What the
+  // launch writes (the results with another reader, the caches) must miss everything it
+  // reads (the rotaries' inputs, V's rows, the caches and positions) and itself; a cache
+  // written in place is its own input.
+  auto kv_store_at = [&](size_t k) -> std::optional<Launch> {
+    if (k + 5 >= stepping.size()) return std::nullopt;
+    static constexpr OpKind kinds[6] = {OpKind::Rotary, OpKind::Rotary, OpKind::Cast, OpKind::CacheWrite, OpKind::Cast,
+                                        OpKind::CacheWrite};
+    size_t n[6];
+    Value y[6];
+    for (int t = 0; t < 6; ++t) {
+      n[t] = stepping[k + size_t(t)];
+      if (g.nodes()[n[t]].kind != kinds[t] || g.nodes()[n[t]].outputs.size() != 1) return std::nullopt;
+      y[t] = Value{int32_t(n[t]), 0};
+    }
+    int rk = -1, ck = -1;
+    for (int r = 0; r < 2; ++r)
+      for (int c = 0; c < 2; ++c)
+        if (readers.fed(y[r], int32_t(n[2 + 2 * c])) == 0) rk = r, ck = c;
+    if (rk < 0) return std::nullopt;
+    // Inside the window only the three links read a result of it: the K rotary's by its
+    // cast (as input 0), each cast's by its cache write (as the rows, input 1).
+    const int kc = 2 + 2 * ck, vc = 2 + 2 * (1 - ck);
+    for (int a = 0; a < 6; ++a)
+      for (int b = a + 1; b < 6; ++b) {
+        const int want = (a == rk && b == kc) ? 0 : ((a == 2 && b == 3) || (a == 4 && b == 5)) ? 1 : -1;
+        if (readers.fed(y[a], int32_t(n[b])) != want) return std::nullopt;
+      }
+    const bool yk_sole = readers.sole(y[rk], int32_t(n[kc])), k_sole = readers.sole(y[kc], int32_t(n[kc + 1])),
+               v_sole = readers.sole(y[vc], int32_t(n[vc + 1]));
+    auto range_of = [&](Value v, std::vector<std::pair<int64_t, int64_t>>& r) {
+      const Ref& at = prog->values[size_t(v.node)][size_t(v.out)];
+      if (!at.absent() && at.segment == opt::Segment::Arena && g.type(v).bytes())
+        r.emplace_back(at.offset, at.offset + int64_t(g.type(v).bytes()));
+    };
+    std::vector<std::pair<int64_t, int64_t>> writes, reads, caches;
+    for (int t : {0, 1})
+      if (!(t == rk && yk_sole)) range_of(y[t], writes);
+    if (!k_sole) range_of(y[kc], writes);
+    if (!v_sole) range_of(y[vc], writes);
+    range_of(y[3], writes);
+    range_of(y[5], writes);
+    for (int t : {0, 1})
+      for (const Value& v : g.nodes()[n[t]].inputs) range_of(v, reads);
+    range_of(g.nodes()[n[vc]].inputs[0], reads);
+    for (int t : {3, 5}) {
+      range_of(g.nodes()[n[t]].inputs[2], reads);
+      range_of(g.nodes()[n[t]].inputs[0], caches);
+    }
+    for (size_t a = 0; a < writes.size(); ++a)
+      for (size_t b = a + 1; b < writes.size(); ++b)
+        if (!disjoint({writes[a]}, {writes[b]})) return std::nullopt;
+    if (!disjoint(writes, reads)) return std::nullopt;
+    // A cache may be written where it is read only by its own write (in place).
+    for (const auto& c : caches)
+      for (const auto& w : writes)
+        if (!disjoint({c}, {w}) && c != w) return std::nullopt;
+    PairSide sides[6];
+    for (int t = 0; t < 6; ++t) sides[t] = side(n[t]);
+    return lower_kv_store(sides, rk, ck, yk_sole, k_sole, v_sole);
+  };
   const bool fuse = fusion_on();
   for (size_t k = 0; k < stepping.size(); ++k) {
     const size_t i = stepping[k];
     const PairSide here = side(i);
+    if (fuse) {
+      if (auto l = kv_store_at(k)) {
+        Step st;
+        st.fn = std::move(*l);
+        st.node = int32_t(stepping[k + 3]);  // a device error names the first cache write (the range check)
+        st.fused = int32_t(i);
+        st.label = "rotary+kv_store";
+        st.first = uint32_t(prog->refs.size());
+        for (size_t t = 0; t < 6; ++t) add_refs(st, stepping[k + t]);
+        prog->steps.push_back(std::move(st));
+        k += 5;
+        continue;
+      }
+    }
     if (fuse && k + 1 < stepping.size() && here.node->outputs.size() == 1) {
       const size_t j = stepping[k + 1];
       const Value v{int32_t(i), 0};

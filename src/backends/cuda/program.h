@@ -22,6 +22,7 @@ struct Step {
   Launch fn;
   int32_t node = -1;
   int32_t fused = -1;  // step fusion (lower_pair): the first node of the pair, `node` the second
+  const char* label = nullptr;  // a fused group's name in the profile (null: from the node kinds)
   uint32_t first = 0, count = 0;  // into Program::refs: inputs, then outputs (of both, when fused)
 };
 
