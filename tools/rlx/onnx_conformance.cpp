@@ -51,7 +51,6 @@ std::string skip_reason_graph(const pb::GraphProto& g) {
     if (t.data_type() == kString) return "string tensor '" + t.name() + "'";
   for (const auto& n : g.node()) {
     if (!has_domain(n.domain())) return "domain '" + n.domain() + "' (rlx lowers none of its ops)";
-    if (n.op_type() == "ImageDecoder") return "image decoding";
     for (const auto& a : n.attribute()) {
       if (a.has_t() && a.t().data_type() == kString) return "string tensor in node '" + n.name() + "'";
       if (a.type() == pb::AttributeProto::STRINGS && n.op_type() == "Constant") return "string constant";

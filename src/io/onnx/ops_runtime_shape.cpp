@@ -1,5 +1,5 @@
 // ONNX ops whose output shape depends on their input values: NonZero, Unique,
-// NonMaxSuppression, and Compress with a condition computed at run time.
+// NonMaxSuppression, ImageDecoder, and Compress with a condition computed at run time.
 //
 // With constant inputs (shape arithmetic, small inputs bound by value) they fold here,
 // on the host. With a run-time input the lowering throws RunTimeShapeError: OnnxRunner
@@ -11,6 +11,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "io/onnx/image_decode.h"
 #include "io/onnx/ops_table.h"
 #include "ir/dims.h"
 
@@ -229,6 +230,18 @@ std::vector<Value> lower_non_max_suppression(NodeCtx& c) {
   const float score_min = float(scalar(4, "score_threshold", 0));
   return constants(c, {non_max_suppression(c, c.const_input(0, "boxes"), c.const_input(1, "scores"),
                                            int64_t(std::max(0.0, max_out)), iou, c.has(4), score_min, center == 1)});
+}
+
+// ImageDecoder: encoded bytes [n] -> u8 [height, width, 3 or 1] (image_decode.h).
+std::vector<Value> lower_image_decoder(NodeCtx& c) {
+  if (!all_const(c)) run_time(c);
+  const HostTensor x = c.const_input(0, "encoded_stream");
+  if (x.dtype != DType::U8 || x.dims.size() != 1)
+    c.invalid("encoded_stream must be a 1-D uint8 tensor, got ", Shape(x.dims, x.dtype).str());
+  const std::string f = c.attr_str("pixel_format", "RGB");
+  if (f != "RGB" && f != "BGR" && f != "Grayscale") c.invalid("pixel_format must be RGB, BGR or Grayscale, got '", f, "'");
+  const PixelFormat pf = f == "RGB" ? PixelFormat::Rgb : f == "BGR" ? PixelFormat::Bgr : PixelFormat::Grayscale;
+  return constants(c, {decode_image(x.bytes.data(), x.bytes.size(), pf, "ONNX " + c.where())});
 }
 
 // Compress: a gather of the positions the condition selects. The condition must be known
