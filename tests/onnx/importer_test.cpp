@@ -710,3 +710,38 @@ TEST(OnnxRunnerErrors, UnknownInputListsTheModelsInputs) {
 }  // namespace rlx::onnx::test
 
 #endif  // RLX_HAVE_ONNX
+
+namespace rlx::onnx {
+namespace {
+
+TEST(OnnxImport, NodesOutOfOrderAreSortedTopologically) {
+  // y = Relu(t) listed before t = Cast(x) (as float16 converters append the input casts),
+  // and a node that reads nothing the graph makes stays where it is.
+  auto m = test::make_model(13);
+  test::add_input(m, "x", 1, {2, 2});
+  test::add_node(m, "Relu", {"t"}, {"y"});
+  test::add_node(m, "Neg", {"x"}, {"z"});
+  test::set_int_attr(test::add_node(m, "Cast", {"x"}, {"t"}), "to", 1);
+  test::add_output(m, "y", 1);
+  test::add_output(m, "z", 1);
+  std::string b = test::bytes_of(m);
+  OnnxRunner runner(load_onnx_bytes(b.data(), b.size(), "unsorted.onnx"));
+  auto out = runner.run({{"x", TypedTensor{DType::F32, {2, 2}, test::f32_bytes({-1, 2, -3, 4})}}});
+  EXPECT_EQ(test::as_f32(out[0].bytes), (std::vector<float>{0, 2, 0, 4}));
+  EXPECT_EQ(test::as_f32(out[1].bytes), (std::vector<float>{1, -2, 3, -4}));
+  // A cycle is not sorted away: the import names the value read before it is made.
+  auto c = test::make_model(13);
+  test::add_input(c, "x", 1, {2});
+  test::add_node(c, "Add", {"x", "b"}, {"a"});
+  test::add_node(c, "Neg", {"a"}, {"b"});
+  test::add_output(c, "b", 1);
+  std::string cb = test::bytes_of(c);
+  Error e = test::expect_error([&] {
+    OnnxRunner r(load_onnx_bytes(cb.data(), cb.size(), "cycle.onnx"));
+    r.run({{"x", TypedTensor{DType::F32, {2}, test::f32_bytes({1, 2})}}});
+  }, ErrorCategory::Parse);
+  EXPECT_NE(std::string(e.what()).find("not defined before it"), std::string::npos) << e.what();
+}
+
+}  // namespace
+}  // namespace rlx::onnx

@@ -4,8 +4,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <limits>
+#include <queue>
+#include <unordered_map>
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl.h>
@@ -51,6 +55,75 @@ void check_graph(const pb::GraphProto& g, const std::string& path, int depth) {
   }
 }
 
+// Every name a node reads, its subgraphs' reads included (names a body defines itself are
+// dropped by the caller's filter: they are not produced at the graph level).
+void reads_of(const pb::NodeProto& n, std::vector<const std::string*>& out) {
+  for (const auto& i : n.input()) out.push_back(&i);
+  for (const auto& a : n.attribute()) {
+    if (a.has_g())
+      for (const auto& b : a.g().node()) reads_of(b, out);
+    for (const auto& g : a.graphs())
+      for (const auto& b : g.node()) reads_of(b, out);
+  }
+}
+
+// Puts a graph's nodes (and its subgraphs') in topological order. ONNX requires it, but
+// some converters append nodes late (the float16 converters add the graph inputs' Casts at
+// the end) and other runtimes sort for themselves. Stable: a node keeps its place unless a
+// value it reads is produced after it; a graph already in order is left untouched. A cycle
+// or a name nothing produces leaves the rest in file order (the import names the value).
+void sort_nodes(pb::GraphProto& g) {
+  for (auto& n : *g.mutable_node())
+    for (auto& a : *n.mutable_attribute()) {
+      if (a.has_g()) sort_nodes(*a.mutable_g());
+      for (auto& sg : *a.mutable_graphs()) sort_nodes(sg);
+    }
+  const int count = g.node_size();
+  std::unordered_map<std::string, int> producer;
+  for (int i = 0; i < count; ++i)
+    for (const auto& o : g.node(i).output())
+      if (!o.empty()) producer.emplace(o, i);
+  std::vector<std::vector<int>> users(static_cast<size_t>(count));
+  std::vector<int> waiting(static_cast<size_t>(count), 0);
+  bool sorted = true;
+  for (int i = 0; i < count; ++i) {
+    std::vector<const std::string*> reads;
+    reads_of(g.node(i), reads);
+    std::vector<int> deps;
+    for (const std::string* r : reads) {
+      auto it = producer.find(*r);
+      if (it == producer.end() || it->second == i) continue;
+      deps.push_back(it->second);
+    }
+    std::sort(deps.begin(), deps.end());
+    deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+    for (int d : deps) {
+      users[size_t(d)].push_back(i);
+      sorted = sorted && d < i;
+    }
+    waiting[size_t(i)] = int(deps.size());
+  }
+  if (sorted) return;
+  std::priority_queue<int, std::vector<int>, std::greater<int>> ready;
+  for (int i = 0; i < count; ++i)
+    if (waiting[size_t(i)] == 0) ready.push(i);
+  std::vector<int> order;
+  std::vector<char> placed(static_cast<size_t>(count), 0);
+  while (!ready.empty()) {
+    const int i = ready.top();
+    ready.pop();
+    order.push_back(i);
+    placed[size_t(i)] = 1;
+    for (int u : users[size_t(i)])
+      if (--waiting[size_t(u)] == 0) ready.push(u);
+  }
+  for (int i = 0; i < count; ++i)
+    if (!placed[size_t(i)]) order.push_back(i);
+  google::protobuf::RepeatedPtrField<pb::NodeProto> nodes;
+  for (int i : order) nodes.Add()->Swap(g.mutable_node(i));
+  g.mutable_node()->Swap(&nodes);
+}
+
 std::shared_ptr<ModelSource> parse_stream(google::protobuf::io::CodedInputStream& in, const std::string& name,
                                           const std::string& base_dir) {
   auto src = std::make_shared<ModelSource>();
@@ -72,6 +145,7 @@ std::shared_ptr<ModelSource> parse_stream(google::protobuf::io::CodedInputStream
     src->opset = 1;
   }
   check_graph(m.graph(), name, 0);
+  sort_nodes(*src->model.mutable_graph());
   return src;
 }
 
