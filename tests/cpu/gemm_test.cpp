@@ -226,15 +226,7 @@ TEST(Gemm, PackedAndStreamingPathsAgreeBitwise) {
 // f32_to_bf16's bits: random f32 patterns, exact halfway cases, subnormals, infinities and
 // NaNs (NaN: still a NaN), at lengths that leave vector tails.
 TEST(Gemm, HalfNarrowingMatchesTheScalarConversionOnEveryIsa) {
-  std::vector<float> f(4099);
-  std::mt19937 rng(17);
-  for (size_t i = 0; i < f.size(); ++i) {
-    uint32_t bits = rng();
-    if (i % 2) bits = (bits & 0xffffe000u) | 0x1000u;       // f16 halfway
-    if (i % 3 == 0) bits = (bits & 0xffff0000u) | 0x8000u;  // bf16 halfway
-    if (i % 7 == 0) bits &= 0x807fffffu | (uint32_t(rng() % 40 + 90) << 23);  // near f16's range ends
-    std::memcpy(&f[i], &bits, 4);
-  }
+  std::vector<float> f = test::half_probe_floats(4099, 17, true);
   f[0] = INFINITY, f[1] = -INFINITY, f[2] = NAN, f[3] = 65520.0f, f[4] = 5.9604645e-8f, f[5] = -0.0f;
   for (Isa isa : isa_levels()) {
     const IsaKernels& ks = isa_kernels(isa);
