@@ -187,21 +187,24 @@ std::shared_ptr<Stage> OnnxRunner::Impl::next_stage(Stage& prev, int begin, cons
   const OnnxModel& m = model;
   for (;;) {
     std::string key = std::to_string(begin) + "|";
-    std::vector<SegmentInput> inputs;
-    std::map<std::string, HostTensor> consts = prev.seg.constants;
     for (const auto& [name, c] : env) {
       key += name + ":" + std::to_string(int(c.t.dtype)) + ":";
       for (int64_t d : c.t.dims) key += std::to_string(d) + ",";
       if (prev.by_value.count(name)) {
         key += "=";
         key.append(reinterpret_cast<const char*>(c.t.bytes.data()), c.t.bytes.size());
-        consts[name] = host_tensor(c.t, c.onnx_type);
-      } else {
-        inputs.push_back({name, c.t.dtype, c.onnx_type, c.t.dims});
       }
       key += ';';
     }
     if (auto st = recall(prev.next, key)) return st;
+    // A new shape (or value): the segment's inputs, and its constants (the previous
+    // segment's, plus the values bound here).
+    std::vector<SegmentInput> inputs;
+    std::map<std::string, HostTensor> consts = prev.seg.constants;
+    for (const auto& [name, c] : env) {
+      if (prev.by_value.count(name)) consts[name] = host_tensor(c.t, c.onnx_type);
+      else inputs.push_back({name, c.t.dtype, c.onnx_type, c.t.dims});
+    }
     Graph g(m.source->model.graph().name().empty() ? "onnx" : m.source->model.graph().name());
     Importer im(*m.source, opts, g);
     auto st = std::make_shared<Stage>();
