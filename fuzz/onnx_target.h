@@ -1,8 +1,9 @@
 // Fuzz target body for the ONNX loader (rlx::onnx::load_onnx_bytes). See fuzz_common.h
 // for the contract. Per input: parse + import with the declared shapes; a model that
 // needs concrete shapes is imported again with every unknown dim set to 2 and, if that
-// is refused, with its small inputs bound by value (as OnnxRunner does); an imported
-// graph must pass the verifier, and small graphs are compiled and run once.
+// is refused, with its small inputs bound by value (as OnnxRunner does), and if that is
+// refused too, run in segments by OnnxRunner (run-time output shapes); an imported graph
+// must pass the verifier, and small graphs are compiled and run once.
 #pragma once
 #include <map>
 #include <string>
@@ -74,6 +75,28 @@ inline std::map<std::string, TypedTensor> small_values(const onnx::OnnxModel& m,
   return values;
 }
 
+// A model whose nodes need run-time values to import (NonZero, Unique, NonMaxSuppression,
+// ImageDecoder, a shape computed from data) runs in segments through OnnxRunner: once, on
+// inputs drawn from the fuzz bytes, with the same folding limit and memory cap.
+inline void run_segmented(const onnx::OnnxModel& m, const std::map<std::string, std::vector<int64_t>>& shapes,
+                          const onnx::ImportOptions& opts, ByteSource& src) {
+  const GraphBudget b;
+  std::map<std::string, TypedTensor> feed;
+  for (const auto& in : m.inputs) {
+    auto it = shapes.find(in.name);
+    if (!in.is_tensor || it == shapes.end()) return;
+    int64_t n = 1;
+    for (int64_t d : it->second) n = (d < 0 || d > b.max_value_elements || n > b.max_value_elements) ? kSaturated : n * d;
+    if (n > b.max_value_elements) return;
+    feed.emplace(in.name, TypedTensor{in.dtype, it->second, src.tensor(in.dtype, size_t(n))});
+  }
+  CompileOptions co;
+  co.threads = 1;
+  co.max_arena_bytes = b.max_arena_bytes;
+  onnx::OnnxRunner runner(m, Session(Device::Cpu, co), opts);
+  runner.run(feed);
+}
+
 }  // namespace detail
 
 inline bool onnx_one_input(const uint8_t* data, size_t size) {
@@ -94,7 +117,13 @@ inline bool onnx_one_input(const uint8_t* data, size_t size) {
       g = onnx::import_graph(model, shapes, opts);
     } catch (const Error& e) {
       if (e.category() == ErrorCategory::Internal) throw;
-      g = onnx::import_graph(model, shapes, opts, detail::small_values(model, shapes, src));
+      try {
+        g = onnx::import_graph(model, shapes, opts, detail::small_values(model, shapes, src));
+      } catch (const Error& e2) {
+        if (e2.category() == ErrorCategory::Internal) throw;
+        detail::run_segmented(model, shapes, opts, src);
+        return;
+      }
     }
     detail::check_imported(g, "concrete shapes");
     compile_and_run(g, src);
