@@ -115,22 +115,37 @@ const ModelSource::Initializer& Importer::initializer(const pb::TensorProto& t) 
   return src_.initializers.emplace(&t, std::move(init)).first->second;
 }
 
-void Importer::import_initializers(const pb::GraphProto& gp) {
-  for (const auto& t : gp.initializer()) {
-    cur_node_ = t.name();
-    if (t.name().empty()) fail(ErrorCategory::Parse, src_.path, ": an initializer has no name");
-    const ModelSource::Initializer& h = initializer(t);
-    const Shape shape(h.dims, h.dtype);
-    Value v;
-    if (opts_.weights_as_params && is_float(h.dtype) && shape.numel() >= opts_.param_min_elements &&
-        g_.find_param(t.name()) < 0) {
-      v = g_.param(t.name(), shape, h.bytes);
-    } else {
-      v = g_.constant(shape, h.bytes, cur_node_);
-    }
-    define(t.name(), v);
-    set_onnx_type(t.name(), t.data_type());
+void Importer::define_initializer(const pb::TensorProto& t) {
+  cur_node_ = t.name();
+  if (t.name().empty()) fail(ErrorCategory::Parse, src_.path, ": an initializer has no name");
+  const ModelSource::Initializer& h = initializer(t);
+  const Shape shape(h.dims, h.dtype);
+  Value v;
+  if (opts_.weights_as_params && is_float(h.dtype) && shape.numel() >= opts_.param_min_elements &&
+      g_.find_param(t.name()) < 0) {
+    v = g_.param(t.name(), shape, h.bytes);
+  } else {
+    v = g_.constant(shape, h.bytes, cur_node_);
   }
+  define(t.name(), v);
+  set_onnx_type(t.name(), t.data_type());
+}
+
+void Importer::define_constant(const std::string& name, const HostTensor& t) {
+  cur_node_ = name;
+  define(name, constant(t));
+  set_onnx_type(name, t.onnx_type);
+}
+
+void Importer::import_value_types_and_initializers(const pb::GraphProto& gp) {
+  for (const auto& vi : gp.value_info())
+    if (vi.type().has_tensor_type() && vi.type().tensor_type().elem_type() != 0)
+      set_onnx_type(vi.name(), vi.type().tensor_type().elem_type());
+  import_initializers(gp);
+}
+
+void Importer::import_initializers(const pb::GraphProto& gp) {
+  for (const auto& t : gp.initializer()) define_initializer(t);
   for (const auto& st : gp.sparse_initializer()) {
     (void)st;
     fail(ErrorCategory::Unsupported, src_.path, ": sparse initializers are not supported");
@@ -226,8 +241,7 @@ Segment Importer::import_main(const std::map<std::string, std::vector<int64_t>>&
       if (has_shape && h.dims.size() != dims.size())
         fail(ErrorCategory::Shape, src_.path, ": input '", vi.name(), "' has rank ", dims.size(), ", got dims of rank ",
              h.dims.size());
-      define(vi.name(), constant(h));
-      set_onnx_type(vi.name(), et);
+      define_constant(vi.name(), h);
       continue;
     }
     auto given = shapes.find(vi.name());
@@ -248,13 +262,9 @@ Segment Importer::import_main(const std::map<std::string, std::vector<int64_t>>&
         throw DynamicShapeError(src_.path + ": input '" + vi.name() + "' has no declared shape");
       for (size_t i = 0; i < dims.size(); ++i) rd.push_back(dims[i] >= 0 ? Dim(dims[i]) : g_.sym(params[i]));
     }
-    define(vi.name(), g_.input(vi.name(), Shape(std::move(rd), *dt)));
-    set_onnx_type(vi.name(), et);
+    define_input(vi.name(), Shape(std::move(rd), *dt), et);
   }
-  for (const auto& vi : gp.value_info())
-    if (vi.type().has_tensor_type() && vi.type().tensor_type().elem_type() != 0)
-      set_onnx_type(vi.name(), vi.type().tensor_type().elem_type());
-  import_initializers(gp);
+  import_value_types_and_initializers(gp);
   std::unordered_set<std::string> passed;
   for (const auto& [name, t] : values) passed.insert(name);
   return import_from(0, split, passed);
@@ -267,8 +277,8 @@ void Importer::define_input(const std::string& name, const Shape& s, int onnx_ty
 
 namespace {
 
-// Every value name the nodes read, those of their subgraphs included (a superset of the
-// outer names a body uses: names a body defines itself are never in the outer scope).
+}  // namespace
+
 void names_read(const pb::NodeProto& n, std::unordered_set<std::string>& out) {
   for (const auto& i : n.input()) out.insert(i);
   for (const auto& a : n.attribute()) {
@@ -278,8 +288,6 @@ void names_read(const pb::NodeProto& n, std::unordered_set<std::string>& out) {
       for (const auto& b : g.node()) names_read(b, out);
   }
 }
-
-}  // namespace
 
 Segment Importer::import_segment(int begin, const std::vector<SegmentInput>& inputs,
                                  const std::map<std::string, HostTensor>& constants, Split split) {
@@ -292,15 +300,10 @@ Segment Importer::import_segment(int begin, const std::vector<SegmentInput>& inp
   }
   std::unordered_set<std::string> passed;
   for (const auto& [name, t] : constants) {
-    cur_node_ = name;
-    define(name, constant(t));
-    set_onnx_type(name, t.onnx_type);
+    define_constant(name, t);
     passed.insert(name);
   }
-  for (const auto& vi : gp.value_info())
-    if (vi.type().has_tensor_type() && vi.type().tensor_type().elem_type() != 0)
-      set_onnx_type(vi.name(), vi.type().tensor_type().elem_type());
-  import_initializers(gp);
+  import_value_types_and_initializers(gp);
   return import_from(begin, split, passed);
 }
 
@@ -323,7 +326,6 @@ Segment Importer::import_from(int begin, Split split, const std::unordered_set<s
         fail(ErrorCategory::Unsupported, e.what(), " (inside a subgraph of node '", cur_node_,
              "': only a node of the main graph can run between compiled segments)");
       seg.end = i;
-      seg.host_node = true;
     } catch (const ConstantRequiredError& e) {
       // A value this segment computes: stop before the node, and the next segment takes
       // that value by value. An input of the segment is bound by value by the runner.
@@ -385,22 +387,15 @@ Segment Importer::import_from(int begin, Split split, const std::unordered_set<s
 std::vector<HostTensor> Importer::eval_host_node(int index, const std::map<std::string, HostTensor>& values) {
   const pb::GraphProto& gp = src_.model.graph();
   if (index < 0 || index >= gp.node_size()) fail(ErrorCategory::Internal, src_.path, ": node ", index, " out of range");
-  opts_.fold_max_elements = std::numeric_limits<int64_t>::max();  // everything folds: nothing runs later
-  for (const auto& [name, t] : values) {
-    cur_node_ = name;
-    define(name, constant(t));
-    set_onnx_type(name, t.onnx_type);
-  }
+  // Everything folds (nothing runs later): no size limit, no params.
+  opts_.fold_max_elements = std::numeric_limits<int64_t>::max();
+  opts_.weights_as_params = false;
+  for (const auto& [name, t] : values) define_constant(name, t);
   const pb::NodeProto& node = gp.node(index);
   // The node's initializer inputs (only those: a model's other weights stay untouched).
   std::unordered_set<std::string> wanted(node.input().begin(), node.input().end());
-  for (const auto& t : gp.initializer()) {
-    if (!wanted.count(t.name()) || values.count(t.name())) continue;
-    cur_node_ = t.name();
-    const ModelSource::Initializer& h = initializer(t);
-    define(t.name(), g_.constant(Shape(h.dims, h.dtype), h.bytes, cur_node_));
-    set_onnx_type(t.name(), t.data_type());
-  }
+  for (const auto& t : gp.initializer())
+    if (wanted.count(t.name()) && !values.count(t.name())) define_initializer(t);
   lower_node(node);
   std::vector<HostTensor> out;
   for (const auto& name : node.output()) {
@@ -415,7 +410,6 @@ std::vector<HostTensor> Importer::eval_host_node(int index, const std::map<std::
   }
   return out;
 }
-
 
 std::vector<Value> Importer::import_body(const pb::GraphProto& body, const std::vector<Value>& inputs) {
   // The scope and the current node name are restored even when the body throws.

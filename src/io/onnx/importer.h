@@ -65,10 +65,10 @@ struct Segment {
   int begin = 0;
   // The node the segment stops before; -1 when it runs to the model's outputs.
   int end = -1;
-  // end >= 0: true when node `end` is evaluated on the host (RunTimeShapeError); false when
-  // it needs `bind` by value (ConstantRequiredError) and the next segment starts at it.
-  bool host_node = false;
+  // end >= 0: `bind` empty when node `end` is evaluated on the host (RunTimeShapeError);
+  // else the value it needs by value (ConstantRequiredError), and the next segment starts at it.
   std::string bind;
+  bool host_node() const { return end >= 0 && bind.empty(); }
   // end >= 0: the graph's outputs, by name (values computed in this segment and read at or
   // after `end`); the inputs still read later (`forward`); constants read later (`constants`,
   // passed into the next segment by value).
@@ -78,14 +78,18 @@ struct Segment {
   std::map<std::string, int> types;  // the ONNX type of each output and forwarded input
 };
 
+// Every value name node `n` reads, its subgraphs' reads included (a superset of the outer
+// names a body uses: the names a body defines itself are not defined outside it).
+void names_read(const pb::NodeProto& n, std::unordered_set<std::string>& out);
+
 class Importer {
  public:
   Importer(const ModelSource& src, const ImportOptions& opts, Graph& g);
 
   // Imports the main graph; `shapes` overrides declared input dims; inputs named in
-  // `values` become constants with those values (value specialization). With `segments`
-  // `split` it may stop early, as import_segment does (the returned Segment says where);
-  // with Split::None the whole graph is imported or the error propagates.
+  // `values` become constants with those values (value specialization). With a `split`
+  // other than Split::None it may stop early, as import_segment does (the returned Segment
+  // says where); with Split::None the whole graph is imported or the error propagates.
   Segment import_main(const std::map<std::string, std::vector<int64_t>>& shapes,
                       const std::map<std::string, TypedTensor>& values = {}, Split split = Split::None);
   // Imports a subgraph body inline (If branch, unrolled Loop/Scan iteration): body
@@ -133,6 +137,9 @@ class Importer {
   Segment import_from(int begin, Split split, const std::unordered_set<std::string>& passed);
   void lower_node(const pb::NodeProto& n);
   void define_input(const std::string& name, const Shape& s, int onnx_type);
+  void define_constant(const std::string& name, const HostTensor& t);
+  void define_initializer(const pb::TensorProto& t);
+  void import_value_types_and_initializers(const pb::GraphProto& gp);
 
   const ModelSource& src_;
   ImportOptions opts_;

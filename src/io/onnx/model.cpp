@@ -10,6 +10,7 @@
 #include <limits>
 #include <queue>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl.h>
@@ -55,18 +56,6 @@ void check_graph(const pb::GraphProto& g, const std::string& path, int depth) {
   }
 }
 
-// Every name a node reads, its subgraphs' reads included (names a body defines itself are
-// dropped by the caller's filter: they are not produced at the graph level).
-void reads_of(const pb::NodeProto& n, std::vector<const std::string*>& out) {
-  for (const auto& i : n.input()) out.push_back(&i);
-  for (const auto& a : n.attribute()) {
-    if (a.has_g())
-      for (const auto& b : a.g().node()) reads_of(b, out);
-    for (const auto& g : a.graphs())
-      for (const auto& b : g.node()) reads_of(b, out);
-  }
-}
-
 // Puts a graph's nodes (and its subgraphs') in topological order. ONNX requires it, but
 // some converters append nodes late (the float16 converters add the graph inputs' Casts at
 // the end) and other runtimes sort for themselves. Stable: a node keeps its place unless a
@@ -87,11 +76,11 @@ void sort_nodes(pb::GraphProto& g) {
   std::vector<int> waiting(static_cast<size_t>(count), 0);
   bool sorted = true;
   for (int i = 0; i < count; ++i) {
-    std::vector<const std::string*> reads;
-    reads_of(g.node(i), reads);
+    std::unordered_set<std::string> reads;  // a body's own names are not produced here: filtered below
+    names_read(g.node(i), reads);
     std::vector<int> deps;
-    for (const std::string* r : reads) {
-      auto it = producer.find(*r);
+    for (const std::string& r : reads) {
+      auto it = producer.find(r);
       if (it == producer.end() || it->second == i) continue;
       deps.push_back(it->second);
     }

@@ -24,7 +24,6 @@ std::string shape_key(const std::map<std::string, std::vector<int64_t>>& shapes)
   }
   return k;
 }
-}  // namespace
 
 HostTensor host_tensor(const TypedTensor& t, int onnx_type) {
   return HostTensor{onnx_type ? onnx_type : onnx_type_of(t.dtype), t.dtype, t.dims, t.bytes};
@@ -52,6 +51,8 @@ struct Stage {
   std::list<std::pair<std::string, std::shared_ptr<Stage>>> next;
 };
 
+}  // namespace
+
 struct OnnxRunner::Impl {
   OnnxModel model;
   Session session;
@@ -65,7 +66,29 @@ struct OnnxRunner::Impl {
   std::shared_ptr<Stage> first_stage(const std::map<std::string, std::vector<int64_t>>& shapes,
                                      const std::map<std::string, TypedTensor>& values, Split split);
   std::shared_ptr<Stage> next_stage(Stage& prev, int begin, const Env& env);
+  // Imports a segment with `import(importer)` and compiles it (no graph: a segment that
+  // computes nothing).
+  template <class Import>
+  std::shared_ptr<Stage> build(Import&& import);
 };
+
+template <class Import>
+std::shared_ptr<Stage> OnnxRunner::Impl::build(Import&& import) {
+  if (!model.source) fail(ErrorCategory::InvalidArgument, "OnnxRunner: the model was not loaded");
+  Graph g(model.source->model.graph().name().empty() ? "onnx" : model.source->model.graph().name());
+  Importer im(*model.source, opts, g);
+  auto st = std::make_shared<Stage>();
+  try {
+    st->seg = import(im);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {  // e.g. protobuf checks or allocation failures on hostile models
+    fail(ErrorCategory::Parse, model.path, ": the model could not be imported: ", e.what());
+  }
+  if (!st->seg.bind.empty()) st->by_value.insert(st->seg.bind);
+  if (!g.outputs().empty()) st->cg = std::make_shared<CompiledGraph>(session.compile(g));
+  return st;
+}
 
 OnnxRunner::OnnxRunner(OnnxModel model, Session session, ImportOptions opts)
     : impl_(std::make_unique<Impl>(Impl{std::move(model), std::move(session), opts, {}})) {}
@@ -78,13 +101,15 @@ size_t OnnxRunner::cache_size() const { return impl_->cache.size(); }
 namespace {
 
 // Tier 1 binds small integer and bool inputs (shapes, axes, flags); tier 2 every small input.
+bool binds_at(const TypedTensor& t, int tier) {
+  const bool shape_like = is_integer(t.dtype) || t.dtype == DType::Bool;
+  return dims_numel(t.dims) <= kMaxValueElements && (tier >= 2 || shape_like);  // dims checked when fed
+}
+
 std::map<std::string, TypedTensor> value_inputs(const std::map<std::string, TypedTensor>& feed, int tier) {
   std::map<std::string, TypedTensor> v;
-  for (const auto& [name, t] : feed) {
-    const int64_t n = dims_numel(t.dims);  // checked when the feed was built
-    bool shape_like = is_integer(t.dtype) || t.dtype == DType::Bool;
-    if (n <= kMaxValueElements && (tier >= 2 || shape_like)) v[name] = t;
-  }
+  for (const auto& [name, t] : feed)
+    if (binds_at(t, tier)) v[name] = t;
   return v;
 }
 
@@ -109,21 +134,12 @@ std::string value_key(const std::map<std::string, TypedTensor>& values) {
   return k;
 }
 
-}  // namespace
-
-namespace {
-
 // The compiled graph of a stage that runs the whole model.
 std::shared_ptr<CompiledGraph> whole(const Stage& st, const std::string& path) {
   if (st.seg.end >= 0)
     fail(ErrorCategory::Unsupported, path, ": the model runs in segments (node ", st.seg.end,
          " of the main graph needs run-time values to import); run it with OnnxRunner::run");
   return st.cg;
-}
-
-std::shared_ptr<CompiledGraph> compile_graph(Session& session, const Graph& g) {
-  if (g.outputs().empty()) return nullptr;
-  return std::make_shared<CompiledGraph>(session.compile(g));
 }
 
 template <class List>
@@ -163,20 +179,7 @@ std::shared_ptr<Stage> OnnxRunner::Impl::first_stage(const std::map<std::string,
                                                      const std::map<std::string, TypedTensor>& values, Split split) {
   std::string key = shape_key(shapes) + "|" + value_key(values);
   if (auto st = recall(cache, key)) return st;
-  const OnnxModel& m = model;
-  if (!m.source) fail(ErrorCategory::InvalidArgument, "OnnxRunner: the model was not loaded");
-  Graph g(m.source->model.graph().name().empty() ? "onnx" : m.source->model.graph().name());
-  Importer im(*m.source, opts, g);
-  auto st = std::make_shared<Stage>();
-  try {
-    st->seg = im.import_main(shapes, values, split);
-  } catch (const Error&) {
-    throw;
-  } catch (const std::exception& e) {  // e.g. protobuf checks or allocation failures on hostile models
-    fail(ErrorCategory::Parse, m.path, ": the model could not be imported: ", e.what());
-  }
-  if (!st->seg.bind.empty()) st->by_value.insert(st->seg.bind);
-  st->cg = compile_graph(session, g);
+  auto st = build([&](Importer& im) { return im.import_main(shapes, values, split); });
   remember(cache, key, st);
   return st;
 }
@@ -184,7 +187,6 @@ std::shared_ptr<Stage> OnnxRunner::Impl::first_stage(const std::map<std::string,
 // The segment from `begin` fed `env`, compiled for the shapes in it (and the values of the
 // names the previous stage binds by value), cached on `prev`.
 std::shared_ptr<Stage> OnnxRunner::Impl::next_stage(Stage& prev, int begin, const Env& env) {
-  const OnnxModel& m = model;
   for (;;) {
     std::string key = std::to_string(begin) + "|";
     for (const auto& [name, c] : env) {
@@ -205,11 +207,10 @@ std::shared_ptr<Stage> OnnxRunner::Impl::next_stage(Stage& prev, int begin, cons
       if (prev.by_value.count(name)) consts[name] = host_tensor(c.t, c.onnx_type);
       else inputs.push_back({name, c.t.dtype, c.onnx_type, c.t.dims});
     }
-    Graph g(m.source->model.graph().name().empty() ? "onnx" : m.source->model.graph().name());
-    Importer im(*m.source, opts, g);
-    auto st = std::make_shared<Stage>();
+    std::shared_ptr<Stage> st;
     try {
-      st->seg = im.import_segment(begin, inputs, consts, prev.tier >= 3 ? Split::HostNodesAndValues : Split::HostNodes);
+      const Split split = prev.tier >= 3 ? Split::HostNodesAndValues : Split::HostNodes;
+      st = build([&](Importer& im) { return im.import_segment(begin, inputs, consts, split); });
     } catch (const ConstantRequiredError& e) {
       // An input of this segment is needed by value: bind it (small ones only) and retry;
       // else widen the binding a tier.
@@ -221,17 +222,9 @@ std::shared_ptr<Stage> OnnxRunner::Impl::next_stage(Stage& prev, int begin, cons
       if (prev.tier >= 3) throw;
       ++prev.tier;
       for (const auto& [name, c] : env)
-        if (dims_numel(c.t.dims) <= kMaxValueElements &&
-            (prev.tier >= 2 || is_integer(c.t.dtype) || c.t.dtype == DType::Bool))
-          prev.by_value.insert(name);
+        if (binds_at(c.t, prev.tier)) prev.by_value.insert(name);
       continue;
-    } catch (const Error&) {
-      throw;
-    } catch (const std::exception& e) {
-      fail(ErrorCategory::Parse, m.path, ": the model could not be imported: ", e.what());
     }
-    if (!st->seg.bind.empty()) st->by_value.insert(st->seg.bind);
-    st->cg = compile_graph(session, g);
     remember(prev.next, key, st);
     return st;
   }
@@ -298,7 +291,8 @@ std::vector<TypedTensor> OnnxRunner::run_unguarded(const std::map<std::string, T
         used.emplace(name, std::move(it->second.t));
       }
       res = st->cg->run_typed(used);
-      for (auto& [name, t] : used) env[name].t = std::move(t);
+      if (st->seg.end < 0) return res;
+      for (auto& [name, t] : used) env[name].t = std::move(t);  // forwarded to the next segment
     }
     const Segment& seg = st->seg;
     if (seg.end < 0) return res;
@@ -308,7 +302,7 @@ std::vector<TypedTensor> OnnxRunner::run_unguarded(const std::map<std::string, T
     for (const auto& name : seg.forward) next[name] = std::move(env.at(name));
     for (size_t i = 0; i < res.size(); ++i) next[seg.outputs[i]] = Carried{std::move(res[i]), seg.types.at(seg.outputs[i])};
     int begin = seg.end;
-    if (seg.host_node) {
+    if (seg.host_node()) {
       const pb::NodeProto& node = m.source->model.graph().node(seg.end);
       std::map<std::string, HostTensor> values;
       for (const auto& name : node.input()) {
