@@ -266,6 +266,29 @@ TEST(Pool2d, OtherTypes) {
   EXPECT_EQ(out, (std::vector<int8_t>{7, -2}));
 }
 
+// Half pools widen each plane, pool in f32 and round back with the ISA's vector conversions
+// (exact one way, nearest even the other, like the scalar ones): the same bits on every
+// kernel table, the scalar one included.
+TEST(Pool2d, HalfTypesGiveTheSameBitsOnEveryIsa) {
+  const PoolAttrs a = pool_attrs({3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, true, false);
+  const auto fx = random_floats(size_t(2 * 3 * 37 * 41), 11, -3, 3);
+  for (DType t : {DType::F16, DType::BF16})
+    for (OpKind kind : {OpKind::MaxPool2d, OpKind::AvgPool2d}) {
+      Graph g;
+      auto y = g.add1(kind, {g.input("x", Shape({2, 3, 37, 41}, t))}, a);
+      const auto in = float_bytes(fx, t);
+      std::vector<uint8_t> scalar;
+      {
+        IsaOverride o("scalar");
+        scalar = run_kernel(g, y.node, {in}, 2)[0];
+      }
+      for (const char* isa : isa_levels_here()) {
+        IsaOverride o(isa);
+        EXPECT_EQ(run_kernel(g, y.node, {in}, 2)[0], scalar) << isa << " " << dtype_name(t) << " " << op_name(kind);
+      }
+    }
+}
+
 TEST(Pool2d, MaxPropagatesNaN) {
   Graph g;
   auto x = g.input("x", Shape({1, 1, 2, 2}, DType::F32));

@@ -6,8 +6,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
-#include <random>
 #include <vector>
 
 #include "backends/cpu/isa.h"
@@ -220,31 +218,6 @@ TEST(Gemm, PackedAndStreamingPathsAgreeBitwise) {
   p.c = small.data();
   sgemm(p, nullptr, ks);
   for (int64_t j = 0; j < 2 * n; ++j) ASSERT_EQ(small[size_t(j)], big[size_t(150 * n + j)]) << j;
-}
-
-// The half narrowing of every ISA level (f16 / bf16 conv epilogues) gives f32_to_f16 /
-// f32_to_bf16's bits: random f32 patterns, exact halfway cases, subnormals, infinities and
-// NaNs (NaN: still a NaN), at lengths that leave vector tails.
-TEST(Gemm, HalfNarrowingMatchesTheScalarConversionOnEveryIsa) {
-  std::vector<float> f = test::half_probe_floats(4099, 17, true);
-  f[0] = INFINITY, f[1] = -INFINITY, f[2] = NAN, f[3] = 65520.0f, f[4] = 5.9604645e-8f, f[5] = -0.0f;
-  for (Isa isa : isa_levels()) {
-    const IsaKernels& ks = isa_kernels(isa);
-    ASSERT_NE(ks.narrow, nullptr);
-    for (bool bf16 : {false, true})
-      for (int64_t n : {int64_t(f.size()), int64_t(7), int64_t(17)}) {
-        std::vector<uint16_t> got(static_cast<size_t>(n));
-        ks.narrow(f.data(), got.data(), n, bf16);
-        for (int64_t i = 0; i < n; ++i) {
-          const uint16_t want = bf16 ? f32_to_bf16(f[size_t(i)]) : f32_to_f16(f[size_t(i)]);
-          if (std::isnan(f[size_t(i)])) {
-            ASSERT_TRUE(std::isnan(bf16 ? bf16_to_f32(got[size_t(i)]) : f16_to_f32(got[size_t(i)])));
-          } else {
-            ASSERT_EQ(got[size_t(i)], want) << int(isa) << (bf16 ? " bf16 of " : " f16 of ") << f[size_t(i)];
-          }
-        }
-      }
-  }
 }
 
 TEST(Gemm, PrepackedOperandsMatchPackingInside) {

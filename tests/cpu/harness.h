@@ -3,9 +3,7 @@
 // kernel tests compare against plain reference code without passes or the planner, on
 // exactly the buffers constant folding uses.
 #pragma once
-#include <cstdint>
 #include <cstring>
-#include <random>
 #include <vector>
 
 #include <span>
@@ -49,23 +47,6 @@ inline std::vector<std::vector<uint8_t>> run_kernel(const Graph& g, int32_t node
   for (const Blob& b : cpu::evaluate_node(node, in_types, values, cpu::EvalOptions{threads, extent_actual, extent_upper}))
     outs.emplace_back(b.data(), b.data() + b.size());
   return outs;
-}
-
-// f32 bit patterns that probe a narrowing to f16 / bf16: random patterns, every second one
-// an exact halfway case between neighbouring f16 values, every third one between bf16
-// values; with near_f16_ends, every seventh one's exponent moved near f16's overflow and
-// subnormal ranges.
-inline std::vector<float> half_probe_floats(size_t n, uint32_t seed, bool near_f16_ends = false) {
-  std::vector<float> f(n);
-  std::mt19937 rng(seed);
-  for (size_t i = 0; i < n; ++i) {
-    uint32_t bits = rng();
-    if (i % 2) bits = (bits & 0xffffe000u) | 0x1000u;       // f16 halfway
-    if (i % 3 == 0) bits = (bits & 0xffff0000u) | 0x8000u;  // bf16 halfway
-    if (near_f16_ends && i % 7 == 0) bits &= 0x807fffffu | (uint32_t(rng() % 40 + 90) << 23);
-    std::memcpy(&f[i], &bits, 4);
-  }
-  return f;
 }
 
 }  // namespace rlx::test

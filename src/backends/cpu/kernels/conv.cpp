@@ -17,6 +17,7 @@
 
 #include "backends/cpu/isa.h"
 #include "backends/cpu/kernel.h"
+#include "backends/cpu/kernels/elementwise_types.h"
 #include "backends/cpu/kernels/gemm.h"
 #include "backends/cpu/kernels/row_kernels.h"
 #include "backends/cpu/thread_pool.h"
@@ -46,6 +47,9 @@ struct ConvCfg {
   std::shared_ptr<PackedWeights> packed;
   const IsaKernels* kernels = nullptr;
   const RowKernels* rows = nullptr;  // conv_row
+  // Half types: the ISA's vector conversions (the elementwise Cast's), for im2col runs and
+  // epilogue rows.
+  ew::ConvertFn to_f32 = nullptr, from_f32 = nullptr;
 };
 
 // Runs f(i) for i in [0, n) on the pool, one index per task.
@@ -141,10 +145,8 @@ RLX_NO_LIBCALL void pack_im2col(const void* vctx, int64_t k0, int64_t kc, int64_
             if (c.sw == 1) copy_floats(dr + a, row + ox0 + a + off, b - a);
             else
               for (int64_t t = a; t < b; ++t) dr[t] = row[(ox0 + t) * c.sw + off];
-          } else if (c.sw == 1 && c.kernels && c.kernels->widen) {
-            // Half types widen a run at a time (F16C / shifts: exact, as load() is).
-            c.kernels->widen(reinterpret_cast<const uint16_t*>(row + ox0 + a + off), dr + a, b - a,
-                             std::is_same_v<T, BF16>);
+          } else if (c.sw == 1) {  // half types: a run at a time (exact, as load() is)
+            c.to_f32(row + ox0 + a + off, dr + a, b - a);
           } else {
             for (int64_t t = a; t < b; ++t) dr[t] = load(row + (ox0 + t) * c.sw + off);
           }
@@ -190,8 +192,8 @@ void conv_epilogue(const void* vctx, float* c, int64_t ldc, int64_t i0, int64_t 
       for (int64_t j = 0; j < n; ++j) row[j] += bv;
     }
     if (!t.out) continue;
-    if ((cfg.type == DType::F16 || cfg.type == DType::BF16) && cfg.kernels && cfg.kernels->narrow)
-      cfg.kernels->narrow(row, static_cast<uint16_t*>(t.out) + (i0 + r) * ldc + j0, n, cfg.type == DType::BF16);
+    if (cfg.from_f32)  // half types: a row at a time, rounded as store_from_f32 rounds
+      cfg.from_f32(row, static_cast<uint16_t*>(t.out) + (i0 + r) * ldc + j0, n);
     else
       for (int64_t j = 0; j < n; ++j) store_from_f32(t.out, cfg.type, (i0 + r) * ldc + j0 + j, row[j]);
   }
@@ -419,6 +421,10 @@ KernelCall build_conv(const Node& node, const std::vector<const Shape*>& in, con
   c.n_in = int(in.size());
   c.has_bias = in.size() > 2 && in[2];
   c.kernels = &isa_kernels(detect_isa());
+  if (c.type == DType::F16 || c.type == DType::BF16) {
+    c.to_f32 = ew::convert_fn(c.type, DType::F32, detect_isa());
+    c.from_f32 = ew::convert_fn(DType::F32, c.type, detect_isa());
+  }
   c.rows = &row_kernels(detect_isa());
   return make_call(run_conv, std::move(c));
 }
@@ -458,7 +464,7 @@ struct PoolCfg {
   // at a tenth of the speed that way).
   std::vector<Taps> rows, cols;
   std::vector<int64_t> tap_cols;  // per kx: [lo, hi) of the output columns whose window reads tap kx inside the input
-  const IsaKernels* kernels = nullptr;  // half planes: widen / narrow
+  ew::ConvertFn to_f32 = nullptr, from_f32 = nullptr;  // half types: whole planes converted
 };
 
 template <class T> using PoolAcc = std::conditional_t<std::is_integral_v<T>, T, AccOf<T>>;
@@ -531,16 +537,14 @@ void run_pool_typed(const RunCtx& ctx, const PoolCfg& c, const void* x, void* ou
 // Half planes pool as f32 (the accumulator pool_plane<F16> uses anyway): each plane widened
 // a vector at a time, pooled, and narrowed back with the same rounding as its store; the
 // bits equal the per-element path's.
-template <class H>
 void run_pool_half(const RunCtx& ctx, const PoolCfg& c, const void* x, void* out) {
-  constexpr bool bf16 = std::is_same_v<H, BF16>;
   for_each_index(ctx.pool, c.planes, [&](int64_t p) {
     thread_local std::vector<float> in, res;
     in.resize(size_t(c.h * c.w));
     res.resize(size_t(c.oh * c.ow));
-    c.kernels->widen(static_cast<const uint16_t*>(x) + p * c.h * c.w, in.data(), c.h * c.w, bf16);
+    c.to_f32(static_cast<const uint16_t*>(x) + p * c.h * c.w, in.data(), c.h * c.w);
     pool_plane<float>(c, in.data(), res.data());
-    c.kernels->narrow(res.data(), static_cast<uint16_t*>(out) + p * c.oh * c.ow, c.oh * c.ow, bf16);
+    c.from_f32(res.data(), static_cast<uint16_t*>(out) + p * c.oh * c.ow, c.oh * c.ow);
   });
 }
 
@@ -551,8 +555,8 @@ void run_pool(const RunCtx& ctx, const void* vcfg, void* const* bufs) {
   switch (c.type) {
     case DType::F32: return run_pool_typed<float>(ctx, c, x, out);
     case DType::F64: return run_pool_typed<double>(ctx, c, x, out);
-    case DType::F16: return c.kernels ? run_pool_half<F16>(ctx, c, x, out) : run_pool_typed<F16>(ctx, c, x, out);
-    case DType::BF16: return c.kernels ? run_pool_half<BF16>(ctx, c, x, out) : run_pool_typed<BF16>(ctx, c, x, out);
+    case DType::F16:
+    case DType::BF16: return run_pool_half(ctx, c, x, out);
     case DType::I8: return run_pool_typed<int8_t>(ctx, c, x, out);
     case DType::I16: return run_pool_typed<int16_t>(ctx, c, x, out);
     case DType::I32: return run_pool_typed<int32_t>(ctx, c, x, out);
@@ -586,7 +590,10 @@ KernelCall build_pool(const Node& node, const std::vector<const Shape*>& in, con
   c.kh = a.kernel[0], c.kw = a.kernel[1], c.sh = a.strides[0], c.sw = a.strides[1];
   c.pt = a.pads[0], c.pl = a.pads[1], c.pb = a.pads[2], c.pr = a.pads[3];
   c.dh = a.dilations[0], c.dw = a.dilations[1];
-  if (c.type == DType::F16 || c.type == DType::BF16) c.kernels = &isa_kernels(detect_isa());
+  if (c.type == DType::F16 || c.type == DType::BF16) {
+    c.to_f32 = ew::convert_fn(c.type, DType::F32, detect_isa());
+    c.from_f32 = ew::convert_fn(DType::F32, c.type, detect_isa());
+  }
   for (int64_t oy = 0; oy < c.oh; ++oy) c.rows.push_back(window_taps(oy * c.sh - c.pt, c.kh, c.dh, c.h, c.pt, c.pb));
   for (int64_t ox = 0; ox < c.ow; ++ox) c.cols.push_back(window_taps(ox * c.sw - c.pl, c.kw, c.dw, c.w, c.pl, c.pr));
   for (int64_t kx = 0; kx < c.kw; ++kx) {  // a tap is inside for a contiguous run of columns

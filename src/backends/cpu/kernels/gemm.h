@@ -91,9 +91,6 @@ struct IsaKernels {
   TransposePack transpose_pack = nullptr;
   // dst[i] = src[i] widened from F16 (bf16 == false) or BF16 to F32, i < n.
   void (*widen)(const uint16_t* src, float* dst, int64_t n, bool bf16) = nullptr;
-  // dst[i] = src[i] rounded to F16 (bf16 == false) or BF16, i < n, bit for bit as
-  // f32_to_f16 / f32_to_bf16 (nearest even; NaN kept quiet with its payload's top bits).
-  void (*narrow)(const float* src, uint16_t* dst, int64_t n, bool bf16) = nullptr;
 };
 
 // Kernels for `isa` (a level this build lacks falls back to the next lower one).

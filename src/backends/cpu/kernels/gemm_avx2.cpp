@@ -98,32 +98,6 @@ RLX_AVX2 void widen(const uint16_t* src, float* dst, int64_t n, bool bf16) {
   }
 }
 
-RLX_AVX2 void narrow(const float* src, uint16_t* dst, int64_t n, bool bf16) {
-  int64_t i = 0;
-  if (bf16) {
-    for (; i + 8 <= n; i += 8) {
-      // f32_to_bf16 eight at a time: x + 0x7fff + lsb, top half; NaN: top half | 0x40.
-      const __m256i x = _mm256_castps_si256(_mm256_loadu_ps(src + i));
-      const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
-      const __m256i r = _mm256_srli_epi32(_mm256_add_epi32(x, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
-      const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
-      const __m256i q = _mm256_or_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(0x40));
-      const __m256i v = _mm256_blendv_epi8(r, q, nan);
-      // 32-bit lanes -> 16-bit: pack within 128-bit halves, then put the halves in order.
-      const __m256i p16 = _mm256_packus_epi32(v, v);
-      const __m256i o = _mm256_permute4x64_epi64(p16, 0x08);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), _mm256_castsi256_si128(o));
-    }
-    for (; i < n; ++i) dst[i] = f32_to_bf16(src[i]);
-  } else {
-    for (; i + 8 <= n; i += 8) {
-      const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), h);
-    }
-    for (; i < n; ++i) dst[i] = f32_to_f16(src[i]);
-  }
-}
-
 IsaKernels make_table() {
   IsaKernels t;
   t.isa = Isa::Avx2;
@@ -138,7 +112,6 @@ IsaKernels make_table() {
   t.gemv = gemm_avx2_vec::gemv;
   t.transpose_pack = transpose_pack;
   t.widen = widen;
-  t.narrow = narrow;
   return t;
 }
 

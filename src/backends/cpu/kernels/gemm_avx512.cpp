@@ -62,28 +62,6 @@ RLX_AVX512 void widen(const uint16_t* src, float* dst, int64_t n, bool bf16) {
   }
 }
 
-RLX_AVX512 void narrow(const float* src, uint16_t* dst, int64_t n, bool bf16) {
-  int64_t i = 0;
-  if (bf16) {
-    for (; i + 16 <= n; i += 16) {
-      // f32_to_bf16 sixteen at a time: x + 0x7fff + lsb, top half; NaN: top half | 0x40.
-      const __m512i x = _mm512_castps_si512(_mm512_loadu_ps(src + i));
-      const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
-      const __m512i r = _mm512_srli_epi32(_mm512_add_epi32(x, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
-      const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(x, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
-      const __m512i q = _mm512_or_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(0x40));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, r, q)));
-    }
-    for (; i < n; ++i) dst[i] = f32_to_bf16(src[i]);
-  } else {
-    for (; i + 16 <= n; i += 16) {
-      const __m256i h = _mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), h);
-    }
-    for (; i < n; ++i) dst[i] = f32_to_f16(src[i]);
-  }
-}
-
 IsaKernels make_table() {
   IsaKernels t;
   t.isa = Isa::Avx512;
@@ -101,7 +79,6 @@ IsaKernels make_table() {
   // check (which requires AVX2 + FMA) runs the AVX2 table's one.
   t.transpose_pack = avx2_kernels()->transpose_pack;
   t.widen = widen;
-  t.narrow = narrow;
   return t;
 }
 

@@ -58,10 +58,6 @@ void widen_scalar(const uint16_t* src, float* dst, int64_t n, bool bf16) {
   for (int64_t i = 0; i < n; ++i) dst[i] = bf16 ? bf16_to_f32(src[i]) : f16_to_f32(src[i]);
 }
 
-void narrow_scalar(const float* src, uint16_t* dst, int64_t n, bool bf16) {
-  for (int64_t i = 0; i < n; ++i) dst[i] = bf16 ? f32_to_bf16(src[i]) : f32_to_f16(src[i]);
-}
-
 IsaKernels make_scalar_table() {
   IsaKernels t;
   t.isa = Isa::Scalar;
@@ -78,7 +74,6 @@ IsaKernels make_scalar_table() {
   t.gemv = gemv_scalar;
   t.transpose_pack = transpose_pack_scalar;
   t.widen = widen_scalar;
-  t.narrow = narrow_scalar;
   return t;
 }
 
