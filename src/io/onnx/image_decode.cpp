@@ -29,10 +29,11 @@ struct Rgb {
   std::vector<uint8_t> px;  // h * w * 3
 };
 
-// Refuses images whose pixel buffer would not fit (2^31 bytes: far beyond any model input).
-void check_dims(int64_t w, int64_t h, const std::string& where) {
-  if (w <= 0 || h <= 0 || w > (int64_t(1) << 24) || h > (int64_t(1) << 24) || w * h * 3 > (int64_t(1) << 31))
-    fail(ErrorCategory::InvalidArgument, where, ": image of ", w, " x ", h, " pixels is empty or too large");
+// The one size limit of every format, checked before its pixels are allocated: at most
+// 2^28 pixels (768 MiB of RGB, far beyond any model input).
+bool fits(int64_t w, int64_t h) { return w > 0 && h > 0 && w <= (int64_t(1) << 28) / h; }
+[[noreturn]] void too_large(const std::string& where, const char* kind, int64_t w, int64_t h) {
+  fail(ErrorCategory::InvalidArgument, where, ": ", kind, " of ", w, " x ", h, " pixels is empty or too large");
 }
 
 bool starts(const uint8_t* d, size_t n, const char* magic, size_t m) { return n >= m && std::memcmp(d, magic, m) == 0; }
@@ -68,9 +69,9 @@ Rgb decode_jpeg(const uint8_t* d, size_t n, const std::string& where) {
   cinfo.out_color_space = JCS_RGB;
   jpeg_start_decompress(&cinfo);
   const int64_t w = cinfo.output_width, h = cinfo.output_height;
-  if (w <= 0 || h <= 0 || w * h > (int64_t(1) << 28)) {
+  if (!fits(w, h)) {
     jpeg_destroy_decompress(&cinfo);
-    fail(ErrorCategory::InvalidArgument, where, ": JPEG of ", w, " x ", h, " pixels is empty or too large");
+    too_large(where, "JPEG", w, h);
   }
   px->resize(size_t(w * h * 3));
   while (cinfo.output_scanline < cinfo.output_height) {
@@ -92,9 +93,9 @@ Rgb decode_png(const uint8_t* d, size_t n, const std::string& where) {
   img.format = PNG_FORMAT_RGB;
   Rgb out;
   out.w = img.width, out.h = img.height;
-  if (out.w <= 0 || out.h <= 0 || out.w * out.h > (int64_t(1) << 28)) {
+  if (!fits(out.w, out.h)) {
     png_image_free(&img);
-    fail(ErrorCategory::InvalidArgument, where, ": PNG of ", out.w, " x ", out.h, " pixels is empty or too large");
+    too_large(where, "PNG", out.w, out.h);
   }
   out.px.resize(PNG_IMAGE_SIZE(img));
   if (!png_image_finish_read(&img, nullptr, out.px.data(), 0, nullptr)) {
@@ -138,9 +139,9 @@ Rgb decode_tiff(const uint8_t* d, size_t n, const std::string& where) {
   uint32_t w = 0, h = 0;
   TIFFGetField(t, TIFFTAG_IMAGEWIDTH, &w);
   TIFFGetField(t, TIFFTAG_IMAGELENGTH, &h);
-  if (w == 0 || h == 0 || int64_t(w) * h > (int64_t(1) << 28)) {
+  if (!fits(w, h)) {
     TIFFClose(t);
-    fail(ErrorCategory::InvalidArgument, where, ": TIFF of ", w, " x ", h, " pixels is empty or too large");
+    too_large(where, "TIFF", w, h);
   }
   std::vector<uint32_t> rgba(size_t(w) * h);
   const int ok = TIFFReadRGBAImageOriented(t, w, h, rgba.data(), ORIENTATION_TOPLEFT, 0);
@@ -159,8 +160,8 @@ Rgb decode_tiff(const uint8_t* d, size_t n, const std::string& where) {
 
 Rgb decode_webp(const uint8_t* d, size_t n, const std::string& where) {
   int w = 0, h = 0;
-  if (!WebPGetInfo(d, n, &w, &h) || int64_t(w) * h > (int64_t(1) << 28))
-    fail(ErrorCategory::InvalidArgument, where, ": WebP: not a decodable WebP stream");
+  if (!WebPGetInfo(d, n, &w, &h)) fail(ErrorCategory::InvalidArgument, where, ": WebP: not a decodable WebP stream");
+  if (!fits(w, h)) too_large(where, "WebP", w, h);
   uint8_t* p = WebPDecodeRGB(d, n, &w, &h);
   if (!p) fail(ErrorCategory::InvalidArgument, where, ": WebP: the image could not be decoded");
   Rgb out;
@@ -219,7 +220,7 @@ Rgb decode_j2k(const uint8_t* d, size_t n, bool jp2, const std::string& where) {
   if (img->numcomps < 1) fail(ErrorCategory::InvalidArgument, where, ": JPEG 2000: no components");
   const opj_image_comp_t& c0 = img->comps[0];
   const int64_t w = c0.w, h = c0.h;
-  check_dims(w, h, where);
+  if (!fits(w, h)) too_large(where, "JPEG 2000", w, h);
   const int nc = img->numcomps >= 3 ? 3 : 1;
   for (int c = 0; c < nc; ++c)
     if (img->comps[c].w != c0.w || img->comps[c].h != c0.h || img->comps[c].prec != 8 || img->comps[c].sgnd)
@@ -235,8 +236,9 @@ Rgb decode_j2k(const uint8_t* d, size_t n, bool jp2, const std::string& where) {
 Rgb decode_stb(const uint8_t* d, size_t n, const char* kind, const std::string& where) {
   if (n > size_t(std::numeric_limits<int>::max())) fail(ErrorCategory::InvalidArgument, where, ": ", kind, " too large");
   int w = 0, h = 0, comp = 0;
-  if (!stbi_info_from_memory(d, int(n), &w, &h, &comp) || int64_t(w) * h > (int64_t(1) << 28))
+  if (!stbi_info_from_memory(d, int(n), &w, &h, &comp))
     fail(ErrorCategory::InvalidArgument, where, ": ", kind, ": not a decodable stream");
+  if (!fits(w, h)) too_large(where, kind, w, h);
   if (stbi_is_16_bit_from_memory(d, int(n)))
     fail(ErrorCategory::Unsupported, where, ": ", kind, " with 16-bit samples");
   uint8_t* p = stbi_load_from_memory(d, int(n), &w, &h, &comp, 3);
@@ -273,7 +275,6 @@ HostTensor decode_image(const uint8_t* d, size_t n, PixelFormat format, const st
             : k == "WebP" ? decode_webp(d, n, where)
             : k == "J2K" || k == "JP2" ? decode_j2k(d, n, k == "JP2", where)
                                        : decode_stb(d, n, kind, where);
-  check_dims(img.w, img.h, where);
   HostTensor t;
   t.dtype = DType::U8;
   t.onnx_type = kUint8;
