@@ -220,8 +220,16 @@ cudaError_t rotary_pair(const RotaryArgs& a, const RotaryPtrs& pa, const RotaryA
 // cache_write (ops.def): rows [b, h, t, d] into cache [b, h, c, d] at rows past[b] .. +t
 // (outside [0, c - t]: recorded in err); elements of `elem` bytes (1, 2, 4, 8). out == cache
 // when the output shares the cache's storage, else the cache is copied first.
+#ifdef __CUDACC__
+#define RLX_HOST_DEVICE __host__ __device__
+#else
+#define RLX_HOST_DEVICE
+#endif
 struct CacheWriteArgs {
   int64_t b = 0, h = 0, c = 0, t = 0, d = 0;
+  // Elements of the new rows [b, h, t, d] and of the cache [b, h, c, d].
+  RLX_HOST_DEVICE int64_t rows() const { return b * h * t * d; }
+  RLX_HOST_DEVICE int64_t cache() const { return b * h * c * d; }
 };
 cudaError_t cache_write(const CacheWriteArgs& a, int elem, const void* cache, const void* rows, const int64_t* past,
                         void* out, int* err, int step, cudaStream_t s);

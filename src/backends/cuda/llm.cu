@@ -7,7 +7,6 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
-#include <tuple>
 #include <type_traits>
 
 #include "backends/cuda/device_util.cuh"
@@ -532,7 +531,7 @@ __global__ void cache_write_kernel(CacheWriteArgs a, const S* rows, T* rounded, 
                                    int step) {
   dev::grid_wait();
   dev::grid_next();
-  const int64_t total = a.b * a.h * a.t * a.d;
+  const int64_t total = a.rows();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     T v;
     if constexpr (std::is_same_v<S, T>) v = rows[i];
@@ -591,7 +590,7 @@ __global__ void kv_store_kernel(RotaryArgs qa, RotaryArgs ka, CacheWriteArgs kw,
                                 int* err, int step) {
   dev::grid_wait();
   dev::grid_next();
-  const int64_t wq = rotary_work(qa), wk = rotary_work(ka), work = wq + wk + vw.b * vw.h * vw.t * vw.d;
+  const int64_t wq = rotary_work(qa), wk = rotary_work(ka), work = wq + wk + vw.rows();
   T* const k_rounded = static_cast<T*>(p.k_rounded);
   T* const k_out = static_cast<T*>(p.k_out);
   for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < work; t += int64_t(gridDim.x) * blockDim.x) {
@@ -610,18 +609,21 @@ __global__ void kv_store_kernel(RotaryArgs qa, RotaryArgs ka, CacheWriteArgs kw,
   }
 }
 
+// The cache copied into `out` when the output does not share the cache's storage (the
+// new rows are then written over the copy).
+cudaError_t carry_cache(const CacheWriteArgs& a, size_t elem, const void* cache, void* out, cudaStream_t s) {
+  if (out == cache) return cudaSuccess;
+  return cudaMemcpyAsync(out, cache, size_t(a.cache()) * elem, cudaMemcpyDeviceToDevice, s);
+}
+
 }  // namespace
 
 cudaError_t kv_store(const RotaryArgs& q, const RotaryArgs& k, const CacheWriteArgs& kw, const CacheWriteArgs& vw, ET to,
                      const KvStorePtrs& p, int* err, int step, cudaStream_t s) {
   if (to != ET::F16 && to != ET::BF16) return cudaErrorInvalidValue;
-  const size_t es = 2;
-  for (auto [in, out, a] : {std::tuple{p.k_cache, p.k_out, kw}, std::tuple{p.v_cache, p.v_out, vw}})
-    if (in != out) {
-      const cudaError_t e = cudaMemcpyAsync(out, in, size_t(a.b * a.h * a.c * a.d) * es, cudaMemcpyDeviceToDevice, s);
-      if (e != cudaSuccess) return e;
-    }
-  const int64_t work = rotary_work(q) + rotary_work(k) + vw.b * vw.h * vw.t * vw.d;
+  if (const cudaError_t e = carry_cache(kw, 2, p.k_cache, p.k_out, s); e != cudaSuccess) return e;
+  if (const cudaError_t e = carry_cache(vw, 2, p.v_cache, p.v_out, s); e != cudaSuccess) return e;
+  const int64_t work = rotary_work(q) + rotary_work(k) + vw.rows();
   if (work == 0) return cudaSuccess;
   if (to == ET::F16) return dev::launch(kv_store_kernel<__half>, dev::grid_for(work, 256), 256, 0, s, q, k, kw, vw, p, err, step);
   return dev::launch(kv_store_kernel<__nv_bfloat16>, dev::grid_for(work, 256), 256, 0, s, q, k, kw, vw, p, err, step);
@@ -647,12 +649,8 @@ namespace {
 template <typename S, typename T>
 cudaError_t write_rows(const CacheWriteArgs& a, const void* cache, const S* rows, T* rounded, const int64_t* past,
                        void* out, int* err, int step, cudaStream_t s) {
-  if (out != cache) {
-    const cudaError_t e =
-        cudaMemcpyAsync(out, cache, size_t(a.b * a.h * a.c * a.d) * sizeof(T), cudaMemcpyDeviceToDevice, s);
-    if (e != cudaSuccess) return e;
-  }
-  const int64_t total = a.b * a.h * a.t * a.d;
+  if (const cudaError_t e = carry_cache(a, sizeof(T), cache, out, s); e != cudaSuccess) return e;
+  const int64_t total = a.rows();
   if (total == 0) return cudaSuccess;
   return dev::launch(cache_write_kernel<S, T>, dev::grid_for(total, 256), 256, 0, s, a, rows, rounded, past,
                      static_cast<T*>(out), err, step);

@@ -106,8 +106,7 @@ std::optional<Launch> lower_kv_store(const PairSide (&s)[6], int rk, int ck, boo
   const RotaryArgs qa = rotary_args(*rq_side.node, rq_side.in), ka = rotary_args(*rk_side.node, rk_side.in);
   const CacheWriteArgs kw = cache_write_args(kw_side.in), vw = cache_write_args(vw_side.in);
   // K's elements go from the rotary's flat index straight to the cache write's.
-  if ((*rk_side.out)[0].numel() != kc.in[0]->numel() || kw.b * kw.h * kw.t * kw.d != kc.in[0]->numel() ||
-      vw.b * vw.h * vw.t * vw.d != vc.in[0]->numel())
+  if ((*rk_side.out)[0].numel() != kc.in[0]->numel() || kw.rows() != kc.in[0]->numel() || vw.rows() != vc.in[0]->numel())
     return std::nullopt;
   const ET et = to == DType::F16 ? ET::F16 : ET::BF16;
   // bufs: rotary 0 and 1 (x, cos, sin, y) at 0 and 4; pair 0 (cast x, y; cache, rows, past,

@@ -114,19 +114,22 @@ std::shared_ptr<Program> compile_program(opt::Plan plan, const LowerOptions& opt
   // first still reads (the planner may give them an input whose last reader is the first),
   // nor the two write over each other; for an independent pair (fed -1) the first's results
   // must not be the second's inputs either.
+  // The arena bytes of value v (none outside the arena: weights and handles are never a
+  // step's result), appended to r.
+  using Ranges = std::vector<std::pair<int64_t, int64_t>>;
+  auto range_of = [&](Value v, Ranges& r) {
+    const Ref& at = prog->values[size_t(v.node)][size_t(v.out)];
+    if (!at.absent() && at.segment == opt::Segment::Arena && g.type(v).bytes())
+      r.emplace_back(at.offset, at.offset + int64_t(g.type(v).bytes()));
+  };
   auto bytes_of = [&](size_t node, bool outputs) {
-    std::vector<std::pair<int64_t, int64_t>> r;
+    Ranges r;
     const Node& n = g.nodes()[node];
-    auto add = [&](Value v) {
-      const Ref& at = prog->values[size_t(v.node)][size_t(v.out)];
-      if (!at.absent() && at.segment == opt::Segment::Arena && g.type(v).bytes())
-        r.emplace_back(at.offset, at.offset + int64_t(g.type(v).bytes()));
-    };
     if (outputs) {
-      for (size_t o = 0; o < n.outputs.size(); ++o) add(Value{int32_t(node), int32_t(o)});
+      for (size_t o = 0; o < n.outputs.size(); ++o) range_of(Value{int32_t(node), int32_t(o)}, r);
     } else {
       for (const Value& v : n.inputs)
-        if (v.valid()) add(v);
+        if (v.valid()) range_of(v, r);
     }
     return r;
   };
@@ -174,33 +177,29 @@ std::shared_ptr<Program> compile_program(opt::Plan plan, const LowerOptions& opt
       }
     const bool yk_sole = readers.sole(y[rk], int32_t(n[kc])), k_sole = readers.sole(y[kc], int32_t(n[kc + 1])),
                v_sole = readers.sole(y[vc], int32_t(n[vc + 1]));
-    auto range_of = [&](Value v, std::vector<std::pair<int64_t, int64_t>>& r) {
-      const Ref& at = prog->values[size_t(v.node)][size_t(v.out)];
-      if (!at.absent() && at.segment == opt::Segment::Arena && g.type(v).bytes())
-        r.emplace_back(at.offset, at.offset + int64_t(g.type(v).bytes()));
-    };
-    std::vector<std::pair<int64_t, int64_t>> writes, reads, caches;
+    Ranges writes, reads;
     for (int t : {0, 1})
       if (!(t == rk && yk_sole)) range_of(y[t], writes);
     if (!k_sole) range_of(y[kc], writes);
     if (!v_sole) range_of(y[vc], writes);
-    range_of(y[3], writes);
-    range_of(y[5], writes);
+    for (int t : {3, 5}) range_of(y[t], writes);
     for (int t : {0, 1})
       for (const Value& v : g.nodes()[n[t]].inputs) range_of(v, reads);
     range_of(g.nodes()[n[vc]].inputs[0], reads);
-    for (int t : {3, 5}) {
-      range_of(g.nodes()[n[t]].inputs[2], reads);
-      range_of(g.nodes()[n[t]].inputs[0], caches);
-    }
+    for (int t : {3, 5}) range_of(g.nodes()[n[t]].inputs[2], reads);
     for (size_t a = 0; a < writes.size(); ++a)
       for (size_t b = a + 1; b < writes.size(); ++b)
         if (!disjoint({writes[a]}, {writes[b]})) return std::nullopt;
     if (!disjoint(writes, reads)) return std::nullopt;
-    // A cache may be written where it is read only by its own write (in place).
-    for (const auto& c : caches)
+    // A cache is read only by its own write (the copy when its output is elsewhere): it may
+    // share bytes with that output alone (in place), no other write.
+    for (int t : {3, 5}) {
+      Ranges cache, own;
+      range_of(g.nodes()[n[t]].inputs[0], cache);
+      range_of(y[t], own);
       for (const auto& w : writes)
-        if (!disjoint({c}, {w}) && c != w) return std::nullopt;
+        if (!disjoint(cache, {w}) && !(own.size() == 1 && w == own[0] && cache[0] == w)) return std::nullopt;
+    }
     PairSide sides[6];
     for (int t = 0; t < 6; ++t) sides[t] = side(n[t]);
     return lower_kv_store(sides, rk, ck, yk_sole, k_sole, v_sole);
