@@ -14,6 +14,7 @@ packages=(
   libopenblas-dev                       # optional BLAS peer / large GEMMs
   libicu-dev                            # tokenizer: Unicode classes, pre-tokenizer regexes
   libjpeg62-turbo-dev libpng-dev libtiff-dev libwebp-dev libopenjp2-7-dev libstb-dev  # ONNX ImageDecoder
+  libre2-dev                            # ONNX RegexFullMatch
   ccache                                # faster rebuilds
   imagemagick fonts-dejavu-core         # the OCR demo renders its input text
   python3-numpy                         # bench: generates the synthetic LLM (../shared/gguf/tools)

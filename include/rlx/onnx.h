@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,13 +23,43 @@ namespace rlx::onnx {
 
 struct ModelSource;  // the parsed protobuf (opaque)
 
+// What an ONNX value is: a tensor (numeric or string), a sequence of values, an optional
+// value, or a map (maps are not supported).
+enum class ValueKind { Tensor, Sequence, Optional, Map };
+
 struct OnnxValueInfo {
   std::string name;
+  ValueKind kind = ValueKind::Tensor;
   int onnx_type = 0;             // TensorProto.DataType code (0: not a tensor / unknown)
   DType dtype = DType::F32;      // the rlx dtype it is carried as
   std::vector<int64_t> dims;     // -1: symbolic or unknown
   std::vector<std::string> dim_params;  // symbol name per dim ("" when static)
-  bool is_tensor = true;         // false: sequence / optional / map
+  bool is_tensor = true;         // false: sequence / optional / map (see kind)
+};
+
+// A value at a model's boundary of any kind the runner carries (OnnxRunner::run_values):
+// - Tensor, numeric: `tensor` holds it in the dtype it is carried as; onnx_type its ONNX type.
+// - Tensor of strings (onnx_type 8): `tensor.dims` the shape, `strings` the elements in
+//   row-major order (tensor.bytes empty).
+// - Sequence: `items` its elements (tensors or sequences); onnx_type the element type when
+//   known (an empty sequence keeps it), else 0.
+// - Optional: `items` empty (no value) or holding the one value; onnx_type as for sequences.
+struct OnnxValue {
+  ValueKind kind = ValueKind::Tensor;
+  int onnx_type = 0;
+  TypedTensor tensor;
+  std::vector<std::string> strings;
+  std::vector<OnnxValue> items;
+
+  static OnnxValue of(TypedTensor t, int onnx_type = 0);  // onnx_type 0: the dtype's own
+  static OnnxValue of_strings(std::vector<int64_t> dims, std::vector<std::string> strings);
+  static OnnxValue sequence(std::vector<OnnxValue> items, int elem_type = 0);
+  static OnnxValue optional(std::optional<OnnxValue> v, int elem_type = 0);
+  bool is_string() const { return kind == ValueKind::Tensor && onnx_type == 8; }
+  // A numeric tensor (what OnnxRunner::run carries).
+  bool is_numeric() const { return kind == ValueKind::Tensor && onnx_type != 8; }
+  // "f32[2,3]", "string[4]", "sequence(3 x f32[..])", "optional(none)", ...
+  std::string describe() const;
 };
 
 struct ImportOptions {
@@ -79,7 +110,12 @@ class OnnxRunner {
   OnnxRunner(OnnxRunner&&) noexcept;
   // Inputs by name, in the dtype each input is carried as (OnnxValueInfo::dtype; other
   // real dtypes are converted). Outputs in model output order.
+  // A model with string, sequence or optional inputs or outputs runs through run_values.
   std::vector<TypedTensor> run(const std::map<std::string, TypedTensor>& inputs);
+  // Inputs and outputs of any kind. Nodes that read or make strings, sequences or
+  // optionals run on the host between compiled segments (like the nodes whose output
+  // shapes depend on values); everything else compiles as usual.
+  std::vector<OnnxValue> run_values(const std::map<std::string, OnnxValue>& inputs);
   // The compiled graph for these input shapes (the most recently used one when inputs
   // were bound by value); compiles without values when there is none.
   std::shared_ptr<CompiledGraph> compiled(const std::map<std::string, std::vector<int64_t>>& shapes);
@@ -90,7 +126,7 @@ class OnnxRunner {
   const OnnxModel& model() const;
 
  private:
-  std::vector<TypedTensor> run_unguarded(const std::map<std::string, TypedTensor>& inputs);
+  std::vector<OnnxValue> run_unguarded(const std::map<std::string, OnnxValue>& inputs);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -16,6 +16,7 @@
 #include <map>
 #include <sstream>
 
+#include "io/onnx/host_value.h"
 #include "io/onnx/importer.h"
 #include "io/onnx/ops_table.h"
 #include "rlx/onnx.h"
@@ -33,27 +34,20 @@ std::string one_line(std::string s) {
   return s;
 }
 
-// Why a case is skipped ("" if it runs): strings, non-tensor types, other domains, images.
+// Why a case is skipped ("" if it runs): maps and sparse tensors, other domains.
 std::string skip_reason_graph(const pb::GraphProto& g) {
   auto check_vi = [](const pb::ValueInfoProto& vi) -> std::string {
     const auto& t = vi.type();
-    // Subgraph values often carry no type at all; only explicit non-tensor types skip.
-    if (t.has_sequence_type() || t.has_optional_type() || t.has_map_type() || t.has_sparse_tensor_type())
-      return "sequence/optional/map value '" + vi.name() + "'";
-    if (vi.type().tensor_type().elem_type() == kString) return "string tensor '" + vi.name() + "'";
+    if (t.has_map_type() || t.has_sparse_tensor_type()) return "map/sparse value '" + vi.name() + "'";
     return "";
   };
   for (const auto& vi : g.input())
     if (auto r = check_vi(vi); !r.empty()) return r;
   for (const auto& vi : g.output())
     if (auto r = check_vi(vi); !r.empty()) return r;
-  for (const auto& t : g.initializer())
-    if (t.data_type() == kString) return "string tensor '" + t.name() + "'";
   for (const auto& n : g.node()) {
     if (!has_domain(n.domain())) return "domain '" + n.domain() + "' (rlx lowers none of its ops)";
     for (const auto& a : n.attribute()) {
-      if (a.has_t() && a.t().data_type() == kString) return "string tensor in node '" + n.name() + "'";
-      if (a.type() == pb::AttributeProto::STRINGS && n.op_type() == "Constant") return "string constant";
       if (a.has_g())
         if (auto r = skip_reason_graph(a.g()); !r.empty()) return r;
       for (const auto& sg : a.graphs())
@@ -172,16 +166,42 @@ std::string compare(const HostTensor& want, const TypedTensor& got, const std::s
   return os.str();
 }
 
+// "" when `got` equals `want` (any kind; tensors as compare() has them), else the first mismatch.
+std::string compare_value(const OnnxValue& want, const OnnxValue& got, const std::string& what) {
+  if (want.kind != got.kind) return what + ": got " + got.describe() + ", expected " + want.describe();
+  if (want.kind == ValueKind::Tensor) {
+    if (want.is_string() != got.is_string()) return what + ": got " + got.describe() + ", expected " + want.describe();
+    if (!want.is_string()) return compare(to_host(want, what), got.tensor, what);
+    if (want.tensor.dims != got.tensor.dims) return what + ": got " + got.describe() + ", expected " + want.describe();
+    for (size_t i = 0; i < want.strings.size(); ++i)
+      if (want.strings[i] != got.strings[i])
+        return what + "[" + std::to_string(i) + "] = '" + got.strings[i] + "', expected '" + want.strings[i] + "'";
+    return "";
+  }
+  if (want.items.size() != got.items.size()) return what + ": got " + got.describe() + ", expected " + want.describe();
+  for (size_t i = 0; i < want.items.size(); ++i)
+    if (auto d = compare_value(want.items[i], got.items[i], what + " element " + std::to_string(i)); !d.empty()) return d;
+  return "";
+}
+
 CaseResult run_case_inner(const std::string& dir, const ConformanceOptions& opts) {
   CaseResult r;
   r.name = fs::path(dir).filename().string();
   std::shared_ptr<ModelSource> src = parse_model_file((fs::path(dir) / "model.onnx").string());
-  std::string skip = skip_reason_graph(src->model.graph());
+  const pb::GraphProto& gp = src->model.graph();
+  std::string skip = skip_reason_graph(gp);
   if (!skip.empty()) {
     r.status = CaseStatus::Skip;
     r.reason = skip;
     return r;
   }
+  // The declared type of each value the data files hold (they are TensorProto,
+  // SequenceProto or OptionalProto by that type).
+  auto type_of = [&](const std::string& name, bool input) -> const pb::TypeProto& {
+    for (const auto& vi : input ? gp.input() : gp.output())
+      if (vi.name() == name) return vi.type();
+    fail(ErrorCategory::Internal, "no value info for '", name, "'");
+  };
   OnnxModel model = make_model(src, {});
   CompileOptions co;
   co.threads = opts.threads;
@@ -197,19 +217,23 @@ CaseResult run_case_inner(const std::string& dir, const ConformanceOptions& opts
     if (ins.size() > model.inputs.size())
       throw Error(ErrorCategory::InvalidArgument, "test data has " + std::to_string(ins.size()) + " inputs, the model " +
                                                       std::to_string(model.inputs.size()));
-    std::map<std::string, TypedTensor> feed;
+    std::map<std::string, OnnxValue> feed;
     for (size_t i = 0; i < ins.size(); ++i) {
-      HostTensor h = read_tensor_file(ins[i]);
-      feed[model.inputs[i].name] = TypedTensor{h.dtype, h.dims, std::move(h.bytes)};
+      const std::string& name = model.inputs[i].name;
+      feed[name] = read_value_file(ins[i], type_of(name, true));
     }
-    std::vector<TypedTensor> got = runner.run(feed);
+    // Inputs without data (an optional graph input left out): an optional with no value.
+    for (size_t i = ins.size(); i < model.inputs.size(); ++i)
+      feed[model.inputs[i].name] = OnnxValue::optional(std::nullopt);
+    std::vector<OnnxValue> got = runner.run_values(feed);
     if (outs.size() != model.outputs.size() || got.size() != outs.size()) {
       r.reason = "expected " + std::to_string(outs.size()) + " outputs, got " + std::to_string(got.size());
       return r;
     }
     for (size_t i = 0; i < outs.size(); ++i) {
-      HostTensor want = read_tensor_file(outs[i]);
-      std::string diff = compare(want, got[i], fs::path(set).filename().string() + " output '" + model.outputs[i].name + "'");
+      const std::string& name = model.outputs[i].name;
+      OnnxValue want = read_value_file(outs[i], type_of(name, false));
+      std::string diff = compare_value(want, got[i], fs::path(set).filename().string() + " output '" + name + "'");
       if (!diff.empty()) {
         r.reason = diff;
         return r;

@@ -6,10 +6,10 @@
 //   PASS name | FAIL name: reason | SKIP name: reason
 // and the run ends with "N passed, M failed, K skipped". Floating outputs compare with
 // |got - want| <= atol + rtol * |want| (rtol 1e-3, atol 1e-7 for f32/f64; f16 4x and
-// bf16 32x looser in rtol with atol 1e-5 / 1e-4), NaN matching NaN; integers and
-// bools compare exactly. Skipped: string tensors, sequence/optional/map values, domains
-// the importer lowers no op of (it lowers the default one, ai.onnx.ml, ai.onnx.preview and
-// ai.onnx.preview.training), image decoding.
+// bf16 32x looser in rtol with atol 1e-5 / 1e-4), NaN matching NaN; integers, bools and
+// strings compare exactly; sequences and optionals element by element. Skipped: map and
+// sparse values, domains the importer lowers no op of (it lowers the default one,
+// ai.onnx.ml, ai.onnx.preview and ai.onnx.preview.training).
 // With `isolate`, every case runs in a forked child (a crash or a timeout fails that
 // case only); `jobs` children run at once. Output order is the sorted case order.
 #pragma once

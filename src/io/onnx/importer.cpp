@@ -118,6 +118,10 @@ const ModelSource::Initializer& Importer::initializer(const pb::TensorProto& t) 
 void Importer::define_initializer(const pb::TensorProto& t) {
   cur_node_ = t.name();
   if (t.name().empty()) fail(ErrorCategory::Parse, src_.path, ": an initializer has no name");
+  if (t.data_type() == kString) {  // read by host nodes only (host_eval decodes it)
+    host_values_.insert(t.name());
+    return;
+  }
   const ModelSource::Initializer& h = initializer(t);
   const Shape shape(h.dims, h.dtype);
   Value v;
@@ -152,8 +156,74 @@ void Importer::import_initializers(const pb::GraphProto& gp) {
   }
 }
 
+namespace {
+
+// A node that makes a host value whatever its inputs: an op the table runs on the host, a
+// string constant, a cast to strings.
+bool makes_host_value(const pb::NodeProto& n, const OpEntry* e) {
+  if (e && e->lower == lower_on_host) return true;
+  if (n.op_type() == "Constant")
+    for (const auto& a : n.attribute())
+      if (a.name() == "value_string" || a.name() == "value_strings" || (a.has_t() && a.t().data_type() == kString))
+        return true;
+  if (n.op_type() == "Cast")
+    for (const auto& a : n.attribute())
+      if (a.name() == "to" && (a.i() == kString || a.s() == "STRING" || a.s() == "string")) return true;
+  return false;
+}
+
+bool host_typed(const pb::ValueInfoProto& vi) {
+  const auto& t = vi.type();
+  return t.has_sequence_type() || t.has_optional_type() || t.has_map_type() ||
+         (t.has_tensor_type() && t.tensor_type().elem_type() == kString);
+}
+
+}  // namespace
+
+bool Importer::graph_needs_host(const pb::GraphProto& g) const {
+  for (const auto& vi : g.input())
+    if (host_typed(vi)) return true;
+  for (const auto& vi : g.output())
+    if (host_typed(vi)) return true;
+  for (const auto& t : g.initializer())
+    if (t.data_type() == kString) return true;
+  for (const auto& n : g.node()) {
+    int64_t opset = src_.opset;
+    if (!is_default_domain(n.domain())) {
+      auto it = src_.opsets.find(n.domain());
+      opset = it == src_.opsets.end() ? 0 : it->second;
+    }
+    if (makes_host_value(n, find_op(n.domain(), n.op_type(), opset))) return true;
+    for (const auto& a : n.attribute()) {
+      if (a.has_g() && graph_needs_host(a.g())) return true;
+      for (const auto& sg : a.graphs())
+        if (graph_needs_host(sg)) return true;
+    }
+  }
+  return false;
+}
+
+bool Importer::needs_host(const pb::NodeProto& n) const {
+  if (!host_values_.empty()) {
+    std::unordered_set<std::string> read;
+    names_read(n, read);
+    for (const auto& name : read)
+      if (host_values_.count(name)) return true;
+  }
+  for (const auto& a : n.attribute()) {
+    if (a.has_g() && graph_needs_host(a.g())) return true;
+    for (const auto& sg : a.graphs())
+      if (graph_needs_host(sg)) return true;
+  }
+  return false;
+}
+
 void Importer::lower_node(const pb::NodeProto& n) {
   cur_node_ = n.name().empty() ? (n.output_size() ? n.output(0) : n.op_type()) : n.name();
+  if (needs_host(n))
+    throw RunTimeShapeError(detail::concat("ONNX node '", cur_node_, "' (", n.op_type(),
+                                           ") reads or makes strings, sequences or optionals: it runs on the host"),
+                            &n);
   const bool default_domain = is_default_domain(n.domain());
   if (!has_domain(n.domain()))
     fail(ErrorCategory::Unsupported, "ONNX node '", cur_node_, "' (", n.op_type(), ") uses domain '", n.domain(),
@@ -226,8 +296,12 @@ Segment Importer::import_main(const std::map<std::string, std::vector<int64_t>>&
   for (const auto& vi : gp.input()) {
     if (is_init.count(vi.name())) continue;
     cur_node_ = vi.name();
-    if (!vi.type().has_tensor_type())
-      fail(ErrorCategory::Unsupported, src_.path, ": input '", vi.name(), "' is not a tensor (sequence, optional and map inputs are not supported)");
+    if (vi.type().has_map_type() || vi.type().has_sparse_tensor_type())
+      fail(ErrorCategory::Unsupported, src_.path, ": input '", vi.name(), "' is a map or sparse tensor (not supported)");
+    if (host_typed(vi)) {  // strings, sequences, optionals: read by host nodes only
+      host_values_.insert(vi.name());
+      continue;
+    }
     int et = vi.type().tensor_type().elem_type();
     auto dt = carried_dtype(et);
     if (!dt) fail(ErrorCategory::Unsupported, src_.path, ": input '", vi.name(), "' has element type ", onnx_type_name(et));
@@ -296,7 +370,8 @@ Segment Importer::import_segment(int begin, const std::vector<SegmentInput>& inp
     fail(ErrorCategory::Internal, src_.path, ": segment start ", begin, " of ", gp.node_size(), " nodes");
   for (const SegmentInput& in : inputs) {
     cur_node_ = in.name;
-    define_input(in.name, Shape(in.dims, in.dtype), in.onnx_type);
+    if (in.host) host_values_.insert(in.name);
+    else define_input(in.name, Shape(in.dims, in.dtype), in.onnx_type);
   }
   std::unordered_set<std::string> passed;
   for (const auto& [name, t] : constants) {
@@ -341,6 +416,7 @@ Segment Importer::import_from(int begin, Split split, const std::unordered_set<s
   if (seg.end < 0) {
     for (const auto& vo : gp.output()) {
       cur_node_ = vo.name();
+      if (host_values_.count(vo.name()) && !scopes_.front().count(vo.name())) continue;  // the runner holds it
       Value v = lookup(vo.name());
       if (vo.type().has_tensor_type() && vo.type().tensor_type().elem_type() != 0) {
         int et = vo.type().tensor_type().elem_type();
@@ -353,6 +429,7 @@ Segment Importer::import_from(int begin, Split split, const std::unordered_set<s
       names.push_back(vo.name());
     }
     g_.set_outputs(outs, names);
+    seg.outputs = names;
     return seg;
   }
   // What the rest of the model reads: the nodes from `end` on and the model's outputs.
@@ -384,17 +461,15 @@ Segment Importer::import_from(int begin, Split split, const std::unordered_set<s
   return seg;
 }
 
-std::vector<HostTensor> Importer::eval_host_node(int index, const std::map<std::string, HostTensor>& values) {
-  const pb::GraphProto& gp = src_.model.graph();
-  if (index < 0 || index >= gp.node_size()) fail(ErrorCategory::Internal, src_.path, ": node ", index, " out of range");
+std::vector<HostTensor> Importer::eval_node(const pb::NodeProto& node, const std::map<std::string, HostTensor>& values) {
   // Everything folds (nothing runs later): no size limit, no params.
   opts_.fold_max_elements = std::numeric_limits<int64_t>::max();
   opts_.weights_as_params = false;
   for (const auto& [name, t] : values) define_constant(name, t);
-  const pb::NodeProto& node = gp.node(index);
-  // The node's initializer inputs (only those: a model's other weights stay untouched).
-  std::unordered_set<std::string> wanted(node.input().begin(), node.input().end());
-  for (const auto& t : gp.initializer())
+  // The main-graph initializers it reads (only those: a model's other weights stay untouched).
+  std::unordered_set<std::string> wanted;
+  names_read(node, wanted);
+  for (const auto& t : src_.model.graph().initializer())
     if (wanted.count(t.name()) && !values.count(t.name())) define_initializer(t);
   lower_node(node);
   std::vector<HostTensor> out;

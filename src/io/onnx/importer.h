@@ -57,6 +57,9 @@ enum class Split { None, HostNodes, HostNodesAndValues };
 // One compiled segment of a model run in segments (nodes [begin, end) of the main graph).
 struct SegmentInput {
   std::string name;
+  // A value the compiled graphs cannot carry (string tensor, sequence, optional): a node
+  // that reads it runs on the host.
+  bool host = false;
   DType dtype = DType::F32;
   int onnx_type = 0;
   std::vector<int64_t> dims;
@@ -71,7 +74,8 @@ struct Segment {
   bool host_node() const { return end >= 0 && bind.empty(); }
   // end >= 0: the graph's outputs, by name (values computed in this segment and read at or
   // after `end`); the inputs still read later (`forward`); constants read later (`constants`,
-  // passed into the next segment by value).
+  // passed into the next segment by value). end < 0: the model's outputs the graph computes
+  // (the others are host values the runner holds).
   std::vector<std::string> outputs;
   std::vector<std::string> forward;
   std::map<std::string, HostTensor> constants;
@@ -103,10 +107,14 @@ class Importer {
   // Returns where it stopped and what crosses over.
   Segment import_segment(int begin, const std::vector<SegmentInput>& inputs,
                          const std::map<std::string, HostTensor>& constants, Split split);
-  // Evaluates main-graph node `index` on the host over `values` (its inputs by name, each
-  // bound as a constant): the node's own lowering, folded. Returns its outputs in order
-  // (absent outputs as empty tensors).
-  std::vector<HostTensor> eval_host_node(int index, const std::map<std::string, HostTensor>& values);
+  // Evaluates `node` (of the main graph or a body) on the host over `values` (the names it
+  // reads, its subgraphs' outer reads included, each bound as a constant; main-graph
+  // initializers it reads that are not given are defined here): the node's own lowering,
+  // folded. Returns its outputs in order (absent outputs as empty tensors).
+  std::vector<HostTensor> eval_node(const pb::NodeProto& node, const std::map<std::string, HostTensor>& values);
+  // True when `node` must run on the host (host_eval.h): it reads a host value (string
+  // tensor, sequence, optional) or is, or holds in a subgraph, an op that makes one.
+  bool needs_host(const pb::NodeProto& node) const;
 
   Graph& graph() { return g_; }
   const ModelSource& source() const { return src_; }
@@ -140,6 +148,7 @@ class Importer {
   void define_constant(const std::string& name, const HostTensor& t);
   void define_initializer(const pb::TensorProto& t);
   void import_value_types_and_initializers(const pb::GraphProto& gp);
+  bool graph_needs_host(const pb::GraphProto& g) const;
 
   const ModelSource& src_;
   ImportOptions opts_;
@@ -147,6 +156,7 @@ class Importer {
   std::vector<std::unordered_map<std::string, Value>> scopes_;
   std::string cur_node_;
   std::unordered_map<std::string, int> onnx_types_;
+  std::unordered_set<std::string> host_values_;  // names of values only the host holds
 };
 
 // What a lowering function sees: one ONNX node, its inputs as rlx Values, attribute

@@ -27,6 +27,8 @@ OnnxValueInfo value_info(const pb::ValueInfoProto& vi) {
   info.name = vi.name();
   if (!vi.type().has_tensor_type()) {
     info.is_tensor = false;
+    const auto& t = vi.type();
+    info.kind = t.has_sequence_type() ? ValueKind::Sequence : t.has_optional_type() ? ValueKind::Optional : ValueKind::Map;
     return info;
   }
   const auto& tt = vi.type().tensor_type();

@@ -201,6 +201,11 @@ std::vector<Value> constants(NodeCtx& c, const std::vector<HostTensor>& ts) {
 
 }  // namespace
 
+std::vector<Value> lower_on_host(NodeCtx& c) {
+  throw RunTimeShapeError(detail::concat("ONNX ", c.where(), ": strings, sequences and optionals run on the host"),
+                          &c.node);
+}
+
 std::vector<Value> lower_nonzero(NodeCtx& c) {
   if (!all_const(c)) run_time(c);
   return constants(c, {nonzero(c.const_input(0, "X"))});

@@ -8,6 +8,8 @@
 namespace rlx::onnx {
 
 std::vector<Value> lower_constant(NodeCtx& c) {
+  if (const auto* a = c.attr("value"); a && a->has_t() && a->t().data_type() == kString) lower_on_host(c);
+  if (c.has_attr("value_string") || c.has_attr("value_strings")) lower_on_host(c);  // strings live on the host
   if (auto t = c.attr_tensor("value")) return {c.im.constant(*t)};
   if (c.has_attr("value_float")) return {c.scalar(c.attr_float("value_float", 0), DType::F32)};
   if (c.has_attr("value_int")) return {c.im.constant(make_i64({}, {c.attr_int("value_int", 0)}))};
@@ -19,7 +21,6 @@ std::vector<Value> lower_constant(NodeCtx& c) {
     auto v = c.attr_ints("value_ints");
     return {c.im.constant(make_i64({int64_t(v.size())}, v))};
   }
-  if (c.has_attr("value_string") || c.has_attr("value_strings")) c.unsupported("string constants are not supported");
   if (c.has_attr("sparse_value")) c.unsupported("sparse constants are not supported");
   c.invalid("has no value attribute");
 }

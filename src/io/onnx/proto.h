@@ -19,6 +19,7 @@
 #ifndef ONNX_NAMESPACE
 #define ONNX_NAMESPACE onnx
 #endif
+#include <onnx/onnx-data_pb.h>  // SequenceProto, OptionalProto (test data of non-tensor values)
 #include <onnx/onnx_pb.h>
 
 namespace pb = ::onnx;

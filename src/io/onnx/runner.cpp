@@ -3,6 +3,7 @@
 #include <mutex>
 #include <set>
 
+#include "io/onnx/host_eval.h"
 #include "io/onnx/importer.h"
 #include "ir/dims.h"
 #include "runtime/typed_io.h"
@@ -25,16 +26,9 @@ std::string shape_key(const std::map<std::string, std::vector<int64_t>>& shapes)
   return k;
 }
 
-HostTensor host_tensor(const TypedTensor& t, int onnx_type) {
-  return HostTensor{onnx_type ? onnx_type : onnx_type_of(t.dtype), t.dtype, t.dims, t.bytes};
-}
-
-// A value between segments: its tensor and its ONNX type.
-struct Carried {
-  TypedTensor t;
-  int onnx_type = 0;
-};
-using Env = std::map<std::string, Carried>;
+// The values between segments, by name: numeric tensors the compiled segments read, and
+// host values (strings, sequences, optionals) only host nodes read.
+using Env = std::map<std::string, OnnxValue>;
 
 // One compiled segment of the model for one key (the whole model unless a node's output
 // shape depends on run-time values: then the segments after it hang off this one, keyed
@@ -189,12 +183,17 @@ std::shared_ptr<Stage> OnnxRunner::Impl::first_stage(const std::map<std::string,
 std::shared_ptr<Stage> OnnxRunner::Impl::next_stage(Stage& prev, int begin, const Env& env) {
   for (;;) {
     std::string key = std::to_string(begin) + "|";
-    for (const auto& [name, c] : env) {
-      key += name + ":" + std::to_string(int(c.t.dtype)) + ":";
-      for (int64_t d : c.t.dims) key += std::to_string(d) + ",";
+    for (const auto& [name, v] : env) {
+      key += name;
+      if (is_host_value(v)) {  // only host nodes read it: its name is all the segment needs
+        key += ":host;";
+        continue;
+      }
+      key += ":" + std::to_string(int(v.tensor.dtype)) + ":";
+      for (int64_t d : v.tensor.dims) key += std::to_string(d) + ",";
       if (prev.by_value.count(name)) {
         key += "=";
-        key.append(reinterpret_cast<const char*>(c.t.bytes.data()), c.t.bytes.size());
+        key.append(reinterpret_cast<const char*>(v.tensor.bytes.data()), v.tensor.bytes.size());
       }
       key += ';';
     }
@@ -203,9 +202,10 @@ std::shared_ptr<Stage> OnnxRunner::Impl::next_stage(Stage& prev, int begin, cons
     // segment's, plus the values bound here).
     std::vector<SegmentInput> inputs;
     std::map<std::string, HostTensor> consts = prev.seg.constants;
-    for (const auto& [name, c] : env) {
-      if (prev.by_value.count(name)) consts[name] = host_tensor(c.t, c.onnx_type);
-      else inputs.push_back({name, c.t.dtype, c.onnx_type, c.t.dims});
+    for (const auto& [name, v] : env) {
+      if (is_host_value(v)) inputs.push_back({name, true});
+      else if (prev.by_value.count(name)) consts[name] = to_host(v, name);
+      else inputs.push_back({name, false, v.tensor.dtype, v.onnx_type, v.tensor.dims});
     }
     std::shared_ptr<Stage> st;
     try {
@@ -215,14 +215,15 @@ std::shared_ptr<Stage> OnnxRunner::Impl::next_stage(Stage& prev, int begin, cons
       // An input of this segment is needed by value: bind it (small ones only) and retry;
       // else widen the binding a tier.
       auto it = env.find(e.value);
-      if (it != env.end() && !prev.by_value.count(e.value) && dims_numel(it->second.t.dims) <= kMaxValueElements) {
+      if (it != env.end() && it->second.is_numeric() && !prev.by_value.count(e.value) &&
+          dims_numel(it->second.tensor.dims) <= kMaxValueElements) {
         prev.by_value.insert(e.value);
         continue;
       }
       if (prev.tier >= 3) throw;
       ++prev.tier;
-      for (const auto& [name, c] : env)
-        if (binds_at(c.t, prev.tier)) prev.by_value.insert(name);
+      for (const auto& [name, v] : env)
+        if (v.is_numeric() && binds_at(v.tensor, prev.tier)) prev.by_value.insert(name);
       continue;
     }
     remember(prev.next, key, st);
@@ -230,17 +231,60 @@ std::shared_ptr<Stage> OnnxRunner::Impl::next_stage(Stage& prev, int begin, cons
   }
 }
 
-std::vector<TypedTensor> OnnxRunner::run(const std::map<std::string, TypedTensor>& inputs) {
-  return detail::guard("OnnxRunner::run", [&] { return run_unguarded(inputs); });
+namespace {
+
+bool host_kind(const OnnxValueInfo& info) { return info.kind != ValueKind::Tensor || info.onnx_type == 8; }
+
+std::string kind_name(const OnnxValueInfo& info) {
+  switch (info.kind) {
+    case ValueKind::Sequence: return "a sequence";
+    case ValueKind::Optional: return "an optional";
+    case ValueKind::Map: return "a map";
+    case ValueKind::Tensor: break;
+  }
+  return info.onnx_type == 8 ? "a string tensor" : "a tensor";
 }
 
-std::vector<TypedTensor> OnnxRunner::run_unguarded(const std::map<std::string, TypedTensor>& inputs) {
+}  // namespace
+
+std::vector<TypedTensor> OnnxRunner::run(const std::map<std::string, TypedTensor>& inputs) {
+  return detail::guard("OnnxRunner::run", [&] {
+    const OnnxModel& m = impl_->model;
+    for (const auto& info : m.inputs)
+      if (host_kind(info))
+        fail(ErrorCategory::InvalidArgument, m.path, ": input '", info.name, "' is ", kind_name(info),
+             ": run the model with OnnxRunner::run_values");
+    std::map<std::string, OnnxValue> values;
+    for (const auto& [name, t] : inputs) {
+      int type = 0;
+      for (const auto& info : m.inputs)
+        if (info.name == name) type = info.onnx_type;
+      values.emplace(name, OnnxValue::of(t, type));
+    }
+    std::vector<OnnxValue> outs = run_unguarded(values);
+    std::vector<TypedTensor> res;
+    for (size_t i = 0; i < outs.size(); ++i) {
+      if (!outs[i].is_numeric())
+        fail(ErrorCategory::InvalidArgument, m.path, ": output '", m.outputs[i].name, "' is ", outs[i].describe(),
+             ": run the model with OnnxRunner::run_values");
+      res.push_back(std::move(outs[i].tensor));
+    }
+    return res;
+  });
+}
+
+std::vector<OnnxValue> OnnxRunner::run_values(const std::map<std::string, OnnxValue>& inputs) {
+  return detail::guard("OnnxRunner::run_values", [&] { return run_unguarded(inputs); });
+}
+
+std::vector<OnnxValue> OnnxRunner::run_unguarded(const std::map<std::string, OnnxValue>& inputs) {
   const OnnxModel& m = impl_->model;
   std::map<std::string, std::vector<int64_t>> shapes;
   std::map<std::string, TypedTensor> feed;
   auto known = [&] {  // built only for a message
     std::string s;
-    for (const auto& info : m.inputs) s += (s.empty() ? "" : ", ") + info.name + " " + info_str(info);
+    for (const auto& info : m.inputs)
+      s += (s.empty() ? "" : ", ") + info.name + " " + (host_kind(info) ? kind_name(info) : info_str(info));
     return s.empty() ? std::string("none") : s;
   };
   for (const auto& [name, t] : inputs) {
@@ -255,7 +299,20 @@ std::vector<TypedTensor> OnnxRunner::run_unguarded(const std::map<std::string, T
     auto it = inputs.find(info.name);
     if (it == inputs.end())
       fail(ErrorCategory::InvalidArgument, m.path, ": missing input '", info.name, "' (its inputs: ", known(), ")");
-    const TypedTensor& t = it->second;
+    const OnnxValue& v = it->second;
+    if (host_kind(info)) {
+      const bool fits = info.kind == ValueKind::Optional ? true
+                        : info.kind == ValueKind::Tensor ? v.is_string()
+                                                         : v.kind == info.kind;
+      if (!fits)
+        fail(ErrorCategory::InvalidArgument, m.path, ": input '", info.name, "' is ", kind_name(info), ", got ",
+             v.describe());
+      env[info.name] = v;
+      continue;
+    }
+    if (!v.is_numeric())
+      fail(ErrorCategory::InvalidArgument, m.path, ": input '", info.name, "' is ", info_str(info), ", got ", v.describe());
+    const TypedTensor& t = v.tensor;
     try {
       (void)runtime::numel_of(t.dims);  // dims are non-negative and their product fits (no allocation)
       shapes[info.name] = t.dims;
@@ -278,9 +335,10 @@ std::vector<TypedTensor> OnnxRunner::run_unguarded(const std::map<std::string, T
       ++impl_->by_value;
     }
   }
-  for (auto& [name, t] : feed) env[name].t = std::move(t);
+  for (auto& [name, t] : feed) env[name].tensor = std::move(t);
+  const pb::GraphProto& gp = m.source->model.graph();
   // Segment by segment: run the compiled part, evaluate the node that needs run-time values
-  // on the host, and go on with the segment compiled for the shapes that came out.
+  // (or host values) on the host, and go on with the segment compiled for what came out.
   for (;;) {
     std::vector<TypedTensor> res;
     if (st->cg) {
@@ -288,36 +346,51 @@ std::vector<TypedTensor> OnnxRunner::run_unguarded(const std::map<std::string, T
       for (const auto& name : st->cg->input_names()) {
         auto it = env.find(name);
         if (it == env.end()) fail(ErrorCategory::Internal, m.path, ": compiled graph wants unknown input '", name, "'");
-        used.emplace(name, std::move(it->second.t));
+        used.emplace(name, std::move(it->second.tensor));
       }
       res = st->cg->run_typed(used);
-      if (st->seg.end < 0) return res;
-      for (auto& [name, t] : used) env[name].t = std::move(t);  // forwarded to the next segment
+      for (auto& [name, t] : used) env[name].tensor = std::move(t);  // forwarded to the next segment
     }
     const Segment& seg = st->seg;
-    if (seg.end < 0) return res;
     if (res.size() != seg.outputs.size())
       fail(ErrorCategory::Internal, m.path, ": segment gave ", res.size(), " values, expected ", seg.outputs.size());
+    if (seg.end < 0) {  // the model's outputs: computed by the graph, or host values held here
+      std::vector<OnnxValue> outs;
+      for (const auto& vo : gp.output()) {
+        auto pos = std::find(seg.outputs.begin(), seg.outputs.end(), vo.name());
+        if (pos != seg.outputs.end()) {
+          size_t i = size_t(pos - seg.outputs.begin());
+          int type = 0;
+          if (vo.type().has_tensor_type()) type = vo.type().tensor_type().elem_type();
+          outs.push_back(OnnxValue::of(std::move(res[i]), type));
+        } else if (auto v = env.find(vo.name()); v != env.end()) {
+          outs.push_back(v->second);
+        } else {
+          fail(ErrorCategory::Internal, m.path, ": output '", vo.name(), "' was not computed");
+        }
+      }
+      return outs;
+    }
     Env next;
     for (const auto& name : seg.forward) next[name] = std::move(env.at(name));
-    for (size_t i = 0; i < res.size(); ++i) next[seg.outputs[i]] = Carried{std::move(res[i]), seg.types.at(seg.outputs[i])};
+    for (size_t i = 0; i < res.size(); ++i) next[seg.outputs[i]] = OnnxValue::of(std::move(res[i]), seg.types.at(seg.outputs[i]));
+    for (auto& [name, v] : env)  // host values stay with the runner until the model ends
+      if (is_host_value(v) && !next.count(name)) next[name] = std::move(v);
     int begin = seg.end;
     if (seg.host_node()) {
-      const pb::NodeProto& node = m.source->model.graph().node(seg.end);
-      std::map<std::string, HostTensor> values;
-      for (const auto& name : node.input()) {
-        if (name.empty() || values.count(name)) continue;
-        if (auto c = seg.constants.find(name); c != seg.constants.end()) values[name] = c->second;
-        else if (auto v = next.find(name); v != next.end()) values[name] = host_tensor(v->second.t, v->second.onnx_type);
+      const pb::NodeProto& node = gp.node(seg.end);
+      std::unordered_set<std::string> read;
+      names_read(node, read);
+      Scope scope;
+      for (const auto& name : read) {
+        if (name.empty()) continue;
+        if (auto c = seg.constants.find(name); c != seg.constants.end()) scope.set(name, from_host(c->second));
+        else if (auto v = next.find(name); v != next.end()) scope.set(name, v->second);
       }
-      Graph scratch("host");
-      Importer im(*m.source, impl_->opts, scratch);
-      std::vector<HostTensor> outs = im.eval_host_node(seg.end, values);
-      for (int i = 0; i < node.output_size() && size_t(i) < outs.size(); ++i) {
-        if (node.output(i).empty()) continue;
-        HostTensor& h = outs[size_t(i)];
-        next[node.output(i)] = Carried{TypedTensor{h.dtype, std::move(h.dims), std::move(h.bytes)}, h.onnx_type};
-      }
+      HostEval ev(*m.source, impl_->opts);
+      std::vector<OnnxValue> outs = ev.eval(node, scope);
+      for (int i = 0; i < node.output_size() && size_t(i) < outs.size(); ++i)
+        if (!node.output(i).empty()) next[node.output(i)] = std::move(outs[size_t(i)]);
       begin = seg.end + 1;
     }
     st = impl_->next_stage(*st, begin, next);
