@@ -103,6 +103,21 @@ Out fused_matmul(Builder& b, const Node& n) {
   return one(apply_activation(b, a.activation, a.alpha, y, true));
 }
 
+// ONNX ConvInteger's definition: an f64 conv of the zero-point-shifted operands (every
+// product and sum of u8/i8 differences is exact in f64), then i32. The input is padded with
+// zeros after the shift, i.e. with x_zp before it.
+Out conv_integer(Builder& b, const Node& n) {
+  Value x = b.op(OpKind::Cast, {n.inputs[0]}, CastAttrs{DType::F64});
+  Value w = b.op(OpKind::Cast, {n.inputs[1]}, CastAttrs{DType::F64});
+  Value xz = b.op(OpKind::Cast, {n.inputs[2]}, CastAttrs{DType::F64});
+  Value wz = b.op(OpKind::Cast, {n.inputs[3]}, CastAttrs{DType::F64});
+  const int64_t m = b.type(w).static_dims()[0];
+  xz = b.op(OpKind::Reshape, {xz}, ShapeAttrs{{}});
+  wz = b.op(OpKind::Reshape, {wz}, ShapeAttrs{{b.type(wz).numel() == 1 ? 1 : m, 1, 1, 1}});
+  Value y = b.op(OpKind::Conv2d, {b.op(OpKind::Sub, {x, xz}), b.op(OpKind::Sub, {w, wz})}, n.attrs);
+  return one(b.last(OpKind::Cast, {y}, CastAttrs{DType::I32}));
+}
+
 Out softmax(Builder& b, const Node& n, bool log) {
   Value x = n.inputs[0];
   int64_t axis = n.attr<AxisAttrs>().axis;
@@ -320,6 +335,7 @@ std::optional<std::vector<Value>> decompose(Emitter& e, const Node& n, std::stri
     case OpKind::LayerNorm: return layer_norm(b, n);
     case OpKind::RmsNorm: return rms_norm(b, n);
     case OpKind::FusedMatMul: return fused_matmul(b, n);
+    case OpKind::ConvInteger: return conv_integer(b, n);
     case OpKind::Attention: return attention(b, n, why);
     case OpKind::Rotary: return rotary(b, n, why);
     case OpKind::Softmax: return softmax(b, n, false);

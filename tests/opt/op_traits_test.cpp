@@ -118,6 +118,13 @@ Graph graph_for(OpKind kind) {
       out = g.add1(OpKind::FusedElementwise, {x}, a);
       break;
     }
+    case OpKind::ConvInteger:
+      out = g.add1(kind,
+                   {g.input("xi", Shape({1, 4, 8, 8}, DType::U8)), g.input("wi", Shape({2, 4, 3, 3}, DType::I8)),
+                    g.input("xz", Shape(std::vector<int64_t>{}, DType::U8)),
+                    g.input("wz", Shape(std::vector<int64_t>{}, DType::I8))},
+                   ConvAttrs{});
+      break;
     default: out = g.add1(kind, {x}, default_attrs(kind)); break;
   }
   g.set_outputs({out});

@@ -131,6 +131,23 @@ std::vector<Value> lower_conv(NodeCtx& c) {
   return {y};
 }
 
+// ConvInteger of 2-D images as the IR's conv_integer, the zero points given (scalars, or
+// w_zp per output channel); an invalid Value for other ranks and for negative pads (the
+// caller takes the f64 path then).
+Value conv_integer_2d(NodeCtx& c, Value x_zp, Value w_zp) {
+  auto xd = c.dims(0), wd = c.dims(1);
+  if (xd.size() != 4 || wd.size() != 4) return Value{};
+  Window win = read_window(c, spatial(xd), c.attr_ints("kernel_shape", spatial(wd)));
+  ConvAttrs a;
+  a.strides = win.strides;
+  a.pads = win.pads;
+  a.dilations = win.dilations;
+  a.group = c.attr_int("group", 1);
+  for (int64_t p : a.pads)
+    if (p < 0) return Value{};
+  return c.op(OpKind::ConvInteger, {c.in(0), c.in(1), x_zp, w_zp}, a);
+}
+
 namespace {
 
 // Zero-upsamples axis `a` by `s`: n values become (n - 1) * s + 1 with s - 1 zeros between.

@@ -1,6 +1,7 @@
 // Integer and quantized linear algebra: MatMulInteger and QLinearMatMul (exact i32
-// matmul of zero-point-shifted operands), ConvInteger and QLinearConv (f64 conv of
-// shifted operands: exact for any i8/u8 sizes), requantized like the reference:
+// matmul of zero-point-shifted operands), ConvInteger and QLinearConv over 2-D images as
+// the IR's conv_integer (int8 kernels, int32 accumulation; other ranks: an f64 conv of the
+// shifted operands, exact for any i8/u8 sizes), requantized like the reference:
 // rint(acc * (a_scale * b_scale / y_scale) + y_zero_point), saturated.
 #include "io/onnx/ops_table.h"
 
@@ -8,6 +9,7 @@ namespace rlx::onnx {
 
 // Declared in ops_conv.cpp.
 std::vector<Value> lower_conv(NodeCtx& c);
+Value conv_integer_2d(NodeCtx& c, Value x_zp, Value w_zp);
 
 namespace {
 
@@ -98,9 +100,34 @@ Value conv_f64(NodeCtx& c, Value x, Value w, Value bias) {
   return lower_conv(sub).at(0);
 }
 
+// The integer accumulator of a 2-D conv of 8-bit x (input xi) and w (input wi) with their
+// zero points (inputs xzi, wzi; 0 of each type when absent) as the IR's conv_integer (integer
+// kernels); an invalid Value where it does not apply (other ranks or types, negative pads).
+Value integer_conv(NodeCtx& c, int xi, int wi, int xzi, int wzi) {
+  auto eight_bit = [&](int i) { return c.dtype(i) == DType::U8 || c.dtype(i) == DType::I8; };
+  if (c.rank(xi) != 4 || !eight_bit(xi) || !eight_bit(wi)) return Value{};
+  auto zero_point = [&](int i, int of) {
+    if (!c.has(i)) return c.scalar(0, c.dtype(of));
+    Value z = c.in(i);
+    auto d = c.vdims(z);
+    int64_t n = 1;
+    for (int64_t v : d) n *= v;
+    if (n == 1) return c.reshape(z, {});
+    return d.size() == 1 ? z : c.reshape(z, {n});  // per output channel
+  };
+  pb::NodeProto n = c.node;  // conv_integer_2d reads x and w as inputs 0 and 1
+  n.clear_input();
+  n.add_input(c.node.input(xi));
+  n.add_input(c.node.input(wi));
+  NodeCtx sub(c.im, n);
+  sub.opset = c.opset;
+  return conv_integer_2d(sub, zero_point(xzi, xi), zero_point(wzi, wi));
+}
+
 }  // namespace
 
 std::vector<Value> lower_conv_integer(NodeCtx& c) {
+  if (Value y = integer_conv(c, 0, 1, 2, 3); y.valid()) return {y};
   Value x = shifted(c, c.in(0), c.in_or(2), DType::F64, 1);
   Value w = shifted(c, c.in(1), c.in_or(3), DType::F64, 2);
   return {c.cast(conv_f64(c, x, w, Value{}), DType::I32)};
@@ -108,10 +135,15 @@ std::vector<Value> lower_conv_integer(NodeCtx& c) {
 
 // Inputs: x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, bias (i32).
 std::vector<Value> lower_qlinear_conv(NodeCtx& c) {
-  Value x = shifted(c, c.in(0), c.in_or(2), DType::F64, 1);
-  Value w = shifted(c, c.in(3), c.in_or(5), DType::F64, 2);
-  Value bias = c.has(8) ? c.cast(c.in(8), DType::F64) : Value{};
-  Value acc = conv_f64(c, x, w, bias);
+  Value acc = integer_conv(c, 0, 3, 2, 5);
+  if (acc.valid()) {
+    if (c.has(8)) acc = c.op(OpKind::Add, {acc, c.reshape(c.cast(c.in(8), DType::I32), {c.vdims(acc)[1], 1, 1})});
+  } else {
+    Value x = shifted(c, c.in(0), c.in_or(2), DType::F64, 1);
+    Value w = shifted(c, c.in(3), c.in_or(5), DType::F64, 2);
+    Value bias = c.has(8) ? c.cast(c.in(8), DType::F64) : Value{};
+    acc = conv_f64(c, x, w, bias);
+  }
   auto yd = c.vdims(acc);
   Value ws = c.cast(c.in(4), DType::F32);
   auto wsd = c.vdims(ws);

@@ -49,15 +49,12 @@ Dim window_out(const InferCtx& ctx, Dim in, int i, int64_t k, const std::vector<
 }  // namespace
 
 // conv2d(x[N,C,H,W], w[M,C/group,kH,kW], bias?[M]) -> [N,M,Ho,Wo]
-std::vector<Shape> infer_conv2d(const InferCtx& ctx) {
-  const Shape& x = ctx.input(0);
-  const Shape& w = ctx.input(1);
-  const auto& a = ctx.node.attr<ConvAttrs>();
+namespace {
+
+// conv2d's output dims (NCHW) for input x and weight w, checking the channels and groups.
+std::vector<Dim> conv_out_dims(const InferCtx& ctx, const Shape& x, const Shape& w, const ConvAttrs& a) {
   require_rank(ctx, x, 4, "input 0 (NCHW)");
   require_rank(ctx, w, 4, "weight (input 1)");
-  require_same_dtype(ctx, x, "input 0", w, "weight (input 1)");
-  require_not_bool(ctx, x, "input 0");
-  require_real(ctx, x, "input 0");
   check_window_attrs(ctx, a.strides, a.pads, a.dilations);
   if (a.group < 1) ctx.error("group must be >= 1, got ", a.group);
   if (!w.is_static()) ctx.error("weight ", w.str(), " must have a static shape");
@@ -66,15 +63,43 @@ std::vector<Shape> infer_conv2d(const InferCtx& ctx) {
   if (wd[0] % a.group != 0) ctx.error("output channels ", wd[0], " are not divisible by group ", a.group);
   if (wd[1] * a.group != c)
     ctx.error("input has ", c, " channels but weight ", w.str(), " with group ", a.group, " expects ", wd[1] * a.group);
+  Dim h = window_out(ctx, x.dims()[2], 0, wd[2], a.strides, a.pads, a.dilations, false);
+  Dim wo = window_out(ctx, x.dims()[3], 1, wd[3], a.strides, a.pads, a.dilations, false);
+  return {x.dims()[0], Dim(wd[0]), h, wo};
+}
+
+}  // namespace
+
+std::vector<Shape> infer_conv2d(const InferCtx& ctx) {
+  const Shape& x = ctx.input(0);
+  const Shape& w = ctx.input(1);
+  const auto& a = ctx.node.attr<ConvAttrs>();
+  require_same_dtype(ctx, x, "input 0", w, "weight (input 1)");
+  require_not_bool(ctx, x, "input 0");
+  require_real(ctx, x, "input 0");
+  std::vector<Dim> out = conv_out_dims(ctx, x, w, a);
   if (ctx.has(2)) {
     const Shape& b = ctx.input(2);
     require_same_dtype(ctx, b, "bias (input 2)", x, "input 0");
-    if (b.rank() != 1 || !(b.dims()[0] == Dim(wd[0])))
-      ctx.error("bias ", b.str(), " must have shape [", wd[0], "]");
+    if (b.rank() != 1 || !(b.dims()[0] == out[1])) ctx.error("bias ", b.str(), " must have shape [", out[1].raw(), "]");
   }
-  Dim h = window_out(ctx, x.dims()[2], 0, wd[2], a.strides, a.pads, a.dilations, false);
-  Dim wo = window_out(ctx, x.dims()[3], 1, wd[3], a.strides, a.pads, a.dilations, false);
-  return {x.with_dims({x.dims()[0], Dim(wd[0]), h, wo})};
+  return {x.with_dims(std::move(out))};
+}
+
+std::vector<Shape> infer_conv_integer(const InferCtx& ctx) {
+  const Shape& x = ctx.input(0);
+  const Shape& w = ctx.input(1);
+  const Shape& xz = ctx.input(2);
+  const Shape& wz = ctx.input(3);
+  for (const auto& [s, what] : {std::pair{&x, "input 0"}, std::pair{&w, "weight (input 1)"}})
+    if (s->dtype() != DType::U8 && s->dtype() != DType::I8) ctx.error(what, " ", s->str(), " must be u8 or i8");
+  require_same_dtype(ctx, xz, "x_zero_point (input 2)", x, "input 0");
+  require_same_dtype(ctx, wz, "w_zero_point (input 3)", w, "weight (input 1)");
+  std::vector<Dim> out = conv_out_dims(ctx, x, w, ctx.node.attr<ConvAttrs>());
+  if (!xz.is_static() || xz.numel() != 1) ctx.error("x_zero_point ", xz.str(), " must hold one element");
+  if (!wz.is_static() || (wz.numel() != 1 && !(wz.rank() == 1 && wz.dims()[0] == out[1])))
+    ctx.error("w_zero_point ", wz.str(), " must hold one element or one per output channel (", out[1].raw(), ")");
+  return {Shape(std::move(out), DType::I32)};
 }
 
 std::vector<Shape> infer_pool2d(const InferCtx& ctx) {
