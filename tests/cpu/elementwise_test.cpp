@@ -392,3 +392,43 @@ TEST(Isa, OverrideForcesLowerLevel) {
 
 }  // namespace
 }  // namespace rlx::test::ew
+
+namespace rlx::test::ew {
+namespace {
+
+// f32 <-> int32 / int8 / uint8 casts and Round: the vector converters (AVX2, AVX-512) give
+// the scalar path's bits on blocks mixing ordinary values, ties, NaN, infinities and values
+// past int32 (those blocks take the scalar conversion), at every length around the vector
+// width.
+TEST(ElementwiseCast, IntegerConvertersAndRoundMatchScalarOnEveryIsa) {
+  const double special[] = {NAN, INFINITY, -INFINITY, 2147483648.0, -2147483648.0, 2147483520.0, -2147483520.0,
+                            1e12, -1e12, 255.5, 256.0, -128.5, -0.0, 0.5, 1.5, 2.5, -2.5, 127.49};
+  for (int64_t n : {7, 8, 9, 16, 37, 64}) {
+    for (bool with_special : {false, true}) {
+      Tensor x = random_tensor(DType::F32, {n}, -300, 300, uint32_t(n));
+      if (with_special)
+        for (int64_t i = 0; i < n; i += 3) put(DType::F32, x.bytes.data(), i, special[size_t(i / 3) % std::size(special)]);
+      auto ops = [&](const char* isa) {
+        return with_isa(isa, [&] {
+          std::vector<std::vector<uint8_t>> r;
+          for (DType to : {DType::I32, DType::I8, DType::U8}) {
+            Attrs a = default_attrs(OpKind::Cast);
+            std::get<CastAttrs>(a).to = to;
+            OpResult y = run_op(OpKind::Cast, {x}, a);
+            r.push_back(y.bytes);
+            Attrs back = default_attrs(OpKind::Cast);
+            std::get<CastAttrs>(back).to = DType::F32;
+            r.push_back(run_op(OpKind::Cast, {Tensor{y.shape, y.bytes}}, back).bytes);
+          }
+          r.push_back(run_op(OpKind::Round, {x}, default_attrs(OpKind::Round)).bytes);
+          return r;
+        });
+      };
+      const auto want = ops("scalar");
+      for (const char* isa : {"avx2", "native"}) EXPECT_EQ(ops(isa), want) << isa << " n=" << n << " special=" << with_special;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace rlx::test::ew

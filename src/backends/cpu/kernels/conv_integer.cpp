@@ -122,54 +122,65 @@ void pack_weights(const ConvIntCfg& cfg, const void* w, const void* wz, PackedWe
   }
 }
 
+// One tap's values for output columns [ox0, ox0 + len) of output row oy: the strided run of
+// input row iy (x' = x ^ flip), X where the window reads padding.
+void gather_tap(const ConvIntCfg& cfg, const uint8_t* xc, int64_t oy, int64_t ox0, int64_t len, int64_t ky,
+                int64_t kx, uint8_t flip, uint8_t xz, uint8_t* r) {
+  const int64_t iy = oy * cfg.sh - cfg.pt + ky * cfg.dh;
+  if (iy < 0 || iy >= cfg.h) {
+    std::memset(r, xz, size_t(len));
+    return;
+  }
+  // ix = ox * sw + off is inside [0, w) for ox in [lo, hi).
+  const int64_t off = kx * cfg.dw - cfg.pl;
+  const int64_t lo = std::clamp<int64_t>(off >= 0 ? 0 : (-off + cfg.sw - 1) / cfg.sw, ox0, ox0 + len);
+  const int64_t hi = std::clamp<int64_t>((cfg.w - off + cfg.sw - 1) / cfg.sw, lo, ox0 + len);
+  const uint8_t* src = xc + iy * cfg.w + off;
+  std::memset(r, xz, size_t(lo - ox0));
+  uint8_t* rr = r - ox0;
+  if (cfg.sw == 1) {
+    for (int64_t ox = lo; ox < hi; ++ox) rr[ox] = uint8_t(src[ox] ^ flip);
+  } else {
+    for (int64_t ox = lo; ox < hi; ++ox) rr[ox] = uint8_t(src[ox * cfg.sw] ^ flip);
+  }
+  std::memset(r + (hi - ox0), xz, size_t(ox0 + len - hi));
+}
+
 // Columns [p0, p0 + nc) of image `img`, group `g` as x' in groups of 4 (padding reads X;
-// the taps past K and the columns past `live` read 0 and X), and each column's sum of x'
-// over its K taps. The columns go by output row: per tap, a row's taps are one strided run
-// of the image (edges padded), gathered into `row` and interleaved into the groups.
+// the taps past K read 0, the columns past `live` X), and each column's sum of x' over its
+// taps. The columns go by output row: per tap a row's values are one strided run of the
+// image, gathered into `rows` (4 x nc bytes), then four taps interleaved into their group.
 void pack_columns(const ConvIntCfg& cfg, const uint8_t* x, int64_t img, int64_t g, int64_t p0, int64_t nc,
-                  int64_t live, uint8_t xz, uint8_t* x4, int64_t* col_sum, uint8_t* row) {
+                  int64_t live, uint8_t xz, uint8_t* x4, int32_t* col_sum, uint8_t* rows) {
   const uint8_t flip = cfg.x_signed ? 0x80 : 0;  // i8 -> u8 by +128: the sign bit flipped
   const int64_t cg = cfg.c / cfg.group, plane = cfg.h * cfg.w, taps = cfg.kh * cfg.kw;
   std::fill(col_sum, col_sum + nc, 0);
-  for (int64_t t = 0; t < cfg.k4n * 4; ++t) {
-    uint8_t* dst = x4 + (t / 4) * 4 * nc + (t % 4);
-    if (t >= cfg.k) {  // past K: zeros (the weights are zero there too)
-      for (int64_t j = 0; j < nc; ++j) dst[4 * j] = 0;
-      continue;
+  for (int64_t grp = 0; grp < cfg.k4n; ++grp) {
+    for (int q = 0; q < 4; ++q) {
+      uint8_t* r = rows + q * nc;
+      const int64_t t = 4 * grp + q;
+      if (t >= cfg.k) {  // past K: zeros (the weights are zero there too)
+        std::memset(r, 0, size_t(nc));
+        continue;
+      }
+      const int64_t ci = t / taps, ky = t / cfg.kw % cfg.kh, kx = t % cfg.kw;
+      const uint8_t* xc = x + (img * cfg.c + g * cg + ci) * plane;
+      for (int64_t j = 0; j < live;) {
+        const int64_t p = p0 + j, oy = p / cfg.ow, ox0 = p % cfg.ow;
+        const int64_t len = std::min(cfg.ow - ox0, live - j);
+        gather_tap(cfg, xc, oy, ox0, len, ky, kx, flip, xz, r + j);
+        j += len;
+      }
+      std::memset(r + live, xz, size_t(nc - live));
     }
-    const int64_t ci = t / taps, ky = t / cfg.kw % cfg.kh, kx = t % cfg.kw;
-    const uint8_t* xc = x + (img * cfg.c + g * cg + ci) * plane;
-    for (int64_t j = 0; j < nc;) {
-      const int64_t p = p0 + j;
-      const int64_t oy = p / cfg.ow, ox0 = p % cfg.ow;
-      const int64_t len = j < live ? std::min(cfg.ow - ox0, live - j) : nc - j;
-      uint8_t* r = row;
-      const int64_t iy = oy * cfg.sh - cfg.pt + ky * cfg.dh;
-      if (j >= live || iy < 0 || iy >= cfg.h) {
-        std::memset(r, xz, size_t(len));
-      } else {
-        // ix = ox * sw + off is inside [0, w) for ox in [lo, hi).
-        const int64_t off = kx * cfg.dw - cfg.pl;
-        const int64_t lo = std::clamp<int64_t>((-off + cfg.sw - 1) / cfg.sw, ox0, ox0 + len);
-        const int64_t hi = std::clamp<int64_t>((cfg.w - off + cfg.sw - 1) / cfg.sw, lo, ox0 + len);
-        const uint8_t* src = xc + iy * cfg.w + off;
-        std::memset(r, xz, size_t(lo - ox0));
-        if (cfg.sw == 1) {
-          for (int64_t ox = lo; ox < hi; ++ox) r[ox - ox0] = uint8_t(src[ox] ^ flip);
-        } else {
-          for (int64_t ox = lo; ox < hi; ++ox) r[ox - ox0] = uint8_t(src[ox * cfg.sw] ^ flip);
-        }
-        std::memset(r + (hi - ox0), xz, size_t(ox0 + len - hi));
-      }
-      uint8_t* d = dst + 4 * j;
-      int64_t* cs = col_sum + j;
-      for (int64_t q = 0; q < len; ++q) {
-        d[4 * q] = r[q];
-        cs[q] += r[q];
-      }
-      j += len;
+    const uint8_t *r0 = rows, *r1 = rows + nc, *r2 = rows + 2 * nc, *r3 = rows + 3 * nc;
+    uint32_t* d = reinterpret_cast<uint32_t*>(x4 + grp * 4 * nc);
+    for (int64_t j = 0; j < nc; ++j) {
+      d[j] = uint32_t(r0[j]) | uint32_t(r1[j]) << 8 | uint32_t(r2[j]) << 16 | uint32_t(r3[j]) << 24;
+      col_sum[j] += int32_t(r0[j]) + r1[j] + r2[j] + r3[j];
     }
   }
+  // Padded columns: X in every real tap (their sums are never read).
 }
 
 void run_conv_integer(const RunCtx& ctx, const void* vcfg, void* const* bufs) {
@@ -193,9 +204,9 @@ void run_conv_integer(const RunCtx& ctx, const void* vcfg, void* const* bufs) {
   auto task = [&](int64_t i) {
     const int64_t img = i / (cfg.group * chunks), g = i / chunks % cfg.group, ch = i % chunks;
     const int64_t p0 = ch * kChunk, live = std::min(kChunk, p_total - p0), nc = round_up(live, kIntCols);
-    uint8_t* x4 = tl_cols.get(cfg.k4n * 4 * nc + nc);
-    int32_t* acc = tl_acc.get(cfg.m_pad * nc + nc * 2);
-    int64_t* col_sum = reinterpret_cast<int64_t*>(acc + cfg.m_pad * nc);
+    uint8_t* x4 = tl_cols.get(cfg.k4n * 4 * nc + 4 * nc);
+    int32_t* acc = tl_acc.get(cfg.m_pad * nc + nc);
+    int32_t* col_sum = acc + cfg.m_pad * nc;
     pack_columns(cfg, x, img, g, p0, nc, live, uint8_t(xz), x4, col_sum, x4 + cfg.k4n * 4 * nc);
     cfg.gemm(pw->w4.data() + g * cfg.m_pad * 4 * cfg.k4n, cfg.k4n, x4, nc, cfg.m_pad, acc);
     for (int64_t r = 0; r < cfg.m; ++r) {
@@ -205,7 +216,7 @@ void run_conv_integer(const RunCtx& ctx, const void* vcfg, void* const* bufs) {
       int32_t* dst = out + (img * cfg.cout + o) * p_total + p0;
       const int32_t* src = acc + r * nc;
       for (int64_t j = 0; j < live; ++j)
-        dst[j] = int32_t(uint32_t(src[j]) + uint32_t(uint64_t(bias - wz * col_sum[j])));
+        dst[j] = int32_t(uint32_t(src[j]) + uint32_t(uint64_t(bias - wz * int64_t(col_sum[j]))));
     }
   };
   if (ctx.pool && ctx.pool->size() > 1 && tasks > 1) {

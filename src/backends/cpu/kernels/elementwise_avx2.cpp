@@ -7,6 +7,8 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 
+#include <type_traits>
+
 RLX_ISA_REGION_BEGIN("avx2,fma,f16c")
 
 namespace rlx::cpu::ew::avx2_impl {
@@ -64,7 +66,57 @@ void f32_to_bf16(const void* src, void* dst, int64_t n) {
   }
   for (; i < n; ++i) d[i] = float_to_bhalf(s[i]);
 }
+// 8-bit and int32 integers <-> f32 with Cast semantics. To f32: exact widening, int32
+// rounded to nearest even as the scalar path. From f32: truncation toward zero, then the
+// low bits (the scalar path's int64 wrap); a block holding NaN or |x| >= 2^31 goes to the
+// scalar conversion, which saturates through int64 and maps NaN to 0.
+template <class S> void int_to_f32(const void* src, void* dst, int64_t n) {
+  auto s = static_cast<const S*>(src);
+  auto d = static_cast<float*>(dst);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256i v;
+    if constexpr (sizeof(S) == 4) v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i));
+    else if constexpr (std::is_signed_v<S>) v = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s + i)));
+    else v = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(s + i)));
+    _mm256_storeu_ps(d + i, _mm256_cvtepi32_ps(v));
+  }
+  for (; i < n; ++i) d[i] = float(s[i]);
+}
+template <class D> void f32_to_int(const void* src, void* dst, int64_t n) {
+  auto s = static_cast<const float*>(src);
+  auto d = static_cast<D*>(dst);
+  const ConvertFn scalar = convert_fn(DType::F32, sizeof(D) == 4 ? DType::I32 : std::is_signed_v<D> ? DType::I8 : DType::U8);
+  const __m256 limit = _mm256_set1_ps(2147483648.0f), sign = _mm256_set1_ps(-0.0f);
+  // Byte 0 of each int32, gathered into the low 4 bytes of each 128-bit lane.
+  const __m256i low_bytes = _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+                                             0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 x = _mm256_loadu_ps(s + i);
+    const __m256 ok = _mm256_cmp_ps(_mm256_andnot_ps(sign, x), limit, _CMP_LT_OQ);  // false for NaN
+    if (_mm256_movemask_ps(ok) != 0xFF) {
+      scalar(s + i, d + i, 8);
+      continue;
+    }
+    const __m256i v = _mm256_cvttps_epi32(x);
+    if constexpr (sizeof(D) == 4) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i), v);
+    } else {
+      const __m256i b = _mm256_shuffle_epi8(v, low_bytes);
+      const __m256i packed = _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 1, 1, 1, 1, 1));
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(d + i), _mm256_castsi256_si128(packed));
+    }
+  }
+  if (i < n) scalar(s + i, d + i, n - i);
+}
 void fill_converters(F32VecTable& t) {
+  t.to_f32[size_t(DType::I32)] = &int_to_f32<int32_t>;
+  t.to_f32[size_t(DType::I8)] = &int_to_f32<int8_t>;
+  t.to_f32[size_t(DType::U8)] = &int_to_f32<uint8_t>;
+  t.from_f32[size_t(DType::I32)] = &f32_to_int<int32_t>;
+  t.from_f32[size_t(DType::I8)] = &f32_to_int<int8_t>;
+  t.from_f32[size_t(DType::U8)] = &f32_to_int<uint8_t>;
   t.to_f32[size_t(DType::F16)] = &f16_to_f32;
   t.to_f32[size_t(DType::BF16)] = &bf16_to_f32;
   t.from_f32[size_t(DType::F16)] = &f32_to_f16;

@@ -121,8 +121,8 @@ Span3 where_span(size_t elem_bytes);
 struct F32VecTable {
   Span1 unary[kNumOpKinds] = {};
   Span2Set binary[kNumOpKinds] = {};
-  ConvertFn to_f32[kNumDTypes] = {};    // F16 / BF16 -> F32
-  ConvertFn from_f32[kNumDTypes] = {};  // F32 -> F16 / BF16 (round to nearest even)
+  ConvertFn to_f32[kNumDTypes] = {};    // F16 / BF16 / I32 / I8 / U8 -> F32
+  ConvertFn from_f32[kNumDTypes] = {};  // F32 -> F16 / BF16 (round to nearest even), I32 / I8 / U8 (Cast)
 };
 // convert_fn, using the ISA's vector converters where the table has one (same values
 // as the scalar conversion; NaN payloads may differ).

@@ -64,6 +64,7 @@ RLX_V1(VAbs, V::abs(x))
 RLX_V1(VSqrt, V::sqrt(x))
 RLX_V1(VReciprocal, V::div(splat(1.0f), x))
 RLX_V1(VRsqrt, V::div(splat(1.0f), V::sqrt(x)))
+RLX_V1(VRound, V::round(x))  // to nearest, ties to even: the scalar nearbyint in the default mode
 // x < lo ? lo : (x > hi ? hi : x), as the scalar Clip: NaN and -0 pass through unchanged
 // (only comparisons and selects: the same bits as the scalar path).
 RLX_V1(VClip, V::select(V::lt(x, splat(float(p.alpha))), splat(float(p.alpha)),
@@ -97,6 +98,7 @@ void fill_table(F32VecTable& t) {
   u(OpKind::Reciprocal, &map1<VReciprocal>);
   u(OpKind::Rsqrt, &map1<VRsqrt>);
   u(OpKind::Clip, &map1<VClip>);
+  u(OpKind::Round, &map1<VRound>);
   t.binary[size_t(OpKind::Add)] = set2<VAdd>();
   t.binary[size_t(OpKind::Sub)] = set2<VSub>();
   t.binary[size_t(OpKind::Mul)] = set2<VMul>();
