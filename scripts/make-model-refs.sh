@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Regenerates the ONNX Runtime 1.30 reference outputs the real-model tests compare
 # against (tests/models/refs/<case>/{input,output}/NAME.npy). Inputs are deterministic
-# and small, so the refs stay small in the repo (under 2 MB in all): floats in [0, 1)
+# and small, so the refs stay small in the repo (4 MB in all, 2 of them ISNet's two flat
+# uint8 masks, which git compresses to 10-32 KB): floats in [0, 1)
 # from a fixed-seed LCG and integers 0 or a fixed value (bench/models/make_input.js), and
 # for PP-OCR detection and recognition a line of text rendered by ImageMagick and
 # normalized as PaddleOCR does (on noise the detector's output is ~1e-7 everywhere,
@@ -68,4 +69,26 @@ if want silero_vad_v5_step2 && [ ! -f "$refs/silero_vad_v5/output/stateN.npy" ];
 fi
 run_case silero_vad_v5_step2 silero_vad_v5.onnx \
   "input=f32:1,512:seed 2" "state=file:$refs/silero_vad_v5/output/stateN.npy" "sr=i64::value 16000"
+# ISNet (background removal, 1024x1024): an object on a gradient, stored as PNG (18 KB), and
+# each model's final mask from ORT stored as uint8 (round(255 v), 1 MiB raw, mostly flat); the
+# quantized model is compared by statistics (tests/models/isnet_test.cpp says why).
+if want isnet; then
+  dir="$refs/isnet" scratch=$(mktemp -d)
+  rm -rf "$dir" && mkdir -p "$dir"
+  convert -size 1024x1024 gradient:skyblue-white -fill firebrick -draw "circle 512,560 512,260" \
+          -fill black -draw "rectangle 430,180 594,300" -depth 8 "PNG24:$dir/scene.png"
+  convert "$dir/scene.png" -depth 8 "$scratch/scene.ppm"
+  node "$gen" "$scratch/input.npy" --image "$scratch/scene.ppm" --mean 0.5,0.5,0.5 --std 1,1,1
+  for m in small medium; do
+    node "$ort" "$models/isnet_$m.onnx" --input "input=$scratch/input.npy" --output-dir "$scratch/$m" --threads 1
+    node -e '
+      const { readNpy, writeNpy } = require(process.argv[1]);
+      const r = readNpy(process.argv[2]), q = new Uint8Array(r.data.length);
+      for (let i = 0; i < q.length; ++i) q[i] = Math.round(255 * Math.min(1, Math.max(0, r.data[i])));
+      writeNpy(process.argv[3], "uint8", r.dims, q);' "$root/bench/models/npy.js" "$scratch/$m/output.npy" "$dir/${m}_mask_u8.npy"
+  done
+  echo "isnet_small.onnx isnet_medium.onnx" > "$dir/model.txt"
+  rm -rf "$scratch"
+  echo "make-model-refs: isnet: $(ls "$dir" | tr '\n' ' ')"
+fi
 du -sh "$refs"

