@@ -2,10 +2,12 @@
 // for the contract. Per input: parse + import with the declared shapes; a model that
 // needs concrete shapes is imported again with every unknown dim set to 2 and, if that
 // is refused, with its small inputs bound by value (as OnnxRunner does), and if that is
-// refused too, run in segments by OnnxRunner (run-time output shapes); an imported graph
+// refused too, run in segments by OnnxRunner (run-time output shapes; strings, sequences
+// and optionals, fed from the input bytes, with their nodes on the host); an imported graph
 // must pass the verifier, and small graphs are compiled and run once.
 #pragma once
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -81,20 +83,38 @@ inline std::map<std::string, TypedTensor> small_values(const onnx::OnnxModel& m,
 inline void run_segmented(const onnx::OnnxModel& m, const std::map<std::string, std::vector<int64_t>>& shapes,
                           const onnx::ImportOptions& opts, ByteSource& src) {
   const GraphBudget b;
-  std::map<std::string, TypedTensor> feed;
+  std::map<std::string, onnx::OnnxValue> feed;
   for (const auto& in : m.inputs) {
+    // Sequences and optionals (host values): empty, or holding one small f32 tensor.
+    if (in.kind == onnx::ValueKind::Sequence || in.kind == onnx::ValueKind::Optional) {
+      std::vector<onnx::OnnxValue> items;
+      if (src.next() % 2) items.push_back(onnx::OnnxValue::of(TypedTensor{DType::F32, {2}, src.tensor(DType::F32, 2)}));
+      feed.emplace(in.name, in.kind == onnx::ValueKind::Sequence
+                                ? onnx::OnnxValue::sequence(std::move(items))
+                                : onnx::OnnxValue::optional(items.empty() ? std::nullopt
+                                                                          : std::optional<onnx::OnnxValue>(items[0])));
+      continue;
+    }
     auto it = shapes.find(in.name);
     if (!in.is_tensor || it == shapes.end()) return;
     int64_t n = 1;
     for (int64_t d : it->second) n = (d < 0 || d > b.max_value_elements || n > b.max_value_elements) ? kSaturated : n * d;
     if (n > b.max_value_elements) return;
-    feed.emplace(in.name, TypedTensor{in.dtype, it->second, src.tensor(in.dtype, size_t(n))});
+    if (in.onnx_type == 8) {  // strings of 0-3 bytes drawn from the input
+      std::vector<std::string> s(static_cast<size_t>(n));
+      for (auto& e : s)
+        for (int k = int(src.next() % 4); k > 0; --k) e.push_back(char(src.next()));
+      feed.emplace(in.name, onnx::OnnxValue::of_strings(it->second, std::move(s)));
+      continue;
+    }
+    feed.emplace(in.name, onnx::OnnxValue::of(TypedTensor{in.dtype, it->second, src.tensor(in.dtype, size_t(n))},
+                                              in.onnx_type));
   }
   CompileOptions co;
   co.threads = 1;
   co.max_arena_bytes = b.max_arena_bytes;
   onnx::OnnxRunner runner(m, Session(Device::Cpu, co), opts);
-  runner.run(feed);
+  runner.run_values(feed);
 }
 
 }  // namespace detail
@@ -104,6 +124,7 @@ inline bool onnx_one_input(const uint8_t* data, size_t size) {
   return guard([&] {
     onnx::ImportOptions opts;
     opts.fold_max_elements = GraphBudget{}.max_value_elements;
+    opts.host_work_limit = int64_t(1) << 20;  // a mutated Loop trip count must not run for minutes
     onnx::OnnxModel model = onnx::load_onnx_bytes(data, size, "fuzz.onnx", kOnnxNoDir, opts);
     ByteSource src(data, size);
     if (model.has_graph) {

@@ -66,6 +66,10 @@ struct ImportOptions {
   bool weights_as_params = false;    // float initializers >= param_min_elements become params
   int64_t param_min_elements = 1024;
   int64_t fold_max_elements = int64_t(1) << 22;  // eager folding limit per output
+  // Work one node run on the host may do (OnnxRunner: strings, sequences, optionals, Loop
+  // bodies interpreted there), in element operations (each node evaluated counts one plus
+  // the elements and sequence items it outputs); past it, Error(ResourceExhausted).
+  int64_t host_work_limit = int64_t(1) << 36;
 };
 
 struct OnnxModel {

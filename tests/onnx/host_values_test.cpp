@@ -192,6 +192,42 @@ TEST(HostValues, BadValuesAreNamedAndTheRunnerStaysUsable) {
   EXPECT_EQ(as_f32(outs[0].tensor.bytes), (std::vector<float>{-3, -4}));
 }
 
+// Ops that move elements work on strings as on numbers (run on each string's index):
+// Gather, Transpose, Concat, Slice, Where, Split, Reshape; Shape reads a string tensor's dims.
+TEST(HostValues, MovementOpsOnStrings) {
+  auto m = make_model(17);
+  add_input(m, "s", 8, {2, 3});
+  add_input(m, "pick", 9, {3, 2});
+  add_i64_initializer(m, "rows", {2}, {1, 0});
+  add_i64_initializer(m, "flat", {1}, {-1});
+  add_i64_initializer(m, "one", {1}, {1});
+  add_i64_initializer(m, "three", {1}, {3});
+  set_int_attr(add_node(m, "Gather", {"s", "rows"}, {"swapped"}), "axis", 0);
+  set_ints_attr(add_node(m, "Transpose", {"swapped"}, {"t"}), "perm", {1, 0});
+  auto* k = add_node(m, "Constant", {}, {"other"});
+  set_strings_attr(k, "value_strings", {"x", "y", "z", "w", "v", "u"});
+  add_node(m, "Reshape", {"other", "flat"}, {"other_flat"});
+  add_i64_initializer(m, "shape32", {2}, {3, 2});
+  add_node(m, "Reshape", {"other", "shape32"}, {"other32"});
+  add_node(m, "Where", {"pick", "t", "other32"}, {"mixed"});
+  set_int_attr(add_node(m, "Concat", {"mixed", "other32"}, {"cat"}), "axis", 1);
+  add_node(m, "Slice", {"other_flat", "one", "three"}, {"sl"});
+  add_node(m, "Shape", {"cat"}, {"shape"});
+  add_output(m, "cat", 8);
+  add_output(m, "sl", 8);
+  add_output(m, "shape", 7);
+  std::string b = bytes_of(m);
+  OnnxRunner runner(load_onnx_bytes(b.data(), b.size(), "move.onnx"));
+  TypedTensor pick{DType::Bool, {3, 2}, {1, 0, 0, 1, 1, 1}};
+  auto outs = runner.run_values({{"s", OnnxValue::of_strings({2, 3}, {"a", "b", "c", "d", "e", "f"})},
+                                 {"pick", OnnxValue::of(pick)}});
+  // swapped = [[d e f] [a b c]]; t = [[d a] [e b] [f c]]; other32 = [[x y] [z w] [v u]].
+  EXPECT_EQ(outs[0].tensor.dims, (std::vector<int64_t>{3, 4}));
+  EXPECT_EQ(outs[0].strings, (std::vector<std::string>{"d", "y", "x", "y", "z", "b", "z", "w", "f", "c", "v", "u"}));
+  EXPECT_EQ(outs[1].strings, (std::vector<std::string>{"y", "z"}));
+  EXPECT_EQ(i64_of(outs[2]), 3);
+}
+
 TEST(HostValues, BadTextIsNamed) {
   auto m = make_model(20);
   add_input(m, "s", 8, {1});

@@ -34,6 +34,15 @@ const OnnxValue& HostNode::input(int i) const {
   return *in[size_t(i)];
 }
 
+OnnxValue HostNode::take(int i) const {
+  const OnnxValue& v = input(i);
+  if (size_t(i) < last_use.size() && last_use[size_t(i)]) {
+    // The scope's own value (const only through this view): nothing reads it after this node.
+    if (OnnxValue* own = const_cast<Scope&>(scope).own(node.input(i)); own == &v) return std::move(*own);
+  }
+  return v;
+}
+
 const OnnxValue& HostNode::tensor(int i) const {
   const OnnxValue& v = input(i);
   if (v.kind != ValueKind::Tensor) invalid("input ", i, " must be a tensor, got ", v.describe());
@@ -243,8 +252,9 @@ std::vector<OnnxValue> sequence_at(HostNode& h) {
 }
 
 std::vector<OnnxValue> sequence_insert(HostNode& h) {
-  OnnxValue s = sequence_in(h, 0);
+  sequence_in(h, 0);
   const OnnxValue& t = h.tensor(1);
+  OnnxValue s = h.take(0);
   check_elem(h, s, t);
   int64_t n = int64_t(s.items.size());
   int64_t p = h.has(2) ? position(h, 2, n, true) : n;
@@ -254,7 +264,8 @@ std::vector<OnnxValue> sequence_insert(HostNode& h) {
 }
 
 std::vector<OnnxValue> sequence_erase(HostNode& h) {
-  OnnxValue s = sequence_in(h, 0);
+  sequence_in(h, 0);
+  OnnxValue s = h.take(0);
   int64_t n = int64_t(s.items.size());
   if (!n) h.invalid("erasing from an empty sequence");
   int64_t p = h.has(1) ? position(h, 1, n, false) : n - 1;
@@ -532,8 +543,41 @@ std::vector<OnnxValue> HostEval::fold(const pb::NodeProto& node, const Scope& sc
   return res;
 }
 
+std::vector<OnnxValue> HostEval::fold_with(const pb::NodeProto& node, const Scope& scope,
+                                           std::map<std::string, OnnxValue> replace) {
+  Scope inner(&scope);
+  for (auto& [name, v] : replace) inner.set(name, std::move(v));
+  return fold(node, inner);
+}
+
+namespace {
+
+// Elements a value holds (items of sequences counted with their elements).
+int64_t value_size(const OnnxValue& v) {
+  if (v.kind != ValueKind::Tensor) {
+    int64_t n = int64_t(v.items.size());
+    for (const auto& i : v.items) n += value_size(i);
+    return n;
+  }
+  return v.is_string() ? int64_t(v.strings.size()) : int64_t(v.tensor.bytes.size() / std::max<size_t>(1, dtype_size(v.tensor.dtype)));
+}
+
+}  // namespace
+
+void HostEval::charge(int64_t units, const pb::NodeProto& node) {
+  work_ += units;
+  if (work_ > opts_.host_work_limit)
+    fail(ErrorCategory::ResourceExhausted, "ONNX node '", node.name().empty() ? node.op_type() : node.name(), "' (",
+         node.op_type(), "): its evaluation on the host exceeded ", opts_.host_work_limit,
+         " element operations (ImportOptions::host_work_limit)");
+}
+
 std::vector<OnnxValue> HostEval::eval(const pb::NodeProto& node, const Scope& scope) {
-  HostNode h{*this, node, scope, opset_of(node), {}};
+  return eval_in(node, const_cast<Scope&>(scope), {});
+}
+
+std::vector<OnnxValue> HostEval::eval_in(const pb::NodeProto& node, Scope& scope, const std::vector<bool>& last_use) {
+  HostNode h{*this, node, scope, opset_of(node), {}, last_use};
   for (const auto& name : node.input()) {
     if (name.empty()) {
       h.in.push_back(nullptr);
@@ -546,10 +590,19 @@ std::vector<OnnxValue> HostEval::eval(const pb::NodeProto& node, const Scope& sc
   HostFn fn = nullptr;
   if (is_default_domain(node.domain())) fn = value_op(node.op_type());
   if (!fn) fn = string_op(node, h.in);
-  if (!fn) return fold(node, scope);
+  if (!fn) {
+    std::vector<OnnxValue> outs = fold(node, scope);
+    int64_t units = 1;
+    for (const auto& o : outs) units += value_size(o);
+    charge(units, node);
+    return outs;
+  }
   // Identity and the optional ops on plain tensors: the same as the fold, done directly.
   std::vector<OnnxValue> outs = fn(h);
   if (int(outs.size()) < node.output_size()) outs.resize(size_t(node.output_size()));
+  int64_t units = 1;
+  for (const auto& o : outs) units += value_size(o);
+  charge(units, node);
   return outs;
 }
 
@@ -564,10 +617,27 @@ std::vector<OnnxValue> HostEval::run_graph(const pb::GraphProto& g, std::vector<
     s.set(g.input(i).name(), size_t(i) < inputs.size() ? std::move(inputs[size_t(i)]) : OnnxValue::optional(std::nullopt));
   for (const auto& t : g.initializer())
     s.set(t.name(), decode_value(t, src_.base_dir, src_.path + ": initializer '" + t.name() + "' of graph '" + g.name() + "'"));
-  for (const auto& n : g.node()) {
-    auto outs = eval(n, s);
-    for (int i = 0; i < n.output_size() && size_t(i) < outs.size(); ++i)
-      if (!n.output(i).empty()) s.set(n.output(i), std::move(outs[size_t(i)]));
+  // The last node reading each name (graph outputs read at the end): that node may move the
+  // value out of this scope instead of copying it.
+  std::unordered_map<std::string, int> last;
+  for (int i = 0; i < g.node_size(); ++i) {
+    std::unordered_set<std::string> read;
+    names_read(g.node(i), read);
+    for (const auto& name : read) last[name] = i;
+  }
+  for (const auto& vo : g.output()) last[vo.name()] = g.node_size();
+  for (int i = 0; i < g.node_size(); ++i) {
+    const pb::NodeProto& n = g.node(i);
+    std::vector<bool> last_use;
+    for (const auto& name : n.input()) {
+      auto it = last.find(name);
+      // Read once by this node only (a name given twice stays: the other read needs it).
+      last_use.push_back(it != last.end() && it->second == i &&
+                         std::count(n.input().begin(), n.input().end(), name) == 1);
+    }
+    auto outs = eval_in(n, s, last_use);
+    for (int k = 0; k < n.output_size() && size_t(k) < outs.size(); ++k)
+      if (!n.output(k).empty()) s.set(n.output(k), std::move(outs[size_t(k)]));
   }
   std::vector<OnnxValue> res;
   for (const auto& vo : g.output()) {

@@ -47,6 +47,10 @@ struct HostNode {
 
   bool has(int i) const { return i < int(in.size()) && in[size_t(i)]; }
   const OnnxValue& input(int i) const;  // InvalidArgument when absent
+  // Input i by value: moved out of the scope when this node is its last reader there
+  // (a sequence grown in a Loop body is then never copied), else copied.
+  OnnxValue take(int i) const;
+  std::vector<bool> last_use;  // per input: this node is the name's last reader in its scope
   const OnnxValue& tensor(int i) const;  // a tensor (numeric or strings), else InvalidArgument
   const OnnxValue& strings(int i) const;  // a string tensor
   int64_t scalar_int(int i, const char* what) const;  // a one-element integer tensor
@@ -72,7 +76,9 @@ struct HostNode {
 using HostFn = std::vector<OnnxValue> (*)(HostNode&);
 // The string op for this node (host_strings.cpp), or nullptr: Constant / Cast / CastLike /
 // Equal only when strings are involved; StringNormalizer, StringConcat, StringSplit,
-// RegexFullMatch and ai.onnx.ml LabelEncoder always.
+// RegexFullMatch and ai.onnx.ml LabelEncoder always; and the ops that only move or select
+// elements (Gather, Reshape, Transpose, Concat, Slice, Split, Where, Tile, ...) and the shape
+// queries (Shape, Size) on strings: run on each string's index, then mapped back.
 HostFn string_op(const pb::NodeProto& n, const std::vector<const OnnxValue*>& in);
 
 class HostEval {
@@ -81,9 +87,18 @@ class HostEval {
   // Runs `node` over the values `scope` (then the main graph's initializers) gives its
   // names. Returns its outputs in order (absent outputs as empty tensors).
   std::vector<OnnxValue> eval(const pb::NodeProto& node, const Scope& scope);
+  // The same, where `own` is the scope's own map: inputs whose last reader is this node
+  // (last_use) may be moved out of it.
+  std::vector<OnnxValue> eval_in(const pb::NodeProto& node, Scope& scope, const std::vector<bool>& last_use);
+  // Counts work against ImportOptions::host_work_limit (Error(ResourceExhausted) naming the node).
+  void charge(int64_t units, const pb::NodeProto& node);
   // Runs a body: its inputs bound to `inputs` in order, outer names from `outer`; returns
   // its outputs.
   std::vector<OnnxValue> run_graph(const pb::GraphProto& g, std::vector<OnnxValue> inputs, const Scope& outer);
+  // `node` through the importer's lowering, folded, with the names in `replace` bound to
+  // those values instead of the scope's (string ops that move elements run on indices).
+  std::vector<OnnxValue> fold_with(const pb::NodeProto& node, const Scope& scope,
+                                   std::map<std::string, OnnxValue> replace);
   const ModelSource& source() const { return src_; }
 
  private:
@@ -95,6 +110,7 @@ class HostEval {
   ImportOptions opts_;
   std::map<std::string, OnnxValue> inits_;  // main-graph initializers host ops read
   int depth_ = 0;
+  int64_t work_ = 0;
 };
 
 // Numpy broadcasting of two shapes (Error(Shape) naming `what` when they do not broadcast),

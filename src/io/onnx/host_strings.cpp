@@ -345,6 +345,51 @@ std::vector<OnnxValue> label_encoder(HostNode& h) {
   return {OnnxValue::of(TypedTensor{values.tensor.dtype, x.tensor.dims, std::move(out)}, values.onnx_type)};
 }
 
+// ---- ops that move, select or measure elements, on strings
+
+// Every string input replaced by the indices of its elements in one table (i64, the same
+// dims), the node folded by its own lowering, and each output of a moving op mapped back
+// through the table (the shape queries' outputs are numbers already).
+std::vector<OnnxValue> by_index(HostNode& h, bool moves) {
+  if (h.attr_str("reduction", "none") != "none") h.unsupported("a scatter reduction over strings");
+  std::vector<std::string> table;
+  std::map<std::string, OnnxValue> replace;
+  for (size_t i = 0; i < h.in.size(); ++i) {
+    const OnnxValue* v = h.in[i];
+    const std::string& name = h.node.input(int(i));
+    if (!v || !v->is_string() || replace.count(name)) continue;
+    std::vector<int64_t> idx(v->strings.size());
+    for (size_t k = 0; k < idx.size(); ++k) idx[k] = int64_t(table.size() + k);
+    table.insert(table.end(), v->strings.begin(), v->strings.end());
+    replace.emplace(name, from_host(make_i64(v->tensor.dims, idx)));
+  }
+  std::vector<OnnxValue> outs = h.ev.fold_with(h.node, h.scope, std::move(replace));
+  if (!moves) return outs;
+  for (int o = 0; o < h.node.output_size() && size_t(o) < outs.size(); ++o) {
+    OnnxValue& v = outs[size_t(o)];
+    if (h.node.output(o).empty()) continue;
+    if (!v.is_numeric() || v.tensor.dtype != DType::I64) h.invalid("output ", o, " is not an element of the strings");
+    std::vector<std::string> s;
+    for (int64_t k : tensor_to_i64(to_host(v, "output"))) {
+      if (k < 0 || k >= int64_t(table.size())) h.invalid("output ", o, " holds an element that is not one of the strings");
+      s.push_back(table[size_t(k)]);
+    }
+    v = OnnxValue::of_strings(v.tensor.dims, std::move(s));
+  }
+  return outs;
+}
+
+std::vector<OnnxValue> moved_strings(HostNode& h) { return by_index(h, true); }
+std::vector<OnnxValue> string_shape(HostNode& h) { return by_index(h, false); }
+
+bool moves_elements(const std::string& op) {
+  static const std::set<std::string> ops = {
+      "Gather", "GatherElements", "GatherND", "Reshape", "Transpose", "Concat", "Slice", "Squeeze", "Unsqueeze",
+      "Flatten", "Expand", "Tile", "Split", "Compress", "Where", "ReverseSequence", "DepthToSpace", "SpaceToDepth",
+      "ScatterElements", "ScatterND", "Scatter"};
+  return ops.count(op) > 0;
+}
+
 bool has_string_attr(const pb::NodeProto& n) {
   for (const auto& a : n.attribute())
     if (a.name() == "value_string" || a.name() == "value_strings" || (a.has_t() && a.t().data_type() == kString))
@@ -373,6 +418,8 @@ HostFn string_op(const pb::NodeProto& n, const std::vector<const OnnxValue*>& in
       if (a.name() == "to") to_string = a.i() == kString || iequals(a.s(), "STRING");
     if (strings || to_string) return cast;
   }
+  if (strings && moves_elements(op)) return moved_strings;
+  if (strings && (op == "Shape" || op == "Size")) return string_shape;
   return nullptr;
 }
 

@@ -1,4 +1,5 @@
 // OnnxRunner: import + compile per concrete input shapes, cached by those shapes.
+#include <iostream>
 #include <list>
 #include <mutex>
 #include <set>
@@ -81,6 +82,13 @@ std::shared_ptr<Stage> OnnxRunner::Impl::build(Import&& import) {
   }
   if (!st->seg.bind.empty()) st->by_value.insert(st->seg.bind);
   if (!g.outputs().empty()) st->cg = std::make_shared<CompiledGraph>(session.compile(g));
+  // The host node this segment stops before belongs in the dispatch report too: no backend
+  // runs it (strings, sequences, optionals, or an output shape that depends on values).
+  if (st->seg.host_node() && apply_env(session.options()).dispatch_report) {
+    const pb::NodeProto& n = model.source->model.graph().node(st->seg.end);
+    std::cerr << "[rlx] dispatch report: node '" << (!n.name().empty() ? n.name() : n.output_size() ? n.output(0) : n.op_type()) << "' ("
+              << n.op_type() << ") runs on the host between compiled segments\n";
+  }
   return st;
 }
 
