@@ -395,6 +395,18 @@ inline T conv2d(const T& x, const T& w, const T* b, const ConvAttrs& a) {
   return y;
 }
 
+// ONNX ConvInteger: conv2d of (x - x_zp) and (w - w_zp[m]) (every value an exact double), as i32.
+inline T conv_integer(const T& x, const T& w, const T& xz, const T& wz, const ConvAttrs& a) {
+  T xs = x, ws = w;
+  for (double& v : xs.v) v -= xz.v[0];
+  const int64_t per = ws.numel() / ws.dims[0];
+  for (int64_t i = 0; i < ws.numel(); ++i) ws.v[size_t(i)] -= wz.v[size_t(wz.numel() == 1 ? 0 : i / per)];
+  xs.dtype = ws.dtype = DType::F64;
+  T y = conv2d(xs, ws, nullptr, a);
+  y.dtype = DType::I32;
+  return y;
+}
+
 inline T pool2d(const T& x, const PoolAttrs& a, bool is_max) {
   const int64_t n = x.dims[0], c = x.dims[1], h = x.dims[2], w = x.dims[3];
   auto out_len = [&](int64_t in, int64_t k, int64_t s, int64_t p0, int64_t p1, int64_t d) {

@@ -23,6 +23,23 @@ OpCase conv_case(const std::string& name, std::vector<int64_t> xd, std::vector<i
           }};
 }
 
+// u8/i8 inputs and weights over their whole ranges, a scalar or per-channel weight zero point.
+OpCase conv_integer_case(const std::string& name, DType xt, DType wt, bool per_channel, ConvAttrs a) {
+  return {name, [=] {
+            Rng rng(uint32_t(700 + int(xt) * 3 + int(wt) + per_channel));
+            auto range = [](DType t) { return t == DType::U8 ? std::pair{0.0, 255.0} : std::pair{-128.0, 127.0}; };
+            auto ints = [&](std::vector<int64_t> d, DType t) {
+              T v = rng.tensor(std::move(d), range(t).first, range(t).second, t);
+              for (double& e : v.v) e = std::round(e);
+              return v;
+            };
+            T x = ints({2, 4, 9, 8}, xt), w = ints({6, 2, 3, 3}, wt), xz = ints({}, xt), wz = ints({per_channel ? 6 : 1}, wt);
+            check_op(name, {x, w, xz, wz}, [&](Graph& g, Ins in) {
+              return Outs{g.add1(OpKind::ConvInteger, {in[0], in[1], in[2], in[3]}, a)};
+            }, {ref::conv_integer(x, w, xz, wz, a)}, 0, 0);
+          }};
+}
+
 OpCase pool_case(const std::string& name, bool is_max, PoolAttrs a) {
   return {name, [=] {
             T x = Rng(uint32_t(500 + a.kernel[0] * 5 + a.ceil_mode)).tensor({2, 3, 11, 13}, -3, 3);
@@ -92,6 +109,10 @@ const bool kConv = register_cases({
     {OpKind::Conv2d, conv_case("conv2d_depthwise", {1, 8, 10, 9}, {8, 1, 5, 5}, ConvAttrs{{1, 1}, {2, 2, 2, 2}, {1, 1}, 8},
                                true)},
     {OpKind::Conv2d, conv_case("conv2d_pointwise", {2, 19, 6, 5}, {23, 19, 1, 1}, ConvAttrs{}, true)},
+    {OpKind::ConvInteger, conv_integer_case("conv_integer_u8_s8_grouped_pad", DType::U8, DType::I8, false,
+                                            ConvAttrs{{1, 2}, {1, 0, 1, 2}, {1, 1}, 2})},
+    {OpKind::ConvInteger, conv_integer_case("conv_integer_s8_u8_per_channel_dilated", DType::I8, DType::U8, true,
+                                            ConvAttrs{{2, 1}, {0, 1, 0, 1}, {2, 1}, 2})},
     {OpKind::MaxPool2d, pool_case("max_pool_2x2", true, pool_attrs({2, 2}, {2, 2}, {0, 0, 0, 0}))},
     {OpKind::MaxPool2d, pool_case("max_pool_3x3_pad_ceil", true, pool_attrs({3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, true))},
     {OpKind::MaxPool2d, pool_case("max_pool_dilated", true, pool_attrs({2, 3}, {1, 2}, {1, 0, 0, 1}, {2, 2}))},

@@ -232,8 +232,10 @@ std::vector<Value> lower_pad(NodeCtx& c) {
 
 std::vector<Value> lower_one_hot(NodeCtx& c) {
   auto id = c.dims(0);
-  int64_t depth = int64_t(c.const_reals(1, "depth").at(0));
-  if (depth <= 0) c.invalid("depth must be positive");
+  const double dv = c.const_reals(1, "depth").at(0);
+  // Checked as a double first: converting one past int64's range (or NaN) is undefined.
+  if (!(dv >= 1.0 && dv < 9.2e18)) c.invalid("depth must be positive and below 2^63, got ", dv);
+  const int64_t depth = int64_t(dv);
   Value values = c.in(2);
   DType vt = c.dtype(2);
   int64_t r = int64_t(id.size()) + 1;
