@@ -68,6 +68,25 @@ bool iequals(std::string_view a, std::string_view b) {
   return true;
 }
 
+// Cast's float -> integer rule: truncate toward zero, NaN -> 0, saturate to int64 (checked
+// as a double first: converting past int64's range is undefined); then wrap to the type.
+int64_t cast_to_int(double v) {
+  if (!(v == v)) return 0;
+  if (v >= 9223372036854775807.0) return std::numeric_limits<int64_t>::max();
+  if (v <= -9223372036854775808.0) return std::numeric_limits<int64_t>::min();
+  return int64_t(v);
+}
+
+void store_int(uint8_t* p, DType t, int64_t x) {
+  switch (t) {
+    case DType::Bool: *p = x != 0; break;
+    case DType::I8: case DType::U8: *p = uint8_t(uint64_t(x)); break;
+    case DType::I16: { uint16_t v = uint16_t(uint64_t(x)); std::memcpy(p, &v, 2); break; }
+    case DType::I32: case DType::U32: { uint32_t v = uint32_t(uint64_t(x)); std::memcpy(p, &v, 4); break; }
+    default: std::memcpy(p, &x, 8); break;
+  }
+}
+
 double parse_number(const HostNode& h, const std::string& s) {
   std::string_view t(s);
   while (!t.empty() && std::isspace(static_cast<unsigned char>(t.front()))) t.remove_prefix(1);
@@ -102,7 +121,10 @@ OnnxValue cast_strings(const HostNode& h, const OnnxValue& x, int to) {
         }
       }
       double v = parse_number(h, s);
-      if (is_integer(*dt)) v = std::trunc(v);
+      if (is_integer(*dt) || *dt == DType::Bool) {
+        store_int(p, *dt, cast_to_int(v));
+        continue;
+      }
       if (is_minifloat(to)) v = round_to_minifloat(float(v), to, h.attr_int("saturate", 1) != 0);
       write_scalar(p, *dt, v);
     }

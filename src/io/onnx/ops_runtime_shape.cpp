@@ -233,8 +233,10 @@ std::vector<Value> lower_non_max_suppression(NodeCtx& c) {
   const double max_out = scalar(2, "max_output_boxes_per_class", 0);
   const float iou = float(scalar(3, "iou_threshold", 0));
   const float score_min = float(scalar(4, "score_threshold", 0));
-  return constants(c, {non_max_suppression(c, c.const_input(0, "boxes"), c.const_input(1, "scores"),
-                                           int64_t(std::max(0.0, max_out)), iou, c.has(4), score_min, center == 1)});
+  // Checked as a double first: converting NaN or a value past int64's range is undefined.
+  const int64_t per_class = !(max_out > 0) ? 0 : max_out >= 9.2e18 ? int64_t(9.2e18) : int64_t(max_out);
+  return constants(c, {non_max_suppression(c, c.const_input(0, "boxes"), c.const_input(1, "scores"), per_class, iou,
+                                           c.has(4), score_min, center == 1)});
 }
 
 // ImageDecoder: encoded bytes [n] -> u8 [height, width, 3 or 1] (image_decode.h).
