@@ -154,7 +154,10 @@ std::vector<Value> lower_constant_of_shape(NodeCtx& c) {
     v = *t;
   }
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape) {
+    if (d && n > (int64_t(1) << 62) / d) c.invalid("shape ", Shape(shape, v.dtype).str(), " has more than 2^62 elements");
+    n *= d;
+  }
   Value one = c.im.constant(HostTensor{v.onnx_type, v.dtype, {}, v.bytes});
   if (n <= c.im.options().fold_max_elements) {
     HostTensor full{v.onnx_type, v.dtype, shape, {}};

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "backends/cpu/isa.h"
+#include "backends/cpu/kernels/scratch.h"
 #include "backends/cpu/kernel.h"
 #include "backends/cpu/thread_pool.h"
 
@@ -50,28 +51,6 @@ namespace {
 constexpr int64_t kChunk = 256;  // columns per task (a multiple of kIntCols)
 
 int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
-
-// Grow-only, 64-byte aligned scratch, one per thread and role: steady-state runs allocate nothing.
-template <class T>
-class Scratch {
- public:
-  T* get(int64_t count) {
-    if (count > cap_) {
-      const int64_t bytes = round_up(count * int64_t(sizeof(T)), 64);
-      data_.reset(static_cast<T*>(std::aligned_alloc(64, size_t(bytes))));
-      if (!data_) throw std::bad_alloc();
-      cap_ = bytes / int64_t(sizeof(T));
-    }
-    return data_.get();
-  }
-
- private:
-  struct Free {
-    void operator()(T* p) const { std::free(p); }
-  };
-  std::unique_ptr<T, Free> data_;
-  int64_t cap_ = 0;
-};
 
 thread_local Scratch<uint8_t> tl_cols;
 thread_local Scratch<int32_t> tl_acc;

@@ -14,6 +14,7 @@
 
 #include <xmmintrin.h>
 
+#include "backends/cpu/kernels/scratch.h"
 #include "backends/cpu/thread_pool.h"
 
 namespace rlx::cpu {
@@ -21,29 +22,7 @@ namespace {
 
 // ---------------------------------------------------------------- scratch
 
-// Grow-only, 64-byte aligned, one per thread and role; never shrinks so steady-state
-// runs allocate nothing.
-class ScratchBuffer {
- public:
-  float* get(int64_t count) {
-    if (count > cap_) {
-      const int64_t bytes = (count * int64_t(sizeof(float)) + 63) / 64 * 64;
-      data_.reset(static_cast<float*>(std::aligned_alloc(64, size_t(bytes))));
-      if (!data_) throw std::bad_alloc();
-      cap_ = bytes / int64_t(sizeof(float));
-    }
-    return data_.get();
-  }
-
- private:
-  struct Free {
-    void operator()(float* p) const { std::free(p); }
-  };
-  std::unique_ptr<float, Free> data_;
-  int64_t cap_ = 0;
-};
-
-thread_local ScratchBuffer tl_pack_a, tl_pack_b, tl_widen;
+thread_local Scratch<float> tl_pack_a, tl_pack_b, tl_widen;
 
 // Runs f over [0, n) on the pool, or inline when there is no pool to use.
 void run_range(ThreadPool* pool, int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& f) {
