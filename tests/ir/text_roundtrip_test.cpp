@@ -115,6 +115,17 @@ Graph every_op_graph() {
   auto cw = g.param("cw", t({8, 2, 3, 3}));
   auto cb = g.param("cb", t({8}));
   outs.push_back(g.conv2d(img, cw, cb, {2, 1}, {1, 1, 0, 0}, {1, 2}, 2));
+  {
+    ConvAttrs qa;
+    qa.strides = {1, 2};
+    qa.pads = {1, 0, 1, 1};
+    qa.group = 2;
+    outs.push_back(g.add1(OpKind::ConvInteger,
+                          {g.input("ciimg", Shape({1, 4, 6, 6}, DType::U8)), g.param("ciw", Shape({8, 2, 3, 3}, DType::I8)),
+                           g.input("cixz", Shape(std::vector<int64_t>{}, DType::U8)),
+                           g.param("ciwz", Shape({8}, DType::I8))},
+                          qa));
+  }
   outs.push_back(g.max_pool2d(img, {3, 3}, {2, 2}, {1, 1, 1, 1}));
   PoolAttrs pa;
   pa.kernel = {2, 2};
