@@ -606,6 +606,31 @@ std::vector<OnnxValue> HostEval::eval_in(const pb::NodeProto& node, Scope& scope
   return outs;
 }
 
+// The last node reading each name (graph outputs read at the end): that node may move the
+// value out of the body's scope instead of copying it.
+const std::vector<std::vector<bool>>& HostEval::last_uses(const pb::GraphProto& g) {
+  auto it = last_uses_.find(&g);
+  if (it != last_uses_.end()) return it->second;
+  std::unordered_map<std::string, int> last;
+  for (int i = 0; i < g.node_size(); ++i) {
+    std::unordered_set<std::string> read;
+    names_read(g.node(i), read);
+    for (const auto& name : read) last[name] = i;
+  }
+  for (const auto& vo : g.output()) last[vo.name()] = g.node_size();
+  std::vector<std::vector<bool>> uses(static_cast<size_t>(g.node_size()));
+  for (int i = 0; i < g.node_size(); ++i) {
+    const pb::NodeProto& n = g.node(i);
+    for (const auto& name : n.input()) {
+      auto l = last.find(name);
+      // Read once by this node only (a name given twice stays: the other read needs it).
+      uses[size_t(i)].push_back(l != last.end() && l->second == i &&
+                                std::count(n.input().begin(), n.input().end(), name) == 1);
+    }
+  }
+  return last_uses_.emplace(&g, std::move(uses)).first->second;
+}
+
 std::vector<OnnxValue> HostEval::run_graph(const pb::GraphProto& g, std::vector<OnnxValue> inputs, const Scope& outer) {
   if (depth_ >= kMaxDepth) fail(ErrorCategory::Unsupported, src_.path, ": subgraphs nested deeper than ", kMaxDepth);
   struct Depth {
@@ -617,24 +642,10 @@ std::vector<OnnxValue> HostEval::run_graph(const pb::GraphProto& g, std::vector<
     s.set(g.input(i).name(), size_t(i) < inputs.size() ? std::move(inputs[size_t(i)]) : OnnxValue::optional(std::nullopt));
   for (const auto& t : g.initializer())
     s.set(t.name(), decode_value(t, src_.base_dir, src_.path + ": initializer '" + t.name() + "' of graph '" + g.name() + "'"));
-  // The last node reading each name (graph outputs read at the end): that node may move the
-  // value out of this scope instead of copying it.
-  std::unordered_map<std::string, int> last;
-  for (int i = 0; i < g.node_size(); ++i) {
-    std::unordered_set<std::string> read;
-    names_read(g.node(i), read);
-    for (const auto& name : read) last[name] = i;
-  }
-  for (const auto& vo : g.output()) last[vo.name()] = g.node_size();
+  const std::vector<std::vector<bool>>& uses = last_uses(g);
   for (int i = 0; i < g.node_size(); ++i) {
     const pb::NodeProto& n = g.node(i);
-    std::vector<bool> last_use;
-    for (const auto& name : n.input()) {
-      auto it = last.find(name);
-      // Read once by this node only (a name given twice stays: the other read needs it).
-      last_use.push_back(it != last.end() && it->second == i &&
-                         std::count(n.input().begin(), n.input().end(), name) == 1);
-    }
+    const std::vector<bool>& last_use = uses[size_t(i)];
     auto outs = eval_in(n, s, last_use);
     for (int k = 0; k < n.output_size() && size_t(k) < outs.size(); ++k)
       if (!n.output(k).empty()) s.set(n.output(k), std::move(outs[size_t(k)]));

@@ -109,6 +109,9 @@ class HostEval {
   const ModelSource& src_;
   ImportOptions opts_;
   std::map<std::string, OnnxValue> inits_;  // main-graph initializers host ops read
+  // Per body: for each node, which inputs it reads last (computed once, not per Loop iteration).
+  const std::vector<std::vector<bool>>& last_uses(const pb::GraphProto& g);
+  std::unordered_map<const pb::GraphProto*, std::vector<std::vector<bool>>> last_uses_;
   int depth_ = 0;
   int64_t work_ = 0;
 };
