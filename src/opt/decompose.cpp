@@ -118,6 +118,77 @@ Out conv_integer(Builder& b, const Node& n) {
   return one(b.last(OpKind::Cast, {y}, CastAttrs{DType::I32}));
 }
 
+// A constant of x's float type from values computed in double.
+Value float_constant(Builder& b, DType t, std::vector<int64_t> dims, const std::vector<double>& v) {
+  std::vector<uint8_t> bytes(v.size() * dtype_size(t));
+  for (size_t i = 0; i < v.size(); ++i) {
+    auto put = [&](auto x) { std::memcpy(bytes.data() + i * sizeof(x), &x, sizeof(x)); };
+    switch (t) {
+      case DType::F64: put(v[i]); break;
+      case DType::F16: put(f32_to_f16(float(v[i]))); break;
+      case DType::BF16: put(f32_to_bf16(float(v[i]))); break;
+      default: put(float(v[i])); break;
+    }
+  }
+  return b.g().constant(Shape(std::move(dims), t), Blob(std::move(bytes)));
+}
+
+// dft / idft by their definition: the rows of real and imaginary parts times constant
+// cos / sin matrices (entries in double, rounded once to x's type); O(n^2) per row.
+Out dft(Builder& b, const Node& n, bool inverse, std::string* why) {
+  Value x = n.inputs[0];
+  const Shape& xs = b.type(x);
+  if (!xs.is_static()) {
+    *why = "dft decomposition needs static dims, got " + xs.str();
+    return std::nullopt;
+  }
+  const std::vector<int64_t> d = xs.static_dims();
+  const int r = int(d.size());
+  const int64_t len = d[size_t(r - 2)], c = d.back();
+  int64_t rows = 1;
+  for (int i = 0; i < r - 2; ++i) rows *= d[size_t(i)];
+  const DType t = xs.dtype();
+  if (len > 8192) {  // two len x len matrices: 512 MiB of f32 at 8192
+    *why = "dft decomposition: a transform of " + std::to_string(len) + " points would need two " +
+           std::to_string(len) + "^2 matrices";
+    return std::nullopt;
+  }
+  std::vector<double> cs(size_t(len * len)), sn(size_t(len * len));
+  for (int64_t j = 0; j < len; ++j)
+    for (int64_t k = 0; k < len; ++k) {
+      const double th = 2.0 * std::numbers::pi * double((j * k) % len) / double(len);
+      cs[size_t(j * len + k)] = std::cos(th);
+      sn[size_t(j * len + k)] = std::sin(th);
+    }
+  Value cm = float_constant(b, t, {len, len}, cs), sm = float_constant(b, t, {len, len}, sn);
+  auto part = [&](int64_t i) {
+    Value p = b.op(OpKind::Slice, {x}, SliceAttrs{{i}, {i + 1}, {int64_t(r - 1)}, {1}});
+    return b.op(OpKind::Reshape, {p}, ShapeAttrs{{rows, len}});
+  };
+  Value xr = part(0);
+  Value rc = b.op(OpKind::MatMul, {xr, cm}), rs = b.op(OpKind::MatMul, {xr, sm});
+  Value yr, yi;
+  if (c == 2) {  // forward: (xr + i xi)(cos - i sin); inverse: (xr + i xi)(cos + i sin)
+    Value xi = part(1);
+    Value ic = b.op(OpKind::MatMul, {xi, cm}), is = b.op(OpKind::MatMul, {xi, sm});
+    yr = b.op(inverse ? OpKind::Sub : OpKind::Add, {rc, is});
+    yi = b.op(inverse ? OpKind::Add : OpKind::Sub, {ic, rs});
+  } else {
+    yr = rc;
+    yi = inverse ? rs : b.op(OpKind::Neg, {rs});
+  }
+  if (inverse) {
+    Value inv = b.scalar(1.0 / double(len), t);
+    yr = b.op(OpKind::Mul, {yr, inv});
+    yi = b.op(OpKind::Mul, {yi, inv});
+  }
+  std::vector<int64_t> od = d;
+  od.back() = 1;
+  yr = b.op(OpKind::Reshape, {yr}, ShapeAttrs{od});
+  yi = b.op(OpKind::Reshape, {yi}, ShapeAttrs{od});
+  return one(b.last(OpKind::Concat, {yr, yi}, AxisAttrs{int64_t(r - 1)}));
+}
+
 Out softmax(Builder& b, const Node& n, bool log) {
   Value x = n.inputs[0];
   int64_t axis = n.attr<AxisAttrs>().axis;
@@ -336,6 +407,8 @@ std::optional<std::vector<Value>> decompose(Emitter& e, const Node& n, std::stri
     case OpKind::RmsNorm: return rms_norm(b, n);
     case OpKind::FusedMatMul: return fused_matmul(b, n);
     case OpKind::ConvInteger: return conv_integer(b, n);
+    case OpKind::Dft: return dft(b, n, false, why);
+    case OpKind::Idft: return dft(b, n, true, why);
     case OpKind::Attention: return attention(b, n, why);
     case OpKind::Rotary: return rotary(b, n, why);
     case OpKind::Softmax: return softmax(b, n, false);

@@ -138,7 +138,32 @@ std::string npy_descr(DType t) {
   fail(ErrorCategory::Internal, "no npy descriptor for ", dtype_name(t));
 }
 
-TypedTensor parse_npy(std::span<const uint8_t> bytes, std::string_view source) {
+namespace {
+
+// UTF-8 of one code point; false for a surrogate or a value past U+10FFFF.
+bool put_utf8(uint32_t c, std::string& out) {
+  if (c < 0x80) {
+    out += char(c);
+  } else if (c < 0x800) {
+    out += char(0xC0 | (c >> 6));
+    out += char(0x80 | (c & 0x3F));
+  } else if (c < 0x10000) {
+    if (c >= 0xD800 && c < 0xE000) return false;
+    out += char(0xE0 | (c >> 12));
+    out += char(0x80 | ((c >> 6) & 0x3F));
+    out += char(0x80 | (c & 0x3F));
+  } else if (c < 0x110000) {
+    out += char(0xF0 | (c >> 18));
+    out += char(0x80 | ((c >> 12) & 0x3F));
+    out += char(0x80 | ((c >> 6) & 0x3F));
+    out += char(0x80 | (c & 0x3F));
+  } else {
+    return false;
+  }
+  return true;
+}
+
+NpyArray parse_any(std::span<const uint8_t> bytes, std::string_view source) {
   if (bytes.size() < kMagicLen + 4 || std::memcmp(bytes.data(), kMagic, kMagicLen) != 0)
     fail(ErrorCategory::Parse, source, ": not an npy file (bad magic at byte 0)");
   const int major = bytes[6];
@@ -161,43 +186,170 @@ TypedTensor parse_npy(std::span<const uint8_t> bytes, std::string_view source) {
     order = code[0];
     code = code.substr(1);
   }
+  // Strings: U{n} (n UTF-32 code units per element) or S{n} (n bytes).
+  size_t str_width = 0, unit = 0;
+  if (code.size() > 1 && (code[0] == 'U' || code[0] == 'S') &&
+      code.find_first_not_of("0123456789", 1) == std::string::npos && code.size() < 10) {
+    unit = code[0] == 'U' ? 4 : 1;
+    str_width = size_t(std::stoull(code.substr(1)));
+    if (str_width == 0) fail(ErrorCategory::Unsupported, source, ": npy dtype '", hp.descr, "' holds no characters");
+  }
   std::optional<DType> dtype;
   for (const auto& d : kDescrs)
     if (code == d.code) dtype = d.dtype;
-  if (!dtype) fail(ErrorCategory::Unsupported, source, ": npy dtype '", hp.descr, "' has no rlx dtype");
+  if (!dtype && !unit) fail(ErrorCategory::Unsupported, source, ": npy dtype '", hp.descr, "' has no rlx dtype");
 
-  TypedTensor t;
-  t.dtype = *dtype;
-  t.dims = *hp.shape;
-  if (*hp.fortran && t.dims.size() > 1)
+  NpyArray a;
+  a.is_strings = unit != 0;
+  const std::vector<int64_t> dims = *hp.shape;
+  if (*hp.fortran && dims.size() > 1)
     fail(ErrorCategory::Unsupported, source, ": Fortran-order npy arrays are not supported (rewrite in C order)");
-  const size_t es = dtype_size(t.dtype);
+  const size_t es = unit ? unit * str_width : dtype_size(*dtype);
   size_t count = 0;
   try {
-    count = size_t(Shape(t.dims, t.dtype).numel());  // checked: fits kMaxTensorBytes
+    count = size_t(Shape(dims, unit ? DType::U8 : *dtype).numel());  // checked: fits kMaxTensorBytes
   } catch (const Error& e) {
     fail(ErrorCategory::Parse, source, ": npy header at byte ", header_start, ": ", e.what());
   }
   const size_t data_start = header_start + header_len;
   const size_t have = bytes.size() - data_start;
+  if (es != 0 && count > (size_t(1) << 40) / es)
+    fail(ErrorCategory::Parse, source, ": npy header at byte ", header_start, ": ", count, " elements of ", es,
+         " bytes are too large");
   if (have < count * es)
     fail(ErrorCategory::Parse, source, ": npy data truncated: shape needs ", count * es, " bytes at byte ",
          data_start, ", file has ", have);
   if (have > count * es)
     fail(ErrorCategory::Parse, source, ": ", have - count * es, " unexpected bytes after the npy data (byte ",
          data_start + count * es, ")");
+  if (a.is_strings) {
+    a.text.dims = dims;
+    a.text.strings.resize(count);
+    const uint8_t* p = bytes.data() + data_start;
+    for (size_t i = 0; i < count; ++i, p += es) {
+      std::string& str = a.text.strings[i];
+      size_t len = str_width;  // trailing NULs are padding
+      auto at = [&](size_t k) {
+        return unit == 1 ? uint32_t(p[k])
+                         : order == '>' ? (uint32_t(p[4 * k]) << 24 | uint32_t(p[4 * k + 1]) << 16 |
+                                           uint32_t(p[4 * k + 2]) << 8 | p[4 * k + 3])
+                                        : read_le(p + 4 * k, 4);
+      };
+      while (len > 0 && at(len - 1) == 0) --len;
+      for (size_t k = 0; k < len; ++k) {
+        if (unit == 1) str += char(p[k]);
+        else if (!put_utf8(at(k), str))
+          fail(ErrorCategory::Parse, source, ": element ", i, " holds an invalid code point ", at(k), " (byte ",
+               data_start + i * es + 4 * k, ")");
+      }
+    }
+    return a;
+  }
+  TypedTensor& t = a.tensor;
+  t.dtype = *dtype;
+  t.dims = dims;
   t.bytes.assign(bytes.begin() + data_start, bytes.end());
   if (order == '>' && es > 1) byte_swap(t.bytes, is_complex(t.dtype) ? es / 2 : es);
-  return t;
+  return a;
 }
 
-TypedTensor read_npy(const std::string& path) {
+std::vector<uint8_t> read_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) fail(ErrorCategory::Io, "cannot open '", path, "': ", std::strerror(errno));
   std::vector<uint8_t> data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   if (f.bad()) fail(ErrorCategory::Io, "cannot read '", path, "'");
-  return parse_npy(data, path);
+  return data;
 }
+
+// The .npy preamble and header for `descr` and `dims`, padded so the data starts on a
+// 64-byte boundary.
+std::vector<uint8_t> npy_header(const std::string& descr, const std::vector<int64_t>& dims) {
+  std::string header = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (";
+  for (size_t i = 0; i < dims.size(); ++i) header += std::to_string(dims[i]) + (i + 1 < dims.size() ? ", " : "");
+  if (dims.size() == 1) header += ",";
+  header += "), }";
+  size_t preamble = 10;
+  if ((preamble + header.size() + 1 + 63) / 64 * 64 - preamble > 65535) preamble = 12;
+  const size_t total = (preamble + header.size() + 1 + 63) / 64 * 64;
+  header.append(total - preamble - header.size() - 1, ' ');
+  header += '\n';
+  std::vector<uint8_t> out(kMagic, kMagic + kMagicLen);
+  out.push_back(preamble == 10 ? 1 : 2);
+  out.push_back(0);
+  const size_t hl = header.size();
+  for (size_t i = 0; i < preamble - 8; ++i) out.push_back(uint8_t(hl >> (8 * i)));
+  out.insert(out.end(), header.begin(), header.end());
+  return out;
+}
+
+// Code points of UTF-8 text; false on malformed input.
+bool decode_utf8(const std::string& s, std::vector<uint32_t>& out) {
+  out.clear();
+  for (size_t i = 0; i < s.size();) {
+    const uint8_t b = uint8_t(s[i]);
+    const int n = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 0;
+    if (!n || i + size_t(n) > s.size()) return false;
+    uint32_t c = n == 1 ? b : n == 2 ? (b & 0x1F) : n == 3 ? (b & 0x0F) : (b & 0x07);
+    for (int k = 1; k < n; ++k) {
+      const uint8_t t = uint8_t(s[i + size_t(k)]);
+      if ((t >> 6) != 2) return false;
+      c = (c << 6) | (t & 0x3F);
+    }
+    static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (c < kMin[n] || c > 0x10FFFF || (c >= 0xD800 && c < 0xE000)) return false;
+    out.push_back(c);
+    i += size_t(n);
+  }
+  return true;
+}
+
+}  // namespace
+
+TypedTensor parse_npy(std::span<const uint8_t> bytes, std::string_view source) {
+  NpyArray a = parse_any(bytes, source);
+  if (a.is_strings)
+    fail(ErrorCategory::Unsupported, source, ": the npy file holds strings where a numeric tensor is expected");
+  return std::move(a.tensor);
+}
+
+NpyArray parse_npy_any(std::span<const uint8_t> bytes, std::string_view source) { return parse_any(bytes, source); }
+NpyArray read_npy_any(const std::string& path) { return parse_any(read_file(path), path); }
+
+std::vector<uint8_t> encode_npy_strings(const NpyStrings& s) {
+  size_t count = 0;
+  try {
+    count = size_t(Shape(s.dims, DType::U8).numel());
+  } catch (const Error& e) {
+    fail(ErrorCategory::InvalidArgument, "npy: ", e.what());
+  }
+  if (count != s.strings.size())
+    fail(ErrorCategory::InvalidArgument, "npy: ", s.strings.size(), " strings do not match dims of ", count,
+         " elements");
+  std::vector<std::vector<uint32_t>> cps(count);
+  size_t width = 1;  // NumPy's narrowest string type is U1
+  for (size_t i = 0; i < count; ++i) {
+    if (!decode_utf8(s.strings[i], cps[i]))
+      fail(ErrorCategory::InvalidArgument, "npy: string ", i, " is not valid UTF-8");
+    width = std::max(width, cps[i].size());
+  }
+  std::vector<uint8_t> out = npy_header("<U" + std::to_string(width), s.dims);
+  for (const auto& c : cps)
+    for (size_t k = 0; k < width; ++k) {
+      const uint32_t v = k < c.size() ? c[k] : 0;
+      for (int b = 0; b < 4; ++b) out.push_back(uint8_t(v >> (8 * b)));
+    }
+  return out;
+}
+
+void write_npy_strings(const std::string& path, const NpyStrings& s) {
+  std::vector<uint8_t> data = encode_npy_strings(s);
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f) fail(ErrorCategory::Io, "cannot create '", path, "': ", std::strerror(errno));
+  f.write(reinterpret_cast<const char*>(data.data()), std::streamsize(data.size()));
+  if (!f) fail(ErrorCategory::Io, "cannot write '", path, "'");
+}
+
+TypedTensor read_npy(const std::string& path) { return parse_npy(read_file(path), path); }
 
 std::vector<uint8_t> encode_npy(const TypedTensor& t) {
   size_t count = 0;
@@ -209,23 +361,7 @@ std::vector<uint8_t> encode_npy(const TypedTensor& t) {
   if (count * dtype_size(t.dtype) != t.bytes.size())
     fail(ErrorCategory::InvalidArgument, "npy: ", t.bytes.size(), " bytes do not match ", dtype_name(t.dtype),
          " dims of ", count, " elements");
-  std::string header = "{'descr': '" + npy_descr(t.dtype) + "', 'fortran_order': False, 'shape': (";
-  for (size_t i = 0; i < t.dims.size(); ++i) header += std::to_string(t.dims[i]) + (i + 1 < t.dims.size() ? ", " : "");
-  if (t.dims.size() == 1) header += ",";
-  header += "), }";
-  // Pad with spaces so the data starts on a 64-byte boundary; the header ends in '\n'.
-  size_t preamble = 10;
-  if ((preamble + header.size() + 1 + 63) / 64 * 64 - preamble > 65535) preamble = 12;
-  const size_t total = (preamble + header.size() + 1 + 63) / 64 * 64;
-  header.append(total - preamble - header.size() - 1, ' ');
-  header += '\n';
-
-  std::vector<uint8_t> out(kMagic, kMagic + kMagicLen);
-  out.push_back(preamble == 10 ? 1 : 2);
-  out.push_back(0);
-  const size_t hl = header.size();
-  for (size_t i = 0; i < preamble - 8; ++i) out.push_back(uint8_t(hl >> (8 * i)));
-  out.insert(out.end(), header.begin(), header.end());
+  std::vector<uint8_t> out = npy_header(npy_descr(t.dtype), t.dims);
   out.insert(out.end(), t.bytes.begin(), t.bytes.end());
   return out;
 }

@@ -303,6 +303,30 @@ TEST_F(Cli, DiffNamesTheFirstDivergingNode) {
 }
 
 #ifdef RLX_HAVE_ONNX
+// String tensors through `rlx run`: the node suite's StringConcat model on '<U' inputs,
+// written back as '<U' (read here with the same reader the CLI uses).
+TEST_F(Cli, RunTakesAndWritesStrings) {
+#ifndef RLX_HAVE_ONNX
+  GTEST_SKIP() << "built without the ONNX importer";
+#endif
+  const fs::path model = fs::path(RLX_SHARED_DIR) / "onnx" / "node" / "test_string_concat" / "model.onnx";
+  if (!fs::exists(model)) GTEST_SKIP() << "no " << model;
+  const std::string x = (dir_ / "x.npy").string(), y = (dir_ / "y.npy").string();
+  runtime::write_npy_strings(x, {{2}, {"abc", "\xc3\xa9t\xc3\xa9"}});
+  runtime::write_npy_strings(y, {{2}, {"d", "!"}});
+  Result r = rlx("run '" + model.string() + "' --input x=" + x + " --input y=" + y + " --output-dir " +
+                 (dir_ / "out").string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("string[2]"), std::string::npos) << r.out;
+  runtime::NpyArray got = runtime::read_npy_any((dir_ / "out" / "result.npy").string());
+  ASSERT_TRUE(got.is_strings);
+  EXPECT_EQ(got.text.strings, (std::vector<std::string>{"abcd", "\xc3\xa9t\xc3\xa9!"}));
+  // Strings where a graph takes numbers: one clear error.
+  expect_one_error_line(rlx("run " + write_graph("h.rlx", hello_with_weights()) + " --input x=" + x +
+                            " --output-dir " + (dir_ / "o2").string()),
+                        "holds strings");
+}
+
 TEST_F(Cli, TestOnnxRefusesEmptyPathsAndMissingDevices) {
   fs::create_directories(dir_ / "empty");
   Result e = rlx("test-onnx '" + (dir_ / "empty").string() + "'");

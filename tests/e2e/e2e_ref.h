@@ -407,6 +407,28 @@ inline T conv_integer(const T& x, const T& w, const T& xz, const T& wz, const Co
   return y;
 }
 
+// dft / idft along axis -2 of [..., n, 1|2] (ops.def), by the direct sum in double.
+inline T dft(const T& x, bool inverse) {
+  const int64_t n = x.dims[size_t(x.rank() - 2)], c = x.dims.back(), rows = x.numel() / (n * c);
+  std::vector<int64_t> od = x.dims;
+  od.back() = 2;
+  T y(od, x.dtype);
+  const double sign = inverse ? 1.0 : -1.0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t k = 0; k < n; ++k) {
+      double re = 0, im = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        const double th = 2.0 * M_PI * double(j * k % n) / double(n);
+        const double xr = x.v[size_t((r * n + j) * c)], xi = c == 2 ? x.v[size_t((r * n + j) * 2 + 1)] : 0.0;
+        re += xr * std::cos(th) - xi * sign * std::sin(th);
+        im += xr * sign * std::sin(th) + xi * std::cos(th);
+      }
+      y.v[size_t((r * n + k) * 2)] = inverse ? re / double(n) : re;
+      y.v[size_t((r * n + k) * 2 + 1)] = inverse ? im / double(n) : im;
+    }
+  return y;
+}
+
 inline T pool2d(const T& x, const PoolAttrs& a, bool is_max) {
   const int64_t n = x.dims[0], c = x.dims[1], h = x.dims[2], w = x.dims[3];
   auto out_len = [&](int64_t in, int64_t k, int64_t s, int64_t p0, int64_t p1, int64_t d) {

@@ -155,6 +155,10 @@ Graph every_op_graph() {
   auto ids = g.input("ids", t({3, 2}, DType::I64));
   outs.push_back(g.qmatmul_id(qx, qe, ids, 8, 64));
 
+  auto sig = g.input("sig", t({3, 8, 2}));
+  outs.push_back(g.add1(OpKind::Dft, {sig}));
+  outs.push_back(g.add1(OpKind::Idft, {g.input("rsig", t({8, 1}))}));
+
   // A node carrying a body (the shape of future control-flow ops).
   auto body = std::make_shared<Graph>("body");
   auto bx = body->input("bx", t({2}));

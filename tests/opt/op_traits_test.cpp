@@ -125,6 +125,8 @@ Graph graph_for(OpKind kind) {
                     g.input("wz", Shape(std::vector<int64_t>{}, DType::I8))},
                    ConvAttrs{});
       break;
+    case OpKind::Dft:
+    case OpKind::Idft: out = g.add1(kind, {g.input("sig", Shape({2, 8, 2}, DType::F32))}); break;
     default: out = g.add1(kind, {x}, default_attrs(kind)); break;
   }
   g.set_outputs({out});

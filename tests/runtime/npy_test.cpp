@@ -142,5 +142,39 @@ TEST(Npy, FileRoundTrip) {
   expect_error([&] { runtime::write_npy("/nonexistent/dir/c.npy", t); }, ErrorCategory::Io, "cannot create");
 }
 
+// Strings: NumPy's '<U{n}' (UTF-32, NUL-padded) read as UTF-8 and written back the same way;
+// '|S{n}' read as bytes; a numeric reader refuses them by name; invalid text is an error.
+TEST(Npy, StringArraysRoundTrip) {
+  runtime::NpyStrings s{{2, 2}, {"abc", "", "caf\xc3\xa9", "\xf0\x9f\x99\x82x"}};
+  const std::vector<uint8_t> file = runtime::encode_npy_strings(s);
+  ASSERT_GT(file.size(), 64u);
+  const std::string head(file.begin() + 10, file.end() - 4 * 4 * 4);  // 4 elements of 4 UTF-32 units
+  EXPECT_NE(head.find("'descr': '<U4'"), std::string::npos) << head;  // longest: 4 code points
+  EXPECT_EQ(file.size() % 64, 0u);
+  runtime::NpyArray back = runtime::parse_npy_any(file);
+  ASSERT_TRUE(back.is_strings);
+  EXPECT_EQ(back.text.dims, s.dims);
+  EXPECT_EQ(back.text.strings, s.strings);
+  expect_error([&] { parse_npy(file); }, ErrorCategory::Unsupported, "holds strings");
+
+  std::vector<uint8_t> bytes_data{'h', 'i', 0, 'x', 'y', 'z'};
+  runtime::NpyArray b = runtime::parse_npy_any(npy_file("{'descr': '|S3', 'fortran_order': False, 'shape': (2,), }", bytes_data));
+  ASSERT_TRUE(b.is_strings);
+  EXPECT_EQ(b.text.strings, (std::vector<std::string>{"hi", "xyz"}));
+  // Big-endian UTF-32.
+  std::vector<uint8_t> be{0, 0, 0, 'o', 0, 0, 0, 'k'};
+  EXPECT_EQ(runtime::parse_npy_any(npy_file("{'descr': '>U2', 'fortran_order': False, 'shape': (), }", be))
+                .text.strings,
+            (std::vector<std::string>{"ok"}));
+
+  std::vector<uint8_t> bad{0x00, 0xD8, 0, 0};  // a lone surrogate
+  expect_error([&] { runtime::parse_npy_any(npy_file("{'descr': '<U1', 'fortran_order': False, 'shape': (1,), }", bad)); },
+               ErrorCategory::Parse, "invalid code point");
+  expect_error([&] { runtime::parse_npy_any(npy_file("{'descr': '<U2', 'fortran_order': False, 'shape': (1,), }", bad)); },
+               ErrorCategory::Parse, "truncated");
+  expect_error([&] { runtime::encode_npy_strings({{1}, {"\xff"}}); }, ErrorCategory::InvalidArgument, "UTF-8");
+  expect_error([&] { runtime::encode_npy_strings({{3}, {"a"}}); }, ErrorCategory::InvalidArgument, "do not match");
+}
+
 }  // namespace
 }  // namespace rlx::test

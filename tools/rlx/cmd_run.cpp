@@ -1,4 +1,7 @@
 // rlx run FILE --input NAME=FILE.npy ... --output-dir DIR: one .npy per output.
+// ONNX models also take and give string tensors (NumPy '<U' arrays); a sequence output is
+// written as one file per item (STEM_0.npy, STEM_1.npy, ...), an optional as its value
+// (no file when it holds none).
 #include <filesystem>
 #include <iostream>
 #include <set>
@@ -26,28 +29,81 @@ std::string file_stem(const std::string& name) {
 }
 }  // namespace
 
+#ifdef RLX_HAVE_ONNX
+// One output of an ONNX model, flattened to the files it is written as: (file stem suffix,
+// numeric tensor or strings, description).
+struct OutFile {
+  std::string suffix, what;
+  bool is_strings = false;
+  TypedTensor tensor;
+  runtime::NpyStrings text;
+};
+void flatten(const onnx::OnnxValue& v, const std::string& suffix, std::vector<OutFile>& out) {
+  if (v.kind == onnx::ValueKind::Sequence) {
+    for (size_t i = 0; i < v.items.size(); ++i) flatten(v.items[i], suffix + "_" + std::to_string(i), out);
+    return;
+  }
+  if (v.kind == onnx::ValueKind::Optional) {
+    if (!v.items.empty()) flatten(v.items[0], suffix, out);
+    return;
+  }
+  if (v.kind != onnx::ValueKind::Tensor)
+    fail(ErrorCategory::Unsupported, "an output of kind '", v.describe(), "' cannot be written as .npy");
+  OutFile f{suffix, v.describe()};
+  f.is_strings = v.is_string();
+  if (f.is_strings) f.text = {v.tensor.dims, v.strings};
+  else f.tensor = v.tensor;
+  out.push_back(std::move(f));
+}
+#endif
+
 int cmd_run(const Args& args) {
   if (!args.has("--output-dir")) throw UsageError("'rlx run' needs --output-dir DIR");
   const std::string& path = args.positional[0];
+  const bool is_onnx = std::filesystem::path(path).extension() == ".onnx";
   std::map<std::string, TypedTensor> inputs;
+  std::map<std::string, runtime::NpyStrings> text_inputs;
   for (const std::string& a : args.all("--input")) {
     auto [name, file] = split_assignment(a, "--input");
-    if (inputs.count(name)) throw UsageError("--input '" + name + "' given twice");
-    inputs[name] = runtime::read_npy(file);
+    if (inputs.count(name) || text_inputs.count(name)) throw UsageError("--input '" + name + "' given twice");
+    runtime::NpyArray arr = runtime::read_npy_any(file);
+    if (!arr.is_strings) inputs[name] = std::move(arr.tensor);
+    else if (is_onnx) text_inputs[name] = std::move(arr.text);
+    else fail(ErrorCategory::Unsupported, "--input '", name, "': '", file, "' holds strings; only ONNX models take them");
   }
   const Device device = device_named(args.get("--device", "cpu"), "--device");
   std::vector<TypedTensor> outs;
   std::vector<std::string> names, types;
-  if (std::filesystem::path(path).extension() == ".onnx") {
+  if (is_onnx) {
 #ifdef RLX_HAVE_ONNX
     // ONNX models may have symbolic dims: the runner compiles per concrete input shapes.
     if (args.has("--param")) throw UsageError("--param is not supported for .onnx models (weights come from the file)");
     onnx::OnnxRunner runner(onnx::load_onnx(path), Session(device, compile_options_from(args)));
-    outs = runner.run(inputs);
-    for (size_t i = 0; i < outs.size(); ++i) {
-      names.push_back(runner.model().outputs.at(i).name);
-      types.push_back(std::string(dtype_name(outs[i].dtype)));
+    std::map<std::string, onnx::OnnxValue> values;
+    for (auto& [name, t] : inputs) values[name] = onnx::OnnxValue::of(std::move(t));
+    for (auto& [name, s] : text_inputs) values[name] = onnx::OnnxValue::of_strings(s.dims, std::move(s.strings));
+    const std::vector<onnx::OnnxValue> results = runner.run_values(values);
+    const std::filesystem::path dir = args.get("--output-dir");
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) fail(ErrorCategory::Io, "cannot create output directory '", dir.string(), "': ", ec.message());
+    std::set<std::string> used;
+    for (size_t i = 0; i < results.size(); ++i) {
+      const std::string& name = runner.model().outputs.at(i).name;
+      std::vector<OutFile> files;
+      flatten(results[i], "", files);
+      if (files.empty()) std::cout << "no value for " << name << " (" << results[i].describe() << ")\n";
+      for (const OutFile& f : files) {
+        std::string stem = file_stem(name) + f.suffix;
+        for (int k = 1; used.count(stem); ++k) stem = file_stem(name) + f.suffix + "_" + std::to_string(k);
+        used.insert(stem);
+        const std::filesystem::path file = dir / (stem + ".npy");
+        if (f.is_strings) runtime::write_npy_strings(file.string(), f.text);
+        else runtime::write_npy(file.string(), f.tensor);
+        std::cout << "wrote " << file.string() << " (" << name << f.suffix << ": " << f.what << ")\n";
+      }
     }
+    return 0;
 #else
     fail(ErrorCategory::Unsupported, "this rlx was built without the ONNX importer");
 #endif

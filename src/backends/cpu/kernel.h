@@ -75,6 +75,7 @@ void register_matmul_kernels(KernelRegistry& r);     // matmul, fused_matmul
 void register_movement_kernels(KernelRegistry& r);   // transpose, slice, concat, split, gather, expand, pad, tile
 void register_conv_kernels(KernelRegistry& r);       // conv2d, pools
 void register_conv_integer_kernels(KernelRegistry& r);  // conv_integer
+void register_dft_kernels(KernelRegistry& r);           // dft, idft
 void register_attention_kernels(KernelRegistry& r);  // attention, rotary
 void register_qmatmul_kernels(KernelRegistry& r);    // qmatmul, qmatmul_id (block-quantized weights)
 void register_kv_attention_kernels(KernelRegistry& r);  // kv_attention, cache_write (KV cache ops)

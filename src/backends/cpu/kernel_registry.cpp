@@ -41,6 +41,7 @@ const KernelRegistry& kernel_registry() {
     register_movement_kernels(r);
     register_conv_kernels(r);
     register_conv_integer_kernels(r);
+    register_dft_kernels(r);
     register_attention_kernels(r);
     register_qmatmul_kernels(r);
     register_kv_attention_kernels(r);

@@ -1,5 +1,5 @@
-// Signal ONNX ops: DFT and STFT as matmuls with constant cos/sin matrices (computed
-// in double), and the window generators (Hann, Hamming, Blackman) as constants.
+// Signal ONNX ops: DFT and STFT as the IR's dft / idft (a transform along axis -2 of
+// [..., n, 1|2]), and the window generators (Hann, Hamming, Blackman) as constants.
 #include <cmath>
 
 #include "io/onnx/ops_table.h"
@@ -8,38 +8,19 @@ namespace rlx::onnx {
 
 namespace {
 
-// DFT along the last axis of real/imag parts xr, xi ([.., n]); returns (yr, yi) [.., m].
-void dft_last(NodeCtx& c, Value xr, Value xi, int64_t n, int64_t m, bool inverse, Value& yr, Value& yi) {
-  DType t = c.g.type(xr).dtype();
-  std::vector<double> cs(size_t(n * m)), sn(size_t(n * m));
-  for (int64_t j = 0; j < n; ++j)
-    for (int64_t k = 0; k < m; ++k) {
-      double th = 2.0 * M_PI * double((j * k) % n) / double(n);
-      cs[size_t(j * m + k)] = std::cos(th);
-      sn[size_t(j * m + k)] = std::sin(th);
-    }
-  Value cmat = c.im.constant(make_tensor(t, {n, m}, cs)), smat = c.im.constant(make_tensor(t, {n, m}, sn));
-  // forward: (xr + i xi)(cos - i sin); inverse: (xr + i xi)(cos + i sin) / n
-  Value rc = c.op(OpKind::MatMul, {xr, cmat}), rs = c.op(OpKind::MatMul, {xr, smat});
-  if (xi.valid()) {
-    Value ic = c.op(OpKind::MatMul, {xi, cmat}), is = c.op(OpKind::MatMul, {xi, smat});
-    yr = inverse ? c.op(OpKind::Sub, {rc, is}) : c.op(OpKind::Add, {rc, is});
-    yi = inverse ? c.op(OpKind::Add, {ic, rs}) : c.op(OpKind::Sub, {ic, rs});
-  } else {
-    yr = rc;
-    yi = inverse ? rs : c.op(OpKind::Neg, {rs});
-  }
-  if (inverse) {
-    Value inv = c.scalar(1.0 / double(n), t);
-    yr = c.op(OpKind::Mul, {yr, inv});
-    yi = c.op(OpKind::Mul, {yi, inv});
-  }
-}
-
-Value stack_complex(NodeCtx& c, Value yr, Value yi) {
-  auto d = c.vdims(yr);
-  d.push_back(1);
-  return c.concat({c.reshape(yr, d), c.reshape(yi, d)}, int64_t(d.size()) - 1);
+// The transform of x [..., 1|2] along `axis`: moved before the complex axis, transformed,
+// moved back; the result ends in 2.
+Value fourier(NodeCtx& c, Value x, int64_t axis, bool inverse) {
+  const int64_t r = int64_t(c.vdims(x).size());
+  std::vector<int64_t> perm;
+  for (int64_t i = 0; i < r - 1; ++i)
+    if (i != axis) perm.push_back(i);
+  perm.push_back(axis);
+  perm.push_back(r - 1);
+  std::vector<int64_t> back(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) back[size_t(perm[i])] = int64_t(i);
+  Value y = c.op(inverse ? OpKind::Idft : OpKind::Dft, {c.transpose(x, perm)});
+  return c.transpose(y, back);
 }
 
 }  // namespace
@@ -60,6 +41,7 @@ std::vector<Value> lower_dft(NodeCtx& c) {
     // Half spectrum in, real signal out: rebuild X[k] = conj(X[len - k]) for k >= n.
     if (d.back() != 2) c.invalid("an inverse one-sided DFT needs complex input");
     int64_t len = c.has(1) ? c.const_ints(1, "dft_length").at(0) : 2 * (n - 1);
+    if (len <= 0) c.invalid("dft_length must be positive, got ", len);
     std::vector<int64_t> src(c.host_size(len));
     std::vector<double> sign(c.host_size(2 * len));
     for (int64_t k = 0; k < len; ++k) {
@@ -74,25 +56,10 @@ std::vector<Value> lower_dft(NodeCtx& c) {
     sd[size_t(axis)] = len;
     sd.back() = 2;
     full = c.op(OpKind::Mul, {full, c.im.constant(make_tensor(c.dtype(0), sd, sign))});
-    auto fd = c.vdims(full);
-    std::vector<int64_t> part = fd;
-    part.pop_back();
-    Value xr = c.reshape(c.slice(full, {0}, {1}, {r - 1}), part);
-    Value xi = c.reshape(c.slice(full, {1}, {2}, {r - 1}), part);
-    std::vector<int64_t> perm;
-    for (int64_t i = 0; i < r - 1; ++i)
-      if (i != axis) perm.push_back(i);
-    perm.push_back(axis);
-    Value yr, yi;
-    dft_last(c, c.transpose(xr, perm), c.transpose(xi, perm), len, len, true, yr, yi);
-    std::vector<int64_t> inv(perm.size());
-    for (size_t i = 0; i < perm.size(); ++i) inv[size_t(perm[i])] = int64_t(i);
-    Value y = c.transpose(yr, inv);
-    auto yd = c.vdims(y);
-    yd.push_back(1);
-    return {c.reshape(y, yd)};
+    return {c.slice(fourier(c, full, axis, true), {0}, {1}, {r - 1})};  // the real part
   }
   int64_t len = c.has(1) ? c.const_ints(1, "dft_length").at(0) : n;
+  if (len <= 0) c.invalid("dft_length must be positive, got ", len);
   // Pad with zeros or truncate the signal axis to the DFT length.
   if (len < n) x = c.slice(x, {0}, {len}, {axis});
   else if (len > n) {
@@ -100,24 +67,9 @@ std::vector<Value> lower_dft(NodeCtx& c) {
     pads[size_t(axis + r)] = len - n;
     x = c.op(OpKind::Pad, {x}, PadAttrs{pads, PadMode::Constant, 0});
   }
-  auto xd = c.vdims(x);
-  // Split real / imag and move the signal axis last.
-  std::vector<int64_t> part = xd;
-  part.pop_back();
-  Value xr = c.reshape(c.slice(x, {0}, {1}, {r - 1}), part);
-  Value xi = d.back() == 2 ? c.reshape(c.slice(x, {1}, {2}, {r - 1}), part) : Value{};
-  std::vector<int64_t> perm;
-  for (int64_t i = 0; i < r - 1; ++i)
-    if (i != axis) perm.push_back(i);
-  perm.push_back(axis);
-  xr = c.transpose(xr, perm);
-  if (xi.valid()) xi = c.transpose(xi, perm);
-  int64_t m = onesided ? len / 2 + 1 : len;
-  Value yr, yi;
-  dft_last(c, xr, xi, len, m, inverse, yr, yi);
-  std::vector<int64_t> inv(perm.size());
-  for (size_t i = 0; i < perm.size(); ++i) inv[size_t(perm[i])] = int64_t(i);
-  return {stack_complex(c, c.transpose(yr, inv), c.transpose(yi, inv))};
+  Value y = fourier(c, x, axis, inverse);
+  if (onesided) y = c.slice(y, {0}, {len / 2 + 1}, {axis});
+  return {y};
 }
 
 // signal [B, L, 1|2] -> [B, frames, bins, 2]
@@ -132,22 +84,15 @@ std::vector<Value> lower_stft(NodeCtx& c) {
   int64_t b = d[0], len = d[1];
   int64_t frames = (len - flen) / step + 1;
   if (frames <= 0) c.invalid("signal shorter than a frame");
-  std::vector<Value> fr, fi;
+  std::vector<Value> fr;
   Value x = c.in(0);
-  for (int64_t f = 0; f < frames; ++f) {
-    Value seg = c.slice(x, {f * step}, {f * step + flen}, {1});  // [B, flen, 1|2]
-    fr.push_back(c.reshape(c.slice(seg, {0}, {1}, {2}), {b, 1, flen}));
-    if (d[2] == 2) fi.push_back(c.reshape(c.slice(seg, {1}, {2}, {2}), {b, 1, flen}));
-  }
-  Value xr = c.concat(fr, 1), xi = fi.empty() ? Value{} : c.concat(fi, 1);
-  if (window.valid()) {
-    Value w = c.reshape(c.cast(window, c.dtype(0)), {1, 1, flen});
-    xr = c.op(OpKind::Mul, {xr, w});
-    if (xi.valid()) xi = c.op(OpKind::Mul, {xi, w});
-  }
-  Value yr, yi;
-  dft_last(c, xr, xi, flen, onesided ? flen / 2 + 1 : flen, false, yr, yi);
-  return {stack_complex(c, yr, yi)};
+  for (int64_t f = 0; f < frames; ++f)  // [B, flen, 1|2] -> [B, 1, flen, 1|2]
+    fr.push_back(c.reshape(c.slice(x, {f * step}, {f * step + flen}, {1}), {b, 1, flen, d[2]}));
+  Value xf = c.concat(fr, 1);
+  if (window.valid()) xf = c.op(OpKind::Mul, {xf, c.reshape(c.cast(window, c.dtype(0)), {1, 1, flen, 1})});
+  Value y = c.op(OpKind::Dft, {xf});  // [B, frames, flen, 2]
+  if (onesided) y = c.slice(y, {0}, {flen / 2 + 1}, {2});
+  return {y};
 }
 
 std::vector<Value> lower_window(NodeCtx& c) {
