@@ -131,6 +131,15 @@ const int kThreads[] = {1, 2};
                                  56, 256, 1, 1, 1, t)
         ->UseRealTime()
         ->Unit(benchmark::kMicrosecond);
+    // ResNet-50's last stage: 49 output positions, many channels (the transposed product).
+    benchmark::RegisterBenchmark(("rlx_conv2d/n1_c512_7x7_k512_3x3/t" + std::to_string(t)).c_str(), bm_conv, 1, 512,
+                                 7, 512, 3, 1, 1, t)
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(("rlx_conv2d/n1_c512_7x7_k2048_1x1/t" + std::to_string(t)).c_str(), bm_conv, 1, 512,
+                                 7, 2048, 1, 1, 1, t)
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
     benchmark::RegisterBenchmark(("rlx_conv2d/n1_c128_56x56_dw3x3/t" + std::to_string(t)).c_str(), bm_conv, 1, 128,
                                  56, 128, 3, 1, 128, t)
         ->UseRealTime()

@@ -147,6 +147,18 @@ TEST(Conv2d, FewOutputsPerImage) {
   check_conv({1, 4, 1, 5, 160, 1, 3, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1, false});  // m > mc
 }
 
+// At most mc (144) positions and at least twice as many output channels: the product runs
+// transposed (positions as the GEMM's rows, channels as its columns; conv.cpp's
+// conv_gemm_transposed): 3x3 padded across K blocks, pointwise, strided over two images,
+// dilated without bias.
+TEST(Conv2d, FewPositionsManyChannels) {
+  check_conv({1, 40, 7, 7, 128, 3, 3, {1, 1}, {1, 1, 1, 1}});            // 49 positions, K 360
+  check_conv({1, 64, 5, 5, 80, 1, 1});                                   // pointwise, 25 positions
+  check_conv({2, 24, 9, 9, 64, 3, 3, {2, 2}, {1, 1, 1, 1}});             // 25 positions per image
+  check_conv({1, 16, 8, 8, 96, 3, 3, {1, 1}, {2, 1, 0, 2}, {2, 1}, 1, false});
+  check_conv({1, 32, 12, 12, 300, 1, 1});                                // 144 positions: mc
+}
+
 TEST(Conv2d, OtherFloatTypes) {
   for (DType t : {DType::F16, DType::BF16, DType::F64}) {
     check_conv({1, 6, 7, 7, 5, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true, t});
@@ -309,7 +321,11 @@ namespace {
 // (ConvCfg::packed): the results must be the bytes of the same conv with the weights as a
 // param (packed on every call), on every run, in a clone and at any thread count.
 TEST(ConvPrepack, ConstantWeightsGiveTheParamPathsBytes) {
-  const int64_t C = 40, M = 24, H = 9, W = 9;
+  // 81 positions x 24 channels (weights packed as the GEMM's A) and 49 x 200 (the transposed
+  // product: weights packed as its B).
+  for (auto [M, H] : {std::pair<int64_t, int64_t>{24, 9}, {200, 7}}) {
+  SCOPED_TRACE(M);
+  const int64_t C = 40, W = H;
   std::vector<float> wv(size_t(M * C * 9)), xv(size_t(C * H * W));
   for (size_t i = 0; i < wv.size(); ++i) wv[i] = float(int(i * 7 % 13) - 6) / 8.0f;
   for (size_t i = 0; i < xv.size(); ++i) xv[i] = float(int(i * 5 % 11) - 5) / 4.0f;
@@ -334,6 +350,7 @@ TEST(ConvPrepack, ConstantWeightsGiveTheParamPathsBytes) {
     EXPECT_EQ(net.run({{"x", xv}}), want) << threads << " threads, second run";
     CompiledGraph copy = net.clone();
     EXPECT_EQ(copy.run({{"x", xv}}), want) << threads << " threads, clone";
+  }
   }
 }
 

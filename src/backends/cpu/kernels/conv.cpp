@@ -33,6 +33,7 @@ struct ConvCfg {
   int64_t sh = 1, sw = 1, pt = 0, pl = 0, dh = 1, dw = 1;
   bool pointwise = false;  // 1x1, stride 1, no padding: the image is B as is
   bool direct = false;  // the direct kernel, not the GEMM (see build_conv)
+  bool transposed = false;  // the product as C^T = cols^T W^T (see conv_gemm_transposed)
   bool has_bias = false;
   std::vector<int64_t> kx_bounds;  // per kx: [lo, hi) of output columns reading inside the image
   int64_t kx_interior[2] = {0, 0};  // columns inside every kx's [lo, hi)
@@ -40,6 +41,7 @@ struct ConvCfg {
   // A constant weight matrix of a conv with few output columns, packed once in the GEMM's
   // A layout (shared by runs and clones): with P = oh*ow small, packing the weights on every
   // call costs about as much as the product (ResNet-50's 7x7 and 14x14 layers).
+  // With `transposed`, the same matrix transposed, packed as the GEMM's B operand.
   struct PackedWeights {
     std::once_flag once;
     std::vector<float> data;
@@ -106,62 +108,64 @@ RLX_NO_LIBCALL inline void zero_floats(float* d, int64_t n) {
 
 // Writes rows [k0, k0+kc) x columns [j0, j0+n) of the im2col matrix (row k = (ci, ky, kx),
 // column j = (oy, ox)) in GEMM panel layout: panel q (columns q*width..) at
-// dst + q*width*kc, kc rows of `width` floats, zero past n. Rows are gathered in groups
-// of kLines into contiguous lines (one run per output row), then each panel receives
-// the group as one sequential run.
+// dst + q*width*kc, kc rows of `width` floats, zero past n. Each row is written straight
+// into its panels, one run per output row split at panel edges (each element is read and
+// written once; a line buffer copied into the panels afterwards doubled the writes, and
+// packing was a fifth of ResNet-50's time).
 template <class T>
 RLX_NO_LIBCALL void pack_im2col(const void* vctx, int64_t k0, int64_t kc, int64_t j0, int64_t n, int64_t width,
                                 float* dst) {
-  constexpr int64_t kLines = 8;
   const Im2colCtx& ctx = *static_cast<const Im2colCtx*>(vctx);
   const ConvCfg& c = *ctx.cfg;
   const T* x = static_cast<const T*>(ctx.x);
   const int64_t taps = c.kh * c.kw;
-  const int64_t panels = (n + width - 1) / width, npad = panels * width;
-  thread_local std::vector<float> line_buf;
-  if (line_buf.size() < size_t(kLines * npad)) line_buf.resize(size_t(kLines * npad));
-  for (int64_t r0 = 0; r0 < kc; r0 += kLines) {
-    const int64_t lines = std::min(kLines, kc - r0);
-    for (int64_t l = 0; l < lines; ++l) {
-      const int64_t k = k0 + r0 + l, ci = k / taps, ky = (k % taps) / c.kw, kx = k % c.kw;
-      const T* plane = x + ci * c.h * c.w;
-      float* line = line_buf.data() + l * npad;
-      // Columns whose input x lies in [0, w): ox in [ox_lo, ox_hi).
-      const int64_t off = kx * c.dw - c.pl;
-      const int64_t ox_lo = std::min(c.ow, std::max<int64_t>(0, (-off + c.sw - 1) / c.sw));
-      const int64_t ox_hi = std::max(ox_lo, std::min(c.ow, (c.w - off + c.sw - 1) / c.sw));
-      int64_t oy = j0 / c.ow, ox0 = j0 % c.ow;
-      for (int64_t jj = 0; jj < n;) {
-        const int64_t cnt = std::min(c.ow - ox0, n - jj);
-        float* dr = line + jj;
-        const int64_t iy = oy * c.sh - c.pt + ky * c.dh;
-        if (iy < 0 || iy >= c.h) {
-          zero_floats(dr, cnt);
+  const int64_t panels = (n + width - 1) / width, panel_stride = width * kc;
+  float strided[64];  // one panel piece of a strided row, gathered first
+  for (int64_t r = 0; r < kc; ++r) {
+    const int64_t k = k0 + r, ci = k / taps, ky = (k % taps) / c.kw, kx = k % c.kw;
+    const T* plane = x + ci * c.h * c.w;
+    float* drow = dst + r * width;  // row r of panel 0
+    // Columns whose input x lies in [0, w): ox in [ox_lo, ox_hi).
+    const int64_t off = kx * c.dw - c.pl;
+    const int64_t ox_lo = std::min(c.ow, std::max<int64_t>(0, (-off + c.sw - 1) / c.sw));
+    const int64_t ox_hi = std::max(ox_lo, std::min(c.ow, (c.w - off + c.sw - 1) / c.sw));
+    // Columns [jj, jj + len) of this row: zeros (src == nullptr) or input elements src[t * step].
+    auto put = [&](int64_t jj, const T* src, int64_t step, int64_t len) {
+      while (len > 0) {
+        const int64_t q = jj / width, o = jj - q * width, cnt = std::min(len, width - o);
+        float* d = drow + q * panel_stride + o;
+        if (!src) {
+          zero_floats(d, cnt);
+        } else if (step == 1) {
+          if constexpr (std::is_same_v<T, float>) copy_floats(d, src, cnt);
+          else c.to_f32(src, d, cnt);  // half types: the vector conversions (exact, as load() is)
         } else {
-          const T* row = plane + iy * c.w;
-          const int64_t a = std::clamp(ox_lo - ox0, int64_t(0), cnt), b = std::clamp(ox_hi - ox0, a, cnt);
-          zero_floats(dr, a);
-          if constexpr (std::is_same_v<T, float>) {
-            if (c.sw == 1) copy_floats(dr + a, row + ox0 + a + off, b - a);
-            else
-              for (int64_t t = a; t < b; ++t) dr[t] = row[(ox0 + t) * c.sw + off];
-          } else if (c.sw == 1) {  // half types: a run at a time (exact, as load() is)
-            c.to_f32(row + ox0 + a + off, dr + a, b - a);
-          } else {
-            for (int64_t t = a; t < b; ++t) dr[t] = load(row + (ox0 + t) * c.sw + off);
-          }
-          zero_floats(dr + b, cnt - b);
+          for (int64_t t = 0; t < cnt; ++t) strided[t] = load(src + t * step);
+          copy_floats(d, strided, cnt);
         }
         jj += cnt;
-        ox0 = 0;
-        ++oy;
+        len -= cnt;
+        if (src) src += cnt * step;
       }
-      zero_floats(line + n, npad - n);
+    };
+    int64_t oy = j0 / c.ow, ox0 = j0 % c.ow;
+    for (int64_t jj = 0; jj < n;) {
+      const int64_t cnt = std::min(c.ow - ox0, n - jj);
+      const int64_t iy = oy * c.sh - c.pt + ky * c.dh;
+      if (iy < 0 || iy >= c.h) {
+        put(jj, nullptr, 1, cnt);
+      } else {
+        const T* row = plane + iy * c.w;
+        const int64_t a = std::clamp(ox_lo - ox0, int64_t(0), cnt), b = std::clamp(ox_hi - ox0, a, cnt);
+        put(jj, nullptr, 1, a);
+        put(jj + a, row + (ox0 + a) * c.sw + off, c.sw, b - a);
+        put(jj + b, nullptr, 1, cnt - b);
+      }
+      jj += cnt;
+      ox0 = 0;
+      ++oy;
     }
-    for (int64_t q = 0; q < panels; ++q) {
-      float* d = dst + q * width * kc + r0 * width;
-      for (int64_t l = 0; l < lines; ++l) copy_floats(d + l * width, line_buf.data() + l * npad + q * width, width);
-    }
+    put(n, nullptr, 1, panels * width - n);  // the last panel's columns past n
   }
 }
 
@@ -208,22 +212,31 @@ thread_local std::vector<float> tl_conv_cols;
 // few would be zero (Silero VAD's convs have 1 to 3 outputs over K of 129 to 387).
 constexpr int64_t kDotCols = 4;
 
-const float* im2col_rows(const ConvCfg& cfg, const float* xg) {
+const float* im2col_rows(const ConvCfg& cfg, const float* xg, ThreadPool* pool = nullptr) {
   const int64_t cg = cfg.c / cfg.group, kg = cg * cfg.kh * cfg.kw, p = cfg.oh * cfg.ow;
   if (tl_conv_cols.size() < size_t(p * kg)) tl_conv_cols.resize(size_t(p * kg));
-  float* d = tl_conv_cols.data();
-  for (int64_t j = 0; j < p; ++j) {
+  float* cols = tl_conv_cols.data();
+  // Rows over the pool when there is enough to copy (ResNet-50's 49 x 4608): each row is a
+  // receptive field, written once, so the split does not change a value.
+  const bool split = pool && pool->size() > 1 && p * kg >= 65536;
+  for_each_index(split ? pool : nullptr, p, [&](int64_t j) {
+    float* d = cols + j * kg;
     const int64_t oy = j / cfg.ow, ox = j % cfg.ow;
     for (int64_t ci = 0; ci < cg; ++ci)
       for (int64_t ky = 0; ky < cfg.kh; ++ky) {
         const int64_t iy = oy * cfg.sh - cfg.pt + ky * cfg.dh;
+        if (iy < 0 || iy >= cfg.h) {
+          for (int64_t kx = 0; kx < cfg.kw; ++kx) *d++ = 0.0f;
+          continue;
+        }
+        const float* row = xg + (ci * cfg.h + iy) * cfg.w;
         for (int64_t kx = 0; kx < cfg.kw; ++kx) {
           const int64_t ix = ox * cfg.sw - cfg.pl + kx * cfg.dw;
-          *d++ = iy >= 0 && iy < cfg.h && ix >= 0 && ix < cfg.w ? xg[(ci * cfg.h + iy) * cfg.w + ix] : 0.0f;
+          *d++ = ix >= 0 && ix < cfg.w ? row[ix] : 0.0f;
         }
       }
-  }
-  return tl_conv_cols.data();
+  });
+  return cols;
 }
 
 void conv_gemm_one(const ConvCfg& cfg, ThreadPool* pool, const void* x, const void* w, const void* bias, void* out,
@@ -268,6 +281,58 @@ void conv_gemm_one(const ConvCfg& cfg, ThreadPool* pool, const void* x, const vo
     pr.epilogue = conv_epilogue;
     pr.epilogue_ctx = &tile;
   }
+  sgemm(pr, pool, *cfg.kernels);
+}
+
+// Few output positions and many channels (ResNet-50's 7x7 layers: 49 positions, 512 to 2048
+// channels): the product transposed, C^T [p, mg] = cols^T [p, kg] x W^T [kg, mg], so the
+// positions fill the microkernel's mr-row tiles and the channels its nr-wide panels (the
+// other way round 49 columns took two 32-wide panels, one of them half empty, and the weights
+// were re-read per K block as the A operand of every panel). The weights are the streamed B
+// operand, packed once when constant; each finished tile is written back transposed into
+// the output with the bias added. Every element sums the same products in the same K order
+// as the untransposed product, so the bits are the same.
+struct TransposedTile {
+  const ConvCfg* cfg;
+  const float* bias;  // [cout] or nullptr
+  int64_t co0, p;
+  float* out;  // [mg, p] of this (image, group)
+};
+
+void conv_transposed_epilogue(const void* vctx, float* c, int64_t ldc, int64_t i0, int64_t j0, int64_t m, int64_t n) {
+  const TransposedTile& t = *static_cast<const TransposedTile*>(vctx);
+  for (int64_t j = 0; j < n; ++j) {
+    float* o = t.out + (j0 + j) * t.p + i0;
+    const float bv = t.bias ? t.bias[t.co0 + j0 + j] : 0.0f;
+    for (int64_t i = 0; i < m; ++i) o[i] = t.bias ? c[i * ldc + j] + bv : c[i * ldc + j];
+  }
+}
+
+void conv_gemm_transposed(const ConvCfg& cfg, ThreadPool* pool, const float* x, const float* w, const float* bias,
+                          float* out, int64_t img) {
+  const int64_t mg = cfg.cout, kg = cfg.c * cfg.kh * cfg.kw, p = cfg.oh * cfg.ow;
+  const float* xg = x + img * cfg.c * cfg.h * cfg.w;
+  SgemmProblem pr;
+  pr.m = p;
+  pr.n = mg;
+  pr.k = kg;
+  if (cfg.pointwise) pr.a = {xg, DType::F32, 1, p};  // element (j, k) at x[k * p + j]
+  else pr.a = {im2col_rows(cfg, xg, pool), DType::F32, kg, 1};
+  pr.b = {w, DType::F32, 1, kg};  // element (k, co) at w[co * kg + k]
+  if (cfg.packed) {
+    ConvCfg::PackedWeights& pw = *cfg.packed;
+    std::call_once(pw.once, [&] {
+      pw.data.resize(size_t(packed_b_floats(*cfg.kernels, kg, mg)));
+      pack_b_full(*cfg.kernels, pr.b, kg, mg, pw.data.data());
+    });
+    pr.b_packed = pw.data.data();
+  }
+  if (tl_conv_out.size() < size_t(mg * p)) tl_conv_out.resize(size_t(mg * p));
+  pr.c = tl_conv_out.data();
+  pr.ldc = mg;
+  TransposedTile tile{&cfg, bias, 0, p, out + img * cfg.cout * p};
+  pr.epilogue = conv_transposed_epilogue;
+  pr.epilogue_ctx = &tile;
   sgemm(pr, pool, *cfg.kernels);
 }
 
@@ -354,6 +419,12 @@ void run_conv(const RunCtx& ctx, const void* vcfg, void* const* bufs) {
       default: return conv_direct<float>(cfg, ctx.pool, x, w, bias, out, images);
     }
   }
+  if (cfg.transposed) {
+    for (int64_t i = 0; i < images; ++i)
+      conv_gemm_transposed(cfg, ctx.pool, static_cast<const float*>(x), static_cast<const float*>(w),
+                           static_cast<const float*>(bias), static_cast<float*>(out), i);
+    return;
+  }
   const int64_t gemms = images * cfg.group;
   const int64_t threads = ctx.pool ? ctx.pool->size() : 1;
   const double flops = double(cfg.cout / cfg.group) * double(cfg.oh * cfg.ow) *
@@ -426,6 +497,11 @@ KernelCall build_conv(const Node& node, const std::vector<const Shape*>& in, con
     c.from_f32 = ew::convert_fn(DType::F32, c.type, detect_isa());
   }
   c.rows = &row_kernels(detect_isa());
+  // The transposed product where the positions fit one M block of the GEMM (its strips path:
+  // no fork per K block) and there are more channels than positions: ResNet-50's 7x7 layers.
+  const int64_t p = c.oh * c.ow;
+  c.transposed = !c.direct && c.group == 1 && c.type == DType::F32 && p > kDotCols && p <= c.kernels->mc &&
+                 c.cout >= 2 * p;
   return make_call(run_conv, std::move(c));
 }
 
