@@ -159,6 +159,16 @@ TEST(Conv2d, FewPositionsManyChannels) {
   check_conv({1, 32, 12, 12, 300, 1, 1});                                // 144 positions: mc
 }
 
+// Unit width stride and output rows of 48+ columns: B read from the input rows in place
+// (conv.cpp's conv_in_place): short last tiles, vertical stride with dilation and
+// asymmetric pads, groups without bias, K across blocks, two images.
+TEST(Conv2d, InputRowsReadInPlace) {
+  check_conv({1, 8, 30, 56, 12, 3, 3, {1, 1}, {1, 1, 1, 1}});                  // tiles of 32 + 24
+  check_conv({2, 5, 9, 64, 7, 3, 5, {2, 1}, {2, 1, 0, 3}, {1, 2}});            // 60 columns
+  check_conv({1, 8, 6, 49, 10, 3, 3, {1, 1}, {0, 1, 2, 1}, {1, 1}, 2, false}); // groups of 4 -> 5
+  check_conv({1, 40, 10, 50, 20, 3, 3, {1, 1}, {1, 1, 1, 1}});                 // K 360
+}
+
 TEST(Conv2d, OtherFloatTypes) {
   for (DType t : {DType::F16, DType::BF16, DType::F64}) {
     check_conv({1, 6, 7, 7, 5, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true, t});
@@ -323,7 +333,8 @@ namespace {
 TEST(ConvPrepack, ConstantWeightsGiveTheParamPathsBytes) {
   // 81 positions x 24 channels (weights packed as the GEMM's A) and 49 x 200 (the transposed
   // product: weights packed as its B).
-  for (auto [M, H] : {std::pair<int64_t, int64_t>{24, 9}, {200, 7}}) {
+  // and 48 x 48 (the input rows read in place).
+  for (auto [M, H] : {std::pair<int64_t, int64_t>{24, 9}, {200, 7}, {16, 48}}) {
   SCOPED_TRACE(M);
   const int64_t C = 40, W = H;
   std::vector<float> wv(size_t(M * C * 9)), xv(size_t(C * H * W));

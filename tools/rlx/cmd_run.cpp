@@ -30,13 +30,11 @@ std::string file_stem(const std::string& name) {
 }  // namespace
 
 #ifdef RLX_HAVE_ONNX
-// One output of an ONNX model, flattened to the files it is written as: (file stem suffix,
-// numeric tensor or strings, description).
+// One output of an ONNX model, flattened to the files it is written as: a file stem suffix
+// and the tensor (numeric or strings) it holds.
 struct OutFile {
-  std::string suffix, what;
-  bool is_strings = false;
-  TypedTensor tensor;
-  runtime::NpyStrings text;
+  std::string suffix;
+  const onnx::OnnxValue* value;
 };
 void flatten(const onnx::OnnxValue& v, const std::string& suffix, std::vector<OutFile>& out) {
   if (v.kind == onnx::ValueKind::Sequence) {
@@ -49,11 +47,36 @@ void flatten(const onnx::OnnxValue& v, const std::string& suffix, std::vector<Ou
   }
   if (v.kind != onnx::ValueKind::Tensor)
     fail(ErrorCategory::Unsupported, "an output of kind '", v.describe(), "' cannot be written as .npy");
-  OutFile f{suffix, v.describe()};
-  f.is_strings = v.is_string();
-  if (f.is_strings) f.text = {v.tensor.dims, v.strings};
-  else f.tensor = v.tensor;
-  out.push_back(std::move(f));
+  out.push_back(OutFile{suffix, &v});
+}
+
+// Strings, sequences or optionals at the boundary: runs through run_values and writes each
+// output (flattened by `flatten`) as .npy files.
+void run_values_to_files(onnx::OnnxRunner& runner, std::map<std::string, TypedTensor> inputs,
+                         std::map<std::string, runtime::NpyStrings> text_inputs, const std::filesystem::path& dir) {
+  std::map<std::string, onnx::OnnxValue> values;
+  for (auto& [name, t] : inputs) values[name] = onnx::OnnxValue::of(std::move(t));
+  for (auto& [name, s] : text_inputs) values[name] = onnx::OnnxValue::of_strings(s.dims, std::move(s.strings));
+  const std::vector<onnx::OnnxValue> results = runner.run_values(values);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) fail(ErrorCategory::Io, "cannot create output directory '", dir.string(), "': ", ec.message());
+  std::set<std::string> used;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const std::string& name = runner.model().outputs.at(i).name;
+    std::vector<OutFile> files;
+    flatten(results[i], "", files);
+    if (files.empty()) std::cout << "no value for " << name << " (" << results[i].describe() << ")\n";
+    for (const OutFile& f : files) {
+      std::string stem = file_stem(name) + f.suffix;
+      for (int k = 1; used.count(stem); ++k) stem = file_stem(name) + f.suffix + "_" + std::to_string(k);
+      used.insert(stem);
+      const std::filesystem::path file = dir / (stem + ".npy");
+      if (f.value->is_string()) runtime::write_npy_strings(file.string(), {f.value->tensor.dims, f.value->strings});
+      else runtime::write_npy(file.string(), f.value->tensor);
+      std::cout << "wrote " << file.string() << " (" << name << f.suffix << ": " << f.value->describe() << ")\n";
+    }
+  }
 }
 #endif
 
@@ -79,31 +102,19 @@ int cmd_run(const Args& args) {
     // ONNX models may have symbolic dims: the runner compiles per concrete input shapes.
     if (args.has("--param")) throw UsageError("--param is not supported for .onnx models (weights come from the file)");
     onnx::OnnxRunner runner(onnx::load_onnx(path), Session(device, compile_options_from(args)));
-    std::map<std::string, onnx::OnnxValue> values;
-    for (auto& [name, t] : inputs) values[name] = onnx::OnnxValue::of(std::move(t));
-    for (auto& [name, s] : text_inputs) values[name] = onnx::OnnxValue::of_strings(s.dims, std::move(s.strings));
-    const std::vector<onnx::OnnxValue> results = runner.run_values(values);
-    const std::filesystem::path dir = args.get("--output-dir");
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec) fail(ErrorCategory::Io, "cannot create output directory '", dir.string(), "': ", ec.message());
-    std::set<std::string> used;
-    for (size_t i = 0; i < results.size(); ++i) {
-      const std::string& name = runner.model().outputs.at(i).name;
-      std::vector<OutFile> files;
-      flatten(results[i], "", files);
-      if (files.empty()) std::cout << "no value for " << name << " (" << results[i].describe() << ")\n";
-      for (const OutFile& f : files) {
-        std::string stem = file_stem(name) + f.suffix;
-        for (int k = 1; used.count(stem); ++k) stem = file_stem(name) + f.suffix + "_" + std::to_string(k);
-        used.insert(stem);
-        const std::filesystem::path file = dir / (stem + ".npy");
-        if (f.is_strings) runtime::write_npy_strings(file.string(), f.text);
-        else runtime::write_npy(file.string(), f.tensor);
-        std::cout << "wrote " << file.string() << " (" << name << f.suffix << ": " << f.what << ")\n";
+    bool numeric = text_inputs.empty();
+    for (const auto& o : runner.model().outputs)
+      numeric = numeric && o.kind == onnx::ValueKind::Tensor && o.onnx_type != 8;
+    if (numeric) {  // the plain path: no copies of the outputs into values
+      outs = runner.run(inputs);
+      for (size_t i = 0; i < outs.size(); ++i) {
+        names.push_back(runner.model().outputs.at(i).name);
+        types.push_back(std::string(dtype_name(outs[i].dtype)));
       }
+    } else {
+      run_values_to_files(runner, std::move(inputs), std::move(text_inputs), args.get("--output-dir"));
+      return 0;
     }
-    return 0;
 #else
     fail(ErrorCategory::Unsupported, "this rlx was built without the ONNX importer");
 #endif

@@ -34,6 +34,7 @@ struct ConvCfg {
   bool pointwise = false;  // 1x1, stride 1, no padding: the image is B as is
   bool direct = false;  // the direct kernel, not the GEMM (see build_conv)
   bool transposed = false;  // the product as C^T = cols^T W^T (see conv_gemm_transposed)
+  bool in_place = false;    // B read from the input rows in place (see conv_in_place)
   bool has_bias = false;
   std::vector<int64_t> kx_bounds;  // per kx: [lo, hi) of output columns reading inside the image
   int64_t kx_interior[2] = {0, 0};  // columns inside every kx's [lo, hi)
@@ -239,8 +240,14 @@ const float* im2col_rows(const ConvCfg& cfg, const float* xg, ThreadPool* pool =
   return cols;
 }
 
+void conv_in_place(const ConvCfg& cfg, ThreadPool* pool, const float* x, const float* w, const float* bias,
+                   float* out, int64_t img, int64_t g);
+
 void conv_gemm_one(const ConvCfg& cfg, ThreadPool* pool, const void* x, const void* w, const void* bias, void* out,
                    int64_t img, int64_t g) {
+  if (cfg.in_place)
+    return conv_in_place(cfg, pool, static_cast<const float*>(x), static_cast<const float*>(w),
+                         static_cast<const float*>(bias), static_cast<float*>(out), img, g);
   const size_t esz = dtype_size(cfg.type);
   const int64_t cg = cfg.c / cfg.group, mg = cfg.cout / cfg.group, kg = cg * cfg.kh * cfg.kw;
   const int64_t p = cfg.oh * cfg.ow;
@@ -334,6 +341,98 @@ void conv_gemm_transposed(const ConvCfg& cfg, ThreadPool* pool, const float* x, 
   pr.epilogue = conv_transposed_epilogue;
   pr.epilogue_ctx = &tile;
   sgemm(pr, pool, *cfg.kernels);
+}
+
+// Unit stride along the width and output rows of at least kInPlaceMinCols columns: the
+// microkernel reads its B rows from the input instead of im2col panels. For a group of
+// output rows and a K block, the input rows those taps read (each channel's kh-row window,
+// zero rows above and below the image) are copied once into a zero-padded row buffer, and
+// tile (oy, ox0) of nr columns reads B row k = (ci, ky, kx) at a fixed offset from its
+// column (ukr_off). Packing wrote K x N floats per product; the buffer is about K/kw x
+// (N/ow) x (ow + kw - 1) of them. The K blocks, the microkernel's arithmetic and the zeros
+// of the padding are the packed path's: the same bits.
+constexpr int64_t kInPlaceMinCols = 48;
+
+void conv_in_place(const ConvCfg& cfg, ThreadPool* pool, const float* x, const float* w, const float* bias,
+                   float* out, int64_t img, int64_t g) {
+  const IsaKernels& K = *cfg.kernels;
+  const int mr = K.mr, nr = K.nr;
+  const int64_t cg = cfg.c / cfg.group, mg = cfg.cout / cfg.group, taps = cfg.kh * cfg.kw, kg = cg * taps;
+  const int64_t p = cfg.oh * cfg.ow, mpad = (mg + mr - 1) / mr * mr;
+  const float* xg = x + (img * cfg.c + g * cg) * cfg.h * cfg.w;
+  float* og = out + (img * cfg.cout + g * mg) * p;
+  const GemmOperand wa{w + g * mg * kg, DType::F32, kg, 1};
+  const float* ap = nullptr;
+  if (cfg.packed) {  // group 1 (build_conv_info): one matrix
+    ConvCfg::PackedWeights& pw = *cfg.packed;
+    std::call_once(pw.once, [&] {
+      pw.data.resize(size_t(packed_a_floats(K, mg, kg)));
+      pack_a_full(K, wa, mg, kg, pw.data.data());
+    });
+    ap = pw.data.data();
+  } else {
+    thread_local std::vector<float> packed_w;
+    packed_w.resize(size_t(packed_a_floats(K, mg, kg)));
+    pack_a_full(K, wa, mg, kg, packed_w.data());
+    ap = packed_w.data();
+  }
+  const int64_t tiles = (cfg.ow + nr - 1) / nr;
+  const int64_t wp = tiles * nr + (cfg.kw - 1) * cfg.dw;  // buffer column u holds input column u - pl
+  const int64_t threads = pool ? pool->size() : 1;
+  const int64_t rows_per = std::clamp<int64_t>(cfg.oh / (4 * threads), 1, 4);
+  const int64_t groups = (cfg.oh + rows_per - 1) / rows_per;
+  ConvTile tile{&cfg, bias, g * mg, nullptr};
+  for_each_index(pool, groups, [&](int64_t gi) {
+    thread_local std::vector<float> rowbuf;
+    thread_local std::vector<int64_t> off;
+    const int64_t oy0 = gi * rows_per, nrows = std::min(rows_per, cfg.oh - oy0);
+    const int64_t rows_in = (nrows - 1) * cfg.sh + (cfg.kh - 1) * cfg.dh + 1, iy0 = oy0 * cfg.sh - cfg.pt;
+    const int64_t u0 = std::min(wp, cfg.pl), u1 = std::clamp(cfg.pl + cfg.w, u0, wp);  // columns inside the image
+    for (int64_t pc = 0; pc < kg; pc += K.kc) {
+      const int64_t kc = std::min(K.kc, kg - pc), ci0 = pc / taps, nch = (pc + kc - 1) / taps + 1 - ci0;
+      rowbuf.resize(size_t(nch * rows_in * wp));
+      off.resize(size_t(kc));
+      for (int64_t cl = 0; cl < nch; ++cl)
+        for (int64_t r = 0; r < rows_in; ++r) {
+          float* d = rowbuf.data() + (cl * rows_in + r) * wp;
+          const int64_t iy = iy0 + r;
+          if (iy < 0 || iy >= cfg.h) {
+            zero_floats(d, wp);
+            continue;
+          }
+          zero_floats(d, u0);
+          copy_floats(d + u0, xg + ((ci0 + cl) * cfg.h + iy) * cfg.w + (u0 - cfg.pl), u1 - u0);
+          zero_floats(d + u1, wp - u1);
+        }
+      for (int64_t kk = 0; kk < kc; ++kk) {
+        const int64_t k = pc + kk, ci = k / taps, ky = (k % taps) / cfg.kw, kx = k % cfg.kw;
+        off[size_t(kk)] = ((ci - ci0) * rows_in + ky * cfg.dh) * wp + kx * cfg.dw;
+      }
+      const bool acc = pc > 0, last = pc + kc == kg;
+      for (int64_t r = 0; r < nrows; ++r) {
+        const float* brow = rowbuf.data() + r * cfg.sh * wp;
+        const int64_t oy = oy0 + r;
+        for (int64_t t = 0; t < tiles; ++t) {
+          const int64_t ox0 = t * nr, ncols = std::min<int64_t>(nr, cfg.ow - ox0);
+          for (int64_t ir = 0; ir < mg; ir += mr) {
+            const int64_t rows = std::min<int64_t>(mr, mg - ir);
+            const float* a = ap + pc * mpad + ir * kc;
+            float* cp = og + ir * p + oy * cfg.ow + ox0;
+            if (ncols == nr) {
+              K.ukr_off[rows](kc, a, brow + ox0, off.data(), cp, p, acc);
+            } else {  // a short tile through a temporary, as the packed path's compute_tile
+              alignas(64) float tmp[16 * 64];
+              K.ukr_off[rows](kc, a, brow + ox0, off.data(), tmp, nr, false);
+              for (int64_t i = 0; i < rows; ++i)
+                for (int64_t j = 0; j < ncols; ++j)
+                  cp[i * p + j] = acc ? cp[i * p + j] + tmp[i * nr + j] : tmp[i * nr + j];
+            }
+            if (last && bias) conv_epilogue(&tile, cp, p, ir, oy * cfg.ow + ox0, rows, ncols);
+          }
+        }
+      }
+    }
+  });
 }
 
 // ---------------------------------------------------------------- direct kernel
@@ -502,6 +601,8 @@ KernelCall build_conv(const Node& node, const std::vector<const Shape*>& in, con
   const int64_t p = c.oh * c.ow;
   c.transposed = !c.direct && c.group == 1 && c.type == DType::F32 && p > kDotCols && p <= c.kernels->mc &&
                  c.cout >= 2 * p;
+  c.in_place = !c.direct && !c.transposed && !c.pointwise && c.type == DType::F32 && c.sw == 1 &&
+               c.ow >= kInPlaceMinCols && p > kDotCols;
   return make_call(run_conv, std::move(c));
 }
 
@@ -512,7 +613,7 @@ KernelCall build_conv_info(const Node& node, const std::vector<const Shape*>& in
                            const BuildInfo& info) {
   KernelCall call = build_conv(node, in, out);
   const auto& c = *static_cast<const ConvCfg*>(call.cfg.get());
-  if (c.direct || c.group != 1 || c.type != DType::F32 || c.oh * c.ow > 1024 || c.oh * c.ow <= 4 ||
+  if (c.direct || c.group != 1 || c.type != DType::F32 || (c.oh * c.ow > 1024 && !c.in_place) || c.oh * c.ow <= 4 ||
       info.const_inputs.size() < 2 ||
       !info.const_inputs[1])
     return call;

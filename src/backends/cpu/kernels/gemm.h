@@ -64,6 +64,10 @@ struct SgemmProblem {
 // B rows of nr floats at stride ldb), then c = acc, or c += acc when accumulate.
 using GemmMicroKernel = void (*)(int64_t kc, const float* a, const float* b, int64_t ldb, float* c,
                                  int64_t ldc, bool accumulate);
+// The microkernel with B rows read in place: B row k at b + off[k] (nr floats, unaligned);
+// otherwise as GemmMicroKernel, with the same arithmetic (the same bits for the same values).
+using GemmOffsetKernel = void (*)(int64_t kc, const float* a, const float* b, const int64_t* off, float* c,
+                                  int64_t ldc, bool accumulate);
 // Dot-product kernel for small M with K-contiguous operands: for i < m (m <= 4) and
 // j < n (n <= 4): c[i*rsc + j*csc] (=|+=) sum_k a[i*lda + k] * b[j*ldb + k].
 using GemmDotKernel = void (*)(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
@@ -86,6 +90,7 @@ struct IsaKernels {
   int mr = 0, nr = 0;                   // microkernel tile
   int64_t mc = 0, kc = 0, nc = 0;       // cache blocking
   GemmMicroKernel ukr[17] = {};         // indexed by rows, 1..mr
+  GemmOffsetKernel ukr_off[17] = {};    // the same, B rows by offset
   GemmDotKernel dot = nullptr;
   GemvKernel gemv = nullptr;
   TransposePack transpose_pack = nullptr;

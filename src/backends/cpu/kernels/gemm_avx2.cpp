@@ -36,6 +36,7 @@ constexpr int kMr = 6, kNr = 16;
 
 // The microkernel, dot, GEMV and conv row are the shared ones (gemm_vec.h, in gemm_ISA_vec above).
 template <int M> constexpr GemmMicroKernel ukr = &gemm_avx2_vec::ukr_vec<M, kMr>;
+template <int M> constexpr GemmOffsetKernel ukr_off = &gemm_avx2_vec::ukr_off_vec<M, kMr>;
 
 
 // 8x8 transposes on AVX registers: rows [r0, r0+8) x k [k0, k0+8) of src become eight
@@ -108,6 +109,8 @@ IsaKernels make_table() {
   t.nc = 2048;
   t.ukr[1] = ukr<1>; t.ukr[2] = ukr<2>; t.ukr[3] = ukr<3>;
   t.ukr[4] = ukr<4>; t.ukr[5] = ukr<5>; t.ukr[6] = ukr<6>;
+  t.ukr_off[1] = ukr_off<1>; t.ukr_off[2] = ukr_off<2>; t.ukr_off[3] = ukr_off<3>;
+  t.ukr_off[4] = ukr_off<4>; t.ukr_off[5] = ukr_off<5>; t.ukr_off[6] = ukr_off<6>;
   t.dot = gemm_avx2_vec::dot;
   t.gemv = gemm_avx2_vec::gemv;
   t.transpose_pack = transpose_pack;

@@ -40,6 +40,7 @@ constexpr int kMr = 12, kNr = 32;
 
 // The microkernel, dot, GEMV and conv row are the shared ones (gemm_vec.h, in gemm_ISA_vec above).
 template <int M> constexpr GemmMicroKernel ukr = &gemm_avx512_vec::ukr_vec<M, kMr>;
+template <int M> constexpr GemmOffsetKernel ukr_off = &gemm_avx512_vec::ukr_off_vec<M, kMr>;
 
 // Horizontal sum in a fixed order (determinism does not depend on the compiler's choice).
 
@@ -73,6 +74,9 @@ IsaKernels make_table() {
   t.ukr[1] = ukr<1>; t.ukr[2] = ukr<2>; t.ukr[3] = ukr<3>; t.ukr[4] = ukr<4>;
   t.ukr[5] = ukr<5>; t.ukr[6] = ukr<6>; t.ukr[7] = ukr<7>; t.ukr[8] = ukr<8>;
   t.ukr[9] = ukr<9>; t.ukr[10] = ukr<10>; t.ukr[11] = ukr<11>; t.ukr[12] = ukr<12>;
+  t.ukr_off[1] = ukr_off<1>; t.ukr_off[2] = ukr_off<2>; t.ukr_off[3] = ukr_off<3>; t.ukr_off[4] = ukr_off<4>;
+  t.ukr_off[5] = ukr_off<5>; t.ukr_off[6] = ukr_off<6>; t.ukr_off[7] = ukr_off<7>; t.ukr_off[8] = ukr_off<8>;
+  t.ukr_off[9] = ukr_off<9>; t.ukr_off[10] = ukr_off<10>; t.ukr_off[11] = ukr_off<11>; t.ukr_off[12] = ukr_off<12>;
   t.dot = gemm_avx512_vec::dot;
   t.gemv = gemm_avx512_vec::gemv;
   // The 8x8 transpose needs only 256-bit AVX2 ops; every CPU that passes the AVX-512

@@ -27,6 +27,22 @@ void ukr_scalar(int64_t kc, const float* a, const float* b, int64_t ldb, float* 
     for (int j = 0; j < kScalarNr; ++j) c[i * ldc + j] = accumulate ? c[i * ldc + j] + acc[i][j] : acc[i][j];
 }
 
+template <int M>
+void ukr_off_scalar(int64_t kc, const float* a, const float* b, const int64_t* off, float* c, int64_t ldc,
+                    bool accumulate) {
+  float acc[M][kScalarNr] = {};
+  for (int64_t k = 0; k < kc; ++k) {
+    const float* bk = b + off[k];
+    for (int i = 0; i < M; ++i) {
+      const float ai = a[i];
+      for (int j = 0; j < kScalarNr; ++j) acc[i][j] += ai * bk[j];
+    }
+    a += kScalarMr;
+  }
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < kScalarNr; ++j) c[i * ldc + j] = accumulate ? c[i * ldc + j] + acc[i][j] : acc[i][j];
+}
+
 void dot_scalar(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
                 int64_t ldb, float* c, int64_t rsc, int64_t csc, bool accumulate) {
   for (int64_t i = 0; i < m; ++i)
@@ -70,6 +86,10 @@ IsaKernels make_scalar_table() {
   t.ukr[2] = ukr_scalar<2>;
   t.ukr[3] = ukr_scalar<3>;
   t.ukr[4] = ukr_scalar<4>;
+  t.ukr_off[1] = ukr_off_scalar<1>;
+  t.ukr_off[2] = ukr_off_scalar<2>;
+  t.ukr_off[3] = ukr_off_scalar<3>;
+  t.ukr_off[4] = ukr_off_scalar<4>;
   t.dot = dot_scalar;
   t.gemv = gemv_scalar;
   t.transpose_pack = transpose_pack_scalar;

@@ -33,6 +33,37 @@ void ukr_vec(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, 
   }
 }
 
+// The same tile with B read in place: row k of the tile's B is the 2W floats at b + off[k]
+// (unaligned), e.g. a convolution's input rows. Same arithmetic as ukr_vec.
+template <int M, int Mr>
+void ukr_off_vec(int64_t kc, const float* a, const float* b, const int64_t* off, float* c, int64_t ldc,
+                 bool accumulate) {
+  F c0[M], c1[M];
+#pragma GCC unroll 16
+  for (int i = 0; i < M; ++i) c0[i] = c1[i] = V::zero();
+  for (int64_t k = 0; k < kc; ++k) {
+    const float* bk = b + off[k];
+    const F b0 = V::load(bk), b1 = V::load(bk + W);
+#pragma GCC unroll 16
+    for (int i = 0; i < M; ++i) {
+      const F ai = V::set1(a[i]);
+      c0[i] = V::fmadd(ai, b0, c0[i]);
+      c1[i] = V::fmadd(ai, b1, c1[i]);
+    }
+    a += Mr;
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < M; ++i) {
+    float* ci = c + i * ldc;
+    if (accumulate) {
+      c0[i] = V::add(V::load(ci), c0[i]);
+      c1[i] = V::add(V::load(ci + W), c1[i]);
+    }
+    V::store(ci, c0[i]);
+    V::store(ci + W, c1[i]);
+  }
+}
+
 // Small-M products: C[i][j] (+)= dot(A row i, B row j) over k, M, N <= 4 rows each. Full
 // vectors then one masked tail, summed per (i, j) in a fixed order.
 template <int M, int N>
