@@ -5,44 +5,17 @@
 //
 // acc starts at zero and is added to C at the end (never FMA'd into C) so that every
 // path (full tile, edge tile through a temporary) performs the same arithmetic.
-template <int M, int Mr>
-void ukr_vec(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+// The tile's arithmetic, with row k of B at row(k) (2W floats, unaligned): ukr_vec reads packed
+// panels (row k at b + k*ldb), ukr_off_vec rows in place (b + off[k], e.g. a convolution's
+// input rows); both therefore give the same bits for the same values.
+template <int M, int Mr, class Row>
+inline __attribute__((always_inline)) void ukr_rows(int64_t kc, const float* a, Row row, float* c, int64_t ldc,
+                                                    bool accumulate) {
   F c0[M], c1[M];
 #pragma GCC unroll 16
   for (int i = 0; i < M; ++i) c0[i] = c1[i] = V::zero();
   for (int64_t k = 0; k < kc; ++k) {
-    const F b0 = V::load(b), b1 = V::load(b + W);
-#pragma GCC unroll 16
-    for (int i = 0; i < M; ++i) {
-      const F ai = V::set1(a[i]);
-      c0[i] = V::fmadd(ai, b0, c0[i]);
-      c1[i] = V::fmadd(ai, b1, c1[i]);
-    }
-    a += Mr;
-    b += ldb;
-  }
-#pragma GCC unroll 16
-  for (int i = 0; i < M; ++i) {
-    float* ci = c + i * ldc;
-    if (accumulate) {
-      c0[i] = V::add(V::load(ci), c0[i]);
-      c1[i] = V::add(V::load(ci + W), c1[i]);
-    }
-    V::store(ci, c0[i]);
-    V::store(ci + W, c1[i]);
-  }
-}
-
-// The same tile with B read in place: row k of the tile's B is the 2W floats at b + off[k]
-// (unaligned), e.g. a convolution's input rows. Same arithmetic as ukr_vec.
-template <int M, int Mr>
-void ukr_off_vec(int64_t kc, const float* a, const float* b, const int64_t* off, float* c, int64_t ldc,
-                 bool accumulate) {
-  F c0[M], c1[M];
-#pragma GCC unroll 16
-  for (int i = 0; i < M; ++i) c0[i] = c1[i] = V::zero();
-  for (int64_t k = 0; k < kc; ++k) {
-    const float* bk = b + off[k];
+    const float* bk = row(k);
     const F b0 = V::load(bk), b1 = V::load(bk + W);
 #pragma GCC unroll 16
     for (int i = 0; i < M; ++i) {
@@ -62,6 +35,17 @@ void ukr_off_vec(int64_t kc, const float* a, const float* b, const int64_t* off,
     V::store(ci, c0[i]);
     V::store(ci + W, c1[i]);
   }
+}
+
+template <int M, int Mr>
+void ukr_vec(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+  ukr_rows<M, Mr>(kc, a, [b, ldb](int64_t k) { return b + k * ldb; }, c, ldc, accumulate);
+}
+
+template <int M, int Mr>
+void ukr_off_vec(int64_t kc, const float* a, const float* b, const int64_t* off, float* c, int64_t ldc,
+                 bool accumulate) {
+  ukr_rows<M, Mr>(kc, a, [b, off](int64_t k) { return b + off[k]; }, c, ldc, accumulate);
 }
 
 // Small-M products: C[i][j] (+)= dot(A row i, B row j) over k, M, N <= 4 rows each. Full
