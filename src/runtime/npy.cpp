@@ -261,6 +261,13 @@ std::vector<uint8_t> read_file(const std::string& path) {
   return data;
 }
 
+void write_file(const std::string& path, const std::vector<uint8_t>& data) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f) fail(ErrorCategory::Io, "cannot create '", path, "': ", std::strerror(errno));
+  f.write(reinterpret_cast<const char*>(data.data()), std::streamsize(data.size()));
+  if (!f) fail(ErrorCategory::Io, "cannot write '", path, "'");
+}
+
 // The .npy preamble and header for `descr` and `dims`, padded so the data starts on a
 // 64-byte boundary.
 std::vector<uint8_t> npy_header(const std::string& descr, const std::vector<int64_t>& dims) {
@@ -341,13 +348,7 @@ std::vector<uint8_t> encode_npy_strings(const NpyStrings& s) {
   return out;
 }
 
-void write_npy_strings(const std::string& path, const NpyStrings& s) {
-  std::vector<uint8_t> data = encode_npy_strings(s);
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) fail(ErrorCategory::Io, "cannot create '", path, "': ", std::strerror(errno));
-  f.write(reinterpret_cast<const char*>(data.data()), std::streamsize(data.size()));
-  if (!f) fail(ErrorCategory::Io, "cannot write '", path, "'");
-}
+void write_npy_strings(const std::string& path, const NpyStrings& s) { write_file(path, encode_npy_strings(s)); }
 
 TypedTensor read_npy(const std::string& path) { return parse_npy(read_file(path), path); }
 
@@ -366,12 +367,6 @@ std::vector<uint8_t> encode_npy(const TypedTensor& t) {
   return out;
 }
 
-void write_npy(const std::string& path, const TypedTensor& t) {
-  std::vector<uint8_t> data = encode_npy(t);
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) fail(ErrorCategory::Io, "cannot create '", path, "': ", std::strerror(errno));
-  f.write(reinterpret_cast<const char*>(data.data()), std::streamsize(data.size()));
-  if (!f) fail(ErrorCategory::Io, "cannot write '", path, "'");
-}
+void write_npy(const std::string& path, const TypedTensor& t) { write_file(path, encode_npy(t)); }
 
 }  // namespace rlx::runtime
