@@ -75,13 +75,17 @@ std::vector<Value> lower_dft(NodeCtx& c) {
 // signal [B, L, 1|2] -> [B, frames, bins, 2]
 std::vector<Value> lower_stft(NodeCtx& c) {
   auto d = c.dims(0);
-  if (d.size() != 3) c.invalid("signal must be [batch, length, 1 or 2]");
+  if (d.size() != 3 || (d[2] != 1 && d[2] != 2)) c.invalid("signal must be [batch, length, 1 or 2]");
   int64_t step = c.const_ints(1, "frame_step").at(0);
   Value window = c.in_or(2);
+  if (window.valid() && c.vdims(window).size() != 1) c.invalid("window must be 1-D");
   int64_t flen = c.has(3) ? c.const_ints(3, "frame_length").at(0) : (window.valid() ? c.vdims(window)[0] : 0);
   if (flen <= 0 || step <= 0) c.invalid("frame_length and frame_step must be positive");
+  if (window.valid() && c.vdims(window)[0] != flen)
+    c.invalid("window of ", c.vdims(window)[0], " samples for frames of ", flen);
   bool onesided = c.attr_int("onesided", 1) != 0;
   int64_t b = d[0], len = d[1];
+  if (flen > len) c.invalid("signal of ", len, " samples shorter than a frame of ", flen);
   int64_t frames = (len - flen) / step + 1;
   if (frames <= 0) c.invalid("signal shorter than a frame");
   std::vector<Value> fr;
