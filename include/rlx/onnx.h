@@ -67,8 +67,10 @@ struct ImportOptions {
   int64_t param_min_elements = 1024;
   int64_t fold_max_elements = int64_t(1) << 22;  // eager folding limit per output
   // Work one node run on the host may do (OnnxRunner: strings, sequences, optionals, Loop
-  // bodies interpreted there), in element operations (each node evaluated counts one plus
-  // the elements and sequence items it outputs); past it, Error(ResourceExhausted).
+  // bodies interpreted there), in element operations (each node evaluated counts 1024 -- its
+  // fixed cost, dispatch and for folded ops a kernel build, is that of moving about a
+  // thousand elements -- plus the elements and sequence items it outputs); past it,
+  // Error(ResourceExhausted).
   int64_t host_work_limit = int64_t(1) << 36;
 };
 

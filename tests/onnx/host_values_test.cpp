@@ -101,6 +101,24 @@ TEST(HostValues, SequencesThroughALoopBetweenCompiledSegments) {
   EXPECT_NE(std::string(e.what()).find("run_values"), std::string::npos) << e.what();
 }
 
+// The host work limit counts every node evaluation (1024 units) besides the elements made, so
+// a Loop of cheap nodes is bounded by its iterations: the three-trip model (a few dozen node
+// evaluations, a few hundred elements) stops with a clear error under a limit of 8 nodes'
+// worth, runs under 2^20, and the runner stays usable.
+TEST(HostValues, WorkLimitCountsNodeEvaluations) {
+  std::string b = bytes_of(sequence_loop_model());
+  std::vector<float> x(24, 1.0f);
+  ImportOptions tight;
+  tight.host_work_limit = 8 * 1024;
+  OnnxRunner runner(load_onnx_bytes(b.data(), b.size(), "seq_loop.onnx"), Session(Device::Cpu), tight);
+  auto e = expect_error([&] { runner.run_values({{"x", f32_value({6, 4}, x)}}); }, ErrorCategory::ResourceExhausted);
+  EXPECT_NE(std::string(e.what()).find("host_work_limit"), std::string::npos) << e.what();
+  ImportOptions loose;
+  loose.host_work_limit = int64_t(1) << 20;
+  OnnxRunner ok(load_onnx_bytes(b.data(), b.size(), "seq_loop.onnx"), Session(Device::Cpu), loose);
+  EXPECT_EQ(ok.run_values({{"x", f32_value({6, 4}, x)}}).size(), 4u);
+}
+
 // Text in, numbers and text out: StringSplit, RegexFullMatch, Cast both ways, StringConcat,
 // Equal and StringNormalizer, with a compiled Mul on the numbers the strings became.
 ::onnx::ModelProto strings_model() {

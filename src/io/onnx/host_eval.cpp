@@ -552,6 +552,12 @@ std::vector<OnnxValue> HostEval::fold_with(const pb::NodeProto& node, const Scop
 
 namespace {
 
+// What one node evaluation costs before its outputs (ImportOptions::host_work_limit): a
+// Loop body of a few small nodes run many times is bounded by its node count, not only by
+// the elements it makes (with the fuzz target's limit of 2^20 and one unit a node, a mutated
+// Loop ran up to a million cheap node evaluations: over 10 s under ASan).
+constexpr int64_t kNodeUnits = 1024;
+
 // Elements a value holds (items of sequences counted with their elements).
 int64_t value_size(const OnnxValue& v) {
   if (v.kind != ValueKind::Tensor) {
@@ -592,7 +598,7 @@ std::vector<OnnxValue> HostEval::eval_in(const pb::NodeProto& node, Scope& scope
   if (!fn) fn = string_op(node, h.in);
   if (!fn) {
     std::vector<OnnxValue> outs = fold(node, scope);
-    int64_t units = 1;
+    int64_t units = kNodeUnits;
     for (const auto& o : outs) units += value_size(o);
     charge(units, node);
     return outs;
@@ -600,7 +606,7 @@ std::vector<OnnxValue> HostEval::eval_in(const pb::NodeProto& node, Scope& scope
   // Identity and the optional ops on plain tensors: the same as the fold, done directly.
   std::vector<OnnxValue> outs = fn(h);
   if (int(outs.size()) < node.output_size()) outs.resize(size_t(node.output_size()));
-  int64_t units = 1;
+  int64_t units = kNodeUnits;
   for (const auto& o : outs) units += value_size(o);
   charge(units, node);
   return outs;
