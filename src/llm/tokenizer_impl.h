@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "ir/utf8.h"
 #include "rlx/tokenizer.h"
 
 namespace rlx::llm {
@@ -58,14 +59,13 @@ struct PreTokenizerSpec {
 };
 PreTokenizerSpec pre_tokenizer_spec(const std::string& pre);
 
-// UTF-8 helpers (pretokenize.cpp).
+// UTF-8 helpers (pretokenize.cpp; utf8_append is ir/utf8.h's).
 // Length of the sequence a lead byte announces (1 for ASCII and for stray bytes), as llama.cpp
 // computes it: from the top four bits only.
 size_t utf8_len_from_lead(unsigned char c);
 // Re-encodes `text` the way llama.cpp reads it for BPE: each byte that does not start a
 // well-formed sequence becomes U+FFFD. Returns `text` unchanged when it is already valid.
 std::string utf8_sanitize(std::string_view text);
-void utf8_append(std::string& out, uint32_t cpt);
 
 struct Tokenizer::Impl {
   enum class Kind { Spm, Bpe };

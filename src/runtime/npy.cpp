@@ -7,6 +7,8 @@
 #include <iterator>
 #include <optional>
 
+#include "ir/utf8.h"
+
 namespace rlx::runtime {
 
 namespace {
@@ -140,29 +142,6 @@ std::string npy_descr(DType t) {
 
 namespace {
 
-// UTF-8 of one code point; false for a surrogate or a value past U+10FFFF.
-bool put_utf8(uint32_t c, std::string& out) {
-  if (c < 0x80) {
-    out += char(c);
-  } else if (c < 0x800) {
-    out += char(0xC0 | (c >> 6));
-    out += char(0x80 | (c & 0x3F));
-  } else if (c < 0x10000) {
-    if (c >= 0xD800 && c < 0xE000) return false;
-    out += char(0xE0 | (c >> 12));
-    out += char(0x80 | ((c >> 6) & 0x3F));
-    out += char(0x80 | (c & 0x3F));
-  } else if (c < 0x110000) {
-    out += char(0xF0 | (c >> 18));
-    out += char(0x80 | ((c >> 12) & 0x3F));
-    out += char(0x80 | ((c >> 6) & 0x3F));
-    out += char(0x80 | (c & 0x3F));
-  } else {
-    return false;
-  }
-  return true;
-}
-
 NpyArray parse_any(std::span<const uint8_t> bytes, std::string_view source) {
   if (bytes.size() < kMagicLen + 4 || std::memcmp(bytes.data(), kMagic, kMagicLen) != 0)
     fail(ErrorCategory::Parse, source, ": not an npy file (bad magic at byte 0)");
@@ -237,10 +216,14 @@ NpyArray parse_any(std::span<const uint8_t> bytes, std::string_view source) {
       };
       while (len > 0 && at(len - 1) == 0) --len;
       for (size_t k = 0; k < len; ++k) {
-        if (unit == 1) str += char(p[k]);
-        else if (!put_utf8(at(k), str))
+        if (unit == 1) {
+          str += char(p[k]);
+        } else if (is_unicode_scalar(at(k))) {
+          utf8_append(str, at(k));
+        } else {
           fail(ErrorCategory::Parse, source, ": element ", i, " holds an invalid code point ", at(k), " (byte ",
                data_start + i * es + 4 * k, ")");
+        }
       }
     }
     return a;
@@ -289,27 +272,6 @@ std::vector<uint8_t> npy_header(const std::string& descr, const std::vector<int6
   return out;
 }
 
-// Code points of UTF-8 text; false on malformed input.
-bool decode_utf8(const std::string& s, std::vector<uint32_t>& out) {
-  out.clear();
-  for (size_t i = 0; i < s.size();) {
-    const uint8_t b = uint8_t(s[i]);
-    const int n = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 0;
-    if (!n || i + size_t(n) > s.size()) return false;
-    uint32_t c = n == 1 ? b : n == 2 ? (b & 0x1F) : n == 3 ? (b & 0x0F) : (b & 0x07);
-    for (int k = 1; k < n; ++k) {
-      const uint8_t t = uint8_t(s[i + size_t(k)]);
-      if ((t >> 6) != 2) return false;
-      c = (c << 6) | (t & 0x3F);
-    }
-    static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (c < kMin[n] || c > 0x10FFFF || (c >= 0xD800 && c < 0xE000)) return false;
-    out.push_back(c);
-    i += size_t(n);
-  }
-  return true;
-}
-
 }  // namespace
 
 TypedTensor parse_npy(std::span<const uint8_t> bytes, std::string_view source) {
@@ -335,7 +297,7 @@ std::vector<uint8_t> encode_npy_strings(const NpyStrings& s) {
   std::vector<std::vector<uint32_t>> cps(count);
   size_t width = 1;  // NumPy's narrowest string type is U1
   for (size_t i = 0; i < count; ++i) {
-    if (!decode_utf8(s.strings[i], cps[i]))
+    if (!utf8_decode_strict(s.strings[i], cps[i]))
       fail(ErrorCategory::InvalidArgument, "npy: string ", i, " is not valid UTF-8");
     width = std::max(width, cps[i].size());
   }
