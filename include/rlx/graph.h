@@ -70,6 +70,10 @@ class Graph {
   Value constant(Shape type, Blob bytes, const std::string& name = "");
   Value constant_f32(std::vector<int64_t> dims, const std::vector<float>& values, const std::string& name = "");
   Value constant_i64(std::vector<int64_t> dims, const std::vector<int64_t>& values, const std::string& name = "");
+  // Values given as doubles, converted to `dtype` as a Cast would (floats rounded to nearest,
+  // integers truncated; complex values get the real part); scalar() is its one-element case.
+  Value constant_values(std::vector<int64_t> dims, DType dtype, const std::vector<double>& values,
+                        const std::string& name = "");
   Value scalar(double value, DType dtype);
 
   // Generic node creation: checks arity against the op table and infers output types.

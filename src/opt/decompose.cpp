@@ -118,21 +118,6 @@ Out conv_integer(Builder& b, const Node& n) {
   return one(b.last(OpKind::Cast, {y}, CastAttrs{DType::I32}));
 }
 
-// A constant of x's float type from values computed in double.
-Value float_constant(Builder& b, DType t, std::vector<int64_t> dims, const std::vector<double>& v) {
-  std::vector<uint8_t> bytes(v.size() * dtype_size(t));
-  for (size_t i = 0; i < v.size(); ++i) {
-    auto put = [&](auto x) { std::memcpy(bytes.data() + i * sizeof(x), &x, sizeof(x)); };
-    switch (t) {
-      case DType::F64: put(v[i]); break;
-      case DType::F16: put(f32_to_f16(float(v[i]))); break;
-      case DType::BF16: put(f32_to_bf16(float(v[i]))); break;
-      default: put(float(v[i])); break;
-    }
-  }
-  return b.g().constant(Shape(std::move(dims), t), Blob(std::move(bytes)));
-}
-
 // dft / idft by their definition: the rows of real and imaginary parts times constant
 // cos / sin matrices (entries in double, rounded once to x's type); O(n^2) per row.
 Out dft(Builder& b, const Node& n, bool inverse, std::string* why) {
@@ -160,7 +145,7 @@ Out dft(Builder& b, const Node& n, bool inverse, std::string* why) {
       cs[size_t(j * len + k)] = std::cos(th);
       sn[size_t(j * len + k)] = std::sin(th);
     }
-  Value cm = float_constant(b, t, {len, len}, cs), sm = float_constant(b, t, {len, len}, sn);
+  Value cm = b.g().constant_values({len, len}, t, cs), sm = b.g().constant_values({len, len}, t, sn);
   auto part = [&](int64_t i) {
     Value p = b.op(OpKind::Slice, {x}, SliceAttrs{{i}, {i + 1}, {int64_t(r - 1)}, {1}});
     return b.op(OpKind::Reshape, {p}, ShapeAttrs{{rows, len}});
