@@ -48,6 +48,15 @@ struct ConvCfg {
     std::vector<float> data;
   };
   std::shared_ptr<PackedWeights> packed;
+  // The packed copy, made by pack(dst) into `floats` floats on first use.
+  template <class Pack>
+  const float* packed_once(int64_t floats, Pack&& pack) const {
+    std::call_once(packed->once, [&] {
+      packed->data.resize(size_t(floats));
+      pack(packed->data.data());
+    });
+    return packed->data.data();
+  }
   const IsaKernels* kernels = nullptr;
   const RowKernels* rows = nullptr;  // conv_row
   // Half types: the ISA's vector conversions (the elementwise Cast's), for im2col runs and
@@ -258,14 +267,9 @@ void conv_gemm_one(const ConvCfg& cfg, ThreadPool* pool, const void* x, const vo
   pr.n = p;
   pr.k = kg;
   pr.a = {static_cast<const uint8_t*>(w) + g * mg * kg * esz, cfg.type, kg, 1};
-  if (cfg.packed) {  // group 1 (build_conv_info): one matrix
-    ConvCfg::PackedWeights& pw = *cfg.packed;
-    std::call_once(pw.once, [&] {
-      pw.data.resize(size_t(packed_a_floats(*cfg.kernels, mg, kg)));
-      pack_a_full(*cfg.kernels, pr.a, mg, kg, pw.data.data());
-    });
-    pr.a_packed = pw.data.data();
-  }
+  if (cfg.packed)  // group 1 (build_conv_info): one matrix
+    pr.a_packed = cfg.packed_once(packed_a_floats(*cfg.kernels, mg, kg),
+                                  [&](float* d) { pack_a_full(*cfg.kernels, pr.a, mg, kg, d); });
   Im2colCtx ictx{&cfg, xg};
   if (cfg.type == DType::F32 && p <= kDotCols) {  // (build_conv_info packs A only for 5+ outputs)
     pr.b = {im2col_rows(cfg, static_cast<const float*>(xg)), DType::F32, 1, kg};
@@ -300,18 +304,21 @@ void conv_gemm_one(const ConvCfg& cfg, ThreadPool* pool, const void* x, const vo
 // the output with the bias added. Every element sums the same products in the same K order
 // as the untransposed product, so the bits are the same.
 struct TransposedTile {
-  const ConvCfg* cfg;
   const float* bias;  // [cout] or nullptr
-  int64_t co0, p;
-  float* out;  // [mg, p] of this (image, group)
+  int64_t p;
+  float* out;  // [cout, p] of this image
 };
 
 void conv_transposed_epilogue(const void* vctx, float* c, int64_t ldc, int64_t i0, int64_t j0, int64_t m, int64_t n) {
   const TransposedTile& t = *static_cast<const TransposedTile*>(vctx);
   for (int64_t j = 0; j < n; ++j) {
     float* o = t.out + (j0 + j) * t.p + i0;
-    const float bv = t.bias ? t.bias[t.co0 + j0 + j] : 0.0f;
-    for (int64_t i = 0; i < m; ++i) o[i] = t.bias ? c[i * ldc + j] + bv : c[i * ldc + j];
+    if (t.bias) {
+      const float bv = t.bias[j0 + j];
+      for (int64_t i = 0; i < m; ++i) o[i] = c[i * ldc + j] + bv;
+    } else {
+      for (int64_t i = 0; i < m; ++i) o[i] = c[i * ldc + j];
+    }
   }
 }
 
@@ -326,18 +333,13 @@ void conv_gemm_transposed(const ConvCfg& cfg, ThreadPool* pool, const float* x, 
   if (cfg.pointwise) pr.a = {xg, DType::F32, 1, p};  // element (j, k) at x[k * p + j]
   else pr.a = {im2col_rows(cfg, xg, pool), DType::F32, kg, 1};
   pr.b = {w, DType::F32, 1, kg};  // element (k, co) at w[co * kg + k]
-  if (cfg.packed) {
-    ConvCfg::PackedWeights& pw = *cfg.packed;
-    std::call_once(pw.once, [&] {
-      pw.data.resize(size_t(packed_b_floats(*cfg.kernels, kg, mg)));
-      pack_b_full(*cfg.kernels, pr.b, kg, mg, pw.data.data());
-    });
-    pr.b_packed = pw.data.data();
-  }
+  if (cfg.packed)
+    pr.b_packed = cfg.packed_once(packed_b_floats(*cfg.kernels, kg, mg),
+                                  [&](float* d) { pack_b_full(*cfg.kernels, pr.b, kg, mg, d); });
   if (tl_conv_out.size() < size_t(mg * p)) tl_conv_out.resize(size_t(mg * p));
   pr.c = tl_conv_out.data();
   pr.ldc = mg;
-  TransposedTile tile{&cfg, bias, 0, p, out + img * cfg.cout * p};
+  TransposedTile tile{bias, p, out + img * cfg.cout * p};
   pr.epilogue = conv_transposed_epilogue;
   pr.epilogue_ctx = &tile;
   sgemm(pr, pool, *cfg.kernels);
@@ -364,12 +366,7 @@ void conv_in_place(const ConvCfg& cfg, ThreadPool* pool, const float* x, const f
   const GemmOperand wa{w + g * mg * kg, DType::F32, kg, 1};
   const float* ap = nullptr;
   if (cfg.packed) {  // group 1 (build_conv_info): one matrix
-    ConvCfg::PackedWeights& pw = *cfg.packed;
-    std::call_once(pw.once, [&] {
-      pw.data.resize(size_t(packed_a_floats(K, mg, kg)));
-      pack_a_full(K, wa, mg, kg, pw.data.data());
-    });
-    ap = pw.data.data();
+    ap = cfg.packed_once(packed_a_floats(K, mg, kg), [&](float* d) { pack_a_full(K, wa, mg, kg, d); });
   } else {
     thread_local std::vector<float> packed_w;
     packed_w.resize(size_t(packed_a_floats(K, mg, kg)));
@@ -418,15 +415,7 @@ void conv_in_place(const ConvCfg& cfg, ThreadPool* pool, const float* x, const f
             const int64_t rows = std::min<int64_t>(mr, mg - ir);
             const float* a = ap + pc * mpad + ir * kc;
             float* cp = og + ir * p + oy * cfg.ow + ox0;
-            if (ncols == nr) {
-              K.ukr_off[rows](kc, a, brow + ox0, off.data(), cp, p, acc);
-            } else {  // a short tile through a temporary, as the packed path's compute_tile
-              alignas(64) float tmp[16 * 64];
-              K.ukr_off[rows](kc, a, brow + ox0, off.data(), tmp, nr, false);
-              for (int64_t i = 0; i < rows; ++i)
-                for (int64_t j = 0; j < ncols; ++j)
-                  cp[i * p + j] = acc ? cp[i * p + j] + tmp[i * nr + j] : tmp[i * nr + j];
-            }
+            gemm_tile_off(K, rows, ncols, kc, a, brow + ox0, off.data(), cp, p, acc);
             if (last && bias) conv_epilogue(&tile, cp, p, ir, oy * cfg.ow + ox0, rows, ncols);
           }
         }
@@ -607,8 +596,9 @@ KernelCall build_conv(const Node& node, const std::vector<const Shape*>& in, con
 }
 
 // build_conv, and a packed copy of constant weights where packing dominates (see
-// ConvCfg::packed): the GEMM path, one group, f32, 5 to 1024 output columns (at most 4
-// take sgemm's dot kernel, which reads A as is).
+// ConvCfg::packed): the GEMM path, one group, f32, 5 to 1024 output columns, or any number
+// with the input rows read in place (conv_in_place packs A itself otherwise, on every call);
+// at most 4 take sgemm's dot kernel, which reads A as is.
 KernelCall build_conv_info(const Node& node, const std::vector<const Shape*>& in, const std::vector<Shape>& out,
                            const BuildInfo& info) {
   KernelCall call = build_conv(node, in, out);

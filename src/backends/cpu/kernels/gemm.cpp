@@ -211,17 +211,22 @@ void pack_b_panels(const IsaKernels& K, const SgemmProblem& p, int64_t k0, int64
 
 // Runs ukr on an m x ncols tile; short tiles go through a temporary so the microkernel
 // always writes full nr columns, with the same arithmetic as a full tile.
-inline void compute_tile(const IsaKernels& K, int64_t rows, int64_t ncols, int64_t kc, const float* a,
-                         const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
-  if (ncols == K.nr) {
-    K.ukr[rows](kc, a, b, ldb, c, ldc, accumulate);
-    return;
-  }
+// `tile(dst, ld, accumulate)` computes a full rows x nr tile; a short one goes through tmp.
+template <class Tile>
+inline void full_or_short_tile(const IsaKernels& K, int64_t rows, int64_t ncols, float* c, int64_t ldc, bool accumulate,
+                               Tile&& tile) {
+  if (ncols == K.nr) return tile(c, ldc, accumulate);
   alignas(64) float tmp[16 * 64];
-  K.ukr[rows](kc, a, b, ldb, tmp, K.nr, false);
+  tile(tmp, int64_t(K.nr), false);
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < ncols; ++j)
       c[i * ldc + j] = accumulate ? c[i * ldc + j] + tmp[i * K.nr + j] : tmp[i * K.nr + j];
+}
+
+inline void compute_tile(const IsaKernels& K, int64_t rows, int64_t ncols, int64_t kc, const float* a,
+                         const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+  full_or_short_tile(K, rows, ncols, c, ldc, accumulate,
+                     [&](float* d, int64_t ld, bool acc) { K.ukr[rows](kc, a, b, ldb, d, ld, acc); });
 }
 
 // The tiles of one K block of C rows [ic, ic + mc) and column panels [q0, q1): panel q's
@@ -448,6 +453,12 @@ void sgemm_packed(const SgemmProblem& p, ThreadPool* pool, const IsaKernels& K) 
 }  // namespace
 
 // ---------------------------------------------------------------- public entry points
+
+void gemm_tile_off(const IsaKernels& K, int64_t rows, int64_t ncols, int64_t kc, const float* a, const float* b,
+                   const int64_t* off, float* c, int64_t ldc, bool accumulate) {
+  full_or_short_tile(K, rows, ncols, c, ldc, accumulate,
+                     [&](float* d, int64_t ld, bool acc) { K.ukr_off[rows](kc, a, b, off, d, ld, acc); });
+}
 
 const IsaKernels& isa_kernels(Isa isa) {
   static const IsaKernels& scalar = *scalar_kernels();

@@ -109,6 +109,12 @@ int64_t packed_b_floats(const IsaKernels& kernels, int64_t k, int64_t n);
 void pack_a_full(const IsaKernels& kernels, const GemmOperand& a, int64_t m, int64_t k, float* dst);
 void pack_b_full(const IsaKernels& kernels, const GemmOperand& b, int64_t k, int64_t n, float* dst);
 
+// One rows x ncols tile (rows <= mr, ncols <= nr) over kc rows of B read in place at b + off[k]
+// (ukr_off); a short tile goes through a temporary as the packed path's do, so the arithmetic,
+// and the bits, are those of the packed product. C (=|+=) the tile at c with row stride ldc.
+void gemm_tile_off(const IsaKernels& kernels, int64_t rows, int64_t ncols, int64_t kc, const float* a,
+                   const float* b, const int64_t* off, float* c, int64_t ldc, bool accumulate);
+
 // C = A*B (+ C) as described above. Sizes may be zero; k == 0 yields C = 0 (or C
 // unchanged when accumulating), then the epilogue.
 void sgemm(const SgemmProblem& p, ThreadPool* pool, const IsaKernels& kernels);
