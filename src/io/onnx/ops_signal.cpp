@@ -86,8 +86,7 @@ std::vector<Value> lower_stft(NodeCtx& c) {
   bool onesided = c.attr_int("onesided", 1) != 0;
   int64_t b = d[0], len = d[1];
   if (flen > len) c.invalid("signal of ", len, " samples shorter than a frame of ", flen);
-  int64_t frames = (len - flen) / step + 1;
-  if (frames <= 0) c.invalid("signal shorter than a frame");
+  const int64_t frames = (len - flen) / step + 1;  // >= 1: flen <= len
   std::vector<Value> fr;
   Value x = c.in(0);
   for (int64_t f = 0; f < frames; ++f)  // [B, flen, 1|2] -> [B, 1, flen, 1|2]

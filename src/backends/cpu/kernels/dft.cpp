@@ -57,26 +57,24 @@ Cx twiddle(int64_t k, int64_t n, double sign) {
   return {std::cos(th), sign * std::sin(th)};
 }
 
-using C = Cx;
-
 // The n-point transform of x (contiguous) into out[k * os]; tw[e * ts] is W_n^e.
 // `level` indexes cfg.factors; scratch holds at least n elements.
-void fft(const DftCfg& c, size_t level, int64_t n, int64_t ts, const C* x, C* out, int64_t os, C* scratch) {
-  const C* tw = c.tw.data();
+void fft(const DftCfg& c, size_t level, int64_t n, int64_t ts, const Cx* x, Cx* out, int64_t os, Cx* scratch) {
+  const Cx* tw = c.tw.data();
   const int64_t f = level < c.factors.size() ? c.factors[level] : n;  // n = 1 has no factors
   if (f == n) {  // direct sum
     for (int64_t k = 0; k < n; ++k) {
-      C s{0.0, 0.0};
+      Cx s{0.0, 0.0};
       for (int64_t j = 0; j < n; ++j) s = add(s, mul(x[j], tw[(j * k % n) * ts]));
       out[k * os] = s;
     }
     return;
   }
   const int64_t m = n / f;
-  C* y = scratch;
+  Cx* y = scratch;
   for (int64_t r = 0; r < f; ++r) {
     for (int64_t j = 0; j < m; ++j) {
-      C s{0.0, 0.0};
+      Cx s{0.0, 0.0};
       for (int64_t t = 0; t < f; ++t) s = add(s, mul(x[j + t * m], tw[(t * r * m % n) * ts]));
       y[j] = mul(s, tw[(j * r % n) * ts]);
     }
@@ -85,10 +83,10 @@ void fft(const DftCfg& c, size_t level, int64_t n, int64_t ts, const C* x, C* ou
 }
 
 void dft_rows(const DftCfg& c, const void* x, void* y, int64_t r0, int64_t r1) {
-  thread_local std::vector<C> buf;
+  thread_local std::vector<Cx> buf;
   const int64_t n = c.n;
   buf.resize(size_t(3 * n));
-  C *in = buf.data(), *res = in + n, *scratch = res + n;
+  Cx *in = buf.data(), *res = in + n, *scratch = res + n;
   const double scale = 1.0 / double(n);
   for (int64_t row = r0; row < r1; ++row) {
     const int64_t base = row * n * c.c_in;
@@ -103,7 +101,7 @@ void dft_rows(const DftCfg& c, const void* x, void* y, int64_t r0, int64_t r1) {
     }
     fft(c, 0, n, 1, in, res, 1, scratch);
     for (int64_t k = 0; k < n; ++k) {
-      C v = res[k];
+      Cx v = res[k];
       if (c.inverse) v = {v.re * scale, v.im * scale};
       const int64_t o = (row * n + k) * 2;
       if (c.type == DType::F64) {
