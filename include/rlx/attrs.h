@@ -39,6 +39,27 @@ class Blob {
   template <class T> const T* as() const { return reinterpret_cast<const T*>(data()); }
   friend bool operator==(const Blob& a, const Blob& b);
 
+  // A reference that does not keep the bytes alive: lock() gives them back while some Blob
+  // still holds them, an empty Blob after the last one is gone (a cache that must not pin
+  // what its users released).
+  class Weak {
+   public:
+    Blob lock() const {
+      Blob b;
+      b.bytes_ = p_.lock();
+      return b;
+    }
+
+   private:
+    friend class Blob;
+    std::weak_ptr<const std::vector<uint8_t>> p_;
+  };
+  Weak weak() const {
+    Weak w;
+    w.p_ = bytes_;
+    return w;
+  }
+
  private:
   std::shared_ptr<const std::vector<uint8_t>> bytes_;
 };

@@ -164,11 +164,15 @@ class Session {
   // unsupported node, Error(Verify) for malformed graphs, Error(Shape) for bad bindings,
   // Error(ResourceExhausted) for a memory plan above CompileOptions::max_arena_bytes.
   CompiledGraph compile(const Graph& g) const;
+  // The same, taking the graph: its constants' bytes are dropped from it once the pipeline
+  // has run, so a backend that keeps its own form of a constant (the CPU's prepacked
+  // weights) can release the original and a model's weights are held once, not twice.
+  CompiledGraph compile(Graph&& g) const;
   const CompileOptions& options() const { return options_; }
   static std::vector<Device> available_devices();
 
  private:
-  CompiledGraph compile_unguarded(const Graph& g) const;
+  CompiledGraph compile_unguarded(const Graph& g, Graph* owned) const;
   Device device_;
   CompileOptions options_;
 };

@@ -107,6 +107,10 @@ Graph import_graph(const OnnxModel& model, const std::map<std::string, std::vect
 // segments: each compiled segment runs, the node is evaluated on the host, and the rest is
 // compiled for the shapes (or values) that came out, cached per segment.
 // compiled() / compiled_for() refuse such a model (Unsupported, naming the node): use run().
+// The runner's copy of the model keeps no graph (model().graph is empty; has_graph still
+// tells whether the model imported with its declared shapes): weights are held by the
+// compiled graphs that read them, and a weight the CPU backend repacked (and released) is
+// read again from the model file if a later import needs it.
 // Threading: like CompiledGraph, one OnnxRunner is used from one thread at a time (run()
 // updates the cache and runs a cached graph); give each thread its own runner.
 class OnnxRunner {

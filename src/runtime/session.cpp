@@ -38,10 +38,15 @@ std::vector<Device> Session::available_devices() {
 }
 
 CompiledGraph Session::compile(const Graph& g) const {
-  return detail::guard("compiling graph", [&] { return compile_unguarded(g); });
+  return detail::guard("compiling graph", [&] { return compile_unguarded(g, nullptr); });
 }
 
-CompiledGraph Session::compile_unguarded(const Graph& g) const {
+CompiledGraph Session::compile(Graph&& g) const {
+  Graph owned = std::move(g);
+  return detail::guard("compiling graph", [&] { return compile_unguarded(owned, &owned); });
+}
+
+CompiledGraph Session::compile_unguarded(const Graph& g, Graph* owned) const {
   const backend::Backend& be = runtime::backend_for(device_);
   CompileOptions opts = apply_env(options_);
   (void)effective_memory_cap(opts);  // validates max_arena_bytes before any work
@@ -52,6 +57,9 @@ CompiledGraph Session::compile_unguarded(const Graph& g) const {
 
   opt::PipelineContext ctx{be.claims(), be.const_evaluator(), opts};
   opt::Plan plan = opt::compile_pipeline(g, ctx);
+  if (owned)  // the plan holds what it needs; the caller's copy of the constants goes
+    for (size_t i = 0; i < owned->nodes().size(); ++i)
+      if (owned->nodes()[i].kind == OpKind::Constant) owned->mutable_node(int32_t(i)).attr<ConstantAttrs>().value = Blob();
   check_memory_cap(plan, opts, g.name());
   if (opts.verify_each_pass) opt::verify_memory_plan(plan.graph, plan.memory);
   if (opts.dispatch_report) std::cerr << "[rlx] dispatch report for graph '" << g.name() << "':\n" << plan.dispatch_report;

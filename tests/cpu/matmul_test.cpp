@@ -315,3 +315,71 @@ TEST(Matmul, ScalarIsaMatchesNative) {
 
 }  // namespace
 }  // namespace rlx::test
+
+#include "rlx/compiled_graph.h"
+
+namespace rlx {
+namespace {
+
+// A constant f32 B is packed once at build (MatmulCfg::b_packed) and the constant released
+// (KernelCall::absorbed): results must be the bytes of the same product with B as a param
+// (packed on every call), on every run, in a clone, at any thread count; the constant's
+// bytes must be freed when the matmul is their only reader, and kept when anything else
+// reads them.
+TEST(MatmulPrepack, ConstantWeightsGiveTheParamPathsBytesAndAreReleased) {
+  struct Case {
+    std::vector<int64_t> adims;
+    int64_t k, n;
+    bool fused;
+  };
+  // strips (M <= mc) over two K blocks with a padded last panel; the blocked path (M > mc);
+  // a batch folded into M; the fused epilogue (bias + relu).
+  for (const Case& c : {Case{{20, 300}, 300, 280, false}, Case{{150, 64}, 64, 96, false},
+                        Case{{3, 20, 50}, 50, 64, false}, Case{{33, 70}, 70, 250, true}}) {
+    SCOPED_TRACE(c.adims[0] * 1000 + c.k);
+    int64_t arows = 1;
+    for (int64_t d : c.adims) arows *= d;
+    std::vector<float> av(static_cast<size_t>(arows)), bv(static_cast<size_t>(c.k * c.n)), biasv(static_cast<size_t>(c.n));
+    for (size_t i = 0; i < av.size(); ++i) av[i] = float(int(i * 7 % 13) - 6) / 8.0f;
+    for (size_t i = 0; i < bv.size(); ++i) bv[i] = float(int(i * 5 % 11) - 5) / 4.0f;
+    for (size_t i = 0; i < biasv.size(); ++i) biasv[i] = float(int(i % 5) - 2);
+    // extra_reader: B is also a graph output (another reader of its bytes).
+    auto graph = [&](bool constant, bool extra_reader, Blob::Weak* weak) {
+      Graph g("prepack");
+      Value a = g.input("a", Shape(c.adims, DType::F32));
+      Value b = constant ? g.constant_f32({c.k, c.n}, bv) : g.param("b", Shape({c.k, c.n}, DType::F32));
+      if (weak) *weak = g.node(b.node).attr<ConstantAttrs>().value.weak();
+      Value y = c.fused ? g.fused_matmul(a, b, g.constant_f32({c.n}, biasv), Activation::Relu) : g.matmul(a, b);
+      if (extra_reader) g.set_outputs({y, b}, {"y", "b"});
+      else g.set_outputs({y}, {"y"});
+      return g;
+    };
+    std::vector<std::vector<float>> want;
+    {
+      CompiledGraph ref = Session(Device::Cpu).compile(graph(false, false, nullptr));
+      ref.set_param("b", bv);
+      want = ref.run({{"a", av}});
+    }
+    for (int threads : {1, 2}) {
+      CompileOptions o;
+      o.threads = threads;
+      Blob::Weak weak;
+      CompiledGraph net = Session(Device::Cpu, o).compile(graph(true, false, &weak));
+      EXPECT_TRUE(weak.lock().empty()) << "the packed constant's bytes are still held";
+      EXPECT_EQ(net.run({{"a", av}}), want) << threads << " threads, first run";
+      EXPECT_EQ(net.run({{"a", av}}), want) << threads << " threads, second run";
+      CompiledGraph copy = net.clone();
+      EXPECT_EQ(copy.run({{"a", av}}), want) << threads << " threads, clone";
+
+      CompiledGraph kept = Session(Device::Cpu, o).compile(graph(true, true, &weak));
+      EXPECT_FALSE(weak.lock().empty()) << "a constant with another reader was released";
+      const std::vector<std::vector<float>> got = kept.run({{"a", av}});
+      ASSERT_EQ(got.size(), 2u);
+      EXPECT_EQ(got[0], want[0]);
+      EXPECT_EQ(got[1], bv);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace rlx

@@ -5,6 +5,9 @@
 // arithmetic around them is one rounding per op, compared exactly against the same
 // float operations in the same order).
 #include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <cmath>
 #include <numeric>
 #include <random>
@@ -275,6 +278,65 @@ TEST(OnnxRunTimeShape, BadNonMaxSuppressionInputsAreNamed) {
     runner.run({{"boxes", f32({1, 3, 4}, std::vector<float>(12, 1.0f))}, {"scores", f32({1, 1, 2}, {0.5f, 0.7f})}});
   }, ErrorCategory::InvalidArgument);
   EXPECT_NE(std::string(e.what()).find("'nms'"), std::string::npos) << e.what();
+}
+
+}  // namespace
+}  // namespace rlx::onnx
+
+namespace rlx::onnx {
+namespace {
+
+TypedTensor f32_tensor(std::vector<int64_t> dims, const std::vector<float>& v) {
+  TypedTensor t{DType::F32, std::move(dims), std::vector<uint8_t>(v.size() * 4)};
+  std::memcpy(t.bytes.data(), v.data(), t.bytes.size());
+  return t;
+}
+
+// The CPU prepacks a constant matmul weight and frees the original; the model source then
+// holds it weakly (release_initializers). A later import for another input shape reads it
+// again from the file; a file changed in between is refused by name, and the runner stays
+// usable for the shapes it has compiled.
+TEST(OnnxWeights, ReleasedInitializersAreReadAgainFromTheFile) {
+  const int64_t k = 40, n = 64;
+  auto m = test::make_model();
+  test::add_input(m, "x", 1, {-1, k});
+  test::add_output(m, "y", 1);
+  std::vector<float> w(size_t(k * n));
+  for (size_t i = 0; i < w.size(); ++i) w[i] = float(int(i * 7 % 17) - 8) / 16.0f;
+  test::add_f32_initializer(m, "w", {k, n}, w);
+  test::add_node(m, "MatMul", {"x", "w"}, {"y"});
+  const std::string path = ::testing::TempDir() + "rlx_released_weights.onnx";
+  {
+    std::ofstream f(path, std::ios::binary);
+    f << test::bytes_of(m);
+  }
+  OnnxRunner runner(load_onnx(path));
+  auto run_rows = [&](int64_t rows) {
+    std::vector<float> x(size_t(rows * k));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i * 5 % 13) - 6) / 8.0f;
+    std::vector<TypedTensor> out = runner.run({{"x", f32_tensor({rows, k}, x)}});
+    EXPECT_EQ(out.at(0).dims, (std::vector<int64_t>{rows, n}));
+    const float* y = reinterpret_cast<const float*>(out.at(0).bytes.data());
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double want = 0;  // every product and partial sum is a multiple of 2^-7 below 2^8: exact in f32
+        for (int64_t p = 0; p < k; ++p) want += double(x[size_t(i * k + p)]) * double(w[size_t(p * n + j)]);
+        ASSERT_EQ(double(y[i * n + j]), want) << rows << " rows, (" << i << ", " << j << ")";
+      }
+  };
+  run_rows(8);
+  run_rows(6);  // a second import: w is read from the file again
+  run_rows(8);
+  // Another file at the same path (other size and time): reading w again must be refused.
+  m.mutable_graph()->set_doc_string(std::string(100, 'x'));
+  {
+    std::ofstream f(path, std::ios::binary);
+    f << test::bytes_of(m);
+  }
+  const Error e = test::expect_error([&] { run_rows(7); }, ErrorCategory::Io);
+  EXPECT_NE(std::string(e.what()).find("changed"), std::string::npos) << e.what();
+  run_rows(6);  // compiled before: still runs
+  std::remove(path.c_str());
 }
 
 }  // namespace

@@ -263,7 +263,7 @@ int cmd_bench(const Args& args) {
     CompiledGraph net;
     const bool resident = args.has("--resident");
     t = measure([&] {
-          net = Session(device, bound).compile(g);
+          net = Session(device, bound).compile(std::move(g));
           set_params_from_args(net, args);
           if (resident) bind_resident(net, inputs);
           if (resident) run_resident(net);

@@ -121,7 +121,7 @@ int cmd_run(const Args& args) {
   } else {
     CompileOptions opts = compile_options_from(args);
     Graph g = load_model(path, opts);
-    CompiledGraph net = Session(device, opts).compile(g);
+    CompiledGraph net = Session(device, opts).compile(std::move(g));
     set_params_from_args(net, args);
     outs = net.run_typed(inputs);
     names = net.output_names();

@@ -22,6 +22,64 @@ namespace {
 
 std::string node_label(const Node& n) { return detail::concat("node '", n.name, "' (", op_name(n.kind), ")"); }
 
+// Who reads each constant's bytes at run time: the thunks whose inputs overlap its arena
+// range (directly or through a view) and the graph outputs placed there. When every such
+// read belongs to a kernel that absorbed the constant (KernelCall::absorbed), the constant
+// is released as soon as the last one is built: its blob leaves the program's graph and its
+// slot, so the bytes are not held next to the kernels' derived copies (prepacked weights),
+// and its arena pages are never mapped in.
+class ConstantReaders {
+ public:
+  ConstantReaders(Program& prog, const std::set<std::pair<int32_t, int32_t>>& roots) : prog_(prog) {
+    const Graph& g = prog.plan.graph;
+    for (size_t i = 0; i < g.nodes().size(); ++i) {
+      const Node& n = g.nodes()[i];
+      if (n.kind != OpKind::Constant || prog.values[i].empty()) continue;
+      const BufRef& r = prog.values[i][0];
+      if (r.absent() || r.segment != opt::Segment::Arena || n.outputs[0].bytes() == 0) continue;
+      ranges_.push_back({r.offset, r.offset + int64_t(n.outputs[0].bytes()), int32_t(i)});
+    }
+    if (ranges_.empty()) return;
+    for (size_t i = 0; i < g.nodes().size(); ++i) {
+      const Node& n = g.nodes()[i];
+      if (ir::has_trait(n.kind, ir::kLeaf) || n.kind == OpKind::Constant) continue;
+      if (opt::alias_only(prog.plan, int32_t(i), roots)) continue;  // a view reads nothing itself
+      for (const Value& v : n.inputs)
+        if (v.valid())
+          if (Range* c = find(v)) ++c->pending;
+    }
+    for (const GraphOutput& o : g.outputs())
+      if (Range* c = find(o.value)) c->pinned = true;
+  }
+  // One read of v's constant is absorbed; releases the constant when it was the last.
+  void absorbed(const Value& v) {
+    Range* c = find(v);
+    if (!c || c->pending <= 0 || --c->pending > 0 || c->pinned) return;
+    Graph& g = prog_.plan.graph;
+    g.mutable_node(c->node).attr<ConstantAttrs>().value = Blob();
+    for (Program::ConstantSlot& s : prog_.constants)
+      if (s.where.offset == c->begin) s.bytes = Blob();
+  }
+
+ private:
+  struct Range {
+    int64_t begin, end;
+    int32_t node;
+    int pending = 0;
+    bool pinned = false;
+  };
+  Range* find(const Value& v) {
+    const BufRef& r = prog_.values[size_t(v.node)][size_t(v.out)];
+    if (r.absent() || r.segment != opt::Segment::Arena) return nullptr;
+    const int64_t b = r.offset, e = r.offset + std::max<int64_t>(int64_t(prog_.plan.graph.type(v).bytes()), 1);
+    for (Range& c : ranges_)
+      if (b < c.end && c.begin < e) return &c;
+    return nullptr;
+  }
+  Program& prog_;
+  std::vector<Range> ranges_;
+};
+
 }  // namespace
 
 std::shared_ptr<Program> compile(opt::Plan plan) {
@@ -34,6 +92,7 @@ std::shared_ptr<Program> compile(opt::Plan plan) {
   const auto& roots = bound.roots;
 
   const KernelRegistry& reg = kernel_registry();
+  ConstantReaders readers(*prog, roots);
   for (size_t i = 0; i < g.nodes().size(); ++i) {
     const Node& n = g.nodes()[i];
     if (n.kind == OpKind::Constant) {
@@ -70,7 +129,11 @@ std::shared_ptr<Program> compile(opt::Plan plan) {
     try {
       if (entry->build_info) {
         BuildInfo info;
-        for (const Value& v : n.inputs) info.const_inputs.push_back(v.valid() && g.node(v.node).kind == OpKind::Constant);
+        for (const Value& v : n.inputs) {
+          const bool c = v.valid() && g.node(v.node).kind == OpKind::Constant;
+          info.const_inputs.push_back(c);
+          info.const_values.push_back(c ? &g.node(v.node).attr<ConstantAttrs>().value : nullptr);
+        }
         call = entry->build_info(n, in_types, n.outputs, info);
       } else {
         call = entry->build(n, in_types, n.outputs);
@@ -79,6 +142,13 @@ std::shared_ptr<Program> compile(opt::Plan plan) {
       fail(e.category(), "building the kernel for ", node_label(n), ": ", e.what());
     }
     if (!call.fn) fail(ErrorCategory::Internal, "the CPU kernel builder for ", node_label(n), " gave no function");
+    for (int a : call.absorbed) {
+      if (a < 0 || size_t(a) >= n.inputs.size() || !n.inputs[size_t(a)].valid() ||
+          g.node(n.inputs[size_t(a)].node).kind != OpKind::Constant)
+        fail(ErrorCategory::Internal, "the CPU kernel for ", node_label(n), " absorbed input ", a,
+             ", which is not a constant");
+      readers.absorbed(n.inputs[size_t(a)]);
+    }
 
     Thunk t;
     t.fn = call.fn;

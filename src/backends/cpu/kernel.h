@@ -29,6 +29,11 @@ struct KernelCall {
   KernelFn fn = nullptr;
   std::shared_ptr<const void> cfg;  // kernel-specific, immutable after build
   bool extent_ok = false;           // honours RunCtx::rows on its leading dim
+  // Constant inputs the call never reads at run time: it keeps what it derived from their
+  // bytes (BuildInfo::const_values) in its config. A constant that every reader absorbed is
+  // released by the executable (its bytes are not held twice); its buffer pointer is
+  // still passed, and must not be dereferenced.
+  std::vector<int> absorbed;
 };
 
 // in[i] is nullptr for an absent optional input; out are the output types.
@@ -40,8 +45,11 @@ using SupportsFn = bool (*)(const Node& node, const std::vector<const Shape*>& i
 // it: const_inputs[i] is true when input i is a constant of the program (its bytes never
 // change while the program lives, at the same address: a kernel may cache what it derives
 // from them, e.g. a packed weight matrix, across runs and clones).
+// const_values[i] holds that constant's bytes during the build (nullptr otherwise): a builder
+// may derive its own copy from them and list the input in KernelCall::absorbed.
 struct BuildInfo {
   std::vector<bool> const_inputs;
+  std::vector<const Blob*> const_values;
 };
 using BuildInfoFn = KernelCall (*)(const Node& node, const std::vector<const Shape*>& in,
                                    const std::vector<Shape>& out, const BuildInfo& info);

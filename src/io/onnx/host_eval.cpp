@@ -503,21 +503,21 @@ int64_t HostEval::opset_of(const pb::NodeProto& n) const {
   return it == src_.opsets.end() ? 0 : it->second;
 }
 
+// Strings from the message; numbers through the source's decoded copy (the importer drops
+// the message's data once it has decoded it).
+OnnxValue HostEval::initializer_value(const pb::TensorProto& t, const std::string& what) const {
+  if (t.data_type() == kString) return decode_value(t, src_.base_dir, what);
+  const ModelSource::Initializer d = source_initializer(src_, t);
+  TypedTensor tt{d.dtype, d.dims, std::vector<uint8_t>(d.bytes.data(), d.bytes.data() + d.bytes.size())};
+  return OnnxValue::of(std::move(tt), t.data_type());
+}
+
 const OnnxValue* HostEval::value(const std::string& name, const Scope& scope) {
   if (const OnnxValue* v = scope.find(name)) return v;
   if (auto it = inits_.find(name); it != inits_.end()) return &it->second;
   for (const auto& t : src_.model.graph().initializer()) {
     if (t.name() != name) continue;
-    const std::string what = src_.path + ": initializer '" + name + "'";
-    if (t.data_type() == kString) return &inits_.emplace(name, decode_value(t, src_.base_dir, what)).first->second;
-    // Numeric: the importer's decoded copy when it has one (it releases the message's data).
-    std::lock_guard<std::mutex> lock(src_.init_mu);
-    if (auto d = src_.initializers.find(&t); d != src_.initializers.end()) {
-      const auto& b = d->second.bytes;
-      TypedTensor tt{d->second.dtype, d->second.dims, std::vector<uint8_t>(b.data(), b.data() + b.size())};
-      return &inits_.emplace(name, OnnxValue::of(std::move(tt), t.data_type())).first->second;
-    }
-    return &inits_.emplace(name, decode_value(t, src_.base_dir, what)).first->second;
+    return &inits_.emplace(name, initializer_value(t, src_.path + ": initializer '" + name + "'")).first->second;
   }
   return nullptr;
 }
@@ -647,7 +647,7 @@ std::vector<OnnxValue> HostEval::run_graph(const pb::GraphProto& g, std::vector<
   for (int i = 0; i < g.input_size(); ++i)
     s.set(g.input(i).name(), size_t(i) < inputs.size() ? std::move(inputs[size_t(i)]) : OnnxValue::optional(std::nullopt));
   for (const auto& t : g.initializer())
-    s.set(t.name(), decode_value(t, src_.base_dir, src_.path + ": initializer '" + t.name() + "' of graph '" + g.name() + "'"));
+    s.set(t.name(), initializer_value(t, src_.path + ": initializer '" + t.name() + "' of graph '" + g.name() + "'"));
   const std::vector<std::vector<bool>>& uses = last_uses(g);
   for (int i = 0; i < g.node_size(); ++i) {
     const pb::NodeProto& n = g.node(i);

@@ -103,6 +103,7 @@ class HostEval {
 
  private:
   const OnnxValue* value(const std::string& name, const Scope& scope);
+  OnnxValue initializer_value(const pb::TensorProto& t, const std::string& what) const;
   std::vector<OnnxValue> fold(const pb::NodeProto& node, const Scope& scope);
   int64_t opset_of(const pb::NodeProto& n) const;
 

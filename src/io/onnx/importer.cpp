@@ -95,25 +95,8 @@ Value Importer::emit1(OpKind k, std::vector<Value> in, Attrs a) {
   return outs[0];
 }
 
-// The initializer decoded (once per model: later imports share its Blob), its data then
-// released from the message, which nothing reads again.
-const ModelSource::Initializer& Importer::initializer(const pb::TensorProto& t) {
-  std::lock_guard<std::mutex> lock(src_.init_mu);
-  auto it = src_.initializers.find(&t);
-  if (it != src_.initializers.end()) return it->second;
-  HostTensor h = decode_tensor(t, src_.base_dir, src_.path + ": initializer '" + t.name() + "'");
-  ModelSource::Initializer init{h.dtype, h.dims, Blob(std::move(h.bytes))};
-  // The message is the source's own (ModelSource is created mutable; only handed out as const).
-  auto& m = const_cast<pb::TensorProto&>(t);
-  std::string().swap(*m.mutable_raw_data());
-  pb::TensorProto empty;
-  m.mutable_float_data()->Swap(empty.mutable_float_data());
-  m.mutable_int32_data()->Swap(empty.mutable_int32_data());
-  m.mutable_int64_data()->Swap(empty.mutable_int64_data());
-  m.mutable_double_data()->Swap(empty.mutable_double_data());
-  m.mutable_uint64_data()->Swap(empty.mutable_uint64_data());
-  return src_.initializers.emplace(&t, std::move(init)).first->second;
-}
+// The initializer decoded once per model (source_initializer: later imports share its Blob).
+ModelSource::Initializer Importer::initializer(const pb::TensorProto& t) { return source_initializer(src_, t); }
 
 void Importer::define_initializer(const pb::TensorProto& t) {
   cur_node_ = t.name();
@@ -122,7 +105,7 @@ void Importer::define_initializer(const pb::TensorProto& t) {
     host_values_.insert(t.name());
     return;
   }
-  const ModelSource::Initializer& h = initializer(t);
+  const ModelSource::Initializer h = initializer(t);
   const Shape shape(h.dims, h.dtype);
   Value v;
   if (opts_.weights_as_params && is_float(h.dtype) && shape.numel() >= opts_.param_min_elements &&

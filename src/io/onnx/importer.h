@@ -118,7 +118,7 @@ class Importer {
 
   Graph& graph() { return g_; }
   const ModelSource& source() const { return src_; }
-  const ModelSource::Initializer& initializer(const pb::TensorProto& t);
+  ModelSource::Initializer initializer(const pb::TensorProto& t);
   const ImportOptions& options() const { return opts_; }
   int64_t opset() const { return src_.opset; }
 

@@ -174,6 +174,9 @@ std::shared_ptr<ModelSource> parse_model_file(const std::string& path) {
     src = parse_stream(in, path, std::filesystem::path(path).parent_path().string());
   }
   if (file.GetErrno() != 0) fail(ErrorCategory::Io, "cannot read ONNX model '", path, "'");
+  src->from_file = true;
+  src->file_size = int64_t(st.st_size);
+  src->file_mtime_ns = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
   return src;
 }
 

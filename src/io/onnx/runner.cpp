@@ -81,7 +81,10 @@ std::shared_ptr<Stage> OnnxRunner::Impl::build(Import&& import) {
     fail(ErrorCategory::Parse, model.path, ": the model could not be imported: ", e.what());
   }
   if (!st->seg.bind.empty()) st->by_value.insert(st->seg.bind);
-  if (!g.outputs().empty()) st->cg = std::make_shared<CompiledGraph>(session.compile(g));
+  // From here the graph holds the weights it reads, the source only weakly: what the
+  // backend repacks and releases while it compiles is freed as it goes.
+  release_initializers(*model.source);
+  if (!g.outputs().empty()) st->cg = std::make_shared<CompiledGraph>(session.compile(std::move(g)));
   // The host node this segment stops before belongs in the dispatch report too: no backend
   // runs it (strings, sequences, optionals, or an output shape that depends on values).
   if (st->seg.host_node() && apply_env(session.options()).dispatch_report) {
@@ -93,7 +96,11 @@ std::shared_ptr<Stage> OnnxRunner::Impl::build(Import&& import) {
 }
 
 OnnxRunner::OnnxRunner(OnnxModel model, Session session, ImportOptions opts)
-    : impl_(std::make_unique<Impl>(Impl{std::move(model), std::move(session), opts, {}})) {}
+    : impl_(std::make_unique<Impl>(Impl{std::move(model), std::move(session), opts, {}})) {
+  // The runner imports per concrete shapes: the model's own import would only pin every
+  // weight (the compiled graphs hold what they read; see ModelSource).
+  impl_->model.graph = Graph();
+}
 OnnxRunner::~OnnxRunner() = default;
 OnnxRunner::OnnxRunner(OnnxRunner&&) noexcept = default;
 
