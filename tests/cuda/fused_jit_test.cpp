@@ -1,5 +1,6 @@
 // The generated fused_elementwise kernels (fused_jit.h): every unary and arithmetic op, in
-// each storage type, with linear, broadcast-scalar and strided operands, compiles under
+// each storage type, with linear, broadcast-scalar and strided operands (and with linear and
+// scalar ones only: the 16-byte loop), compiles under
 // NVRTC for sm_90 (no GPU needed; skips when NVRTC cannot be loaded). That the kernels
 // compute what the interpreter does is checked on the GPU by the e2e suite
 // (RLX_E2E_DEVICE=cuda) and the ONNX node suite (rlx test-onnx --device cuda).
@@ -49,8 +50,12 @@ TEST(FusedJit, EveryOpCompilesInEveryStorageType) {
     FusedInstr id;
     id.kind = 2;
     all.push_back(id);
-    for (size_t first = 0; first < all.size(); first += kMaxFusedOps) {
+    for (size_t first = 0; first < all.size(); first += kMaxFusedOps)
+    for (bool broadcast_row : {true, false}) {
+      // Without the broadcast row every input is linear or one element: the 16-byte path.
       FusedArgs a = program_over_all_ops();
+      if (!broadcast_row) a.in[2] = a.in[0];
+      EXPECT_EQ(fused_vector_width(a, t), broadcast_row ? 1 : t == ET::F32 ? 4 : 8);
       for (size_t j = first; j < std::min(all.size(), first + kMaxFusedOps); ++j) {
         FusedInstr f = all[j];
         const int prev = a.n_in + a.n_ops - 1;  // chain: each op reads the last result and an input

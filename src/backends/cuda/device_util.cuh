@@ -17,6 +17,7 @@ template <> struct Elem<1> { using T = uint8_t; };
 template <> struct Elem<2> { using T = uint16_t; };
 template <> struct Elem<4> { using T = uint32_t; };
 template <> struct Elem<8> { using T = uint64_t; };
+template <> struct Elem<16> { using T = uint4; };  // vectorized copies (strided_copy)
 
 // A storage element as float, and a float rounded (to nearest even) into a storage element.
 template <class T> __device__ inline float ldf(T v) { return float(v); }

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <cstdlib>
 #include <sstream>
 #include <vector>
 
@@ -90,7 +91,33 @@ std::string binary_expr(BinaryOp b, const std::string& x, const std::string& y) 
   }
 }
 
+// Which inputs need coordinates: contiguous in the output's order -> index i; all strides
+// 0 -> one element; otherwise the sum of coordinates times strides.
+enum { Linear, Scalar, General };
+std::vector<int> input_kinds(const FusedArgs& a) {
+  std::vector<int64_t> contig(size_t(a.it.rank), 1);
+  for (int k = a.it.rank - 2; k >= 0; --k) contig[size_t(k)] = contig[size_t(k) + 1] * a.it.dims[k + 1];
+  std::vector<int> kind(size_t(a.n_in));
+  for (int k = 0; k < a.n_in; ++k) {
+    bool lin = true, zero = true;
+    for (int d = 0; d < a.it.rank; ++d) {
+      lin = lin && a.in[k].s[d] == contig[size_t(d)];
+      zero = zero && a.in[k].s[d] == 0;
+    }
+    kind[size_t(k)] = zero ? Scalar : lin ? Linear : General;
+  }
+  return kind;
+}
+
 }  // namespace
+
+int fused_vector_width(const FusedArgs& a, ET t) {
+  const int v = t == ET::F32 ? 4 : 8;  // elements of 16 bytes
+  const std::vector<int> kind = input_kinds(a);
+  for (int k = 0; k < a.n_in; ++k)
+    if (kind[size_t(k)] == General || (kind[size_t(k)] == Linear && a.in[k].base % v != 0)) return 1;
+  return v;
+}
 
 std::string fused_source(const FusedArgs& a, ET t) {
   const bool low = t != ET::F32;
@@ -109,6 +136,7 @@ std::string fused_source(const FusedArgs& a, ET t) {
     o << "__device__ __forceinline__ float rlx_ld(float f) { return f; }\n"
          "__device__ __forceinline__ float rlx_st(float f) { return f; }\n";
   if (low) o << "__device__ __forceinline__ float rlx_round(float f) { return rlx_ld(rlx_st(f)); }\n";
+  o << "struct __align__(16) rlx_v16 { unsigned int w[4]; };\n";
   o << "extern \"C\" __global__ void " << kFusedKernelName << "(";
   for (int k = 0; k < a.n_in; ++k) o << "const " << S << "* in" << k << ", ";
   o << S << "* y, long long n) {\n";
@@ -116,24 +144,67 @@ std::string fused_source(const FusedArgs& a, ET t) {
   // for the previous kernel first, then let the next one start.
   o << "#if __CUDA_ARCH__ >= 900\n  asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n"
        "  asm volatile(\"griddepcontrol.launch_dependents;\" ::: \"memory\");\n#endif\n";
-  // Which inputs need coordinates: contiguous in the output's order -> index i; all strides
-  // 0 -> one element; otherwise the sum of coordinates times strides.
-  std::vector<int64_t> contig(size_t(a.it.rank), 1);
-  for (int k = a.it.rank - 2; k >= 0; --k) contig[size_t(k)] = contig[size_t(k) + 1] * a.it.dims[k + 1];
-  enum { Linear, Scalar, General };
-  std::vector<int> kind(size_t(a.n_in));
+  const std::vector<int> kind = input_kinds(a);
   bool coords = false;
-  for (int k = 0; k < a.n_in; ++k) {
-    bool lin = true, zero = true;
-    for (int d = 0; d < a.it.rank; ++d) {
-      lin = lin && a.in[k].s[d] == contig[size_t(d)];
-      zero = zero && a.in[k].s[d] == 0;
-    }
-    kind[size_t(k)] = zero ? Scalar : lin ? Linear : General;
-    coords = coords || kind[size_t(k)] == General;
-  }
+  for (int k : kind) coords = coords || k == General;
   const bool narrow = a.it.numel <= 0x7fffffff;
   const char* I = narrow ? "unsigned" : "long long";
+  // Element i's loads (linear inputs from `lin`, the element's value when given), the
+  // program, and the rounded result in `out`.
+  auto body = [&](const std::string& ind, const std::vector<std::string>& lin, const std::string& out) {
+    for (int k = 0; k < a.n_in; ++k) {
+      o << ind << "const float v" << k << " = rlx_ld(";
+      if (kind[size_t(k)] == Linear && !lin.empty()) {
+        o << lin[size_t(k)];
+      } else {
+        o << "in" << k << "[";
+        if (kind[size_t(k)] == Scalar) {
+          o << a.in[k].base;
+        } else if (kind[size_t(k)] == Linear) {
+          o << a.in[k].base << "ll + i";
+        } else {
+          o << a.in[k].base << "ll";
+          for (int d = 0; d < a.it.rank; ++d)
+            if (a.in[k].s[d]) o << " + (long long)c" << d << " * " << a.in[k].s[d] << "ll";
+        }
+        o << "]";
+      }
+      o << ");\n";
+    }
+    for (int j = 0; j < a.n_ops; ++j) {
+      const FusedInstr& ins = a.ops[j];
+      const std::string x = name_of(ins.x, a.n_in), y = name_of(ins.y, a.n_in);
+      const std::string e = ins.kind == 0 ? unary_expr(ins.u, x) : ins.kind == 1 ? binary_expr(ins.b, x, y) : x;
+      o << ind << "const float t" << j << " = " << (low ? "rlx_round(" : "(") << e << ");\n";
+    }
+    o << ind << out << " = rlx_st(t" << a.n_ops - 1 << ");\n";
+  };
+  // Without coordinates (every input contiguous in the output's order or one element), a
+  // thread moves 16 bytes of each contiguous input and of y at a time when their offsets and
+  // pointers allow it: the same arithmetic per element, a quarter (f32) or an eighth (16-bit
+  // types) of the loop's iterations and memory instructions.
+  const int V = fused_vector_width(a, t);
+  if (V > 1) {
+    o << "  if (((";
+    for (int k = 0; k < a.n_in; ++k)
+      if (kind[size_t(k)] == Linear) o << "(unsigned long long)in" << k << " | ";
+    o << "(unsigned long long)y) & 15ull) == 0) {\n";
+    o << "    const long long nv = n / " << V << ";\n";
+    o << "    for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; j < nv; j += (long long)gridDim.x * blockDim.x) {\n";
+    std::vector<std::string> lin(size_t(a.n_in));
+    for (int k = 0; k < a.n_in; ++k) {
+      if (kind[size_t(k)] != Linear) continue;
+      o << "      rlx_v16 b" << k << " = *(const rlx_v16*)(in" << k << " + " << a.in[k].base << "ll + j * " << V << ");\n";
+      lin[size_t(k)] = "((const " + std::string(S) + "*)&b" + std::to_string(k) + ")[e]";
+    }
+    o << "      rlx_v16 r;\n      #pragma unroll\n      for (int e = 0; e < " << V << "; ++e) {\n";
+    body("        ", lin, "((" + std::string(S) + "*)&r)[e]");
+    o << "      }\n      *(rlx_v16*)(y + j * " << V << ") = r;\n    }\n";
+    o << "    for (long long i = nv * " << V
+      << " + blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {\n";
+    body("      ", {}, "y[i]");
+    o << "    }\n    return;\n  }\n";
+  }
   o << "  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {\n";
   if (coords) {
     o << "    " << I << " q = (" << I << ")i;\n";
@@ -142,26 +213,8 @@ std::string fused_source(const FusedArgs& a, ET t) {
         << (narrow ? "u" : "ll") << ";\n";
     o << "    const " << I << " c0 = q;\n";
   }
-  for (int k = 0; k < a.n_in; ++k) {
-    o << "    const float v" << k << " = rlx_ld(in" << k << "[";
-    if (kind[size_t(k)] == Scalar) {
-      o << a.in[k].base;
-    } else if (kind[size_t(k)] == Linear) {
-      o << a.in[k].base << "ll + i";
-    } else {
-      o << a.in[k].base << "ll";
-      for (int d = 0; d < a.it.rank; ++d)
-        if (a.in[k].s[d]) o << " + (long long)c" << d << " * " << a.in[k].s[d] << "ll";
-    }
-    o << "]);\n";
-  }
-  for (int j = 0; j < a.n_ops; ++j) {
-    const FusedInstr& ins = a.ops[j];
-    const std::string x = name_of(ins.x, a.n_in), y = name_of(ins.y, a.n_in);
-    const std::string e = ins.kind == 0 ? unary_expr(ins.u, x) : ins.kind == 1 ? binary_expr(ins.b, x, y) : x;
-    o << "    const float t" << j << " = " << (low ? "rlx_round(" : "(") << e << ");\n";
-  }
-  o << "    y[i] = rlx_st(t" << a.n_ops - 1 << ");\n  }\n}\n";
+  body("    ", {}, "y[i]");
+  o << "  }\n}\n";
   return o.str();
 }
 

@@ -14,6 +14,10 @@ inline constexpr const char* kFusedKernelName = "rlx_fused";
 
 // Kernel rlx_fused(const S* in0, ..., const S* in{n_in-1}, S* y, long long n): S the storage
 // type of t (float, or the 16 bits of an f16 / bf16).
+// The generated kernel's loop runs over 16-byte groups of this many elements when its
+// operands allow it (every input contiguous or one element, offsets aligned; pointers are
+// checked at run time), else 1: the launch sizes its grid by count / width.
 std::string fused_source(const FusedArgs& a, ET t);
+int fused_vector_width(const FusedArgs& a, ET t);
 
 }  // namespace rlx::cuda

@@ -291,8 +291,8 @@ Launch lower(const Node& n, const std::vector<const Shape*>& in, const std::vect
         coalesce(ca.it, ops, ca.n_in);
         std::string why;
         if (const void* k = jit::kernel(fused_source(ca, et), kFusedKernelName, &why)) {
-          const long long count = ca.it.numel;
-          return [np, k, n_in, count](const LaunchCtx& c, void* const* b) {
+          const long long count = ca.it.numel, width = fused_vector_width(ca, et);
+          return [np, k, n_in, count, width](const LaunchCtx& c, void* const* b) {
             if (count == 0) return;
             void* bufs[kMaxFusedInputs + 1];
             void* args[kMaxFusedInputs + 2];
@@ -302,7 +302,7 @@ Launch lower(const Node& n, const std::vector<const Shape*>& in, const std::vect
               args[q] = &bufs[q];
             }
             args[n_in + 1] = &cnt;
-            const unsigned blocks = unsigned(std::min<long long>((count + 255) / 256, 65535LL * 8));
+            const unsigned blocks = unsigned(std::min<long long>((count / width + 255) / 256 + 1, 65535LL * 8));
             cudaLaunchAttribute attr;  // the generated kernel waits for its predecessor first
             const cudaLaunchConfig_t cfg = pdl_config(dim3(blocks), dim3(256), 0, c.stream, &attr);
             check(cudaLaunchKernelExC(&cfg, k, args), "generated fused_elementwise kernel", *np);
