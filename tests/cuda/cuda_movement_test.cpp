@@ -1,7 +1,7 @@
 // Data movement on CUDA gives the CPU's bytes: transposes, slices and concats in 1-, 2- and
 // 4-byte types, with the innermost run contiguous (copied 16, 8 or 4 bytes per thread by
 // strided_copy's widening) or not, aligned or offset by an element. Movement is exact, so
-// the comparison is equality. And the contiguous elementwise paths (binary kernels and
+// the comparison is equality. And the contiguous elementwise paths (unary and binary kernels and
 // generated fused programs 16 bytes at a time, with tails): add, sub, mul and div round once
 // per op on both backends, so they too must give the CPU's bytes. Skips without a usable
 // CUDA device.
@@ -61,7 +61,7 @@ TEST(CudaMovement, CopiesGiveTheCpuBytesInEveryWidth) {
   }
 }
 
-// a + b, a - b, a * b, a / b (each a binary kernel) and ((a + b) * a - b) / 4 (a fused
+// a + b, a - b, a * b, a / b (each a binary kernel), relu(a), |a|, -b (unary kernels) and ((a + b) * a - b) / 4 (a fused
 // program) over n elements in t; inputs are k/8 for small integers k.
 Graph arithmetic(int64_t n, DType t, bool fuse) {
   Graph g(fuse ? "fused" : "binary");
@@ -72,7 +72,7 @@ Graph arithmetic(int64_t n, DType t, bool fuse) {
     Value four = g.cast(g.constant_f32({1}, {4.0f}), t);
     outs = {g.div(g.sub(g.mul(g.add(a, b), a), b), four)};
   } else {
-    outs = {g.add(a, b), g.sub(a, b), g.mul(a, b), g.div(a, b)};
+    outs = {g.add(a, b), g.sub(a, b), g.mul(a, b), g.div(a, b), g.relu(a), g.abs(a), g.neg(b)};
   }
   std::vector<std::string> names;
   for (Value& v : outs) {
