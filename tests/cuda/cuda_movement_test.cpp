@@ -17,6 +17,16 @@
 namespace rlx {
 namespace {
 
+// The graph's outputs o0, o1, ...: each of `outs` brought back to f32 (exactly) for comparison.
+void set_f32_outputs(Graph& g, std::vector<Value> outs) {
+  std::vector<std::string> names;
+  for (Value& v : outs) {
+    v = g.cast(v, DType::F32);
+    names.push_back("o" + std::to_string(names.size()));
+  }
+  g.set_outputs(outs, names);
+}
+
 // x f32[2, 5, 3, w] (values k/8 for small integers k: exact in f16 and i8), moved in `t`
 // and brought back to f32 for comparison.
 Graph movements(int64_t w, DType t) {
@@ -32,12 +42,7 @@ Graph movements(int64_t w, DType t) {
       g.concat({xt, yt}, 3),                         // rows of w and 4 into rows of w + 4
       g.transpose(g.slice(xt, {1}, {4}, {1}), {1, 0, 2, 3}),
   };
-  std::vector<std::string> names;
-  for (Value& v : outs) {
-    v = g.cast(v, DType::F32);
-    names.push_back("o" + std::to_string(names.size()));
-  }
-  g.set_outputs(outs, names);
+  set_f32_outputs(g, std::move(outs));
   return g;
 }
 
@@ -74,12 +79,7 @@ Graph arithmetic(int64_t n, DType t, bool fuse) {
   } else {
     outs = {g.add(a, b), g.sub(a, b), g.mul(a, b), g.div(a, b), g.relu(a), g.abs(a), g.neg(b)};
   }
-  std::vector<std::string> names;
-  for (Value& v : outs) {
-    v = g.cast(v, DType::F32);
-    names.push_back("o" + std::to_string(names.size()));
-  }
-  g.set_outputs(outs, names);
+  set_f32_outputs(g, std::move(outs));
   return g;
 }
 
