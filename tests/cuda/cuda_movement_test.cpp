@@ -1,6 +1,7 @@
 // Data movement on CUDA gives the CPU's bytes: transposes, slices and concats in 1-, 2- and
 // 4-byte types, with the innermost run contiguous (copied 16, 8 or 4 bytes per thread by
-// strided_copy's widening) or not, aligned or offset by an element. Movement is exact, so
+// strided_copy's widening) or not (true transposes through 32 x 32 shared-memory tiles, or
+// element by element when a dim is short), aligned or offset by an element. Movement is exact, so
 // the comparison is equality. And the contiguous elementwise paths (unary and binary kernels and
 // generated fused programs 16 bytes at a time, with tails): add, sub, mul and div round once
 // per op on both backends, so they too must give the CPU's bytes. Skips without a usable
@@ -27,13 +28,16 @@ void set_f32_outputs(Graph& g, std::vector<Value> outs) {
   g.set_outputs(outs, names);
 }
 
-// x f32[2, 5, 3, w] (values k/8 for small integers k: exact in f16 and i8), moved in `t`
+// x f32[2, 5, 3, w], y [2, 5, 3, 4], z [2, 9, 3, w], m [40, 70] (values k/8 for small integers k:
+// exact in f16; k in i8), moved in `t`
 // and brought back to f32 for comparison.
 Graph movements(int64_t w, DType t) {
   Graph g("movement");
   Value x = g.input("x", Shape({2, 5, 3, w}, DType::F32));
   Value y = g.input("y", Shape({2, 5, 3, 4}, DType::F32));
-  Value xt = g.cast(x, t), yt = g.cast(y, t);
+  Value z = g.input("z", Shape({2, 9, 3, w}, DType::F32));
+  Value m = g.input("m", Shape({40, 70}, DType::F32));
+  Value xt = g.cast(x, t), yt = g.cast(y, t), zt = g.cast(z, t), mt = g.cast(m, t);
   std::vector<Value> outs = {
       g.transpose(xt, {0, 2, 1, 3}),                 // heads: the inner run contiguous
       g.transpose(xt, {0, 3, 2, 1}),                 // the inner dim moves: element by element
@@ -41,6 +45,8 @@ Graph movements(int64_t w, DType t) {
       g.slice(xt, {0, 0}, {1, w}, {0, 3}),           // whole rows, first batch
       g.concat({xt, yt}, 3),                         // rows of w and 4 into rows of w + 4
       g.transpose(g.slice(xt, {1}, {4}, {1}), {1, 0, 2, 3}),
+      g.transpose(zt, {0, 2, 3, 1}),                 // K heads: a true transpose (32 x 32 tiles when w >= 8)
+      g.transpose(mt, {1, 0}),                       // a 2-D transpose with partial edge tiles
   };
   set_f32_outputs(g, std::move(outs));
   return g;
@@ -52,9 +58,10 @@ TEST(CudaMovement, CopiesGiveTheCpuBytesInEveryWidth) {
     for (int64_t w : {64, 8, 6, 7, 2}) {
       SCOPED_TRACE(std::string(dtype_name(t)) + " w " + std::to_string(w));
       std::map<std::string, std::vector<float>> feeds;
-      for (const char* name : {"x", "y"}) {
-        const int64_t inner = name[0] == 'x' ? w : 4;
-        std::vector<float> v(size_t(2 * 5 * 3 * inner));
+      for (const char* name : {"x", "y", "z", "m"}) {
+        const int64_t count = name[0] == 'x' ? 2 * 5 * 3 * w : name[0] == 'y' ? 2 * 5 * 3 * 4
+                              : name[0] == 'z' ? 2 * 9 * 3 * w : 40 * 70;
+        std::vector<float> v(static_cast<size_t>(count));
         for (size_t i = 0; i < v.size(); ++i) v[i] = float(int(i * 7 % 29) - 14) / (t == DType::I8 ? 1.0f : 8.0f);
         feeds[name] = std::move(v);
       }

@@ -3,6 +3,7 @@
 // rounded once on store (the CPU oracle's half kernels do the same). Grid-stride loops, 64-bit indices; math in float as the CPU
 // oracle does it (erf / tanh forms of gelu as in the op table's definitions).
 #include <cuda_bf16.h>
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <type_traits>
@@ -500,6 +501,73 @@ void widen_copy(int& elem, const void* x, Strides& sx, void* y, Strides& sy, Ite
 }
 }  // namespace
 
+namespace {
+// A copy whose output runs along one dim and whose input runs along another (a true
+// transpose, e.g. BERT's K heads [B,S,H,D] -> [B,H,D,S]): element by element, one side's
+// accesses are strided and each touches its own 32-byte sector. Here a block moves 32 x 32
+// tiles through shared memory, reading along the input's contiguous dim and writing along
+// the output's, both coalesced. The remaining dims index the tile's batch.
+struct TileCopy {
+  int64_t rows = 0, cols = 0;    // the input-contiguous dim (rows of the tile) and the output-contiguous one
+  int64_t sx_row = 1, sx_col = 0, sy_row = 0, sy_col = 1;
+  int nb = 0;                    // batch dims
+  int64_t bdims[kMaxRank] = {}, bsx[kMaxRank] = {}, bsy[kMaxRank] = {};
+  int64_t base_x = 0, base_y = 0, batches = 1, tiles_r = 0, tiles_c = 0;
+};
+
+template <int E>
+__global__ void tile_copy_kernel(const void* xv, void* yv, TileCopy t) {
+  using T = typename Elem<E>::T;
+  __shared__ T tile[32][33];
+  const T* x = static_cast<const T*>(xv);
+  T* y = static_cast<T*>(yv);
+  const int64_t tiles = t.tiles_r * t.tiles_c;
+  for (int64_t job = blockIdx.x; job < tiles * t.batches; job += gridDim.x) {
+    int64_t b = job / tiles, tr = (job % tiles) / t.tiles_c, tc = job % t.tiles_c;
+    int64_t ox = t.base_x, oy = t.base_y;
+    for (int d = t.nb - 1; d >= 0; --d) {
+      const int64_t q = b % t.bdims[d];
+      b /= t.bdims[d];
+      ox += q * t.bsx[d];
+      oy += q * t.bsy[d];
+    }
+    const int64_t r0 = tr * 32, c0 = tc * 32;
+    __syncthreads();  // the previous tile's reads are done
+    for (int j = threadIdx.y; j < 32; j += blockDim.y) {
+      const int64_t r = r0 + threadIdx.x, c = c0 + j;
+      if (r < t.rows && c < t.cols) tile[j][threadIdx.x] = x[ox + r * t.sx_row + c * t.sx_col];
+    }
+    __syncthreads();
+    for (int j = threadIdx.y; j < 32; j += blockDim.y) {
+      const int64_t c = c0 + threadIdx.x, r = r0 + j;
+      if (r < t.rows && c < t.cols) y[oy + r * t.sy_row + c * t.sy_col] = tile[threadIdx.x][j];
+    }
+  }
+}
+
+// The tiled plan when the output's innermost dim is contiguous there and strided in the
+// input, and another dim of at least 8 is contiguous in the input.
+bool tile_plan(const Strides& sx, const Strides& sy, const Iter& it, TileCopy& t) {
+  const int last = it.rank - 1;
+  if (last < 1 || sy.s[last] != 1 || sx.s[last] == 1 || it.dims[last] < 8) return false;
+  int row = -1;
+  for (int k = 0; k < last; ++k)
+    if (sx.s[k] == 1 && it.dims[k] >= 8) row = k;
+  if (row < 0) return false;
+  t.rows = it.dims[row], t.cols = it.dims[last];
+  t.sx_row = sx.s[row], t.sx_col = sx.s[last], t.sy_row = sy.s[row], t.sy_col = sy.s[last];
+  t.base_x = sx.base, t.base_y = sy.base;
+  for (int k = 0; k < last; ++k) {
+    if (k == row) continue;
+    t.bdims[t.nb] = it.dims[k], t.bsx[t.nb] = sx.s[k], t.bsy[t.nb] = sy.s[k];
+    t.batches *= it.dims[k];
+    ++t.nb;
+  }
+  t.tiles_r = (t.rows + 31) / 32, t.tiles_c = (t.cols + 31) / 32;
+  return true;
+}
+}  // namespace
+
 cudaError_t strided_copy(int elem, const void* x, const Strides& sx_in, void* y, const Strides& sy_in, const Iter& it_in,
                          cudaStream_t s) {
   if (it_in.numel == 0) return cudaSuccess;
@@ -508,6 +576,18 @@ cudaError_t strided_copy(int elem, const void* x, const Strides& sx_in, void* y,
   Strides* ops[] = {&sx, &sy};
   coalesce(it, ops, 2);
   widen_copy(elem, x, sx, y, sy, it);
+  TileCopy t;
+  if (elem <= 8 && tile_plan(sx, sy, it, t)) {
+    const unsigned gt = unsigned(std::min<int64_t>(t.tiles_r * t.tiles_c * t.batches, 65535LL * 4));
+    const dim3 block(32, 8);
+    switch (elem) {
+      case 1: tile_copy_kernel<1><<<gt, block, 0, s>>>(x, y, t); break;
+      case 2: tile_copy_kernel<2><<<gt, block, 0, s>>>(x, y, t); break;
+      case 4: tile_copy_kernel<4><<<gt, block, 0, s>>>(x, y, t); break;
+      default: tile_copy_kernel<8><<<gt, block, 0, s>>>(x, y, t); break;
+    }
+    return cudaGetLastError();
+  }
   const unsigned g = blocks_for(it.numel);
   switch (elem) {
     case 1: strided_copy_kernel<1><<<g, kThreads, 0, s>>>(x, sx, y, sy, it); break;
