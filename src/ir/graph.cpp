@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "ir/element.h"
 #include "ir/op_table.h"
 
 namespace rlx {
@@ -148,27 +149,8 @@ Value Graph::constant_i64(std::vector<int64_t> dims, const std::vector<int64_t>&
 
 Value Graph::constant_values(std::vector<int64_t> dims, DType dtype, const std::vector<double>& values,
                              const std::string& name) {
-  const size_t es = dtype_size(dtype);
-  std::vector<uint8_t> b(values.size() * es, 0);
-  for (size_t i = 0; i < values.size(); ++i) {
-    const double value = values[i];
-    auto put = [&](auto x) { std::memcpy(b.data() + i * es, &x, sizeof(x)); };
-    switch (dtype) {
-      case DType::F32: put(float(value)); break;
-      case DType::F64: put(value); break;
-      case DType::F16: put(f32_to_f16(float(value))); break;
-      case DType::BF16: put(f32_to_bf16(float(value))); break;
-      case DType::I8: put(int8_t(value)); break;
-      case DType::I16: put(int16_t(value)); break;
-      case DType::I32: put(int32_t(value)); break;
-      case DType::I64: put(int64_t(value)); break;
-      case DType::U8: put(uint8_t(value)); break;
-      case DType::U32: put(uint32_t(value)); break;
-      case DType::Bool: put(uint8_t(value != 0)); break;
-      case DType::C64: put(float(value)); break;  // real part; imaginary 0
-      case DType::C128: put(value); break;
-    }
-  }
+  std::vector<uint8_t> b(values.size() * dtype_size(dtype), 0);
+  for (size_t i = 0; i < values.size(); ++i) write_element(b.data(), dtype, int64_t(i), values[i]);
   return constant(Shape(std::move(dims), dtype), Blob(std::move(b)), name);
 }
 

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/element.h"
 #include "ir/op_table.h"
 #include "rlx/graph.h"
 
@@ -92,10 +93,6 @@ Node make_node(const Graph& g, OpKind kind, std::vector<Value> inputs, Attrs att
 // The single value every element of constant `v` has, as a double; nullopt when `v` is
 // not a Constant node, is complex, or its elements differ. Zero-element constants: nullopt.
 std::optional<double> splat_value(const Graph& g, Value v);
-// Reads element i of a blob of dtype t as a double (complex: the real part).
-double read_element(const uint8_t* data, DType t, int64_t i);
-// Writes `value` as element i of dtype t (rounding as a cast would).
-void write_element(uint8_t* data, DType t, int64_t i, double value);
 
 // A constant of type `like` (static) filled with `value`.
 Value constant_filled(Graph& g, const Shape& like, double value, const std::string& name = "");
