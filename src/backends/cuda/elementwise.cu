@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <cuda_fp16.h>
 
 #include "backends/cuda/device_util.cuh"
@@ -187,49 +188,43 @@ __global__ void binary_kernel(BinaryOp op, const T* a, Strides sa, const T* b, S
   }
 }
 
-// Both operands contiguous and of the output's shape (a residual add, most products of a
-// fused-away chain's neighbours): 16 bytes of each per iteration, the arithmetic of
-// binary_kernel (float) and binary_low_kernel (half types) element by element.
+// The contiguous fast paths: y[i] = f(x0[i], x1[i], ...) over n elements, 16 bytes of every
+// operand per iteration (all 16-byte aligned), then a scalar tail; f is the arithmetic of
+// the strided kernel the path replaces, element by element, so the bits are the same.
 struct alignas(16) Vec16 {
   uint32_t w[4];
 };
-template <class T>
-__device__ inline T vec_arith(BinaryOp op, T x, T z) {
-  if constexpr (std::is_same_v<T, float>) return arith(op, x, z);
-  else return stf<T>(arith(op, ldf(x), ldf(z)));
-}
-template <class T>
-__global__ void binary_vec_kernel(BinaryOp op, const T* a, const T* b, T* y, int64_t n) {
+template <class T, class F, size_t... Is, class... In>
+__device__ inline void map16(std::index_sequence<Is...>, F f, int64_t n, T* y, const In*... x) {
   constexpr int V = 16 / sizeof(T);
-  const int64_t nv = n / V, step = int64_t(gridDim.x) * blockDim.x;
-  for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < nv; j += step) {
-    const Vec16 va = reinterpret_cast<const Vec16*>(a)[j], vb = reinterpret_cast<const Vec16*>(b)[j];
+  const int64_t nv = n / V, step = int64_t(gridDim.x) * blockDim.x, first = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  for (int64_t j = first; j < nv; j += step) {
+    const Vec16 v[] = {reinterpret_cast<const Vec16*>(x)[j]...};
     Vec16 r;
 #pragma unroll
-    for (int e = 0; e < V; ++e)
-      reinterpret_cast<T*>(&r)[e] = vec_arith(op, reinterpret_cast<const T*>(&va)[e], reinterpret_cast<const T*>(&vb)[e]);
+    for (int e = 0; e < V; ++e) reinterpret_cast<T*>(&r)[e] = f(reinterpret_cast<const T*>(&v[Is])[e]...);
     reinterpret_cast<Vec16*>(y)[j] = r;
   }
-  for (int64_t i = nv * V + blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += step) y[i] = vec_arith(op, a[i], b[i]);
+  for (int64_t i = nv * V + first; i < n; i += step) y[i] = f(x[i]...);
 }
 
-// unary_kernel / unary_low_kernel's arithmetic, 16 bytes per iteration (16-byte aligned x, y).
+// Both operands contiguous and of the output's shape (a residual add): binary_kernel's
+// (float) or binary_low_kernel's (half types) arithmetic.
+template <class T>
+__global__ void binary_vec_kernel(BinaryOp op, const T* a, const T* b, T* y, int64_t n) {
+  map16(std::make_index_sequence<2>(), [op](T x, T z) -> T {
+    if constexpr (std::is_same_v<T, float>) return arith(op, x, z);
+    else return stf<T>(arith(op, ldf(x), ldf(z)));
+  }, n, y, a, b);
+}
+
+// unary_kernel's / unary_low_kernel's arithmetic (x and y 16-byte aligned).
 template <class T>
 __global__ void unary_vec_kernel(UnaryArgs a, const T* x, T* y, int64_t n) {
-  constexpr int V = 16 / sizeof(T);
-  const int64_t nv = n / V, step = int64_t(gridDim.x) * blockDim.x;
-  auto f = [&](T v) -> T {
+  map16(std::make_index_sequence<1>(), [&a](T v) -> T {
     if constexpr (std::is_same_v<T, float>) return unary_f(a, v);
     else return stf<T>(unary_f(a, ldf(v)));
-  };
-  for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < nv; j += step) {
-    const Vec16 v = reinterpret_cast<const Vec16*>(x)[j];
-    Vec16 r;
-#pragma unroll
-    for (int e = 0; e < V; ++e) reinterpret_cast<T*>(&r)[e] = f(reinterpret_cast<const T*>(&v)[e]);
-    reinterpret_cast<Vec16*>(y)[j] = r;
-  }
-  for (int64_t i = nv * V + blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += step) y[i] = f(x[i]);
+  }, n, y, x);
 }
 
 template <class T>
@@ -499,9 +494,7 @@ void widen_copy(int& elem, const void* x, Strides& sx, void* y, Strides& sy, Ite
     return;
   }
 }
-}  // namespace
 
-namespace {
 // A copy whose output runs along one dim and whose input runs along another (a true
 // transpose, e.g. BERT's K heads [B,S,H,D] -> [B,H,D,S]): element by element, one side's
 // accesses are strided and each touches its own 32-byte sector. Here a block moves 32 x 32

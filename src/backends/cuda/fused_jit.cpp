@@ -2,7 +2,6 @@
 
 #include <cstdint>
 #include <cstring>
-#include <cstdlib>
 #include <sstream>
 #include <vector>
 
