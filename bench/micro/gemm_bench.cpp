@@ -91,8 +91,8 @@ void bm_openblas(benchmark::State& st, MatmulShape s, int threads) {
 }
 #endif
 
-void bm_conv(benchmark::State& st, int64_t n, int64_t c, int64_t hw, int64_t cout, int64_t k, int64_t stride,
-             int64_t group, int threads) {
+void conv_bench(benchmark::State& st, int64_t n, int64_t c, int64_t hw, int64_t cout, int64_t k, int64_t stride,
+                int64_t group, int threads, bool const_weights) {
   Graph g;
   auto x = g.input("x", Shape({n, c, hw, hw}, DType::F32));
   auto w = g.input("w", Shape({cout, c / group, k, k}, DType::F32));
@@ -100,9 +100,19 @@ void bm_conv(benchmark::State& st, int64_t n, int64_t c, int64_t hw, int64_t cou
   const int64_t p = k / 2;
   auto y = g.conv2d(x, w, b, {stride, stride}, {p, p, p, p}, {1, 1}, group);
   const auto od = g.type(y).static_dims();
-  KernelRunner r(g, y.node, threads);
+  KernelRunner r(g, y.node, threads, const_weights ? std::vector<int>{1, 2} : std::vector<int>{});
   for (auto _ : st) r.run();
   set_flops(st, 2.0 * double(n * cout * od[2] * od[3]) * double(c / group * k * k));
+}
+
+void bm_conv(benchmark::State& st, int64_t n, int64_t c, int64_t hw, int64_t cout, int64_t k, int64_t stride,
+             int64_t group, int threads) {
+  conv_bench(st, n, c, hw, cout, k, stride, group, threads, false);
+}
+
+// The weights and bias as constants of the program, as a model's initializers compile.
+void bm_conv_const(benchmark::State& st, int64_t c, int64_t hw, int threads) {
+  conv_bench(st, 1, c, hw, c, 3, 1, 1, threads, true);
 }
 
 const int kThreads[] = {1, 2};
@@ -144,6 +154,16 @@ const int kThreads[] = {1, 2};
                                  56, 128, 3, 1, 128, t)
         ->UseRealTime()
         ->Unit(benchmark::kMicrosecond);
+    // ResNet-50's 3x3 stride-1 convs with constant weights, as a model compiles them (the
+    // Winograd path where it applies; RLX_CPU_WINOGRAD=0 gives the GEMM path). FLOP/s count
+    // the direct product's multiply-adds.
+    for (const auto& [c, hw] : {std::pair<int64_t, int64_t>{64, 56}, {128, 28}, {256, 14}, {512, 7}})
+      benchmark::RegisterBenchmark(("rlx_conv2d_const/n1_c" + std::to_string(c) + "_" + std::to_string(hw) + "x" +
+                                    std::to_string(hw) + "_k" + std::to_string(c) + "_3x3/t" + std::to_string(t))
+                                       .c_str(),
+                                   bm_conv_const, c, hw, t)
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond);
   }
   return true;
 }();

@@ -1,6 +1,7 @@
 // Runs one node's CPU kernel the way the executable does (built once through the
 // registry, then called with fixed buffers), so benchmarks time only the kernel call.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -15,17 +16,34 @@ namespace rlx::bench {
 
 class KernelRunner {
  public:
-  // Builds node `node_id` of `g`; inputs are filled with values in [-1, 1).
-  KernelRunner(const Graph& g, int32_t node_id, int threads) : pool_(threads) {
+  // Builds node `node_id` of `g`; inputs are filled with values in [-1, 1). The inputs listed
+  // in `constant` are passed to the builder as constants of the program (with their values),
+  // as the executable passes initializers: weights packed or transformed at build time.
+  KernelRunner(const Graph& g, int32_t node_id, int threads, std::vector<int> constant = {}) : pool_(threads) {
     const Node& node = g.node(node_id);
     std::vector<const Shape*> in;
     for (const Value& v : node.inputs) in.push_back(v.valid() ? &g.type(v) : nullptr);
     const cpu::KernelEntry* e = cpu::kernel_registry().find(node.kind);
     if (!e || !cpu::kernel_registry().supports(node, in))
       fail(ErrorCategory::Unsupported, "bench: no CPU kernel for ", op_name(node.kind));
-    call_ = e->build(node, in, node.outputs);
     uint32_t seed = 1;
     for (const Shape* s : in) add_buffer(s ? s->bytes() : 0, s ? s->dtype() : DType::F32, seed++, s != nullptr);
+    if (constant.empty() || !e->build_info) {
+      call_ = e->build(node, in, node.outputs);
+    } else {
+      cpu::BuildInfo info;
+      std::vector<Blob> blobs(in.size());
+      for (size_t i = 0; i < in.size(); ++i) {
+        const bool c = in[i] && std::find(constant.begin(), constant.end(), int(i)) != constant.end();
+        if (c) {
+          const uint8_t* p = static_cast<const uint8_t*>(ptrs_[i]);
+          blobs[i] = Blob(std::vector<uint8_t>(p, p + in[i]->bytes()));
+        }
+        info.const_inputs.push_back(c);
+        info.const_values.push_back(c ? &blobs[i] : nullptr);
+      }
+      call_ = e->build_info(node, in, node.outputs, info);
+    }
     for (const Shape& s : node.outputs) add_buffer(s.bytes(), s.dtype(), 0, true);
     ctx_.pool = &pool_;
   }

@@ -64,20 +64,29 @@ inline std::vector<double> rounded(const std::vector<float>& v, DType t) {
   return bytes_to_doubles(float_bytes(v, t), t);
 }
 
-// Sets RLX_ISA for the guard's lifetime (kernel calls read it when they are built).
-class IsaOverride {
+// Sets an environment variable for the guard's lifetime (kernel calls read RLX_ISA and
+// RLX_CPU_WINOGRAD when they are built).
+class EnvOverride {
  public:
-  explicit IsaOverride(const char* value) {
-    if (const char* old = std::getenv("RLX_ISA")) old_ = old;
-    setenv("RLX_ISA", value, 1);
+  EnvOverride(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    setenv(name, value, 1);
   }
-  ~IsaOverride() {
-    if (old_) setenv("RLX_ISA", old_->c_str(), 1);
-    else unsetenv("RLX_ISA");
+  ~EnvOverride() {
+    if (old_) setenv(name_, old_->c_str(), 1);
+    else unsetenv(name_);
   }
+  EnvOverride(const EnvOverride&) = delete;
+  EnvOverride& operator=(const EnvOverride&) = delete;
 
  private:
+  const char* name_;
   std::optional<std::string> old_;
+};
+
+class IsaOverride : public EnvOverride {
+ public:
+  explicit IsaOverride(const char* value) : EnvOverride("RLX_ISA", value) {}
 };
 
 // RLX_ISA values covering every kernel table this machine can run (native first).

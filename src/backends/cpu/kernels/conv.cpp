@@ -17,6 +17,7 @@
 
 #include "backends/cpu/isa.h"
 #include "backends/cpu/kernel.h"
+#include "backends/cpu/kernels/conv_winograd.h"
 #include "backends/cpu/kernels/elementwise_types.h"
 #include "backends/cpu/kernels/gemm.h"
 #include "backends/cpu/kernels/row_kernels.h"
@@ -57,6 +58,9 @@ struct ConvCfg {
     });
     return packed->data.data();
   }
+  // 3x3 stride-1 convs with constant weights: the Winograd plan and its transformed weights
+  // (conv_winograd.h), made at build time; the original weights are then not read.
+  std::shared_ptr<const WinogradConv> winograd;
   const IsaKernels* kernels = nullptr;
   const RowKernels* rows = nullptr;  // conv_row
   // Half types: the ISA's vector conversions (the elementwise Cast's), for im2col runs and
@@ -201,10 +205,7 @@ void conv_epilogue(const void* vctx, float* c, int64_t ldc, int64_t i0, int64_t 
   const ConvCfg& cfg = *t.cfg;
   for (int64_t r = 0; r < m; ++r) {
     float* row = c + r * ldc;
-    if (t.bias) {
-      const float bv = load_as_f32(t.bias, cfg.type, t.co0 + i0 + r);
-      for (int64_t j = 0; j < n; ++j) row[j] += bv;
-    }
+    if (t.bias) cfg.rows->add(row, n, load_as_f32(t.bias, cfg.type, t.co0 + i0 + r));
     if (!t.out) continue;
     if (cfg.from_f32)  // half types: a row at a time, rounded as store_from_f32 rounds
       cfg.from_f32(row, static_cast<uint16_t*>(t.out) + (i0 + r) * ldc + j0, n);
@@ -500,6 +501,9 @@ void run_conv(const RunCtx& ctx, const void* vcfg, void* const* bufs) {
   const int64_t images = cfg.n;
   if (images == 0 || cfg.cout == 0 || cfg.oh * cfg.ow == 0) return;
   if (cfg.type == DType::F64) return conv_direct<double>(cfg, ctx.pool, x, w, bias, out, images);
+  if (cfg.winograd)
+    return run_winograd(*cfg.winograd, ctx.pool, static_cast<const float*>(x), static_cast<const float*>(bias),
+                        static_cast<float*>(out), images);
   if (cfg.direct) {
     switch (cfg.type) {
       case DType::F16: return conv_direct<F16>(cfg, ctx.pool, x, w, bias, out, images);
@@ -595,19 +599,30 @@ KernelCall build_conv(const Node& node, const std::vector<const Shape*>& in, con
   return make_call(run_conv, std::move(c));
 }
 
-// build_conv, and a packed copy of constant weights where packing dominates (see
-// ConvCfg::packed): the GEMM path, one group, f32, 5 to 1024 output columns, or any number
+// build_conv, with constant weights: Winograd where plan_winograd takes the conv (3x3,
+// stride 1, f32, one group; the weights are absorbed into its transformed copy), otherwise a
+// packed copy of the weights where packing dominates (see ConvCfg::packed): the GEMM path, one group, f32, 5 to 1024 output columns, or any number
 // with the input rows read in place (conv_in_place packs A itself otherwise, on every call);
 // at most 4 take sgemm's dot kernel, which reads A as is.
 KernelCall build_conv_info(const Node& node, const std::vector<const Shape*>& in, const std::vector<Shape>& out,
                            const BuildInfo& info) {
   KernelCall call = build_conv(node, in, out);
   const auto& c = *static_cast<const ConvCfg*>(call.cfg.get());
-  if (c.direct || c.group != 1 || c.type != DType::F32 || (c.oh * c.ow > 1024 && !c.in_place) || c.oh * c.ow <= 4 ||
-      info.const_inputs.size() < 2 ||
-      !info.const_inputs[1])
+  if (c.direct || c.group != 1 || c.type != DType::F32 || info.const_inputs.size() < 2 || !info.const_inputs[1])
     return call;
   ConvCfg with = c;
+  const Blob* wv = info.const_values.size() > 1 ? info.const_values[1] : nullptr;
+  WinogradConv plan;
+  if (wv && c.kh == 3 && c.kw == 3 && c.sh == 1 && c.sw == 1 && c.dh == 1 && c.dw == 1 &&
+      int64_t(wv->size()) == c.cout * c.c * 9 * 4 &&
+      plan_winograd(c.c, c.h, c.w, c.cout, c.oh, c.ow, c.pt, c.pl, detect_isa(), plan)) {
+    transform_winograd_weights(plan, wv->as<float>());
+    with.winograd = std::make_shared<const WinogradConv>(std::move(plan));
+    KernelCall wcall = make_call(run_conv, std::move(with));
+    wcall.absorbed = {1};
+    return wcall;
+  }
+  if ((c.oh * c.ow > 1024 && !c.in_place) || c.oh * c.ow <= 4) return call;
   with.packed = std::make_shared<ConvCfg::PackedWeights>();
   return make_call(run_conv, std::move(with));
 }

@@ -27,6 +27,10 @@ float max_scalar(const float* x, int64_t n) {
   return m;
 }
 
+void add_scalar(float* y, int64_t n, float b) {
+  for (int64_t i = 0; i < n; ++i) y[i] += b;
+}
+
 void scale_scalar(float* y, int64_t n, float s) {
   for (int64_t i = 0; i < n; ++i) y[i] *= s;
 }
@@ -40,7 +44,7 @@ void conv_row_scalar(float* out, int64_t taps, const float* const* src, const fl
 }  // namespace
 
 const RowKernels& row_kernels(Isa isa) {
-  static const RowKernels scalar{activate_scalar_n, exp_sum_scalar, max_scalar, scale_scalar, conv_row_scalar};
+  static const RowKernels scalar{activate_scalar_n, exp_sum_scalar, max_scalar, scale_scalar, add_scalar, conv_row_scalar};
   if (isa == Isa::Avx512)
     if (const RowKernels* t = row_kernels_avx512()) return *t;
   if (isa == Isa::Avx512 || isa == Isa::Avx2)

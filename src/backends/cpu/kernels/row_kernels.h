@@ -19,6 +19,8 @@ struct RowKernels {
   float (*max)(const float* x, int64_t n) = nullptr;  // -inf for n == 0
   // y[i] = y[i] * s (rescales running attention outputs).
   void (*scale)(float* y, int64_t n, float s) = nullptr;
+  // y[i] = y[i] + b (a convolution's bias on a row of its GEMM's output tile).
+  void (*add)(float* y, int64_t n, float b) = nullptr;
   // One output row of a stride-1 direct convolution: for t < taps (in order) and
   // x in [lo[t], hi[t]): out[x] += w[t] * src[t][x]. [ilo, ihi) must lie inside every
   // tap's range; there all taps are summed in registers.

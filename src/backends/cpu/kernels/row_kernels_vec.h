@@ -54,6 +54,16 @@ void scale_row(float* y, int64_t n, float s) {
   }
 }
 
+void add_row(float* y, int64_t n, float b) {
+  const F vb = splat(b);
+  int64_t i = 0;
+  for (; i + W <= n; i += W) V::store(y + i, V::add(V::load(y + i), vb));
+  if (i < n) {
+    const auto t = V::tail(n - i);
+    V::store_tail(y + i, t, V::add(V::load_tail(y + i, t, 0.0f), vb));
+  }
+}
+
 // One output row of a stride-1 direct convolution (contract in row_kernels.h): the interior in
 // chunks of up to four independent accumulators (masked at the end) to hide the FMA latency,
 // the edge columns below. NV vectors of one chunk starting at column x (masked past ihi): every tap summed in registers.

@@ -77,4 +77,10 @@ struct V {
   static F fmadd_tail(F a, F b, F c, Tail t) {
     return _mm256_blendv_ps(c, _mm256_fmadd_ps(a, b, c), _mm256_castsi256_ps(t));
   }
+  // Lane l of the result: element 2l of the 2W floats a then b.
+  static F even(F a, F b) {
+    const __m256 t = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));  // a0 a2 b0 b2 | a4 a6 b4 b6
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
+  }
+  static F bit_or(F a, F b) { return _mm256_or_ps(a, b); }
 };

@@ -53,4 +53,9 @@ struct V {
   static F load_tail(const float* p, Tail t, float fill) { return _mm512_mask_loadu_ps(_mm512_set1_ps(fill), t, p); }
   static void store_tail(float* p, Tail t, F v) { _mm512_mask_storeu_ps(p, t, v); }
   static F zero_inactive(F v, Tail t) { return _mm512_maskz_mov_ps(t, v); }
+  // Lane l of the result: element 2l of the 2W floats a then b.
+  static F even(F a, F b) {
+    return _mm512_permutex2var_ps(a, _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30), b);
+  }
+  static F bit_or(F a, F b) { return _mm512_or_ps(a, b); }
 };

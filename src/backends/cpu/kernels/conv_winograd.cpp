@@ -1,0 +1,194 @@
+// Winograd F(m x m, 3 x 3) convolution: the plan, the weight transform and the run (see
+// conv_winograd.h for the method and the operand layouts).
+#include "backends/cpu/kernels/conv_winograd.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "backends/cpu/thread_pool.h"
+
+namespace rlx::cpu {
+
+const WinogradKernels* winograd_kernels(Isa isa) {
+  if (isa == Isa::Avx512)
+    if (const WinogradKernels* t = winograd_kernels_avx512()) return t;
+  if (isa == Isa::Avx512 || isa == Isa::Avx2) return winograd_kernels_avx2();
+  return nullptr;
+}
+
+namespace {
+
+constexpr int64_t kMaxBlockTiles = 96;  // tiles per GEMM block: V and M of a block stay near L2
+
+int alpha(int m) { return m + 2; }
+
+template <class F>
+void parallel(ThreadPool* pool, int64_t n, F&& f) {
+  if (pool && pool->size() > 1 && n > 1) {
+    pool->parallel_for(n, 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) f(i);
+    });
+  } else {
+    for (int64_t i = 0; i < n; ++i) f(i);
+  }
+}
+
+template <int M>
+void transform_pair(const float* g, double* u) {  // u[xi] = (G g G^T)[xi] for one 3x3 kernel
+  using Mx = WinogradMatrices<M>;
+  constexpr int A = Mx::A;
+  double gg[A][3];  // G g
+  for (int i = 0; i < A; ++i)
+    for (int b = 0; b < 3; ++b) {
+      double s = 0;
+      for (int a = 0; a < 3; ++a) s += Mx::G[i][a] * double(g[a * 3 + b]);
+      gg[i][b] = s;
+    }
+  for (int i = 0; i < A; ++i)
+    for (int j = 0; j < A; ++j) {
+      double s = 0;
+      for (int b = 0; b < 3; ++b) s += gg[i][b] * Mx::G[j][b];
+      u[i * A + j] = s;
+    }
+}
+
+}  // namespace
+
+bool plan_winograd(int64_t c, int64_t h, int64_t w, int64_t cout, int64_t oh, int64_t ow, int64_t pt, int64_t pl,
+                   Isa isa, WinogradConv& plan) {
+  const char* env = std::getenv("RLX_CPU_WINOGRAD");
+  const std::string mode = env ? env : "";
+  if (mode == "0") return false;
+  const WinogradKernels* kernels = winograd_kernels(isa);
+  if (!kernels) return false;
+  const IsaKernels& gemm = isa_kernels(isa);
+  // Few channels: the transforms, not the products, would be the work.
+  if (c < 16 || cout < 16 || oh < 2 || ow < 2) return false;
+  WinogradConv p;
+  // F(4x4) where the maps are large: 36 products per 16 outputs against F(2x2)'s 16 per 4.
+  // On smaller maps its GEMMs have too few rows (a 14x14 map is 16 tiles of 4x4 against 49
+  // of 2x2) and stream more transformed weights: F(2x2) (rlx_conv2d_const in bench/micro:
+  // 56x56 and 28x28 maps 2.2x and 1.7x faster with F(4x4), 14x14 1.4x slower).
+  p.m = mode == "4" ? 4 : mode == "2" ? 2 : oh * ow >= 24 * 24 ? 4 : 2;
+  p.c = c, p.h = h, p.w = w, p.cout = cout, p.oh = oh, p.ow = ow, p.pt = pt, p.pl = pl;
+  p.th = (oh + p.m - 1) / p.m;
+  p.tw = (ow + p.m - 1) / p.m;
+  p.tiles = p.th * p.tw;
+  if (p.tiles < 4) return false;
+  const int64_t mr = gemm.mr, nr = gemm.nr;
+  const int64_t nb = (p.tiles + kMaxBlockTiles - 1) / kMaxBlockTiles;
+  p.block = ((p.tiles + nb - 1) / nb + mr - 1) / mr * mr;
+  p.blocks = (p.tiles + p.block - 1) / p.block;
+  // Output channels per task: four panels, or two where there are few blocks (one block of
+  // 128 channels was one task: nothing for a second thread).
+  p.chunk = std::min((cout + nr - 1) / nr * nr, (p.blocks < 4 ? 2 : 4) * nr);
+  p.chunks = (cout + p.chunk - 1) / p.chunk;
+  p.gemm = &gemm;
+  p.kernels = kernels;
+  plan = std::move(p);
+  return true;
+}
+
+void transform_winograd_weights(WinogradConv& p, const float* w) {
+  const int a = alpha(p.m), points = a * a;
+  // Every point's Cin x Cout matrix, then each chunk of its columns packed as sgemm's B.
+  std::vector<float> full(size_t(points * p.c * p.cout));
+  std::vector<double> u(static_cast<size_t>(points));
+  for (int64_t co = 0; co < p.cout; ++co)
+    for (int64_t ci = 0; ci < p.c; ++ci) {
+      const float* g = w + (co * p.c + ci) * 9;
+      if (p.m == 2) transform_pair<2>(g, u.data());
+      else transform_pair<4>(g, u.data());
+      for (int xi = 0; xi < points; ++xi) full[size_t((xi * p.c + ci) * p.cout + co)] = float(u[size_t(xi)]);
+    }
+  p.u_stride = packed_b_floats(*p.gemm, p.c, p.chunk);
+  auto packed = std::make_shared<std::vector<float>>(size_t(points * p.chunks * p.u_stride));
+  for (int xi = 0; xi < points; ++xi)
+    for (int64_t q = 0; q < p.chunks; ++q) {
+      const int64_t n = std::min(p.chunk, p.cout - q * p.chunk);
+      const GemmOperand b{full.data() + (xi * p.c) * p.cout + q * p.chunk, DType::F32, p.cout, 1};
+      pack_b_full(*p.gemm, b, p.c, n, packed->data() + (xi * p.chunks + q) * p.u_stride);
+    }
+  p.u = std::move(packed);
+}
+
+void run_winograd(const WinogradConv& p, ThreadPool* pool, const float* x, const float* bias, float* out,
+                  int64_t images) {
+  const IsaKernels& K = *p.gemm;
+  const int a = alpha(p.m), points = a * a, mr = K.mr;
+  const int64_t kc_max = K.kc, plane = p.oh * p.ow;
+  // V of every block: the block's points one after another, each in sgemm's packed A layout
+  // for the block's rows (K blocks of kc, mr-row panels).
+  const int64_t block_floats = p.block * p.c;  // one point of one block
+  thread_local std::vector<float> tl_v;
+  const size_t v_floats = size_t(p.blocks * points * block_floats);
+  if (tl_v.size() < v_floats) tl_v.resize(v_floats);
+  float* vbuf = tl_v.data();
+  const auto input = p.kernels->input[p.m == 4];
+  const auto output = p.kernels->output[p.m == 4];
+  const int64_t panels_per_block = p.block / mr;
+  const int64_t panels = p.blocks * panels_per_block;
+  // Input channels per input-transform task: enough tasks for the pool, each a few channels.
+  const int64_t cgroups = std::clamp<int64_t>(p.c / 32, 1, 8);
+  for (int64_t img = 0; img < images; ++img) {
+    const float* xi = x + img * p.c * p.h * p.w;
+    float* oi = out + img * p.cout * plane;
+    // 1. V = B^T d B for every tile and input channel.
+    parallel(pool, panels * cgroups, [&](int64_t task) {
+      const int64_t pan = task / cgroups, cg = task % cgroups;
+      const int64_t b = pan / panels_per_block, pb = pan % panels_per_block;
+      const int64_t t0 = b * p.block + pb * mr;
+      const int64_t rows_b = std::min(p.block, p.tiles - b * p.block);  // the block's tiles
+      const int64_t mpad = (rows_b + mr - 1) / mr * mr;
+      if (pb * mr >= mpad) return;  // a panel past the last block's end
+      const int lanes = int(std::clamp<int64_t>(p.tiles - t0, 0, mr));
+      int64_t y0[16], x0[16];  // each lane's patch origin
+      for (int l = 0; l < lanes; ++l) {
+        y0[l] = ((t0 + l) / p.tw) * p.m - p.pt;
+        x0[l] = ((t0 + l) % p.tw) * p.m - p.pl;
+      }
+      float* vb = vbuf + b * points * block_floats;
+      const int64_t c0 = cg * p.c / cgroups, c1 = (cg + 1) * p.c / cgroups;
+      for (int64_t ci = c0; ci < c1;) {  // channels of one K block at a time (mr floats apart there)
+        const int64_t pc = ci / kc_max * kc_max, kc = std::min(kc_max, p.c - pc), ce = std::min(c1, pc + kc);
+        float* d = vb + pc * mpad + pb * mr * kc + (ci - pc) * mr;
+        input(xi + ci * p.h * p.w, p.h, p.w, ce - ci, y0, x0, lanes, mr, d, block_floats);
+        ci = ce;
+      }
+    });
+    // 2. M[xi] = V[xi] U[xi] per (block, output-channel chunk), then the output transform.
+    parallel(pool, p.blocks * p.chunks, [&](int64_t task) {
+      const int64_t b = task / p.chunks, q = task % p.chunks;
+      const int64_t rows_b = std::min(p.block, p.tiles - b * p.block);
+      const int64_t n = std::min(p.chunk, p.cout - q * p.chunk);
+      thread_local std::vector<float> tl_m;
+      const size_t m_floats = size_t(points * p.block * p.chunk);
+      if (tl_m.size() < m_floats) tl_m.resize(m_floats);
+      float* mbuf = tl_m.data();
+      const int64_t xi_stride = p.block * p.chunk;
+      for (int xi = 0; xi < points; ++xi) {
+        SgemmProblem pr;
+        pr.m = rows_b;
+        pr.n = n;
+        pr.k = p.c;
+        pr.a_packed = vbuf + (b * points + xi) * block_floats;
+        pr.b_packed = p.u->data() + (xi * p.chunks + q) * p.u_stride;
+        pr.c = mbuf + xi * xi_stride;
+        pr.ldc = p.chunk;
+        sgemm(pr, nullptr, K);
+      }
+      const float* bq = bias ? bias + q * p.chunk : nullptr;
+      float* oq = oi + q * p.chunk * plane;
+      for (int64_t r = 0; r < rows_b; ++r) {
+        const int64_t t = b * p.block + r, ty = t / p.tw, tx = t % p.tw;
+        const int rows = int(std::min<int64_t>(p.m, p.oh - ty * p.m));
+        const int cols = int(std::min<int64_t>(p.m, p.ow - tx * p.m));
+        output(mbuf + r * p.chunk, xi_stride, n, bq, oq + ty * p.m * p.ow + tx * p.m, plane, p.ow, rows, cols);
+      }
+    });
+  }
+}
+
+}  // namespace rlx::cpu
