@@ -168,6 +168,17 @@ struct ConvAttrs {  // pads = [top, left, bottom, right]
     v("strides", strides); v("pads", pads); v("dilations", dilations); v("group", group);
   }
 };
+struct FusedConvAttrs {  // act(conv2d(x, w, bias) + residual)
+  std::vector<int64_t> strides{1, 1}, pads{0, 0, 0, 0}, dilations{1, 1};
+  int64_t group = 1;
+  Activation activation = Activation::None;
+  double alpha = 0;  // leaky_relu slope
+  ConvAttrs conv() const { return ConvAttrs{strides, pads, dilations, group}; }
+  template <class V> void visit(V& v) {
+    v("strides", strides); v("pads", pads); v("dilations", dilations); v("group", group);
+    v("activation", activation); v("alpha", alpha);
+  }
+};
 struct PoolAttrs {
   std::vector<int64_t> kernel{1, 1}, strides{1, 1}, pads{0, 0, 0, 0}, dilations{1, 1};
   bool ceil_mode = false, count_include_pad = false;
@@ -213,7 +224,7 @@ struct FusedElementwiseAttrs {
 
 using Attrs = std::variant<NoAttrs, LeafAttrs, ConstantAttrs, ScalarAttrs, CastAttrs, AxisAttrs,
                            ReduceAttrs, ArgReduceAttrs, TopKAttrs, NormAttrs, ShapeAttrs,
-                           TransposeAttrs, SliceAttrs, SplitAttrs, PadAttrs, TileAttrs, ConvAttrs,
+                           TransposeAttrs, SliceAttrs, SplitAttrs, PadAttrs, TileAttrs, ConvAttrs, FusedConvAttrs,
                            PoolAttrs, AttentionAttrs, RotaryAttrs, FusedMatMulAttrs, QMatMulAttrs,
                            FusedElementwiseAttrs, ClipAttrs, GeluAttrs, ModAttrs, IsInfAttrs>;
 

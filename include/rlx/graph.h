@@ -152,6 +152,8 @@ class Graph {
   Value conv2d(Value x, Value w, Value bias, std::vector<int64_t> strides = {1, 1},
                std::vector<int64_t> pads = {0, 0, 0, 0}, std::vector<int64_t> dilations = {1, 1},
                int64_t group = 1);
+  // act(conv2d(x, w, bias) + residual); bias and residual may be absent (invalid).
+  Value fused_conv2d(Value x, Value w, Value bias, Value residual, const FusedConvAttrs& attrs);
   Value max_pool2d(Value x, std::vector<int64_t> kernel, std::vector<int64_t> strides,
                    std::vector<int64_t> pads = {0, 0, 0, 0});
   Value avg_pool2d(Value x, std::vector<int64_t> kernel, std::vector<int64_t> strides,

@@ -23,7 +23,7 @@ struct CompileOptions {
   Precision precision = Precision::F32;
   int threads = 0;                 // 0: hardware concurrency (RLX_THREADS overrides)
   bool fuse_elementwise = true;    // pass fuse-elementwise
-  bool fuse_matmul_epilogue = true;  // pass fuse-matmul-epilogue
+  bool fuse_matmul_epilogue = true;  // passes fuse-matmul-epilogue and fuse-conv-epilogue
   bool fuse_norms = true;          // pass fuse-norms (decomposed layer norms -> layer_norm)
   bool constant_fold = true;
   bool cse = true;

@@ -268,6 +268,12 @@ Value Graph::conv2d(Value x, Value w, Value bias, std::vector<int64_t> strides, 
   if (bias.valid()) in.push_back(bias);
   return add1(OpKind::Conv2d, std::move(in), ConvAttrs{std::move(strides), std::move(pads), std::move(dilations), group});
 }
+Value Graph::fused_conv2d(Value x, Value w, Value bias, Value residual, const FusedConvAttrs& attrs) {
+  std::vector<Value> in{x, w, bias};
+  if (residual.valid()) in.push_back(residual);
+  else if (!bias.valid()) in.pop_back();
+  return add1(OpKind::FusedConv2d, std::move(in), attrs);
+}
 Value Graph::max_pool2d(Value x, std::vector<int64_t> kernel, std::vector<int64_t> strides, std::vector<int64_t> pads) {
   PoolAttrs a;
   a.kernel = std::move(kernel);

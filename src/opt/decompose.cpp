@@ -103,6 +103,20 @@ Out fused_matmul(Builder& b, const Node& n) {
   return one(apply_activation(b, a.activation, a.alpha, y, true));
 }
 
+Out fused_conv2d(Builder& b, const Node& n) {
+  const auto& a = n.attr<FusedConvAttrs>();
+  std::vector<Value> in{n.inputs[0], n.inputs[1]};
+  if (n.inputs.size() > 2 && n.inputs[2].valid()) in.push_back(n.inputs[2]);
+  const bool has_res = n.inputs.size() > 3 && n.inputs[3].valid(), has_act = a.activation != Activation::None;
+  if (!has_res && !has_act) return one(b.last(OpKind::Conv2d, in, a.conv()));
+  Value y = b.op(OpKind::Conv2d, in, a.conv());
+  if (has_res) {
+    if (!has_act) return one(b.last(OpKind::Add, {y, n.inputs[3]}));
+    y = b.op(OpKind::Add, {y, n.inputs[3]});
+  }
+  return one(apply_activation(b, a.activation, a.alpha, y, true));
+}
+
 // ONNX ConvInteger's definition: an f64 conv of the zero-point-shifted operands (every
 // product and sum of u8/i8 differences is exact in f64), then i32. The input is padded with
 // zeros after the shift, i.e. with x_zp before it.
@@ -391,6 +405,7 @@ std::optional<std::vector<Value>> decompose(Emitter& e, const Node& n, std::stri
     case OpKind::LayerNorm: return layer_norm(b, n);
     case OpKind::RmsNorm: return rms_norm(b, n);
     case OpKind::FusedMatMul: return fused_matmul(b, n);
+    case OpKind::FusedConv2d: return fused_conv2d(b, n);
     case OpKind::ConvInteger: return conv_integer(b, n);
     case OpKind::Dft: return dft(b, n, false, why);
     case OpKind::Idft: return dft(b, n, true, why);

@@ -20,25 +20,6 @@ struct Chain {
   double alpha = 0;
 };
 
-// The activation a node applies to its only input, if fused_matmul can express it.
-bool activation_of(const Node& n, Activation& a, double& alpha) {
-  alpha = 0;
-  switch (n.kind) {
-    case OpKind::Relu: a = Activation::Relu; return true;
-    case OpKind::Silu: a = Activation::Silu; return true;
-    case OpKind::Sigmoid: a = Activation::Sigmoid; return true;
-    case OpKind::Tanh: a = Activation::Tanh; return true;
-    case OpKind::Gelu:
-      a = n.attr<GeluAttrs>().tanh_approx ? Activation::GeluTanh : Activation::Gelu;
-      return true;
-    case OpKind::LeakyRelu:
-      a = Activation::LeakyRelu;
-      alpha = n.attr<ScalarAttrs>().alpha;
-      return true;
-    default: return false;
-  }
-}
-
 // True when `bias` broadcasts over all but the last dim of `mm`: shape [N] or [1,..,1,N]
 // with the same dtype, and the sum has the matmul's type.
 bool is_row_bias(const Shape& mm, const Shape& bias, const Shape& sum) {

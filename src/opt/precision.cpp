@@ -22,7 +22,7 @@ enum class Mode { Low, Keep, Follow };
 
 Mode mode_of(OpKind k) {
   switch (k) {
-    case OpKind::MatMul: case OpKind::FusedMatMul: case OpKind::Conv2d: case OpKind::MaxPool2d:
+    case OpKind::MatMul: case OpKind::FusedMatMul: case OpKind::Conv2d: case OpKind::FusedConv2d: case OpKind::MaxPool2d:
     case OpKind::AvgPool2d: case OpKind::Attention: case OpKind::Rotary: case OpKind::FusedElementwise:
       return Mode::Low;
     case OpKind::Cast: case OpKind::Identity: case OpKind::TopK:

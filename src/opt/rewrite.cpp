@@ -107,6 +107,24 @@ int32_t UseInfo::sole_user(Value v) const {
   return users[size_t(v.node)][size_t(v.out)][0];
 }
 
+bool activation_of(const Node& n, Activation& a, double& alpha) {
+  alpha = 0;
+  switch (n.kind) {
+    case OpKind::Relu: a = Activation::Relu; return true;
+    case OpKind::Silu: a = Activation::Silu; return true;
+    case OpKind::Sigmoid: a = Activation::Sigmoid; return true;
+    case OpKind::Tanh: a = Activation::Tanh; return true;
+    case OpKind::Gelu:
+      a = n.attr<GeluAttrs>().tanh_approx ? Activation::GeluTanh : Activation::Gelu;
+      return true;
+    case OpKind::LeakyRelu:
+      a = Activation::LeakyRelu;
+      alpha = n.attr<ScalarAttrs>().alpha;
+      return true;
+    default: return false;
+  }
+}
+
 bool other_operand(const Node& n, Value v, Value& other) {
   if (n.inputs.size() != 2) return false;
   if (n.inputs[0] == v) other = n.inputs[1];

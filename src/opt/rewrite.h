@@ -68,6 +68,10 @@ class Rewriter {
 // Who uses each value: users[node][out] lists the consuming node ids (one entry per
 // input slot, so a node using a value twice appears twice); outputs[node][out] counts
 // how many graph outputs refer to it.
+// The activation a node applies to its only input, if a fused epilogue (fused_matmul,
+// fused_conv2d) can express it (alpha: leaky_relu's slope).
+bool activation_of(const Node& n, Activation& a, double& alpha);
+
 // For a binary node with `v` as one of its two operands: the other one (false otherwise).
 bool other_operand(const Node& n, Value v, Value& other);
 

@@ -18,7 +18,7 @@ const std::vector<EnvVar>& env_registry() {
   static const std::vector<EnvVar> vars = {
       {"RLX_THREADS", "worker threads for CPU kernels (a positive integer; overrides CompileOptions::threads)"},
       {"RLX_PRECISION", "compute precision policy: f32, tf32 (f32 values, TF32 matmul and conv math where the backend has it), f16 or bf16 (overrides CompileOptions::precision)"},
-      {"RLX_FUSE", "0 turns off the fusion passes fuse-norms, fuse-elementwise and fuse-matmul-epilogue (1 turns them on)"},
+      {"RLX_FUSE", "0 turns off the fusion passes fuse-norms, fuse-elementwise, fuse-matmul-epilogue and fuse-conv-epilogue (1 turns them on)"},
       {"RLX_FUSION_REPORT", "1 prints the whole fusion report (every rewrite, every candidate left apart and why) to stderr at compile"},
       {"RLX_DISPATCH_REPORT", "1 prints the dispatch report (per op kind: native, decomposed, unsupported) to stderr at compile"},
       {"RLX_ARENA_REPORT", "1 prints the memory plan (arena bytes vs lower bound, top buffers) to stderr at compile"},
@@ -29,6 +29,7 @@ const std::vector<EnvVar>& env_registry() {
       {"RLX_CUDA_GRAPH", "0: the CUDA backend launches every kernel of every run itself instead of replaying the run captured as a CUDA Graph (to measure what replay saves)"},
       {"RLX_CUDA_CUDNN", "0: the CUDA backend runs convolutions as im2col + cuBLASLt products instead of through cuDNN"},
       {"RLX_CUDA_JIT", "0: the CUDA backend runs fused_elementwise programs in its interpreter kernel instead of compiling each into its own kernel with NVRTC"},
+      {"RLX_CPU_WINOGRAD", "0: CPU 3x3 stride-1 convolutions with constant weights take the im2col GEMM instead of Winograd; 2 or 4: Winograd with 2x2 or 4x4 output tiles wherever it applies (default: 4x4 on maps of 24x24 or more, else 2x2)"},
       {"RLX_ISA", "scalar, avx2, avx512 or native (default): the highest instruction set CPU kernels may use (never above what the CPU has)"},
   };
   return vars;

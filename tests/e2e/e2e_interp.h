@@ -218,6 +218,13 @@ inline std::vector<T> interpret(const Graph& g, const Feeds& inputs, const Feeds
       }
       case OpKind::Tile: out.push_back(ref::tile(in(0), n.attr<TileAttrs>().repeats)); break;
       case OpKind::Conv2d: out.push_back(ref::conv2d(in(0), in(1), has(2) ? &in(2) : nullptr, n.attr<ConvAttrs>())); break;
+      case OpKind::FusedConv2d: {
+        const auto& fa = n.attr<FusedConvAttrs>();
+        T y = ref::conv2d(in(0), in(1), has(2) ? &in(2) : nullptr, fa.conv());
+        if (has(3)) y = ref::binary(y, in(3), std::plus<double>(), od);
+        out.push_back(act(y, fa.activation, fa.alpha));
+        break;
+      }
       case OpKind::ConvInteger: out.push_back(ref::conv_integer(in(0), in(1), in(2), in(3), n.attr<ConvAttrs>())); break;
       case OpKind::Dft: case OpKind::Idft: out.push_back(ref::dft(in(0), n.kind == OpKind::Idft)); break;
       case OpKind::MaxPool2d: case OpKind::AvgPool2d:

@@ -2,6 +2,7 @@
 // and rotary (both pair layouts, partial rotation).
 #include <cmath>
 
+#include "e2e_interp.h"
 #include "op_cases.h"
 
 namespace rlx::e2e {
@@ -21,6 +22,29 @@ OpCase conv_case(const std::string& name, std::vector<int64_t> xd, std::vector<i
               return Outs{g.conv2d(in[0], in[1], bias ? in[2] : Value{}, a.strides, a.pads, a.dilations, a.group)};
             }, {ref::conv2d(x, w, bias ? &b : nullptr, a)}, 2e-5, 2e-6);
           }};
+}
+
+// fused_conv2d: act(conv + bias + residual), against the reference conv then the same steps.
+OpCase fused_conv_case(const std::string& name, std::vector<int64_t> xd, std::vector<int64_t> wd, FusedConvAttrs a,
+                       bool bias, bool residual) {
+  return {name, [=] {
+            Rng rng(uint32_t(450 + xd[1] * 7 + wd[2] + a.group + residual));
+            T x = rng.tensor(xd), w = rng.tensor(wd, -0.5, 0.5), b = rng.tensor({wd[0]});
+            T y = ref::conv2d(x, w, bias ? &b : nullptr, a.conv());
+            T r = rng.tensor(y.dims);
+            std::vector<T> ins{x, w, b, r};
+            if (residual) y = ref::binary(y, r, std::plus<double>(), DType::F32);
+            check_op(name, ins, [&](Graph& g, Ins in) {
+              return Outs{g.fused_conv2d(in[0], in[1], bias ? in[2] : Value{}, residual ? in[3] : Value{}, a)};
+            }, {interp_detail::act(y, a.activation, a.alpha)}, 2e-5, 2e-6);
+          }};
+}
+
+FusedConvAttrs fused_attrs(ConvAttrs c, Activation act, double alpha = 0) {
+  FusedConvAttrs a;
+  a.strides = c.strides, a.pads = c.pads, a.dilations = c.dilations, a.group = c.group;
+  a.activation = act, a.alpha = alpha;
+  return a;
 }
 
 // u8/i8 inputs and weights over their whole ranges, a scalar or per-channel weight zero point.
@@ -109,6 +133,16 @@ const bool kConv = register_cases({
     {OpKind::Conv2d, conv_case("conv2d_depthwise", {1, 8, 10, 9}, {8, 1, 5, 5}, ConvAttrs{{1, 1}, {2, 2, 2, 2}, {1, 1}, 8},
                                true)},
     {OpKind::Conv2d, conv_case("conv2d_pointwise", {2, 19, 6, 5}, {23, 19, 1, 1}, ConvAttrs{}, true)},
+    {OpKind::FusedConv2d, fused_conv_case("fused_conv2d_residual_relu", {2, 5, 9, 11}, {7, 5, 3, 3},
+                                          fused_attrs(ConvAttrs{{1, 1}, {1, 1, 1, 1}, {1, 1}, 1}, Activation::Relu),
+                                          true, true)},
+    {OpKind::FusedConv2d, fused_conv_case("fused_conv2d_strided_leaky_no_bias", {1, 4, 13, 10}, {6, 4, 3, 2},
+                                          fused_attrs(ConvAttrs{{2, 3}, {0, 2, 1, 0}, {2, 1}, 1},
+                                                      Activation::LeakyRelu, 0.25),
+                                          false, false)},
+    {OpKind::FusedConv2d, fused_conv_case("fused_conv2d_depthwise_residual_sigmoid", {1, 8, 10, 9}, {8, 1, 5, 5},
+                                          fused_attrs(ConvAttrs{{1, 1}, {2, 2, 2, 2}, {1, 1}, 8}, Activation::Sigmoid),
+                                          true, true)},
     {OpKind::ConvInteger, conv_integer_case("conv_integer_u8_s8_grouped_pad", DType::U8, DType::I8, false,
                                             ConvAttrs{{1, 2}, {1, 0, 1, 2}, {1, 1}, 2})},
     {OpKind::ConvInteger, conv_integer_case("conv_integer_s8_u8_per_channel_dilated", DType::I8, DType::U8, true,

@@ -125,7 +125,7 @@ TEST(PipelineFeatures, PrecisionPoliciesOnCnn) {
     CompiledGraph net = compile_e2e(g, o);
     int low_convs = 0;
     for (const Node& n : net.graph().nodes())
-      if (n.kind == OpKind::Conv2d) low_convs += n.outputs[0].dtype() == dt;
+      if (n.kind == OpKind::Conv2d || n.kind == OpKind::FusedConv2d) low_convs += n.outputs[0].dtype() == dt;
     EXPECT_GT(low_convs, 0) << dtype_name(dt);
     set_params(net, params);
     const std::vector<T> got = run_net(net, in);

@@ -116,6 +116,16 @@ Graph every_op_graph() {
   auto cb = g.param("cb", t({8}));
   outs.push_back(g.conv2d(img, cw, cb, {2, 1}, {1, 1, 0, 0}, {1, 2}, 2));
   {
+    FusedConvAttrs fa;
+    fa.strides = {2, 1};
+    fa.pads = {1, 1, 0, 0};
+    fa.group = 2;
+    fa.activation = Activation::LeakyRelu;
+    fa.alpha = 0.5;
+    Value c = g.conv2d(img, cw, cb, {2, 1}, {1, 1, 0, 0}, {1, 1}, 2);
+    outs.push_back(g.fused_conv2d(img, cw, Value{}, c, fa));  // residual, no bias
+  }
+  {
     ConvAttrs qa;
     qa.strides = {1, 2};
     qa.pads = {1, 0, 1, 1};

@@ -118,6 +118,14 @@ Graph graph_for(OpKind kind) {
       out = g.add1(OpKind::FusedElementwise, {x}, a);
       break;
     }
+    case OpKind::FusedConv2d: {
+      FusedConvAttrs a;
+      a.pads = {1, 1, 1, 1};
+      a.activation = Activation::Relu;
+      Value w = g.constant_f32({4, 4, 3, 3}, std::vector<float>(144, 0.25f));
+      out = g.fused_conv2d(x, w, g.constant_f32({4}, std::vector<float>(4, 1)), x, a);
+      break;
+    }
     case OpKind::ConvInteger:
       out = g.add1(kind,
                    {g.input("xi", Shape({1, 4, 8, 8}, DType::U8)), g.input("wi", Shape({2, 4, 3, 3}, DType::I8)),

@@ -94,6 +94,7 @@ graph main {
             "simplify: 14 -> 12 nodes\n"
             "fuse-norms: 12 -> 12 nodes\n"
             "fuse-matmul-epilogue: 12 -> 10 nodes\n"
+            "fuse-conv-epilogue: 10 -> 10 nodes\n"
             "fuse-elementwise: 10 -> 7 nodes\n"
             "legalize: 7 -> 14 nodes\n"
             "dce: 14 -> 14 nodes\n");

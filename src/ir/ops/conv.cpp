@@ -86,6 +86,27 @@ std::vector<Shape> infer_conv2d(const InferCtx& ctx) {
   return {x.with_dims(std::move(out))};
 }
 
+std::vector<Shape> infer_fused_conv2d(const InferCtx& ctx) {
+  const Shape& x = ctx.input(0);
+  const Shape& w = ctx.input(1);
+  const auto& a = ctx.node.attr<FusedConvAttrs>();
+  require_same_dtype(ctx, x, "input 0", w, "weight (input 1)");
+  require_float(ctx, x, "input 0");
+  if (int(a.activation) > int(Activation::LeakyRelu)) ctx.error("invalid activation code ", int(a.activation));
+  if (a.activation != Activation::LeakyRelu && a.alpha != 0)
+    ctx.error("alpha is only used by leaky_relu, got alpha=", a.alpha, " with ", enum_name(a.activation));
+  std::vector<Dim> out = conv_out_dims(ctx, x, w, a.conv());
+  if (ctx.has(2)) {
+    const Shape& b = ctx.input(2);
+    require_same_dtype(ctx, b, "bias (input 2)", x, "input 0");
+    if (b.rank() != 1 || !(b.dims()[0] == out[1])) ctx.error("bias ", b.str(), " must have shape [", out[1].raw(), "]");
+  }
+  Shape y = x.with_dims(std::move(out));
+  if (ctx.has(3) && !(ctx.input(3) == y))
+    ctx.error("residual (input 3) ", ctx.input(3).str(), " must have the conv's output type ", y.str());
+  return {y};
+}
+
 std::vector<Shape> infer_conv_integer(const InferCtx& ctx) {
   const Shape& x = ctx.input(0);
   const Shape& w = ctx.input(1);

@@ -37,6 +37,12 @@ struct ConvCfg {
   bool transposed = false;  // the product as C^T = cols^T W^T (see conv_gemm_transposed)
   bool in_place = false;    // B read from the input rows in place (see conv_in_place)
   bool has_bias = false;
+  // fused_conv2d's epilogue (f32, f16, bf16: applied in f32 before the output's rounding):
+  // out = act(conv + bias + residual).
+  bool has_residual = false;
+  Activation act = Activation::None;
+  float alpha = 0;
+  bool has_epilogue() const { return has_residual || act != Activation::None; }
   std::vector<int64_t> kx_bounds;  // per kx: [lo, hi) of output columns reading inside the image
   int64_t kx_interior[2] = {0, 0};  // columns inside every kx's [lo, hi)
   int n_in = 2;  // node inputs (the output pointer follows them)
@@ -198,7 +204,26 @@ struct ConvTile {
   const void* bias;      // [cout] or nullptr
   int64_t co0;           // first output channel of this group
   void* out;             // typed output plane block when C is an F32 workspace
+  const void* residual = nullptr;  // fused_conv2d: this group's residual planes (C's layout, cfg.type)
 };
+
+// fused_conv2d's epilogue on n f32 outputs (after the bias): + residual (n elements of cfg.type
+// at res + off), then the activation.
+inline void conv_post(const ConvCfg& cfg, float* y, const void* res, int64_t off, int64_t n) {
+  if (res) {
+    if (cfg.type == DType::F32) {
+      cfg.rows->accumulate(y, static_cast<const float*>(res) + off, n);
+    } else {  // half: widened a piece at a time
+      float tmp[256];
+      for (int64_t i = 0; i < n; i += 256) {
+        const int64_t k = std::min<int64_t>(256, n - i);
+        cfg.to_f32(static_cast<const uint16_t*>(res) + off + i, tmp, k);
+        cfg.rows->accumulate(y + i, tmp, k);
+      }
+    }
+  }
+  if (cfg.act != Activation::None) cfg.rows->activate(y, n, cfg.act, cfg.alpha);
+}
 
 void conv_epilogue(const void* vctx, float* c, int64_t ldc, int64_t i0, int64_t j0, int64_t m, int64_t n) {
   const ConvTile& t = *static_cast<const ConvTile*>(vctx);
@@ -206,6 +231,7 @@ void conv_epilogue(const void* vctx, float* c, int64_t ldc, int64_t i0, int64_t 
   for (int64_t r = 0; r < m; ++r) {
     float* row = c + r * ldc;
     if (t.bias) cfg.rows->add(row, n, load_as_f32(t.bias, cfg.type, t.co0 + i0 + r));
+    if (cfg.has_epilogue()) conv_post(cfg, row, t.residual, (i0 + r) * ldc + j0, n);
     if (!t.out) continue;
     if (cfg.from_f32)  // half types: a row at a time, rounded as store_from_f32 rounds
       cfg.from_f32(row, static_cast<uint16_t*>(t.out) + (i0 + r) * ldc + j0, n);
@@ -251,13 +277,14 @@ const float* im2col_rows(const ConvCfg& cfg, const float* xg, ThreadPool* pool =
 }
 
 void conv_in_place(const ConvCfg& cfg, ThreadPool* pool, const float* x, const float* w, const float* bias,
-                   float* out, int64_t img, int64_t g);
+                   const float* res, float* out, int64_t img, int64_t g);
 
-void conv_gemm_one(const ConvCfg& cfg, ThreadPool* pool, const void* x, const void* w, const void* bias, void* out,
-                   int64_t img, int64_t g) {
+void conv_gemm_one(const ConvCfg& cfg, ThreadPool* pool, const void* x, const void* w, const void* bias,
+                   const void* res, void* out, int64_t img, int64_t g) {
   if (cfg.in_place)
     return conv_in_place(cfg, pool, static_cast<const float*>(x), static_cast<const float*>(w),
-                         static_cast<const float*>(bias), static_cast<float*>(out), img, g);
+                         static_cast<const float*>(bias), static_cast<const float*>(res), static_cast<float*>(out),
+                         img, g);
   const size_t esz = dtype_size(cfg.type);
   const int64_t cg = cfg.c / cfg.group, mg = cfg.cout / cfg.group, kg = cg * cfg.kh * cfg.kw;
   const int64_t p = cfg.oh * cfg.ow;
@@ -280,7 +307,8 @@ void conv_gemm_one(const ConvCfg& cfg, ThreadPool* pool, const void* x, const vo
     pr.pack_b = im2col_for(cfg.type);
     pr.pack_b_ctx = &ictx;
   }
-  ConvTile tile{&cfg, bias, g * mg, nullptr};
+  ConvTile tile{&cfg, bias, g * mg, nullptr,
+                res ? static_cast<const uint8_t*>(res) + (img * cfg.cout + g * mg) * p * esz : nullptr};
   if (cfg.type == DType::F32) {
     pr.c = static_cast<float*>(og);
   } else {
@@ -289,7 +317,7 @@ void conv_gemm_one(const ConvCfg& cfg, ThreadPool* pool, const void* x, const vo
     tile.out = og;
   }
   pr.ldc = p;
-  if (bias || tile.out) {
+  if (bias || tile.out || cfg.has_epilogue()) {
     pr.epilogue = conv_epilogue;
     pr.epilogue_ctx = &tile;
   }
@@ -305,9 +333,11 @@ void conv_gemm_one(const ConvCfg& cfg, ThreadPool* pool, const void* x, const vo
 // the output with the bias added. Every element sums the same products in the same K order
 // as the untransposed product, so the bits are the same.
 struct TransposedTile {
+  const ConvCfg* cfg;
   const float* bias;  // [cout] or nullptr
   int64_t p;
   float* out;  // [cout, p] of this image
+  const float* residual;  // fused_conv2d: [cout, p] of this image, or nullptr
 };
 
 void conv_transposed_epilogue(const void* vctx, float* c, int64_t ldc, int64_t i0, int64_t j0, int64_t m, int64_t n) {
@@ -320,11 +350,12 @@ void conv_transposed_epilogue(const void* vctx, float* c, int64_t ldc, int64_t i
     } else {
       for (int64_t i = 0; i < m; ++i) o[i] = c[i * ldc + j];
     }
+    if (t.cfg->has_epilogue()) conv_post(*t.cfg, o, t.residual, (j0 + j) * t.p + i0, m);
   }
 }
 
 void conv_gemm_transposed(const ConvCfg& cfg, ThreadPool* pool, const float* x, const float* w, const float* bias,
-                          float* out, int64_t img) {
+                          const float* res, float* out, int64_t img) {
   const int64_t mg = cfg.cout, kg = cfg.c * cfg.kh * cfg.kw, p = cfg.oh * cfg.ow;
   const float* xg = x + img * cfg.c * cfg.h * cfg.w;
   SgemmProblem pr;
@@ -340,7 +371,7 @@ void conv_gemm_transposed(const ConvCfg& cfg, ThreadPool* pool, const float* x, 
   if (tl_conv_out.size() < size_t(mg * p)) tl_conv_out.resize(size_t(mg * p));
   pr.c = tl_conv_out.data();
   pr.ldc = mg;
-  TransposedTile tile{bias, p, out + img * cfg.cout * p};
+  TransposedTile tile{&cfg, bias, p, out + img * cfg.cout * p, res ? res + img * cfg.cout * p : nullptr};
   pr.epilogue = conv_transposed_epilogue;
   pr.epilogue_ctx = &tile;
   sgemm(pr, pool, *cfg.kernels);
@@ -357,7 +388,7 @@ void conv_gemm_transposed(const ConvCfg& cfg, ThreadPool* pool, const float* x, 
 constexpr int64_t kInPlaceMinCols = 48;
 
 void conv_in_place(const ConvCfg& cfg, ThreadPool* pool, const float* x, const float* w, const float* bias,
-                   float* out, int64_t img, int64_t g) {
+                   const float* res, float* out, int64_t img, int64_t g) {
   const IsaKernels& K = *cfg.kernels;
   const int mr = K.mr, nr = K.nr;
   const int64_t cg = cfg.c / cfg.group, mg = cfg.cout / cfg.group, taps = cfg.kh * cfg.kw, kg = cg * taps;
@@ -379,7 +410,7 @@ void conv_in_place(const ConvCfg& cfg, ThreadPool* pool, const float* x, const f
   const int64_t threads = pool ? pool->size() : 1;
   const int64_t rows_per = std::clamp<int64_t>(cfg.oh / (4 * threads), 1, 4);
   const int64_t groups = (cfg.oh + rows_per - 1) / rows_per;
-  ConvTile tile{&cfg, bias, g * mg, nullptr};
+  ConvTile tile{&cfg, bias, g * mg, nullptr, res ? res + (img * cfg.cout + g * mg) * p : nullptr};
   for_each_index(pool, groups, [&](int64_t gi) {
     thread_local std::vector<float> rowbuf;
     thread_local std::vector<int64_t> off;
@@ -417,7 +448,7 @@ void conv_in_place(const ConvCfg& cfg, ThreadPool* pool, const float* x, const f
             const float* a = ap + pc * mpad + ir * kc;
             float* cp = og + ir * p + oy * cfg.ow + ox0;
             gemm_tile_off(K, rows, ncols, kc, a, brow + ox0, off.data(), cp, p, acc);
-            if (last && bias) conv_epilogue(&tile, cp, p, ir, oy * cfg.ow + ox0, rows, ncols);
+            if (last && (bias || cfg.has_epilogue())) conv_epilogue(&tile, cp, p, ir, oy * cfg.ow + ox0, rows, ncols);
           }
         }
       }
@@ -432,8 +463,8 @@ void conv_in_place(const ConvCfg& cfg, ThreadPool* pool, const float* x, const f
 // in registers by the ISA's conv_row.
 // `bounds` holds, per kx, the output columns whose input column is inside the image.
 template <class T>
-void conv_direct_plane(const ConvCfg& cfg, const T* x, const T* w, const T* bias, T* out, int64_t img, int64_t co,
-                       AccOf<T>* rowbuf, const int64_t* bounds) {
+void conv_direct_plane(const ConvCfg& cfg, const T* x, const T* w, const T* bias, const void* res, T* out,
+                       int64_t img, int64_t co, AccOf<T>* rowbuf, const int64_t* bounds) {
   using Acc = AccOf<T>;
   const int64_t cg = cfg.c / cfg.group, mg = cfg.cout / cfg.group, g = co / mg;
   T* o = out + (img * cfg.cout + co) * cfg.oh * cfg.ow;
@@ -478,18 +509,20 @@ void conv_direct_plane(const ConvCfg& cfg, const T* x, const T* w, const T* bias
     if constexpr (std::is_same_v<T, float>) {
       if (taps) cfg.rows->conv_row(acc, taps, tap_src, tap_w, tap_lo, tap_hi, cfg.kx_interior[0], cfg.kx_interior[1]);
     }
+    if constexpr (std::is_same_v<Acc, float>)  // fused_conv2d (never f64: supports_fused_conv)
+      if (cfg.has_epilogue()) conv_post(cfg, acc, res, ((img * cfg.cout + co) * cfg.oh + oy) * cfg.ow, cfg.ow);
     if constexpr (!std::is_same_v<T, Acc>)
       for (int64_t ox = 0; ox < cfg.ow; ++ox) store(o + oy * cfg.ow + ox, acc[ox]);
   }
 }
 
 template <class T>
-void conv_direct(const ConvCfg& cfg, ThreadPool* pool, const void* x, const void* w, const void* bias, void* out,
-                 int64_t images) {
+void conv_direct(const ConvCfg& cfg, ThreadPool* pool, const void* x, const void* w, const void* bias,
+                 const void* res, void* out, int64_t images) {
   for_each_index(pool, images * cfg.cout, [&](int64_t idx) {
     thread_local std::vector<AccOf<T>> rowbuf;
     if (rowbuf.size() < size_t(cfg.ow)) rowbuf.resize(size_t(cfg.ow));
-    conv_direct_plane<T>(cfg, static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(bias),
+    conv_direct_plane<T>(cfg, static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(bias), res,
                          static_cast<T*>(out), idx / cfg.cout, idx % cfg.cout, rowbuf.data(), cfg.kx_bounds.data());
   });
 }
@@ -497,24 +530,26 @@ void conv_direct(const ConvCfg& cfg, ThreadPool* pool, const void* x, const void
 void run_conv(const RunCtx& ctx, const void* vcfg, void* const* bufs) {
   const ConvCfg& cfg = *static_cast<const ConvCfg*>(vcfg);
   const void *x = bufs[0], *w = bufs[1], *bias = cfg.has_bias ? bufs[2] : nullptr;
+  const void* res = cfg.has_residual ? bufs[3] : nullptr;
   void* out = bufs[cfg.n_in];
   const int64_t images = cfg.n;
   if (images == 0 || cfg.cout == 0 || cfg.oh * cfg.ow == 0) return;
-  if (cfg.type == DType::F64) return conv_direct<double>(cfg, ctx.pool, x, w, bias, out, images);
+  if (cfg.type == DType::F64) return conv_direct<double>(cfg, ctx.pool, x, w, bias, res, out, images);
   if (cfg.winograd)
     return run_winograd(*cfg.winograd, ctx.pool, static_cast<const float*>(x), static_cast<const float*>(bias),
-                        static_cast<float*>(out), images);
+                        WinogradEpilogue{static_cast<const float*>(res), cfg.act, cfg.alpha}, static_cast<float*>(out),
+                        images);
   if (cfg.direct) {
     switch (cfg.type) {
-      case DType::F16: return conv_direct<F16>(cfg, ctx.pool, x, w, bias, out, images);
-      case DType::BF16: return conv_direct<BF16>(cfg, ctx.pool, x, w, bias, out, images);
-      default: return conv_direct<float>(cfg, ctx.pool, x, w, bias, out, images);
+      case DType::F16: return conv_direct<F16>(cfg, ctx.pool, x, w, bias, res, out, images);
+      case DType::BF16: return conv_direct<BF16>(cfg, ctx.pool, x, w, bias, res, out, images);
+      default: return conv_direct<float>(cfg, ctx.pool, x, w, bias, res, out, images);
     }
   }
   if (cfg.transposed) {
     for (int64_t i = 0; i < images; ++i)
       conv_gemm_transposed(cfg, ctx.pool, static_cast<const float*>(x), static_cast<const float*>(w),
-                           static_cast<const float*>(bias), static_cast<float*>(out), i);
+                           static_cast<const float*>(bias), static_cast<const float*>(res), static_cast<float*>(out), i);
     return;
   }
   const int64_t gemms = images * cfg.group;
@@ -525,11 +560,11 @@ void run_conv(const RunCtx& ctx, const void* vcfg, void* const* bufs) {
   // one parallel GEMM at a time. The arithmetic per element is the same either way.
   if (gemms > 1 && threads > 1 && (gemms >= 2 * threads || flops < 96.0 * 96.0 * 96.0)) {
     for_each_index(ctx.pool, gemms, [&](int64_t i) {
-      conv_gemm_one(cfg, nullptr, x, w, bias, out, i / cfg.group, i % cfg.group);
+      conv_gemm_one(cfg, nullptr, x, w, bias, res, out, i / cfg.group, i % cfg.group);
     });
     return;
   }
-  for (int64_t i = 0; i < gemms; ++i) conv_gemm_one(cfg, ctx.pool, x, w, bias, out, i / cfg.group, i % cfg.group);
+  for (int64_t i = 0; i < gemms; ++i) conv_gemm_one(cfg, ctx.pool, x, w, bias, res, out, i / cfg.group, i % cfg.group);
 }
 
 bool conv_float_type(DType t) {
@@ -541,8 +576,16 @@ bool supports_conv(const Node& node, const std::vector<const Shape*>& in) {
   return in.size() < 3 || !in[2] || in[2]->dtype() == in[0]->dtype();
 }
 
+// The epilogue runs on f32 rows (f16 / bf16 outputs before their rounding); f64 takes the
+// decomposition.
+bool supports_fused_conv(const Node& node, const std::vector<const Shape*>& in) {
+  if (!supports_conv(node, in) || in[0]->dtype() == DType::F64) return false;
+  return in.size() < 4 || !in[3] || in[3]->dtype() == in[0]->dtype();
+}
+
 KernelCall build_conv(const Node& node, const std::vector<const Shape*>& in, const std::vector<Shape>& out) {
-  const auto& a = node.attr<ConvAttrs>();
+  const bool fused = node.kind == OpKind::FusedConv2d;
+  const ConvAttrs a = fused ? node.attr<FusedConvAttrs>().conv() : node.attr<ConvAttrs>();
   const std::vector<int64_t> xd = in[0]->static_dims(), wd = in[1]->static_dims(), od = out[0].static_dims();
   if (xd.size() != 4 || wd.size() != 4 || od.size() != 4 || a.strides.size() != 2 || a.pads.size() != 4 ||
       a.dilations.size() != 2 || a.group < 1)
@@ -583,6 +626,11 @@ KernelCall build_conv(const Node& node, const std::vector<const Shape*>& in, con
   c.kx_interior[1] = std::max(c.kx_interior[0], c.kx_interior[1]);
   c.n_in = int(in.size());
   c.has_bias = in.size() > 2 && in[2];
+  c.has_residual = fused && in.size() > 3 && in[3];
+  if (fused) {
+    c.act = node.attr<FusedConvAttrs>().activation;
+    c.alpha = float(node.attr<FusedConvAttrs>().alpha);
+  }
   c.kernels = &isa_kernels(detect_isa());
   if (c.type == DType::F16 || c.type == DType::BF16) {
     c.to_f32 = ew::convert_fn(c.type, DType::F32, detect_isa());
@@ -797,6 +845,8 @@ KernelCall build_pool(const Node& node, const std::vector<const Shape*>& in, con
 void register_conv_kernels(KernelRegistry& r) {
   r.add(OpKind::Conv2d, build_conv, supports_conv);
   r.add_build_info(OpKind::Conv2d, build_conv_info);
+  r.add(OpKind::FusedConv2d, build_conv, supports_fused_conv);
+  r.add_build_info(OpKind::FusedConv2d, build_conv_info);
   r.add(OpKind::MaxPool2d, build_pool, supports_max_pool);
   r.add(OpKind::AvgPool2d, build_pool, supports_avg_pool);
 }

@@ -114,8 +114,8 @@ void transform_winograd_weights(WinogradConv& p, const float* w) {
   p.u = std::move(packed);
 }
 
-void run_winograd(const WinogradConv& p, ThreadPool* pool, const float* x, const float* bias, float* out,
-                  int64_t images) {
+void run_winograd(const WinogradConv& p, ThreadPool* pool, const float* x, const float* bias,
+                  const WinogradEpilogue& epi, float* out, int64_t images) {
   const IsaKernels& K = *p.gemm;
   const int a = alpha(p.m), points = a * a, mr = K.mr;
   const int64_t kc_max = K.kc, plane = p.oh * p.ow;
@@ -135,6 +135,7 @@ void run_winograd(const WinogradConv& p, ThreadPool* pool, const float* x, const
   for (int64_t img = 0; img < images; ++img) {
     const float* xi = x + img * p.c * p.h * p.w;
     float* oi = out + img * p.cout * plane;
+    const float* ri = epi.residual ? epi.residual + img * p.cout * plane : nullptr;
     // 1. V = B^T d B for every tile and input channel.
     parallel(pool, panels * cgroups, [&](int64_t task) {
       const int64_t pan = task / cgroups, cg = task % cgroups;
@@ -181,11 +182,14 @@ void run_winograd(const WinogradConv& p, ThreadPool* pool, const float* x, const
       }
       const float* bq = bias ? bias + q * p.chunk : nullptr;
       float* oq = oi + q * p.chunk * plane;
+      const float* rq = ri ? ri + q * p.chunk * plane : nullptr;
       for (int64_t r = 0; r < rows_b; ++r) {
         const int64_t t = b * p.block + r, ty = t / p.tw, tx = t % p.tw;
         const int rows = int(std::min<int64_t>(p.m, p.oh - ty * p.m));
         const int cols = int(std::min<int64_t>(p.m, p.ow - tx * p.m));
-        output(mbuf + r * p.chunk, xi_stride, n, bq, oq + ty * p.m * p.ow + tx * p.m, plane, p.ow, rows, cols);
+        const int64_t at = ty * p.m * p.ow + tx * p.m;
+        output(mbuf + r * p.chunk, xi_stride, n, bq, rq ? rq + at : nullptr, epi.act, epi.alpha, oq + at, plane, p.ow,
+               rows, cols);
       }
     });
   }

@@ -21,6 +21,7 @@
 
 #include "backends/cpu/isa.h"
 #include "backends/cpu/kernels/gemm.h"
+#include "rlx/attrs.h"
 
 namespace rlx::cpu {
 
@@ -61,9 +62,10 @@ struct WinogradKernels {
                    int lanes, int mr, float* dst, int64_t xi_stride) = {};
   // Output transform of one tile for n output channels: point xi of channel j at
   // src[xi * xi_stride + j]. Output (i, j) of the tile, for i < rows and j < cols, of
-  // channel c goes to out[c * plane + i * ow + j], plus bias[c] when bias is set.
-  void (*output[2])(const float* src, int64_t xi_stride, int64_t n, const float* bias, float* out, int64_t plane,
-                    int64_t ow, int rows, int cols) = {};
+  // channel c goes to out[c * plane + i * ow + j]: act(value + bias[c] + res[c * plane +
+  // i * ow + j]), without the bias or the residual where they are null.
+  void (*output[2])(const float* src, int64_t xi_stride, int64_t n, const float* bias, const float* res,
+                    Activation act, float alpha, float* out, int64_t plane, int64_t ow, int rows, int cols) = {};
 };
 
 // The ISA's transforms, or nullptr where there are none (the scalar level: the GEMM path runs).
@@ -97,9 +99,16 @@ bool plan_winograd(int64_t c, int64_t h, int64_t w, int64_t cout, int64_t oh, in
 // Fills plan.u from the weights w [cout, c, 3, 3] (each point computed in double, rounded once).
 void transform_winograd_weights(WinogradConv& plan, const float* w);
 
-// out[n, cout, oh, ow] = conv(x, w) + bias for `images` images with the weights plan.u was
-// made from (bias [cout] or nullptr).
-void run_winograd(const WinogradConv& plan, ThreadPool* pool, const float* x, const float* bias, float* out,
-                  int64_t images);
+// A fused conv's epilogue: out = act(conv + bias + residual) (residual [n, cout, oh, ow] or null).
+struct WinogradEpilogue {
+  const float* residual = nullptr;
+  Activation act = Activation::None;
+  float alpha = 0;
+};
+
+// out[n, cout, oh, ow] = conv(x, w) + bias (then the epilogue) for `images` images with the
+// weights plan.u was made from (bias [cout] or nullptr).
+void run_winograd(const WinogradConv& plan, ThreadPool* pool, const float* x, const float* bias,
+                  const WinogradEpilogue& epi, float* out, int64_t images);
 
 }  // namespace rlx::cpu

@@ -97,11 +97,11 @@ void wino_input(const float* x, int64_t h, int64_t w, int64_t nch, const int64_t
 }
 
 template <int Mt>
-void wino_output(const float* src, int64_t xi_stride, int64_t n, const float* bias, float* out, int64_t plane,
-                 int64_t ow, int rows, int cols) {
+void wino_output(const float* src, int64_t xi_stride, int64_t n, const float* bias, const float* res,
+                 Activation act, float alpha, float* out, int64_t plane, int64_t ow, int rows, int cols) {
   using Mx = WinogradMatrices<Mt>;
   constexpr int A = Mx::A;
-  alignas(64) float y[Mt][Mt][W];
+  alignas(64) float y[Mt][Mt][W] = {};
   for (int64_t j0 = 0; j0 < n; j0 += W) {
     const int64_t nn = std::min<int64_t>(W, n - j0);
     const auto mask = V::tail(nn);
@@ -113,12 +113,19 @@ void wino_output(const float* src, int64_t xi_stride, int64_t n, const float* bi
       for (int k = 0; k < A; ++k)
         s[i][k] = wino_combine(Mx::AT[i], [&](int r) { return load(src + (r * A + k) * xi_stride + j0); });
     const F b = bias ? load(bias + j0) : V::zero();
+    if (res)  // the residual, channels as lanes (the tile's valid outputs only)
+      for (int64_t c = 0; c < nn; ++c)
+        for (int i = 0; i < rows; ++i)
+          for (int j = 0; j < cols; ++j) y[i][j][c] = res[(j0 + c) * plane + i * ow + j];
+    const F va = V::set1(alpha);
 #pragma GCC unroll 4
     for (int i = 0; i < Mt; ++i)
 #pragma GCC unroll 4
       for (int j = 0; j < Mt; ++j) {
         F v = wino_combine(Mx::AT[j], [&](int k) { return s[i][k]; });
         if (bias) v = V::add(v, b);
+        if (res) v = V::add(v, V::load(y[i][j]));
+        if (act != Activation::None) v = activate_v(v, act, va);
         V::store(y[i][j], v);
       }
     for (int64_t c = 0; c < nn; ++c) {

@@ -31,6 +31,10 @@ void add_scalar(float* y, int64_t n, float b) {
   for (int64_t i = 0; i < n; ++i) y[i] += b;
 }
 
+void accumulate_scalar(float* y, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
 void scale_scalar(float* y, int64_t n, float s) {
   for (int64_t i = 0; i < n; ++i) y[i] *= s;
 }
@@ -44,7 +48,8 @@ void conv_row_scalar(float* out, int64_t taps, const float* const* src, const fl
 }  // namespace
 
 const RowKernels& row_kernels(Isa isa) {
-  static const RowKernels scalar{activate_scalar_n, exp_sum_scalar, max_scalar, scale_scalar, add_scalar, conv_row_scalar};
+  static const RowKernels scalar{activate_scalar_n, exp_sum_scalar, max_scalar, scale_scalar, add_scalar,
+                                 accumulate_scalar, conv_row_scalar};
   if (isa == Isa::Avx512)
     if (const RowKernels* t = row_kernels_avx512()) return *t;
   if (isa == Isa::Avx512 || isa == Isa::Avx2)

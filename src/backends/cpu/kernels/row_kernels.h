@@ -21,6 +21,8 @@ struct RowKernels {
   void (*scale)(float* y, int64_t n, float s) = nullptr;
   // y[i] = y[i] + b (a convolution's bias on a row of its GEMM's output tile).
   void (*add)(float* y, int64_t n, float b) = nullptr;
+  // y[i] = y[i] + x[i] (a fused convolution's residual).
+  void (*accumulate)(float* y, const float* x, int64_t n) = nullptr;
   // One output row of a stride-1 direct convolution: for t < taps (in order) and
   // x in [lo[t], hi[t]): out[x] += w[t] * src[t][x]. [ilo, ihi) must lie inside every
   // tap's range; there all taps are summed in registers.

@@ -64,6 +64,15 @@ void add_row(float* y, int64_t n, float b) {
   }
 }
 
+void accumulate_row(float* y, const float* x, int64_t n) {
+  int64_t i = 0;
+  for (; i + W <= n; i += W) V::store(y + i, V::add(V::load(y + i), V::load(x + i)));
+  if (i < n) {
+    const auto t = V::tail(n - i);
+    V::store_tail(y + i, t, V::add(V::load_tail(y + i, t, 0.0f), V::load_tail(x + i, t, 0.0f)));
+  }
+}
+
 // One output row of a stride-1 direct convolution (contract in row_kernels.h): the interior in
 // chunks of up to four independent accumulators (masked at the end) to hide the FMA latency,
 // the edge columns below. NV vectors of one chunk starting at column x (masked past ihi): every tap summed in registers.
