@@ -1,5 +1,7 @@
 // fuse-conv-epilogue: conv2d [+ residual add] [+ activation] -> one fused_conv2d, when each
-// intermediate feeds only the next node of the chain (and is not a graph output). The residual
+// intermediate feeds only the next node of the chain (and is not a graph output), and the
+// backend claims the fused node (one that does not would get the three ops back from legalize
+// after fuse-elementwise ran, and lose the add + activation program it would have made). The residual
 // is the add's other operand, of the conv's output type (a ResNet block's skip path, another
 // conv's output included). The fused node takes the name of the chain's last node. The
 // backend applies the epilogue to each tile of the output while it is in cache, instead of
@@ -8,6 +10,7 @@
 #include <vector>
 
 #include "opt/passes.h"
+#include "opt/pipeline.h"
 #include "opt/rewrite.h"
 
 namespace rlx::opt {
@@ -54,6 +57,36 @@ bool match(const Graph& g, const UseInfo& uses, const std::vector<char>& taken, 
   return c.add >= 0 || c.act >= 0;
 }
 
+FusedConvAttrs fused_attrs(const Node& conv, const Chain& c) {
+  const auto& ca = conv.attr<ConvAttrs>();
+  FusedConvAttrs fa;
+  fa.strides = ca.strides;
+  fa.pads = ca.pads;
+  fa.dilations = ca.dilations;
+  fa.group = ca.group;
+  fa.activation = c.activation;
+  fa.alpha = c.alpha;
+  return fa;
+}
+
+// The fused node's inputs (in terms of `map`): x, w, bias or absent, residual (when any).
+template <class Map>
+std::vector<Value> fused_inputs(const Node& conv, const Chain& c, Map map) {
+  std::vector<Value> in{map(conv.inputs[0]), map(conv.inputs[1])};
+  const bool bias = conv.inputs.size() > 2 && conv.inputs[2].valid();
+  in.push_back(bias ? map(conv.inputs[2]) : Value{});
+  if (c.residual.valid()) in.push_back(map(c.residual));
+  else if (!bias) in.pop_back();
+  return in;
+}
+
+bool claimed(const Graph& g, const Chain& c, const BackendClaims& claims) {
+  const Node& conv = g.node(c.conv);
+  const Node n = make_node(g, OpKind::FusedConv2d, fused_inputs(conv, c, [](Value v) { return v; }),
+                           fused_attrs(conv, c), conv.name);
+  return claims.supports(n, input_types(g, n));
+}
+
 // Why a conv followed by an add or an activation kept them apart ("" when nothing follows that
 // could have been absorbed).
 std::string why_not(const Graph& g, const UseInfo& uses, const std::vector<char>& taken, int32_t id) {
@@ -83,7 +116,7 @@ std::string why_not(const Graph& g, const UseInfo& uses, const std::vector<char>
 
 }  // namespace
 
-Graph fuse_conv_epilogue(const Graph& g, std::string* report) {
+Graph fuse_conv_epilogue(const Graph& g, std::string* report, const BackendClaims* claims) {
   UseInfo uses = compute_uses(g);
   const auto& nodes = g.nodes();
   std::vector<int32_t> chain_at(nodes.size(), -1);  // tail node -> index into chains
@@ -95,6 +128,11 @@ Graph fuse_conv_epilogue(const Graph& g, std::string* report) {
     if (!match(g, uses, taken, int32_t(i), c)) {
       const std::string why = why_not(g, uses, taken, int32_t(i));
       if (!why.empty()) rep << "fuse-conv-epilogue: not fused: " << why << "\n";
+      continue;
+    }
+    if (claims && claims->supports && !claimed(g, c, *claims)) {
+      rep << "fuse-conv-epilogue: not fused: conv2d '" << g.node(c.conv).name << "': the " << claims->name
+          << " backend does not run fused_conv2d of " << g.node(c.conv).outputs[0].str() << "\n";
       continue;
     }
     const int32_t tail = c.act >= 0 ? c.act : c.add;
@@ -115,20 +153,8 @@ Graph fuse_conv_epilogue(const Graph& g, std::string* report) {
     }
     const Chain& c = chains[size_t(chain_at[i])];
     const Node& conv = g.node(c.conv);
-    const auto& ca = conv.attr<ConvAttrs>();
-    FusedConvAttrs fa;
-    fa.strides = ca.strides;
-    fa.pads = ca.pads;
-    fa.dilations = ca.dilations;
-    fa.group = ca.group;
-    fa.activation = c.activation;
-    fa.alpha = c.alpha;
-    std::vector<Value> in{rw.map(conv.inputs[0]), rw.map(conv.inputs[1])};
-    const bool bias = conv.inputs.size() > 2 && conv.inputs[2].valid();
-    in.push_back(bias ? rw.map(conv.inputs[2]) : Value{});
-    if (c.residual.valid()) in.push_back(rw.map(c.residual));
-    else if (!bias) in.pop_back();
-    Value f = rw.emit1(OpKind::FusedConv2d, in, fa, rw.name_of(int32_t(i)));
+    Value f = rw.emit1(OpKind::FusedConv2d, fused_inputs(conv, c, [&](Value v) { return rw.map(v); }),
+                       fused_attrs(conv, c), rw.name_of(int32_t(i)));
     RLX_CHECK(rw.dst().type(f) == nodes[i].outputs[0], "fused_conv2d '", nodes[i].name, "' changed type");
     rw.set(Value{int32_t(i), 0}, f);
     rep << "fuse-conv-epilogue: node '" << rw.dst().node(f.node).name << "' = fused_conv2d of [conv2d '" << conv.name

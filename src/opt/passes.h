@@ -12,7 +12,9 @@ Graph constant_fold(const Graph& g, const ConstEvaluator& eval);     // constant
 Graph cse(const Graph& g);                                           // cse
 Graph simplify(const Graph& g);                                      // simplify (algebraic)
 Graph fuse_matmul_epilogue(const Graph& g, std::string* report);     // fuse-matmul-epilogue
-Graph fuse_conv_epilogue(const Graph& g, std::string* report);       // fuse-conv-epilogue
+// claims: when given, only chains whose fused node the backend claims are fused.
+Graph fuse_conv_epilogue(const Graph& g, std::string* report,
+                         const BackendClaims* claims = nullptr);  // fuse-conv-epilogue
 Graph fuse_norms(const Graph& g, std::string* report);               // fuse-norms
 Graph fold_conv_affine(const Graph& g, std::string* report);         // fold-conv-affine
 Graph fuse_elementwise(const Graph& g, std::string* report);         // fuse-elementwise

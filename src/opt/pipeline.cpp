@@ -84,7 +84,8 @@ Plan compile_pipeline(const Graph& g, const PipelineContext& ctx) {
   if (o.fuse_norms) r.step("fuse-norms", [&](const Graph& x) { return fuse_norms(x, &plan.fusion_report); });
   if (o.fuse_matmul_epilogue) {
     r.step("fuse-matmul-epilogue", [&](const Graph& x) { return fuse_matmul_epilogue(x, &plan.fusion_report); });
-    r.step("fuse-conv-epilogue", [&](const Graph& x) { return fuse_conv_epilogue(x, &plan.fusion_report); });
+    r.step("fuse-conv-epilogue",
+           [&](const Graph& x) { return fuse_conv_epilogue(x, &plan.fusion_report, &ctx.claims); });
   }
   if (o.fuse_elementwise)
     r.step("fuse-elementwise", [&](const Graph& x) { return fuse_elementwise(x, &plan.fusion_report); });

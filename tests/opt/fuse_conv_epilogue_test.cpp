@@ -88,5 +88,28 @@ graph main {
             "(activation)], activation relu\n");
 }
 
+// A backend that does not run fused_conv2d (for this type) keeps the nodes apart, so that
+// fuse-elementwise can still make one program of the add and the activation.
+TEST(FuseConvEpilogue, OnlyWhatTheBackendClaims) {
+  const char* text = R"(
+graph main {
+  %0 = input "x" : f32[1,4,6,6]
+  %1 = param "w" : f32[4,4,1,1]
+  %2 = conv2d(%0, %1) name="c" : f32[1,4,6,6]
+  %3 = relu(%2) name="out" : f32[1,4,6,6]
+  outputs(%3)
+}
+)";
+  Graph g = parse(text);
+  BackendClaims claims{"test", [](const Node& n, const std::vector<const Shape*>&) {
+                         return n.kind != OpKind::FusedConv2d;
+                       }};
+  std::string report;
+  expect_graph(fuse_conv_epilogue(g, &report, &claims), text);
+  EXPECT_EQ(report,
+            "fuse-conv-epilogue: not fused: conv2d 'c': the test backend does not run fused_conv2d of "
+            "f32[1,4,6,6]\n");
+}
+
 }  // namespace
 }  // namespace rlx::opt::test
