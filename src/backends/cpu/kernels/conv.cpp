@@ -159,6 +159,14 @@ RLX_NO_LIBCALL void pack_im2col(const void* vctx, int64_t k0, int64_t kc, int64_
         } else if (step == 1) {
           if constexpr (std::is_same_v<T, float>) copy_floats(d, src, cnt);
           else c.to_f32(src, d, cnt);  // half types: the vector conversions (exact, as load() is)
+        } else if (std::is_same_v<T, float> && step == 2) {  // stride 2: even lanes of two loads
+          const float* s2 = reinterpret_cast<const float*>(src);
+          int64_t t = 0;
+          // The loads of a group reach src[2t + 7]: inside the run while t + 4 < cnt.
+          for (; t + 4 < cnt; t += 4)
+            _mm_storeu_ps(d + t, _mm_shuffle_ps(_mm_loadu_ps(s2 + 2 * t), _mm_loadu_ps(s2 + 2 * t + 4),
+                                                _MM_SHUFFLE(2, 0, 2, 0)));
+          for (; t < cnt; ++t) d[t] = s2[2 * t];
         } else {
           for (int64_t t = 0; t < cnt; ++t) strided[t] = load(src + t * step);
           copy_floats(d, strided, cnt);

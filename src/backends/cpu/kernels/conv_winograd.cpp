@@ -20,7 +20,11 @@ const WinogradKernels* winograd_kernels(Isa isa) {
 
 namespace {
 
-constexpr int64_t kMaxBlockTiles = 96;  // tiles per GEMM block: V and M of a block stay near L2
+// Tiles per GEMM block: all of them up to 96 (the products' rows; each block streams all of U,
+// so small maps stay one block: ResNet-50's 7x7 layer in two blocks took 2.0 ms instead of
+// 1.4), and on larger maps blocks whose V fits 512 KiB, so that it stays in L2 while its
+// products read it.
+constexpr int64_t kMaxBlockTiles = 96, kBlockVBytes = 512 << 10;
 
 int alpha(int m) { return m + 2; }
 
@@ -78,7 +82,11 @@ bool plan_winograd(int64_t c, int64_t h, int64_t w, int64_t cout, int64_t oh, in
   p.tiles = p.th * p.tw;
   if (p.tiles < 4) return false;
   const int64_t mr = gemm.mr, nr = gemm.nr;
-  const int64_t nb = (p.tiles + kMaxBlockTiles - 1) / kMaxBlockTiles;
+  const int64_t a = alpha(p.m);
+  const int64_t max_tiles =
+      p.tiles <= kMaxBlockTiles ? kMaxBlockTiles
+                                : std::clamp<int64_t>(kBlockVBytes / (a * a * c * 4) / mr * mr, mr, kMaxBlockTiles);
+  const int64_t nb = (p.tiles + max_tiles - 1) / max_tiles;
   p.block = ((p.tiles + nb - 1) / nb + mr - 1) / mr * mr;
   p.blocks = (p.tiles + p.block - 1) / p.block;
   // Output channels per task: four panels, or two where there are few blocks (one block of
@@ -119,78 +127,96 @@ void run_winograd(const WinogradConv& p, ThreadPool* pool, const float* x, const
   const IsaKernels& K = *p.gemm;
   const int a = alpha(p.m), points = a * a, mr = K.mr;
   const int64_t kc_max = K.kc, plane = p.oh * p.ow;
-  // V of every block: the block's points one after another, each in sgemm's packed A layout
-  // for the block's rows (K blocks of kc, mr-row panels).
+  // V of a block: its points one after another, each in sgemm's packed A layout for the
+  // block's rows (K blocks of kc, mr-row panels).
   const int64_t block_floats = p.block * p.c;  // one point of one block
-  thread_local std::vector<float> tl_v;
-  const size_t v_floats = size_t(p.blocks * points * block_floats);
-  if (tl_v.size() < v_floats) tl_v.resize(v_floats);
-  float* vbuf = tl_v.data();
   const auto input = p.kernels->input[p.m == 4];
   const auto output = p.kernels->output[p.m == 4];
   const int64_t panels_per_block = p.block / mr;
-  const int64_t panels = p.blocks * panels_per_block;
-  // Input channels per input-transform task: enough tasks for the pool, each a few channels.
-  const int64_t cgroups = std::clamp<int64_t>(p.c / 32, 1, 8);
+  // Input transform of panel pb of block b, channels [c0, c1), into that block's V at vb.
+  auto transform_panel = [&](const float* xi, int64_t b, int64_t pb, int64_t c0, int64_t c1, float* vb) {
+    const int64_t t0 = b * p.block + pb * mr;
+    const int64_t rows_b = std::min(p.block, p.tiles - b * p.block);  // the block's tiles
+    const int64_t mpad = (rows_b + mr - 1) / mr * mr;
+    if (pb * mr >= mpad) return;  // a panel past the last block's end
+    const int lanes = int(std::clamp<int64_t>(p.tiles - t0, 0, mr));
+    int64_t y0[16], x0[16];  // each lane's patch origin
+    for (int l = 0; l < lanes; ++l) {
+      y0[l] = ((t0 + l) / p.tw) * p.m - p.pt;
+      x0[l] = ((t0 + l) % p.tw) * p.m - p.pl;
+    }
+    for (int64_t ci = c0; ci < c1;) {  // channels of one K block at a time (mr floats apart there)
+      const int64_t pc = ci / kc_max * kc_max, kc = std::min(kc_max, p.c - pc), ce = std::min(c1, pc + kc);
+      float* d = vb + pc * mpad + pb * mr * kc + (ci - pc) * mr;
+      input(xi + ci * p.h * p.w, p.h, p.w, ce - ci, y0, x0, lanes, mr, d, block_floats);
+      ci = ce;
+    }
+  };
+  // M[xi] = V[xi] U[xi] for block b and output-channel chunk q, then the output transform.
+  auto multiply_and_output = [&](int64_t b, int64_t q, const float* vb, float* oi, const float* ri) {
+    const int64_t rows_b = std::min(p.block, p.tiles - b * p.block);
+    const int64_t n = std::min(p.chunk, p.cout - q * p.chunk);
+    thread_local std::vector<float> tl_m;
+    const size_t m_floats = size_t(points * p.block * p.chunk);
+    if (tl_m.size() < m_floats) tl_m.resize(m_floats);
+    float* mbuf = tl_m.data();
+    const int64_t xi_stride = p.block * p.chunk;
+    for (int xi = 0; xi < points; ++xi) {
+      SgemmProblem pr;
+      pr.m = rows_b;
+      pr.n = n;
+      pr.k = p.c;
+      pr.a_packed = vb + xi * block_floats;
+      pr.b_packed = p.u->data() + (xi * p.chunks + q) * p.u_stride;
+      pr.c = mbuf + xi * xi_stride;
+      pr.ldc = p.chunk;
+      sgemm(pr, nullptr, K);
+    }
+    const float* bq = bias ? bias + q * p.chunk : nullptr;
+    float* oq = oi + q * p.chunk * plane;
+    const float* rq = ri ? ri + q * p.chunk * plane : nullptr;
+    for (int64_t r = 0; r < rows_b; ++r) {
+      const int64_t t = b * p.block + r, ty = t / p.tw, tx = t % p.tw;
+      const int rows = int(std::min<int64_t>(p.m, p.oh - ty * p.m));
+      const int cols = int(std::min<int64_t>(p.m, p.ow - tx * p.m));
+      const int64_t at = ty * p.m * p.ow + tx * p.m;
+      output(mbuf + r * p.chunk, xi_stride, n, bq, rq ? rq + at : nullptr, epi.act, epi.alpha, oq + at, plane, p.ow,
+             rows, cols);
+    }
+  };
+  const int64_t threads = pool ? pool->size() : 1;
   for (int64_t img = 0; img < images; ++img) {
     const float* xi = x + img * p.c * p.h * p.w;
     float* oi = out + img * p.cout * plane;
     const float* ri = epi.residual ? epi.residual + img * p.cout * plane : nullptr;
-    // 1. V = B^T d B for every tile and input channel.
-    parallel(pool, panels * cgroups, [&](int64_t task) {
+    if (p.blocks >= 2 * threads) {
+      // Many blocks (large maps): each task takes a block through all three steps, its V in a
+      // buffer of its own that stays in cache (the V of a whole 80x80 map was 5.5 MB, written
+      // to memory and read back).
+      parallel(pool, p.blocks, [&](int64_t b) {
+        thread_local std::vector<float> tl_vb;
+        if (tl_vb.size() < size_t(points * block_floats)) tl_vb.resize(size_t(points * block_floats));
+        for (int64_t pb = 0; pb < panels_per_block; ++pb) transform_panel(xi, b, pb, 0, p.c, tl_vb.data());
+        for (int64_t q = 0; q < p.chunks; ++q) multiply_and_output(b, q, tl_vb.data(), oi, ri);
+      });
+      continue;
+    }
+    // Few blocks: the input transform over (panel, channel group) tasks for the whole map first,
+    // then the products over (block, chunk) tasks, so that every thread has work in both.
+    thread_local std::vector<float> tl_v;
+    const size_t v_floats = size_t(p.blocks * points * block_floats);
+    if (tl_v.size() < v_floats) tl_v.resize(v_floats);
+    float* vbuf = tl_v.data();
+    const int64_t cgroups = std::clamp<int64_t>(p.c / 32, 1, 8);
+    parallel(pool, p.blocks * panels_per_block * cgroups, [&](int64_t task) {
       const int64_t pan = task / cgroups, cg = task % cgroups;
-      const int64_t b = pan / panels_per_block, pb = pan % panels_per_block;
-      const int64_t t0 = b * p.block + pb * mr;
-      const int64_t rows_b = std::min(p.block, p.tiles - b * p.block);  // the block's tiles
-      const int64_t mpad = (rows_b + mr - 1) / mr * mr;
-      if (pb * mr >= mpad) return;  // a panel past the last block's end
-      const int lanes = int(std::clamp<int64_t>(p.tiles - t0, 0, mr));
-      int64_t y0[16], x0[16];  // each lane's patch origin
-      for (int l = 0; l < lanes; ++l) {
-        y0[l] = ((t0 + l) / p.tw) * p.m - p.pt;
-        x0[l] = ((t0 + l) % p.tw) * p.m - p.pl;
-      }
-      float* vb = vbuf + b * points * block_floats;
-      const int64_t c0 = cg * p.c / cgroups, c1 = (cg + 1) * p.c / cgroups;
-      for (int64_t ci = c0; ci < c1;) {  // channels of one K block at a time (mr floats apart there)
-        const int64_t pc = ci / kc_max * kc_max, kc = std::min(kc_max, p.c - pc), ce = std::min(c1, pc + kc);
-        float* d = vb + pc * mpad + pb * mr * kc + (ci - pc) * mr;
-        input(xi + ci * p.h * p.w, p.h, p.w, ce - ci, y0, x0, lanes, mr, d, block_floats);
-        ci = ce;
-      }
+      const int64_t b = pan / panels_per_block;
+      transform_panel(xi, b, pan % panels_per_block, cg * p.c / cgroups, (cg + 1) * p.c / cgroups,
+                      vbuf + b * points * block_floats);
     });
-    // 2. M[xi] = V[xi] U[xi] per (block, output-channel chunk), then the output transform.
     parallel(pool, p.blocks * p.chunks, [&](int64_t task) {
-      const int64_t b = task / p.chunks, q = task % p.chunks;
-      const int64_t rows_b = std::min(p.block, p.tiles - b * p.block);
-      const int64_t n = std::min(p.chunk, p.cout - q * p.chunk);
-      thread_local std::vector<float> tl_m;
-      const size_t m_floats = size_t(points * p.block * p.chunk);
-      if (tl_m.size() < m_floats) tl_m.resize(m_floats);
-      float* mbuf = tl_m.data();
-      const int64_t xi_stride = p.block * p.chunk;
-      for (int xi = 0; xi < points; ++xi) {
-        SgemmProblem pr;
-        pr.m = rows_b;
-        pr.n = n;
-        pr.k = p.c;
-        pr.a_packed = vbuf + (b * points + xi) * block_floats;
-        pr.b_packed = p.u->data() + (xi * p.chunks + q) * p.u_stride;
-        pr.c = mbuf + xi * xi_stride;
-        pr.ldc = p.chunk;
-        sgemm(pr, nullptr, K);
-      }
-      const float* bq = bias ? bias + q * p.chunk : nullptr;
-      float* oq = oi + q * p.chunk * plane;
-      const float* rq = ri ? ri + q * p.chunk * plane : nullptr;
-      for (int64_t r = 0; r < rows_b; ++r) {
-        const int64_t t = b * p.block + r, ty = t / p.tw, tx = t % p.tw;
-        const int rows = int(std::min<int64_t>(p.m, p.oh - ty * p.m));
-        const int cols = int(std::min<int64_t>(p.m, p.ow - tx * p.m));
-        const int64_t at = ty * p.m * p.ow + tx * p.m;
-        output(mbuf + r * p.chunk, xi_stride, n, bq, rq ? rq + at : nullptr, epi.act, epi.alpha, oq + at, plane, p.ow,
-               rows, cols);
-      }
+      const int64_t b = task / p.chunks;
+      multiply_and_output(b, task % p.chunks, vbuf + b * points * block_floats, oi, ri);
     });
   }
 }
