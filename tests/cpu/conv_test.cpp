@@ -119,6 +119,10 @@ TEST(Conv2d, GroupsAndDepthwise) {
   check_conv({1, 6, 8, 8, 4, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 2});
   check_conv({2, 12, 7, 9, 6, 3, 3, {2, 1}, {1, 1, 0, 0}, {1, 2}, 3, false});
   check_conv({1, 8, 10, 10, 8, 3, 3, {2, 2}, {1, 1, 1, 1}, {1, 1}, 8});   // depthwise
+  // Depthwise with unit width stride over a zero-bordered copy of the plane (PP-OCRv4 det's
+  // 5x5 layers; a height stride with dilation and asymmetric pads).
+  check_conv({1, 12, 20, 20, 12, 5, 5, {1, 1}, {2, 2, 2, 2}, {1, 1}, 12});
+  check_conv({2, 6, 11, 9, 6, 3, 3, {2, 1}, {2, 1, 0, 2}, {2, 2}, 6, false});
   check_conv({2, 4, 9, 9, 8, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 4});    // depthwise, multiplier 2
   check_conv({1, 5, 8, 9, 5, 5, 5, {1, 2}, {2, 2, 2, 2}, {2, 1}, 5, false});
   check_conv({1, 1, 9, 9, 6, 3, 3, {1, 1}, {1, 1, 1, 1}});               // one input channel
