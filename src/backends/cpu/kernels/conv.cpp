@@ -525,37 +525,46 @@ void conv_direct_plane(const ConvCfg& cfg, const T* x, const T* w, const T* bias
   }
 }
 
-// Depthwise f32 with unit width stride on a padded map whose window reaches past its edges:
-// the input plane copied once into a zero-bordered buffer, so that every tap covers the whole
-// output row and conv_row runs without edge columns (a 20x20 map under a 5x5 window has 4 edge
-// columns in 20 per tap; they took most of PP-OCRv4 det's depthwise time). The padding taps add
-// w * 0: the same sums as skipping them.
+// Depthwise f32 with unit width stride whose window passes the map's left or right edge: the
+// input plane's rows copied once into a buffer with zero columns on both sides, so that every
+// tap covers the whole output row and conv_row runs without edge columns (a 20x20 map under a
+// 5x5 window has 4 edge columns in 20 per tap; they took most of PP-OCRv4 det's depthwise
+// time). Rows outside the map are skipped as in conv_direct_plane; a padding column adds
+// w * 0: the same sums.
 void conv_depthwise_padded(const ConvCfg& cfg, const float* x, const float* w, const float* bias, const void* res,
                            float* out, int64_t img, int64_t co, std::vector<float>& buf) {
   const int64_t mg = cfg.cout / cfg.group, ci = co / mg;
-  const int64_t hp = (cfg.oh - 1) * cfg.sh + (cfg.kh - 1) * cfg.dh + 1, wp = (cfg.ow - 1) + (cfg.kw - 1) * cfg.dw + 1;
-  buf.assign(size_t(hp * wp), 0.0f);
+  const int64_t wp = cfg.ow + (cfg.kw - 1) * cfg.dw;  // buffer column u holds input column u - pl
+  buf.resize(size_t(cfg.h * wp));
   const float* plane = x + (img * cfg.c + ci) * cfg.h * cfg.w;
   const int64_t c0 = std::min(wp, cfg.pl), c1 = std::clamp(cfg.pl + cfg.w, c0, wp);
-  for (int64_t r = 0; r < hp; ++r) {
-    const int64_t iy = r - cfg.pt;
-    if (iy >= 0 && iy < cfg.h) copy_floats(buf.data() + r * wp + c0, plane + iy * cfg.w + (c0 - cfg.pl), c1 - c0);
+  for (int64_t r = 0; r < cfg.h; ++r) {
+    float* d = buf.data() + r * wp;
+    zero_floats(d, c0);
+    copy_floats(d + c0, plane + r * cfg.w + (c0 - cfg.pl), c1 - c0);
+    zero_floats(d + c1, wp - c1);
   }
   float* o = out + (img * cfg.cout + co) * cfg.oh * cfg.ow;
   const float* wk = w + co * cfg.kh * cfg.kw;
   const float bv = bias ? bias[co] : 0.0f;
   constexpr int64_t kMaxTaps = 64;
   const float* tap_src[kMaxTaps];
+  float tap_w[kMaxTaps];
   int64_t tap_lo[kMaxTaps], tap_hi[kMaxTaps];
-  const int64_t taps = cfg.kh * cfg.kw;
-  for (int64_t t = 0; t < taps; ++t) tap_lo[t] = 0, tap_hi[t] = cfg.ow;
+  for (int64_t t = 0; t < kMaxTaps; ++t) tap_lo[t] = 0, tap_hi[t] = cfg.ow;
   for (int64_t oy = 0; oy < cfg.oh; ++oy) {
     float* acc = o + oy * cfg.ow;
     std::fill(acc, acc + cfg.ow, bv);
-    for (int64_t ky = 0; ky < cfg.kh; ++ky)
-      for (int64_t kx = 0; kx < cfg.kw; ++kx)
-        tap_src[ky * cfg.kw + kx] = buf.data() + (oy * cfg.sh + ky * cfg.dh) * wp + kx * cfg.dw;
-    cfg.rows->conv_row(acc, taps, tap_src, wk, tap_lo, tap_hi, 0, cfg.ow);
+    int64_t taps = 0;
+    for (int64_t ky = 0; ky < cfg.kh; ++ky) {
+      const int64_t iy = oy * cfg.sh - cfg.pt + ky * cfg.dh;
+      if (iy < 0 || iy >= cfg.h) continue;
+      for (int64_t kx = 0; kx < cfg.kw; ++kx) {
+        tap_src[taps] = buf.data() + iy * wp + kx * cfg.dw;
+        tap_w[taps++] = wk[ky * cfg.kw + kx];
+      }
+    }
+    if (taps) cfg.rows->conv_row(acc, taps, tap_src, tap_w, tap_lo, tap_hi, 0, cfg.ow);
     if (cfg.has_epilogue()) conv_post(cfg, acc, res, ((img * cfg.cout + co) * cfg.oh + oy) * cfg.ow, cfg.ow);
   }
 }
@@ -679,9 +688,8 @@ KernelCall build_conv(const Node& node, const std::vector<const Shape*>& in, con
   // Edge columns to avoid (some tap misses part of the row), a window of at most 64 taps and a
   // padded plane of at most 64K floats.
   const bool edges = c.kx_interior[0] > 0 || c.kx_interior[1] < c.ow;
-  const int64_t hp = (c.oh - 1) * c.sh + (c.kh - 1) * c.dh + 1, wp = c.ow + (c.kw - 1) * c.dw;
   c.depthwise_padded = c.direct && cg == 1 && c.type == DType::F32 && c.sw == 1 && edges && c.kh * c.kw <= 64 &&
-                       hp * wp <= 65536;
+                       c.h * (c.ow + (c.kw - 1) * c.dw) <= 65536;
   c.n_in = int(in.size());
   c.has_bias = in.size() > 2 && in[2];
   c.has_residual = fused && in.size() > 3 && in[3];
