@@ -44,16 +44,8 @@ bool match(const Graph& g, const UseInfo& uses, const std::vector<char>& taken, 
       next = uses.sole_user(Value{tail, 0});
     }
   }
-  if (next >= 0 && !taken[size_t(next)]) {
-    const Node& act = g.node(next);
-    Activation a;
-    double alpha;
-    if (activation_of(act, a, alpha) && act.outputs[0] == conv.outputs[0]) {
-      c.act = next;
-      c.activation = a;
-      c.alpha = alpha;
-    }
-  }
+  if (next >= 0 && !taken[size_t(next)] && activation_keeping(g, next, conv.outputs[0], c.activation, c.alpha))
+    c.act = next;
   return c.add >= 0 || c.act >= 0;
 }
 
@@ -144,27 +136,22 @@ Graph fuse_conv_epilogue(const Graph& g, std::string* report, const BackendClaim
     chains.push_back(c);
   }
 
-  Rewriter rw(g);
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    if (absorbed[i]) continue;  // only the chain consumes it; emitted with the tail
-    if (chain_at[i] < 0) {
-      rw.copy(int32_t(i));
-      continue;
-    }
-    const Chain& c = chains[size_t(chain_at[i])];
+  Graph out = rewrite_chains(g, absorbed, chain_at, [&](Rewriter& rw, int32_t ci, int32_t i) {
+    const Chain& c = chains[size_t(ci)];
     const Node& conv = g.node(c.conv);
     Value f = rw.emit1(OpKind::FusedConv2d, fused_inputs(conv, c, [&](Value v) { return rw.map(v); }),
-                       fused_attrs(conv, c), rw.name_of(int32_t(i)));
-    RLX_CHECK(rw.dst().type(f) == nodes[i].outputs[0], "fused_conv2d '", nodes[i].name, "' changed type");
-    rw.set(Value{int32_t(i), 0}, f);
+                       fused_attrs(conv, c), rw.name_of(i));
+    RLX_CHECK(rw.dst().type(f) == nodes[size_t(i)].outputs[0], "fused_conv2d '", nodes[size_t(i)].name,
+              "' changed type");
     rep << "fuse-conv-epilogue: node '" << rw.dst().node(f.node).name << "' = fused_conv2d of [conv2d '" << conv.name
         << "'";
     if (c.add >= 0) rep << ", add '" << g.node(c.add).name << "' (residual)";
     if (c.act >= 0) rep << ", " << op_name(g.node(c.act).kind) << " '" << g.node(c.act).name << "' (activation)";
     rep << "], activation " << enum_name(c.activation) << "\n";
-  }
+    return f;
+  });
   if (report) *report += rep.str();
-  return rw.finish();
+  return out;
 }
 
 }  // namespace rlx::opt

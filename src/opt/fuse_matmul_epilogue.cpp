@@ -58,16 +58,7 @@ bool match(const Graph& g, const UseInfo& uses, int32_t id, Chain& c) {
       next = uses.sole_user(Value{tail, 0});
     }
   }
-  if (next >= 0) {
-    const Node& act = g.node(next);
-    Activation a;
-    double alpha;
-    if (activation_of(act, a, alpha) && act.outputs[0] == head.outputs[0]) {
-      c.act = next;
-      c.activation = a;
-      c.alpha = alpha;
-    }
-  }
+  if (activation_keeping(g, next, head.outputs[0], c.activation, c.alpha)) c.act = next;
   // A bare matmul stays a matmul.
   return c.bias_add >= 0 || c.act >= 0;
 }
@@ -124,29 +115,24 @@ Graph fuse_matmul_epilogue(const Graph& g, std::string* report) {
     chains.push_back(c);
   }
 
-  Rewriter rw(g);
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    if (absorbed[i]) continue;  // only the chain consumes it; emitted with the tail
-    if (chain_at[i] < 0) {
-      rw.copy(int32_t(i));
-      continue;
-    }
-    const Chain& c = chains[size_t(chain_at[i])];
+  Graph out = rewrite_chains(g, absorbed, chain_at, [&](Rewriter& rw, int32_t ci, int32_t i) {
+    const Chain& c = chains[size_t(ci)];
     const Node& head = g.node(c.head);
     std::vector<Value> in{rw.map(head.inputs[0]), rw.map(head.inputs[1])};
     if (c.bias.valid()) in.push_back(rw.map(c.bias));
     else if (head.inputs.size() > 2 && head.inputs[2].valid()) in.push_back(rw.map(head.inputs[2]));
-    Value f = rw.emit1(OpKind::FusedMatMul, in, FusedMatMulAttrs{c.activation, c.alpha}, rw.name_of(int32_t(i)));
-    RLX_CHECK(rw.dst().type(f) == nodes[i].outputs[0], "fused_matmul '", nodes[i].name, "' changed type");
-    rw.set(Value{int32_t(i), 0}, f);
+    Value f = rw.emit1(OpKind::FusedMatMul, in, FusedMatMulAttrs{c.activation, c.alpha}, rw.name_of(i));
+    RLX_CHECK(rw.dst().type(f) == nodes[size_t(i)].outputs[0], "fused_matmul '", nodes[size_t(i)].name,
+              "' changed type");
     rep << "fuse-matmul-epilogue: node '" << rw.dst().node(f.node).name << "' = fused_matmul of [" << op_name(head.kind)
         << " '" << head.name << "'";
     if (c.bias_add >= 0) rep << ", add '" << g.node(c.bias_add).name << "' (bias)";
     if (c.act >= 0) rep << ", " << op_name(g.node(c.act).kind) << " '" << g.node(c.act).name << "' (activation)";
     rep << "], activation " << enum_name(c.activation) << "\n";
-  }
+    return f;
+  });
   if (report) *report += rep.str();
-  return rw.finish();
+  return out;
 }
 
 }  // namespace rlx::opt

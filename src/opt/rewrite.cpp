@@ -125,6 +125,12 @@ bool activation_of(const Node& n, Activation& a, double& alpha) {
   }
 }
 
+bool activation_keeping(const Graph& g, int32_t id, const Shape& type, Activation& a, double& alpha) {
+  if (id < 0) return false;
+  const Node& n = g.node(id);
+  return activation_of(n, a, alpha) && n.outputs[0] == type;
+}
+
 bool other_operand(const Node& n, Value v, Value& other) {
   if (n.inputs.size() != 2) return false;
   if (n.inputs[0] == v) other = n.inputs[1];

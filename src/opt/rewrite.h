@@ -65,12 +65,35 @@ class Rewriter {
   std::vector<std::vector<Value>> map_;  // [src node][out] -> dst value
 };
 
+// g with chains of nodes each replaced by one node emitted at the chain's tail (the fusion
+// passes): tail_of[i] >= 0 marks node i as a tail (the value is the caller's chain index),
+// absorbed[i] drops node i (an inner node of a chain: only the chain read it). emit(rw, chain,
+// tail) emits the fused node through rw and returns its value, which replaces the tail's
+// output 0; every other node is copied.
+template <class Emit>
+Graph rewrite_chains(const Graph& g, const std::vector<char>& absorbed, const std::vector<int32_t>& tail_of,
+                     Emit&& emit) {
+  Rewriter rw(g);
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    if (absorbed[i]) continue;  // emitted with its chain's tail
+    if (tail_of[i] < 0) {
+      rw.copy(int32_t(i));
+      continue;
+    }
+    const Value f = emit(rw, tail_of[i], int32_t(i));
+    rw.set(Value{int32_t(i), 0}, f);
+  }
+  return rw.finish();
+}
+
 // Who uses each value: users[node][out] lists the consuming node ids (one entry per
 // input slot, so a node using a value twice appears twice); outputs[node][out] counts
 // how many graph outputs refer to it.
 // The activation a node applies to its only input, if a fused epilogue (fused_matmul,
 // fused_conv2d) can express it (alpha: leaky_relu's slope).
 bool activation_of(const Node& n, Activation& a, double& alpha);
+// Node id, when it is such an activation and its output has `type`: its activation and alpha.
+bool activation_keeping(const Graph& g, int32_t id, const Shape& type, Activation& a, double& alpha);
 
 // For a binary node with `v` as one of its two operands: the other one (false otherwise).
 bool other_operand(const Node& n, Value v, Value& other);

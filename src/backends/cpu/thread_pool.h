@@ -28,4 +28,17 @@ class ThreadPool {
   std::unique_ptr<Impl> impl_;
 };
 
+// Runs f(i) for i in [0, n) on the pool, one index per task (serially without a pool, with one
+// thread, or for a single index).
+template <class F>
+void for_each_index(ThreadPool* pool, int64_t n, F&& f) {
+  if (pool && pool->size() > 1 && n > 1) {
+    pool->parallel_for(n, 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) f(i);
+    });
+  } else {
+    for (int64_t i = 0; i < n; ++i) f(i);
+  }
+}
+
 }  // namespace rlx::cpu

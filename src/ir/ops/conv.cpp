@@ -70,6 +70,18 @@ std::vector<Dim> conv_out_dims(const InferCtx& ctx, const Shape& x, const Shape&
 
 }  // namespace
 
+// The output dims, with the optional bias (input 2) checked against them.
+static std::vector<Dim> conv_out_dims_with_bias(const InferCtx& ctx, const Shape& x, const Shape& w,
+                                                const ConvAttrs& a) {
+  std::vector<Dim> out = conv_out_dims(ctx, x, w, a);
+  if (ctx.has(2)) {
+    const Shape& b = ctx.input(2);
+    require_same_dtype(ctx, b, "bias (input 2)", x, "input 0");
+    if (b.rank() != 1 || !(b.dims()[0] == out[1])) ctx.error("bias ", b.str(), " must have shape [", out[1].raw(), "]");
+  }
+  return out;
+}
+
 std::vector<Shape> infer_conv2d(const InferCtx& ctx) {
   const Shape& x = ctx.input(0);
   const Shape& w = ctx.input(1);
@@ -77,13 +89,7 @@ std::vector<Shape> infer_conv2d(const InferCtx& ctx) {
   require_same_dtype(ctx, x, "input 0", w, "weight (input 1)");
   require_not_bool(ctx, x, "input 0");
   require_real(ctx, x, "input 0");
-  std::vector<Dim> out = conv_out_dims(ctx, x, w, a);
-  if (ctx.has(2)) {
-    const Shape& b = ctx.input(2);
-    require_same_dtype(ctx, b, "bias (input 2)", x, "input 0");
-    if (b.rank() != 1 || !(b.dims()[0] == out[1])) ctx.error("bias ", b.str(), " must have shape [", out[1].raw(), "]");
-  }
-  return {x.with_dims(std::move(out))};
+  return {x.with_dims(conv_out_dims_with_bias(ctx, x, w, a))};
 }
 
 std::vector<Shape> infer_fused_conv2d(const InferCtx& ctx) {
@@ -95,13 +101,7 @@ std::vector<Shape> infer_fused_conv2d(const InferCtx& ctx) {
   if (int(a.activation) > int(Activation::LeakyRelu)) ctx.error("invalid activation code ", int(a.activation));
   if (a.activation != Activation::LeakyRelu && a.alpha != 0)
     ctx.error("alpha is only used by leaky_relu, got alpha=", a.alpha, " with ", enum_name(a.activation));
-  std::vector<Dim> out = conv_out_dims(ctx, x, w, a.conv());
-  if (ctx.has(2)) {
-    const Shape& b = ctx.input(2);
-    require_same_dtype(ctx, b, "bias (input 2)", x, "input 0");
-    if (b.rank() != 1 || !(b.dims()[0] == out[1])) ctx.error("bias ", b.str(), " must have shape [", out[1].raw(), "]");
-  }
-  Shape y = x.with_dims(std::move(out));
+  Shape y = x.with_dims(conv_out_dims_with_bias(ctx, x, w, a.conv()));
   if (ctx.has(3) && !(ctx.input(3) == y))
     ctx.error("residual (input 3) ", ctx.input(3).str(), " must have the conv's output type ", y.str());
   return {y};

@@ -75,17 +75,6 @@ struct ConvCfg {
   ew::ConvertFn to_f32 = nullptr, from_f32 = nullptr;
 };
 
-// Runs f(i) for i in [0, n) on the pool, one index per task.
-template <class F>
-void for_each_index(ThreadPool* pool, int64_t n, F&& f) {
-  if (pool && pool->size() > 1 && n > 1) {
-    pool->parallel_for(n, 1, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) f(i);
-    });
-  } else {
-    for (int64_t i = 0; i < n; ++i) f(i);
-  }
-}
 
 // ---------------------------------------------------------------- element access
 

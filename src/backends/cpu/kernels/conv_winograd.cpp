@@ -28,16 +28,6 @@ constexpr int64_t kMaxBlockTiles = 96, kBlockVBytes = 512 << 10;
 
 int alpha(int m) { return m + 2; }
 
-template <class F>
-void parallel(ThreadPool* pool, int64_t n, F&& f) {
-  if (pool && pool->size() > 1 && n > 1) {
-    pool->parallel_for(n, 1, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) f(i);
-    });
-  } else {
-    for (int64_t i = 0; i < n; ++i) f(i);
-  }
-}
 
 template <int M>
 void transform_pair(const float* g, double* u) {  // u[xi] = (G g G^T)[xi] for one 3x3 kernel
@@ -193,7 +183,7 @@ void run_winograd(const WinogradConv& p, ThreadPool* pool, const float* x, const
       // Many blocks (large maps): each task takes a block through all three steps, its V in a
       // buffer of its own that stays in cache (the V of a whole 80x80 map was 5.5 MB, written
       // to memory and read back).
-      parallel(pool, p.blocks, [&](int64_t b) {
+      for_each_index(pool, p.blocks, [&](int64_t b) {
         thread_local std::vector<float> tl_vb;
         if (tl_vb.size() < size_t(points * block_floats)) tl_vb.resize(size_t(points * block_floats));
         for (int64_t pb = 0; pb < panels_per_block; ++pb) transform_panel(xi, b, pb, 0, p.c, tl_vb.data());
@@ -208,13 +198,13 @@ void run_winograd(const WinogradConv& p, ThreadPool* pool, const float* x, const
     if (tl_v.size() < v_floats) tl_v.resize(v_floats);
     float* vbuf = tl_v.data();
     const int64_t cgroups = std::clamp<int64_t>(p.c / 32, 1, 8);
-    parallel(pool, p.blocks * panels_per_block * cgroups, [&](int64_t task) {
+    for_each_index(pool, p.blocks * panels_per_block * cgroups, [&](int64_t task) {
       const int64_t pan = task / cgroups, cg = task % cgroups;
       const int64_t b = pan / panels_per_block;
       transform_panel(xi, b, pan % panels_per_block, cg * p.c / cgroups, (cg + 1) * p.c / cgroups,
                       vbuf + b * points * block_floats);
     });
-    parallel(pool, p.blocks * p.chunks, [&](int64_t task) {
+    for_each_index(pool, p.blocks * p.chunks, [&](int64_t task) {
       const int64_t b = task / p.chunks;
       multiply_and_output(b, task % p.chunks, vbuf + b * points * block_floats, oi, ri);
     });
