@@ -82,6 +82,10 @@ Plan compile_pipeline(const Graph& g, const PipelineContext& ctx) {
   if (o.cse) r.step("cse", cse);
   if (o.simplify) r.step("simplify", simplify);
   if (o.fuse_norms) r.step("fuse-norms", [&](const Graph& x) { return fuse_norms(x, &plan.fusion_report); });
+  // Before the matmul epilogues: the scale and mask add after the scores' matmul belong to
+  // the attention node, not to a fused_matmul.
+  if (o.fuse_attention)
+    r.step("fuse-attention", [&](const Graph& x) { return fuse_attention(x, &plan.fusion_report, &ctx.claims); });
   if (o.fuse_matmul_epilogue) {
     r.step("fuse-matmul-epilogue", [&](const Graph& x) { return fuse_matmul_epilogue(x, &plan.fusion_report); });
     r.step("fuse-conv-epilogue",

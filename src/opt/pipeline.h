@@ -1,5 +1,6 @@
-// The compile pipeline: bind dims -> verify -> dce -> constant-fold -> cse -> simplify
-// -> fuse-matmul-epilogue -> fuse-elementwise -> precision -> legalize -> dce -> plan-memory.
+// The compile pipeline: bind dims -> verify -> dce -> fold-conv-affine -> constant-fold -> cse -> simplify
+// -> fuse-norms -> fuse-attention -> fuse-matmul-epilogue -> fuse-conv-epilogue -> fuse-elementwise
+// -> precision -> legalize -> dce -> plan-memory.
 // Precision runs before legalize so that norms/softmax decomposed by legalize stay in
 // f32 and half-precision nodes a backend lacks are wrapped in f32 casts by legalize.
 #pragma once

@@ -18,7 +18,7 @@ const std::vector<EnvVar>& env_registry() {
   static const std::vector<EnvVar> vars = {
       {"RLX_THREADS", "worker threads for CPU kernels (a positive integer; overrides CompileOptions::threads)"},
       {"RLX_PRECISION", "compute precision policy: f32, tf32 (f32 values, TF32 matmul and conv math where the backend has it), f16 or bf16 (overrides CompileOptions::precision)"},
-      {"RLX_FUSE", "0 turns off the fusion passes fuse-norms, fuse-elementwise, fuse-matmul-epilogue and fuse-conv-epilogue (1 turns them on)"},
+      {"RLX_FUSE", "0 turns off the fusion passes fuse-norms, fuse-attention, fuse-elementwise, fuse-matmul-epilogue and fuse-conv-epilogue (1 turns them on)"},
       {"RLX_FUSION_REPORT", "1 prints the whole fusion report (every rewrite, every candidate left apart and why) to stderr at compile"},
       {"RLX_DISPATCH_REPORT", "1 prints the dispatch report (per op kind: native, decomposed, unsupported) to stderr at compile"},
       {"RLX_ARENA_REPORT", "1 prints the memory plan (arena bytes vs lower bound, top buffers) to stderr at compile"},
@@ -98,6 +98,7 @@ CompileOptions apply_env(CompileOptions opts) {
     opts.fuse_elementwise = on;
     opts.fuse_matmul_epilogue = on;
     opts.fuse_norms = on;
+    opts.fuse_attention = on;
   }
   if (const char* v = env("RLX_DISPATCH_REPORT")) opts.dispatch_report = parse_flag("RLX_DISPATCH_REPORT", v);
   if (const char* v = env("RLX_FUSION_REPORT")) opts.fusion_report = parse_flag("RLX_FUSION_REPORT", v);

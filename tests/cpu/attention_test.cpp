@@ -6,9 +6,12 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "gemm_test_util.h"
+#include "rlx/rlx.h"
 
 namespace rlx::test {
 namespace {
@@ -151,6 +154,45 @@ TEST(Attention, OtherFloatTypes) {
   for (DType t : {DType::F16, DType::BF16, DType::F64}) {
     check_attention({1, 4, 2, 9, 20, 16, 8, true, 0, {}, t});
     check_attention({1, 2, 2, 3, 6, 8, 8, false, 0.5, {3, 6}, t, 0.2f});
+  }
+}
+
+// The chain an exporter writes (keys split into heads and transposed in one step, scores
+// divided by a constant, an additive padding mask, softmax, the second product), compiled with
+// fuse-attention on and off: both within the kernel tests' f32 bound (2e-5, inputs in [-2, 2])
+// of the double reference, and on, the chain is one attention node.
+TEST(Attention, FusedFromTheExportedChain) {
+  const AttnCase c{2, 3, 3, 7, 7, 8, 8, false, 1.0 / 3.0, {2, 1, 1, 7}};
+  const auto fq = random_floats(size_t(c.b * c.hq * c.sq * c.d), 11, -2, 2);
+  const auto fk = random_floats(size_t(c.b * c.hkv * c.sk * c.d), 12, -2, 2);  // [b, h, s, d]
+  const auto fv = random_floats(size_t(c.b * c.hkv * c.sk * c.dv), 13);
+  std::vector<float> fm = random_floats(size_t(c.b * c.sk), 14, -3, 1);
+  fm[5] = fm[6] = fm[12] = -10000.0f;  // padding
+  std::vector<float> keys(fk.size());  // [b, s, h, d], as the heads split leaves them
+  for (int64_t b = 0; b < c.b; ++b)
+    for (int64_t h = 0; h < c.hkv; ++h)
+      for (int64_t j = 0; j < c.sk; ++j)
+        for (int64_t t = 0; t < c.d; ++t)
+          keys[size_t(((b * c.sk + j) * c.hkv + h) * c.d + t)] = fk[size_t(((b * c.hkv + h) * c.sk + j) * c.d + t)];
+  const auto want = ref_attention(c, rounded(fq, DType::F32), rounded(fk, DType::F32), rounded(fv, DType::F32),
+                                  rounded(fm, DType::F32));
+  for (bool fuse : {false, true}) {
+    SCOPED_TRACE(fuse ? "fused" : "unfused");
+    Graph g("attention_chain");
+    Value q = g.input("q", Shape({c.b, c.hq, c.sq, c.d}, DType::F32));
+    Value k = g.input("keys", Shape({c.b, c.sk, c.hkv, c.d}, DType::F32));
+    Value v = g.input("v", Shape({c.b, c.hkv, c.sk, c.dv}, DType::F32));
+    Value m = g.input("m", Shape({c.b, 1, 1, c.sk}, DType::F32));
+    Value s = g.div(g.matmul(q, g.transpose(k, {0, 2, 3, 1})), g.constant_f32({}, {3.0f}));
+    g.set_outputs({g.matmul(g.softmax(g.add(s, m), -1), v)}, {"y"});
+    CompileOptions o;
+    o.threads = 1;
+    o.fuse_attention = fuse;
+    CompiledGraph net = Session(Device::Cpu, o).compile(std::move(g));
+    EXPECT_EQ(net.report().fusion.find("= attention of [transpose") != std::string::npos, fuse) << net.report().fusion;
+    const std::vector<float> got = net.run(std::map<std::string, std::vector<float>>{
+        {"q", fq}, {"keys", keys}, {"v", fv}, {"m", fm}})[0];
+    EXPECT_TRUE(all_close(std::vector<double>(got.begin(), got.end()), want, 2e-5, 2e-5));
   }
 }
 
