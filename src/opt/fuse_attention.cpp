@@ -217,7 +217,7 @@ Node attention_node(const Graph& g, const Chain& c, std::vector<Shape>& types) {
 
 }  // namespace
 
-Graph fuse_attention(const Graph& g, std::string* report, const BackendClaims* claims) {
+Graph fuse_attention(const Graph& g, std::string* report, const BackendClaims* claims, DType low) {
   UseInfo uses = compute_uses(g);
   const auto& nodes = g.nodes();
   std::vector<int32_t> chain_at(nodes.size(), -1);
@@ -246,11 +246,14 @@ Graph fuse_attention(const Graph& g, std::string* report, const BackendClaims* c
           << node.outputs[0].str() << " where the chain gives " << nodes[size_t(c.pv)].outputs[0].str() << "\n";
       continue;
     }
+    // The precision pass (after this one) runs an f32 attention in `low`: ask about that.
+    if (low != DType::F32 && types[0].dtype() == DType::F32)
+      for (Shape& t : types) t = t.with_dtype(low);
     std::vector<const Shape*> in;
     for (const Shape& t : types) in.push_back(&t);
     if (claims && claims->supports && !claims->supports(node, in)) {
       rep << "fuse-attention: not fused: softmax '" << nodes[i].name << "': the " << claims->name
-          << " backend does not run attention of " << g.type(c.q).str() << "\n";
+          << " backend does not run attention of " << types[0].str() << "\n";
       continue;
     }
     for (int32_t n : {c.qk, c.scale, c.add, c.softmax, c.kt_transpose})

@@ -16,9 +16,11 @@ Graph fuse_matmul_epilogue(const Graph& g, std::string* report);     // fuse-mat
 Graph fuse_conv_epilogue(const Graph& g, std::string* report,
                          const BackendClaims* claims = nullptr);  // fuse-conv-epilogue
 Graph fuse_norms(const Graph& g, std::string* report);               // fuse-norms
-// claims: when given, only attention nodes the backend claims replace their chains.
-Graph fuse_attention(const Graph& g, std::string* report,
-                     const BackendClaims* claims = nullptr);  // fuse-attention
+// claims: when given, only attention nodes the backend claims replace their chains; asked
+// about the types the node will have when the precision pass runs f32 compute in `low`
+// (F16 / BF16; F32: no such pass).
+Graph fuse_attention(const Graph& g, std::string* report, const BackendClaims* claims = nullptr,
+                     DType low = DType::F32);  // fuse-attention
 Graph fold_conv_affine(const Graph& g, std::string* report);         // fold-conv-affine
 Graph fuse_elementwise(const Graph& g, std::string* report);         // fuse-elementwise
 // legalize: decomposes nodes the backend does not claim; throws Error(Unsupported) listing

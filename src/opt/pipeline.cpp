@@ -85,7 +85,12 @@ Plan compile_pipeline(const Graph& g, const PipelineContext& ctx) {
   // Before the matmul epilogues: the scale and mask add after the scores' matmul belong to
   // the attention node, not to a fused_matmul.
   if (o.fuse_attention)
-    r.step("fuse-attention", [&](const Graph& x) { return fuse_attention(x, &plan.fusion_report, &ctx.claims); });
+    r.step("fuse-attention", [&](const Graph& x) {
+      const DType low = o.precision == Precision::F16    ? DType::F16
+                        : o.precision == Precision::BF16 ? DType::BF16
+                                                         : DType::F32;
+      return fuse_attention(x, &plan.fusion_report, &ctx.claims, low);
+    });
   if (o.fuse_matmul_epilogue) {
     r.step("fuse-matmul-epilogue", [&](const Graph& x) { return fuse_matmul_epilogue(x, &plan.fusion_report); });
     r.step("fuse-conv-epilogue",

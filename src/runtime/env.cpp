@@ -28,6 +28,7 @@ const std::vector<EnvVar>& env_registry() {
       {"RLX_PROFILE_TOP", "how many of the slowest calls RLX_PROFILE lists (CPU; default 8)"},
       {"RLX_CUDA_GRAPH", "0: the CUDA backend launches every kernel of every run itself instead of replaying the run captured as a CUDA Graph (to measure what replay saves)"},
       {"RLX_CUDA_CUDNN", "0: the CUDA backend runs convolutions as im2col + cuBLASLt products instead of through cuDNN"},
+      {"RLX_CUDA_ATTENTION", "0: the CUDA backend never claims attention (it is decomposed into products and a softmax, and fuse-attention leaves the exported chain apart); 1: it claims every attention its kernels run; unset: those whose Sq x Sk reaches 512 x 512 (f16, bf16) or 2048 x 2048 (f32)"},
       {"RLX_CUDA_JIT", "0: the CUDA backend runs fused_elementwise programs in its interpreter kernel instead of compiling each into its own kernel with NVRTC"},
       {"RLX_CPU_WINOGRAD", "0: CPU 3x3 stride-1 convolutions with constant weights take the im2col GEMM instead of Winograd; 2 or 4: Winograd with 2x2 or 4x4 output tiles wherever it applies (default: 4x4 on maps of 24x24 or more, else 2x2)"},
       {"RLX_ISA", "scalar, avx2, avx512 or native (default): the highest instruction set CPU kernels may use (never above what the CPU has)"},

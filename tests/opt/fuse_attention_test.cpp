@@ -175,3 +175,38 @@ graph main {
 
 }  // namespace
 }  // namespace rlx::opt::test
+
+namespace rlx::opt::test {
+namespace {
+
+TEST(FuseAttention, ClaimsAreAskedAboutTheTypeThePrecisionPassWillGive) {
+  // A backend that runs only f16 attention: an f32 chain fuses when the precision pass will
+  // run it in f16, and stays apart otherwise.
+  const std::string text = R"(
+graph main {
+  %0 = input "q" : f32[1,2,4,8]
+  %1 = input "k" : f32[1,2,4,8]
+  %2 = input "v" : f32[1,2,4,8]
+  %3 = transpose(%1) {perm=[0, 1, 3, 2]} name="kt" : f32[1,2,8,4]
+  %4 = matmul(%0, %3) name="qk" : f32[1,2,4,4]
+  %5 = softmax(%4) name="p" : f32[1,2,4,4]
+  %6 = matmul(%5, %2) name="ctx" : f32[1,2,4,8]
+  outputs(%6)
+}
+)";
+  Graph g = parse(text);
+  BackendClaims f16_only{"test", [](const Node& n, const std::vector<const Shape*>& in) {
+                           return n.kind != OpKind::Attention || in[0]->dtype() == DType::F16;
+                         }};
+  std::string report;
+  expect_graph(fuse_attention(g, &report, &f16_only, DType::F32), text);
+  EXPECT_EQ(report, "fuse-attention: not fused: softmax 'p': the test backend does not run attention of f32[1,2,4,8]\n");
+  report.clear();
+  const Graph out = fuse_attention(g, &report, &f16_only, DType::F16);
+  ASSERT_EQ(out.nodes().size(), 4u);
+  EXPECT_EQ(out.nodes()[3].kind, OpKind::Attention);
+  EXPECT_EQ(out.type(Value{3, 0}).dtype(), DType::F32);  // the precision pass lowers it later
+}
+
+}  // namespace
+}  // namespace rlx::opt::test

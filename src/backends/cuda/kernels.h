@@ -190,6 +190,28 @@ cudaError_t norm_qmatmul(const QMatMulArgs& a, unsigned grid, const float* x, co
                          const uint8_t* w, float* y, cudaStream_t s);
 cudaError_t qmatmul_id(const QMatMulArgs& a, int64_t experts, int64_t slots, bool x_per_slot, const float* x,
                        const uint8_t* w, const void* ids, bool ids64, float* y, int* err, int step, cudaStream_t s);
+// attention (ops.def) of whole sequences: q [b, hq, sq, d], k [b, hkv, sk, d], v [b, hkv, sk,
+// dv], out [b, hq, sq, dv], all of type et (F32, F16 or BF16); mask (nullptr: none) of the same
+// type, read at b*mst[0] + h*mst[1] + i*mst[2] + j*mst[3] (0: broadcast); d, dv <=
+// kAttentionMaxDim; scale already resolved (the op's 0 is 1/sqrt(d) by now).
+constexpr int64_t kAttentionMaxDim = 128;
+// Sq * Sk from which the backend claims attention by default (lower.cpp), per kernel: measured
+// on the H200 against the decomposition (b1 h16 d64 causal), the tensor-core kernel is ahead
+// from 512 x 512 (0.084 vs 0.090 ms; 2.5x at 2048), the CUDA-core one level at 2048 x 2048
+// (1.54 vs 1.52 ms) and ahead at 4096 (5.19 vs 5.69); above them the decomposition also
+// writes Sq x Sk scores per head to memory.
+constexpr int64_t kAttentionMinScoresLow = 512 * 512, kAttentionMinScoresF32 = 2048 * 2048;
+struct AttentionArgs {
+  int64_t b = 0, hq = 0, hkv = 0, sq = 0, sk = 0, d = 0, dv = 0;
+  int64_t mst[4] = {0, 0, 0, 0};
+  float scale = 1;
+  bool causal = false;
+};
+// Once per process, before the first launch (and outside stream capture): lets the
+// tensor-core kernel use the shared memory its widest heads need.
+cudaError_t attention_prepare();
+cudaError_t attention(const AttentionArgs& a, ET et, const void* q, const void* k, const void* v, const void* mask,
+                      void* out, cudaStream_t s);
 // kv_attention (ops.def): q f32 [b, hq, t, d]; caches [b, hkv, c, d] and new rows [b, hkv, t,
 // d] in f16 or f32; past i64 [b] (outside [0, c]: recorded in err); d <= 256.
 struct KvAttentionArgs {

@@ -238,6 +238,21 @@ bool supports(const Node& n, const std::vector<const Shape*>& in) {
       // the formats the kernels are built for (not the rlx-internal repacks)
       return t == DType::F32 && qmatmul_format(int(n.attr<QMatMulAttrs>().format));
     }
+    case OpKind::Attention: {  // the prefill kernel (attention.cu): head dims up to kAttentionMaxDim
+      if (!float_storage(t) || in.size() < 3 || in[0]->rank() != 4 || !in[1] || !in[2]) return false;
+      // RLX_CUDA_ATTENTION=0: never; =1: wherever the kernel runs; unset: where a head's
+      // scores reach kAttentionMinScores* (below it the decomposition's cuBLAS products and
+      // softmax kernel are faster; above it they also write Sq x Sk scores per head to memory).
+      const char* e = std::getenv("RLX_CUDA_ATTENTION");
+      if (e && std::string(e) == "0") return false;
+      const auto qd = in[0]->static_dims(), kd = in[1]->static_dims();
+      const int64_t from = t == DType::F32 ? kAttentionMinScoresF32 : kAttentionMinScoresLow;
+      if (!(e && std::string(e) == "1") && qd[2] * kd[2] < from) return false;
+      for (size_t i = 1; i < in.size(); ++i)
+        if (in[i] && in[i]->dtype() != t) return false;
+      if (in.size() > 3 && in[3] && in[3]->rank() > 4) return false;
+      return in[0]->static_dims().back() <= kAttentionMaxDim && in[2]->static_dims().back() <= kAttentionMaxDim;
+    }
     case OpKind::KvAttention:
       return t == DType::F32 && in.size() == 6 && in[1] && (in[1]->dtype() == DType::F16 || in[1]->dtype() == DType::F32) &&
              in[3] && in[3]->dtype() == in[1]->dtype() && in[0]->static_dims().back() <= 256;

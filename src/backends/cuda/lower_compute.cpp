@@ -434,6 +434,37 @@ Launch lower_compute(const Node& n, const std::vector<const Shape*>& in, const s
               "qmatmul_id kernel", *np);
       };
     }
+    case OpKind::Attention: {
+      const auto qd = in[0]->static_dims(), kd = in[1]->static_dims(), vd = in[2]->static_dims();
+      const auto& at = n.attr<AttentionAttrs>();
+      AttentionArgs a;
+      a.b = qd[0], a.hq = qd[1], a.sq = qd[2], a.d = qd[3];
+      a.hkv = kd[1], a.sk = kd[2], a.dv = vd[3];
+      a.scale = float(at.scale != 0 ? at.scale : 1.0 / std::sqrt(double(std::max<int64_t>(a.d, 1))));
+      a.causal = at.causal;
+      const bool masked = in.size() > 3 && in[3];
+      if (masked) {  // element strides over [b, hq, sq, sk], 0 where the mask broadcasts
+        const auto md = in[3]->static_dims();
+        const int64_t target[4] = {a.b, a.hq, a.sq, a.sk};
+        int64_t stride = 1;
+        for (size_t i = 0; i < md.size(); ++i) {
+          const size_t axis = 4 - md.size() + (md.size() - 1 - i);
+          const int64_t dim = md[md.size() - 1 - i];
+          if (dim != 1 && dim != target[axis])
+            fail(ErrorCategory::Shape, "node '", n.name, "' (attention): mask does not broadcast to the scores");
+          a.mst[axis] = dim == 1 ? 0 : stride;
+          stride *= dim;
+        }
+      }
+      const ET et = *et_of(t);
+      if (cudaError_t e = attention_prepare(); e != cudaSuccess)
+        fail(ErrorCategory::Internal, "node '", n.name, "' (attention): setting up the kernel: ", cudaGetErrorString(e));
+      const size_t n_in = in.size();  // the output's buffer follows every input slot, absent ones too
+      return [np, a, et, masked, n_in](const LaunchCtx& c, void* const* b) {
+        check(attention(a, et, b[0], b[1], b[2], masked ? b[3] : nullptr, b[n_in], c.stream),
+              "attention kernel", *np);
+      };
+    }
     case OpKind::KvAttention: {
       const auto qd = in[0]->static_dims(), kd = in[1]->static_dims();
       KvAttentionArgs a{qd[0], qd[1], kd[1], qd[2], kd[2], qd[3], 1.0f};
