@@ -142,7 +142,10 @@ std::vector<uint8_t> typed_to_raw(const pb::TensorProto& t, int type, int64_t st
 }
 
 // Stored layout -> dense carried elements.
-std::vector<uint8_t> raw_to_carried(const std::vector<uint8_t>& raw, int type, DType dt, int64_t n) {
+// raw: the stored bytes (already checked to be as many as n elements need). Reads them in
+// place, so a tensor's message bytes are copied once, straight into what is carried (a
+// model's largest initializer is then held twice at most, not three times, while it decodes).
+std::vector<uint8_t> raw_to_carried(const uint8_t* raw, int type, DType dt, int64_t n) {
   std::vector<uint8_t> out(static_cast<size_t>(n) * dtype_size(dt));
   int bits = stored_bits(type);
   if (bits < 8) {
@@ -172,7 +175,7 @@ std::vector<uint8_t> raw_to_carried(const std::vector<uint8_t>& raw, int type, D
   if (type == kUint16) {
     for (int64_t i = 0; i < n; ++i) {
       uint16_t v;
-      std::memcpy(&v, raw.data() + size_t(i) * 2, 2);
+      std::memcpy(&v, raw + size_t(i) * 2, 2);
       int32_t w = v;
       std::memcpy(out.data() + size_t(i) * 4, &w, 4);
     }
@@ -182,7 +185,7 @@ std::vector<uint8_t> raw_to_carried(const std::vector<uint8_t>& raw, int type, D
     for (int64_t i = 0; i < n; ++i) out[size_t(i)] = raw[size_t(i)] != 0;
     return out;
   }
-  if (!out.empty()) std::memcpy(out.data(), raw.data(), out.size());
+  if (!out.empty()) std::memcpy(out.data(), raw, out.size());
   return out;
 }
 
@@ -350,16 +353,23 @@ HostTensor decode_tensor(const pb::TensorProto& t, const std::string& base_dir, 
   int bits = stored_bits(out.onnx_type);
   if (out.onnx_type == kComplex64 || out.onnx_type == kComplex128) bits *= 1;  // dtype size covers both parts
   int64_t stored = (n * bits + 7) / 8;
-  std::vector<uint8_t> raw;
+  std::vector<uint8_t> held;  // external or typed data, gathered first; raw_data is read in place
+  const uint8_t* raw = nullptr;
+  size_t raw_size = 0;
   if (t.data_location() == pb::TensorProto::EXTERNAL) {
-    raw = read_external(t, base_dir, what);
+    held = read_external(t, base_dir, what);
   } else if (t.has_raw_data()) {
-    raw.assign(t.raw_data().begin(), t.raw_data().end());
+    raw = reinterpret_cast<const uint8_t*>(t.raw_data().data());
+    raw_size = t.raw_data().size();
   } else {
-    raw = typed_to_raw(t, out.onnx_type, stored, what);
+    held = typed_to_raw(t, out.onnx_type, stored, what);
   }
-  if (int64_t(raw.size()) != stored)
-    fail(ErrorCategory::Parse, what, ": ", onnx_type_name(out.onnx_type), " data has ", raw.size(),
+  if (!raw) {
+    raw = held.data();
+    raw_size = held.size();
+  }
+  if (int64_t(raw_size) != stored)
+    fail(ErrorCategory::Parse, what, ": ", onnx_type_name(out.onnx_type), " data has ", raw_size,
          " bytes, dims ", n, " elements need ", stored);
   out.bytes = raw_to_carried(raw, out.onnx_type, out.dtype, n);
   return out;
