@@ -34,4 +34,22 @@ inline std::vector<int64_t> row_major_strides(const std::vector<int64_t>& d) {
   return s;
 }
 
+// Element strides of a dense row-major tensor with dims `from` read as if broadcast to
+// `to` (aligned at the right; 0 where `from` has 1 or no such dim), so element idx of the
+// broadcast tensor is at sum(idx[i] * strides[i]). False when `from` does not broadcast to `to`.
+inline bool broadcast_read_strides(const std::vector<int64_t>& from, const std::vector<int64_t>& to,
+                                   std::vector<int64_t>& strides) {
+  if (from.size() > to.size()) return false;
+  strides.assign(to.size(), 0);
+  int64_t stride = 1;
+  for (size_t i = 0; i < from.size(); ++i) {
+    const size_t axis = to.size() - 1 - i;
+    const int64_t dim = from[from.size() - 1 - i];
+    if (dim != 1 && dim != to[axis]) return false;
+    strides[axis] = dim == 1 ? 0 : stride;
+    stride *= dim;
+  }
+  return true;
+}
+
 }  // namespace rlx

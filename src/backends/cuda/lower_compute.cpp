@@ -11,6 +11,7 @@
 #include "backends/cuda/dnn.h"
 #include "backends/cuda/gemm.h"
 #include "backends/cuda/lower_util.h"
+#include "ir/dims.h"
 #include "ir/op_table.h"
 
 namespace rlx::cuda {
@@ -444,17 +445,11 @@ Launch lower_compute(const Node& n, const std::vector<const Shape*>& in, const s
       a.causal = at.causal;
       const bool masked = in.size() > 3 && in[3];
       if (masked) {  // element strides over [b, hq, sq, sk], 0 where the mask broadcasts
-        const auto md = in[3]->static_dims();
-        const int64_t target[4] = {a.b, a.hq, a.sq, a.sk};
-        int64_t stride = 1;
-        for (size_t i = 0; i < md.size(); ++i) {
-          const size_t axis = 4 - md.size() + (md.size() - 1 - i);
-          const int64_t dim = md[md.size() - 1 - i];
-          if (dim != 1 && dim != target[axis])
-            fail(ErrorCategory::Shape, "node '", n.name, "' (attention): mask does not broadcast to the scores");
-          a.mst[axis] = dim == 1 ? 0 : stride;
-          stride *= dim;
-        }
+        std::vector<int64_t> st;
+        if (!broadcast_read_strides(in[3]->static_dims(), {a.b, a.hq, a.sq, a.sk}, st))
+          fail(ErrorCategory::Shape, "node '", n.name, "' (attention): mask ", in[3]->str(),
+               " does not broadcast to the scores");
+        std::copy(st.begin(), st.end(), a.mst);
       }
       const ET et = *et_of(t);
       if (cudaError_t e = attention_prepare(); e != cudaSuccess)

@@ -19,6 +19,7 @@
 #include "backends/cpu/kernel.h"
 #include "backends/cpu/kernels/gemm.h"
 #include "backends/cpu/kernels/row_kernels.h"
+#include "ir/dims.h"
 #include "backends/cpu/thread_pool.h"
 
 namespace rlx::cpu {
@@ -262,19 +263,11 @@ KernelCall build_attention(const Node& node, const std::vector<const Shape*>& in
   c.causal = a.causal;
   c.n_in = int(in.size());
   if (in.size() > 3 && in[3]) {
-    const std::vector<int64_t> md = in[3]->static_dims();
-    if (md.size() > 4)
-      fail(ErrorCategory::Shape, "node '", node.name, "' (attention): mask rank ", md.size(), " is above 4");
-    const std::vector<int64_t> target{c.b, c.hq, c.sq, c.sk};
-    int64_t stride = 1;
-    for (size_t i = 0; i < md.size(); ++i) {
-      const size_t axis = 4 - md.size() + (md.size() - 1 - i);
-      const int64_t dim = md[md.size() - 1 - i];
-      if (dim != 1 && dim != target[axis])
-        fail(ErrorCategory::Shape, "node '", node.name, "' (attention): mask does not broadcast to the scores");
-      c.mask_st[axis] = dim == 1 ? 0 : stride;
-      stride *= dim;
-    }
+    std::vector<int64_t> st;
+    if (!broadcast_read_strides(in[3]->static_dims(), {c.b, c.hq, c.sq, c.sk}, st))
+      fail(ErrorCategory::Shape, "node '", node.name, "' (attention): mask ", in[3]->str(),
+           " does not broadcast to the scores");
+    std::copy(st.begin(), st.end(), c.mask_st);
     c.has_mask = true;
   }
   c.bq = std::clamp<int64_t>(c.sq, 1, 48);  // a multiple of every microkernel's mr
