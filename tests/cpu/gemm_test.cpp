@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "backends/cpu/isa.h"
@@ -295,6 +296,36 @@ TEST(VectorMath, ActivationsMatchScalarReference) {
             << "act " << int(act) << " x=" << x[i] << " isa " << isa_name(isa);
       }
     }
+  }
+}
+
+// The one-call tile epilogue gives the bits of add, accumulate and activate applied row by row
+// (its contract), at every ISA level: with and without bias and residual (no bias must not
+// add +0: a -0 stays -0), rows longer than a vector with a tail, every activation.
+TEST(VectorMath, TileEpilogueIsTheRowByRowSteps) {
+  const int64_t m = 5, n = 37, ldc = 41, ldr = 39;
+  std::vector<float> c0 = random_floats(size_t(m * ldc), 21, -3.0f, 3.0f);
+  c0[2] = -0.0f;
+  c0[ldc + 5] = 0.0f;
+  const std::vector<float> bias = random_floats(size_t(m), 22), res = random_floats(size_t(m * ldr), 23);
+  for (Isa isa : isa_levels()) {
+    const RowKernels& ks = row_kernels(isa);
+    for (Activation act : {Activation::None, Activation::Relu, Activation::LeakyRelu, Activation::Sigmoid,
+                           Activation::Silu, Activation::Tanh, Activation::Gelu, Activation::GeluTanh})
+      for (int form = 0; form < 4; ++form) {
+        const float* b = form & 1 ? bias.data() : nullptr;
+        const float* x = form & 2 ? res.data() : nullptr;
+        std::vector<float> got = c0, want = c0;
+        ks.tile_epilogue(got.data(), ldc, m, n, b, x, ldr, act, 0.125f);
+        for (int64_t r = 0; r < m; ++r) {
+          float* y = want.data() + r * ldc;
+          if (b) ks.add(y, n, b[r]);
+          if (x) ks.accumulate(y, x + r * ldr, n);
+          ks.activate(y, n, act, 0.125f);
+        }
+        EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+            << "act " << int(act) << " form " << form << " isa " << isa_name(isa);
+      }
   }
 }
 

@@ -226,6 +226,13 @@ inline void conv_post(const ConvCfg& cfg, float* y, const void* res, int64_t off
 void conv_epilogue(const void* vctx, float* c, int64_t ldc, int64_t i0, int64_t j0, int64_t m, int64_t n) {
   const ConvTile& t = *static_cast<const ConvTile*>(vctx);
   const ConvCfg& cfg = *t.cfg;
+  if (cfg.type == DType::F32 && !t.out) {  // the tile in one call (a K = 64 conv's tile costs about as much)
+    if (t.bias || t.residual || cfg.act != Activation::None)
+      cfg.rows->tile_epilogue(c, ldc, m, n, t.bias ? static_cast<const float*>(t.bias) + t.co0 + i0 : nullptr,
+                              t.residual ? static_cast<const float*>(t.residual) + i0 * ldc + j0 : nullptr, ldc,
+                              cfg.act, cfg.alpha);
+    return;
+  }
   for (int64_t r = 0; r < m; ++r) {
     float* row = c + r * ldc;
     if (t.bias) cfg.rows->add(row, n, load_as_f32(t.bias, cfg.type, t.co0 + i0 + r));

@@ -39,6 +39,16 @@ void scale_scalar(float* y, int64_t n, float s) {
   for (int64_t i = 0; i < n; ++i) y[i] *= s;
 }
 
+void tile_epilogue_scalar(float* c, int64_t ldc, int64_t m, int64_t n, const float* bias, const float* res,
+                          int64_t ldr, Activation act, float alpha) {
+  for (int64_t r = 0; r < m; ++r) {
+    float* y = c + r * ldc;
+    if (bias) add_scalar(y, n, bias[r]);
+    if (res) accumulate_scalar(y, res + r * ldr, n);
+    activate_scalar_n(y, n, act, alpha);
+  }
+}
+
 void conv_row_scalar(float* out, int64_t taps, const float* const* src, const float* w, const int64_t* lo,
                      const int64_t* hi, int64_t ilo, int64_t ihi) {
   for (int64_t t = 0; t < taps; ++t)
@@ -49,7 +59,7 @@ void conv_row_scalar(float* out, int64_t taps, const float* const* src, const fl
 
 const RowKernels& row_kernels(Isa isa) {
   static const RowKernels scalar{activate_scalar_n, exp_sum_scalar, max_scalar, scale_scalar, add_scalar,
-                                 accumulate_scalar, conv_row_scalar};
+                                 accumulate_scalar, tile_epilogue_scalar, conv_row_scalar};
   if (isa == Isa::Avx512)
     if (const RowKernels* t = row_kernels_avx512()) return *t;
   if (isa == Isa::Avx512 || isa == Isa::Avx2)

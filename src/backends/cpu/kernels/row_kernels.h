@@ -23,6 +23,12 @@ struct RowKernels {
   void (*add)(float* y, int64_t n, float b) = nullptr;
   // y[i] = y[i] + x[i] (a fused convolution's residual).
   void (*accumulate)(float* y, const float* x, int64_t n) = nullptr;
+  // A GEMM tile's epilogue in one call: for r < m, j < n, in this order, y = c[r*ldc + j];
+  // y += bias[r] (bias given); y += res[r*ldr + j] (res given); c[r*ldc + j] = act(y). The
+  // same operations as add, accumulate and activate row by row (the same bits), without
+  // three calls per row of a tile whose rows are a couple of vectors long.
+  void (*tile_epilogue)(float* c, int64_t ldc, int64_t m, int64_t n, const float* bias, const float* res, int64_t ldr,
+                        Activation act, float alpha) = nullptr;
   // One output row of a stride-1 direct convolution: for t < taps (in order) and
   // x in [lo[t], hi[t]): out[x] += w[t] * src[t][x]. [ilo, ihi) must lie inside every
   // tap's range; there all taps are summed in registers.

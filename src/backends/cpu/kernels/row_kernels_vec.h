@@ -73,6 +73,45 @@ void accumulate_row(float* y, const float* x, int64_t n) {
   }
 }
 
+template <Activation A>
+void tile_epilogue_loop(float* c, int64_t ldc, int64_t m, int64_t n, const float* bias, const float* res, int64_t ldr,
+                        float alpha) {
+  const F va = splat(alpha);
+  for (int64_t r = 0; r < m; ++r) {
+    float* y = c + r * ldc;
+    const float* x = res ? res + r * ldr : nullptr;
+    const F vb = splat(bias ? bias[r] : 0.0f);
+    int64_t i = 0;
+    for (; i + W <= n; i += W) {
+      F v = V::load(y + i);
+      if (bias) v = V::add(v, vb);  // not + 0 when absent: that would turn -0 into +0
+      if (x) v = V::add(v, V::load(x + i));
+      V::store(y + i, activate_v(v, A, va));
+    }
+    if (i < n) {
+      const auto t = V::tail(n - i);
+      F v = V::load_tail(y + i, t, 0.0f);
+      if (bias) v = V::add(v, vb);
+      if (x) v = V::add(v, V::load_tail(x + i, t, 0.0f));
+      V::store_tail(y + i, t, activate_v(v, A, va));
+    }
+  }
+}
+
+void tile_epilogue(float* c, int64_t ldc, int64_t m, int64_t n, const float* bias, const float* res, int64_t ldr,
+                   Activation act, float alpha) {
+  switch (act) {
+    case Activation::None: return tile_epilogue_loop<Activation::None>(c, ldc, m, n, bias, res, ldr, alpha);
+    case Activation::Relu: return tile_epilogue_loop<Activation::Relu>(c, ldc, m, n, bias, res, ldr, alpha);
+    case Activation::Gelu: return tile_epilogue_loop<Activation::Gelu>(c, ldc, m, n, bias, res, ldr, alpha);
+    case Activation::GeluTanh: return tile_epilogue_loop<Activation::GeluTanh>(c, ldc, m, n, bias, res, ldr, alpha);
+    case Activation::Silu: return tile_epilogue_loop<Activation::Silu>(c, ldc, m, n, bias, res, ldr, alpha);
+    case Activation::Sigmoid: return tile_epilogue_loop<Activation::Sigmoid>(c, ldc, m, n, bias, res, ldr, alpha);
+    case Activation::Tanh: return tile_epilogue_loop<Activation::Tanh>(c, ldc, m, n, bias, res, ldr, alpha);
+    case Activation::LeakyRelu: return tile_epilogue_loop<Activation::LeakyRelu>(c, ldc, m, n, bias, res, ldr, alpha);
+  }
+}
+
 // One output row of a stride-1 direct convolution (contract in row_kernels.h): the interior in
 // chunks of up to four independent accumulators (masked at the end) to hide the FMA latency,
 // the edge columns below. NV vectors of one chunk starting at column x (masked past ihi): every tap summed in registers.
