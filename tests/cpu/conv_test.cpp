@@ -265,6 +265,11 @@ TEST(Pool2d, CommonWindows) {
   check_pool({2, 3, 12, 12, pool_attrs({3, 3}, {2, 2}, {1, 1, 1, 1})});
   check_pool({1, 4, 8, 8, pool_attrs({2, 2}, {2, 2}, {0, 0, 0, 0})});
   check_pool({1, 2, 7, 9, pool_attrs({3, 2}, {1, 2}, {1, 0, 1, 1}, {1, 1}, false, true)});
+  // Width stride 2 in f32 max pooling reads split even / odd columns: ResNet's window, odd and
+  // even widths, a tap left of the image (pad 3), a 4-wide window.
+  check_pool({1, 3, 16, 34, pool_attrs({3, 3}, {2, 2}, {1, 1, 1, 1})});
+  check_pool({1, 2, 9, 37, pool_attrs({3, 5}, {1, 2}, {0, 3, 2, 1}, {1, 1}, true)});
+  check_pool({1, 2, 8, 21, pool_attrs({2, 4}, {2, 2}, {1, 2, 1, 2})});
 }
 
 TEST(Pool2d, CeilModeAndCountIncludePad) {
@@ -323,6 +328,19 @@ TEST(Pool2d, MaxPropagatesNaN) {
   const auto out = from_bytes<float>(run_kernel(g, y.node, {to_bytes(in)})[0]);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_TRUE(std::isnan(out[0]));
+  // Width stride 2 (the split-column path): a NaN in an even and in an odd column, each
+  // reaching exactly the windows that hold it, whatever comes after it in the window.
+  Graph g2;
+  auto x2 = g2.input("x", Shape({1, 1, 1, 12}, DType::F32));
+  auto y2 = g2.max_pool2d(x2, {1, 3}, {1, 2}, {0, 1, 0, 1});
+  std::vector<float> in2(12);
+  for (size_t i = 0; i < in2.size(); ++i) in2[i] = float(i);
+  in2[4] = std::nanf("");  // column 4: window 2 only (columns 3-5)
+  in2[9] = std::nanf("");  // column 9: windows 4 (7-9) and 5 (9-11)
+  const auto out2 = from_bytes<float>(run_kernel(g2, y2.node, {to_bytes(in2)})[0]);
+  ASSERT_EQ(out2.size(), 6u);
+  for (size_t i = 0; i < out2.size(); ++i)
+    EXPECT_EQ(std::isnan(out2[i]), i == 2 || i == 4 || i == 5) << i << ": " << out2[i];
 }
 
 }  // namespace

@@ -757,6 +757,7 @@ struct PoolCfg {
   std::vector<Taps> rows, cols;
   std::vector<int64_t> tap_cols;  // per kx: [lo, hi) of the output columns whose window reads tap kx inside the input
   ew::ConvertFn to_f32 = nullptr, from_f32 = nullptr;  // half types: whole planes converted
+  const RowKernels* vec = nullptr;  // f32 max pooling's vector step (max_into)
 };
 
 template <class T> using PoolAcc = std::conditional_t<std::is_integral_v<T>, T, AccOf<T>>;
@@ -819,9 +820,61 @@ void pool_plane(const PoolCfg& c, const T* x, T* o) {
   }
 }
 
+// f32 max pooling with width stride 2 (ResNet's 3x3 / 2 after the stem): the plane's columns
+// are split once into even and odd ones, so that every tap reads a contiguous run (input
+// column 2 * ox + q is even[ox + q / 2] or odd[ox + (q - 1) / 2]) and runs as one vector
+// step (RowKernels::max_into); with the stride in the loop each tap was a scalar select per
+// output. The same compare and select per element as pool_plane: the same result, NaN included.
+void max_pool_plane_s2(const PoolCfg& c, const float* x, float* o) {
+  const int64_t we = (c.w + 1) / 2, wo = c.w / 2;
+  thread_local std::vector<float> split, acc;
+  split.resize(size_t(c.h * (we + wo)));
+  acc.resize(size_t(c.ow));
+  float* ev = split.data();
+  float* od = ev + c.h * we;
+  for (int64_t y = 0; y < c.h; ++y) {
+    const float* r = x + y * c.w;
+    float* e = ev + y * we;
+    float* d = od + y * wo;
+    int64_t i = 0;
+    for (; i + 4 <= wo; i += 4) {
+      const __m128 a = _mm_loadu_ps(r + 2 * i), b = _mm_loadu_ps(r + 2 * i + 4);
+      _mm_storeu_ps(e + i, _mm_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)));
+      _mm_storeu_ps(d + i, _mm_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+    }
+    for (; i < wo; ++i) {
+      e[i] = r[2 * i];
+      d[i] = r[2 * i + 1];
+    }
+    if (we > wo) e[wo] = r[2 * wo];
+  }
+  for (int64_t oy = 0; oy < c.oh; ++oy) {
+    const int64_t y0 = oy * c.sh - c.pt;
+    const Taps& ty = c.rows[size_t(oy)];
+    std::fill(acc.begin(), acc.end(), -std::numeric_limits<float>::infinity());
+    for (int64_t ky = ty.lo; ky < ty.hi; ++ky) {
+      const int64_t y = y0 + ky * c.dh;
+      for (int64_t kx = 0; kx < c.kw; ++kx) {
+        const int64_t lo = c.tap_cols[size_t(2 * kx)], hi = c.tap_cols[size_t(2 * kx + 1)];
+        if (lo >= hi) continue;
+        const int64_t q = kx - c.pl;  // input column of output column ox: 2 * ox + q
+        const int64_t half = q >= 0 ? q / 2 : -((-q + 1) / 2);  // floor(q / 2)
+        const float* src = (q - 2 * half == 0 ? ev + y * we : od + y * wo) + half;
+        c.vec->max_into(acc.data() + lo, src + lo, hi - lo);
+      }
+    }
+    std::memcpy(o + oy * c.ow, acc.data(), size_t(c.ow) * sizeof(float));
+  }
+}
+
 template <class T>
 void run_pool_typed(const RunCtx& ctx, const PoolCfg& c, const void* x, void* out) {
+  const bool split = std::is_same_v<T, float> && c.is_max && c.sw == 2 && c.dw == 1 && c.vec;
   for_each_index(ctx.pool, c.planes, [&](int64_t p) {
+    if constexpr (std::is_same_v<T, float>)
+      if (split)
+        return max_pool_plane_s2(c, static_cast<const float*>(x) + p * c.h * c.w,
+                                 static_cast<float*>(out) + p * c.oh * c.ow);
     pool_plane<T>(c, static_cast<const T*>(x) + p * c.h * c.w, static_cast<T*>(out) + p * c.oh * c.ow);
   });
 }
@@ -882,6 +935,7 @@ KernelCall build_pool(const Node& node, const std::vector<const Shape*>& in, con
   c.kh = a.kernel[0], c.kw = a.kernel[1], c.sh = a.strides[0], c.sw = a.strides[1];
   c.pt = a.pads[0], c.pl = a.pads[1], c.pb = a.pads[2], c.pr = a.pads[3];
   c.dh = a.dilations[0], c.dw = a.dilations[1];
+  c.vec = &row_kernels(detect_isa());
   if (c.type == DType::F16 || c.type == DType::BF16) {
     c.to_f32 = ew::convert_fn(c.type, DType::F32, detect_isa());
     c.from_f32 = ew::convert_fn(DType::F32, c.type, detect_isa());

@@ -112,6 +112,19 @@ void tile_epilogue(float* c, int64_t ldc, int64_t m, int64_t n, const float* bia
   }
 }
 
+void max_into(float* acc, const float* x, int64_t n) {
+  int64_t i = 0;
+  for (; i + W <= n; i += W) {
+    const F v = V::load(x + i), a = V::load(acc + i);
+    V::store(acc + i, V::select(V::isnan(v), v, V::select(V::lt(a, v), v, a)));
+  }
+  if (i < n) {
+    const auto t = V::tail(n - i);
+    const F v = V::load_tail(x + i, t, 0.0f), a = V::load_tail(acc + i, t, 0.0f);
+    V::store_tail(acc + i, t, V::select(V::isnan(v), v, V::select(V::lt(a, v), v, a)));
+  }
+}
+
 // One output row of a stride-1 direct convolution (contract in row_kernels.h): the interior in
 // chunks of up to four independent accumulators (masked at the end) to hide the FMA latency,
 // the edge columns below. NV vectors of one chunk starting at column x (masked past ihi): every tap summed in registers.
