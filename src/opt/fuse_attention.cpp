@@ -56,15 +56,24 @@ bool scale_of(const Graph& g, const Node& n, Value x, double& scale) {
   return std::isfinite(scale);
 }
 
-// x is a matmul's output, or a matmul's output scaled by a constant.
-bool scores_like(const Graph& g, Value x) {
+// When x is a matmul's output scaled by a constant (keeping its type): that output and the scale.
+bool unscaled(const Graph& g, Value x, Value& product, double& scale) {
   if (x.node < 0) return false;
   const Node& n = g.node(x.node);
-  if (n.kind == OpKind::MatMul) return true;
-  double sc;
   for (const Value& in : n.inputs)
-    if (in.node >= 0 && g.node(in.node).kind == OpKind::MatMul && scale_of(g, n, in, sc)) return true;
+    if (in.node >= 0 && g.node(in.node).kind == OpKind::MatMul && scale_of(g, n, in, scale) &&
+        n.outputs[0] == g.type(in)) {
+      product = in;
+      return true;
+    }
   return false;
+}
+
+// x is a matmul's output, or a matmul's output scaled by a constant.
+bool scores_like(const Graph& g, Value x) {
+  Value product;
+  double scale;
+  return x.node >= 0 && (g.node(x.node).kind == OpKind::MatMul || unscaled(g, x, product, scale));
 }
 
 bool last_axis_softmax(const Node& n) {
@@ -121,25 +130,18 @@ bool match(const Graph& g, const UseInfo& uses, int32_t id, Chain& c, std::strin
   }
   if (s.node >= 0 && (g.node(s.node).kind == OpKind::Div || g.node(s.node).kind == OpKind::Mul)) {
     const Node& sn = g.node(s.node);
-    bool found = false;
-    for (int side = 0; side < 2 && !found; ++side) {
-      const Value x = sn.inputs[size_t(side)];
-      if (x.node >= 0 && g.node(x.node).kind == OpKind::MatMul && scale_of(g, sn, x, c.scale_value) &&
-          sn.outputs[0] == g.type(x)) {
-        if (!sole(s, reader)) {
-          why = "the scaled scores have another reader";
-          return false;
-        }
-        c.scale = s.node;
-        reader = s.node;
-        s = x;
-        found = true;
-      }
-    }
-    if (!found) {
+    Value product;
+    if (!unscaled(g, s, product, c.scale_value)) {
       why = std::string(op_name(sn.kind)) + " '" + sn.name + "' is not a scale by one constant";
       return false;
     }
+    if (!sole(s, reader)) {
+      why = "the scaled scores have another reader";
+      return false;
+    }
+    c.scale = s.node;
+    reader = s.node;
+    s = product;
   }
   if (s.node < 0 || g.node(s.node).kind != OpKind::MatMul) {
     why = "the scores are not a matmul";
@@ -172,10 +174,9 @@ bool match(const Graph& g, const UseInfo& uses, int32_t id, Chain& c, std::strin
   return true;
 }
 
-// k (in terms of `map`, a source -> destination value map) as a transpose of kt or of its
-// producing transpose's input; emitted through `rw` when rw is given.
-template <class Map>
-Value key_of(const Graph& g, const Chain& c, Map map, Rewriter* rw, const std::string& name) {
+// k in the destination: kt's last two axes swapped, composed with kt's producing transpose
+// when it has one (no transpose at all when the two cancel).
+Value key_of(const Graph& g, const Chain& c, Rewriter& rw, const std::string& name) {
   std::vector<int64_t> perm{0, 1, 3, 2};
   Value src = c.kt;
   if (const Node* t = producer_of_kind(g, c.kt, OpKind::Transpose)) {
@@ -185,9 +186,8 @@ Value key_of(const Graph& g, const Chain& c, Map map, Rewriter* rw, const std::s
   }
   bool identity = true;
   for (int i = 0; i < 4; ++i) identity = identity && perm[size_t(i)] == i;
-  if (identity) return map(src);
-  if (!rw) return Value{};
-  return rw->emit1(OpKind::Transpose, {map(src)}, TransposeAttrs{perm}, name);
+  if (identity) return rw.map(src);
+  return rw.emit1(OpKind::Transpose, {rw.map(src)}, TransposeAttrs{perm}, name);
 }
 
 AttentionAttrs attrs_of(const Chain& c) {
@@ -265,8 +265,7 @@ Graph fuse_attention(const Graph& g, std::string* report, const BackendClaims* c
   Graph out = rewrite_chains(g, absorbed, chain_at, [&](Rewriter& rw, int32_t ci, int32_t i) {
     const Chain& c = chains[size_t(ci)];
     const std::string name = rw.name_of(i);
-    auto map = [&](Value v) { return rw.map(v); };
-    const Value k = key_of(g, c, map, &rw, sub_name(name, "k"));
+    const Value k = key_of(g, c, rw, sub_name(name, "k"));
     std::vector<Value> in{rw.map(c.q), k, rw.map(c.v)};
     if (c.mask.valid()) in.push_back(rw.map(c.mask));
     const Value f = rw.emit1(OpKind::Attention, in, attrs_of(c), name);

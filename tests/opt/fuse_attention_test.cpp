@@ -139,8 +139,8 @@ graph main {
             "operand\n");
 }
 
-TEST(FuseAttention, OnlyWhatTheBackendClaims) {
-  const std::string text = R"(
+// The chain in its plainest form (no scale, no mask, kt a transpose of k), for the claims tests.
+const std::string kPlainChain = R"(
 graph main {
   %0 = input "q" : f32[1,2,4,8]
   %1 = input "k" : f32[1,2,4,8]
@@ -152,6 +152,9 @@ graph main {
   outputs(%6)
 }
 )";
+
+TEST(FuseAttention, OnlyWhatTheBackendClaims) {
+  const std::string& text = kPlainChain;
   Graph g = parse(text);
   BackendClaims none{"test", [](const Node& n, const std::vector<const Shape*>&) {
                        return n.kind != OpKind::Attention;
@@ -173,27 +176,10 @@ graph main {
   EXPECT_EQ(out.nodes()[3].inputs[1], (Value{1, 0}));
 }
 
-}  // namespace
-}  // namespace rlx::opt::test
-
-namespace rlx::opt::test {
-namespace {
-
 TEST(FuseAttention, ClaimsAreAskedAboutTheTypeThePrecisionPassWillGive) {
   // A backend that runs only f16 attention: an f32 chain fuses when the precision pass will
   // run it in f16, and stays apart otherwise.
-  const std::string text = R"(
-graph main {
-  %0 = input "q" : f32[1,2,4,8]
-  %1 = input "k" : f32[1,2,4,8]
-  %2 = input "v" : f32[1,2,4,8]
-  %3 = transpose(%1) {perm=[0, 1, 3, 2]} name="kt" : f32[1,2,8,4]
-  %4 = matmul(%0, %3) name="qk" : f32[1,2,4,4]
-  %5 = softmax(%4) name="p" : f32[1,2,4,4]
-  %6 = matmul(%5, %2) name="ctx" : f32[1,2,4,8]
-  outputs(%6)
-}
-)";
+  const std::string& text = kPlainChain;
   Graph g = parse(text);
   BackendClaims f16_only{"test", [](const Node& n, const std::vector<const Shape*>& in) {
                            return n.kind != OpKind::Attention || in[0]->dtype() == DType::F16;
