@@ -110,6 +110,14 @@ RLX_NO_LIBCALL inline void copy_floats(float* __restrict d, const float* __restr
   for (; i + 4 <= n; i += 4) _mm_storeu_ps(d + i, _mm_loadu_ps(s + i));
   for (; i < n; ++i) d[i] = s[i];
 }
+// d[t] = s[2t] for t < n, the even lanes of pairs of loads; reads s[0 .. 2n - 2] only.
+RLX_NO_LIBCALL inline void copy_even_floats(float* __restrict d, const float* __restrict s, int64_t n) {
+  int64_t t = 0;
+  // The loads of a group reach s[2t + 7]: inside [0, 2n - 2] while t + 4 < n.
+  for (; t + 4 < n; t += 4)
+    _mm_storeu_ps(d + t, _mm_shuffle_ps(_mm_loadu_ps(s + 2 * t), _mm_loadu_ps(s + 2 * t + 4), _MM_SHUFFLE(2, 0, 2, 0)));
+  for (; t < n; ++t) d[t] = s[2 * t];
+}
 RLX_NO_LIBCALL inline void zero_floats(float* d, int64_t n) {
   int64_t i = 0;
   for (; i + 4 <= n; i += 4) _mm_storeu_ps(d + i, _mm_setzero_ps());
@@ -150,13 +158,7 @@ RLX_NO_LIBCALL void pack_im2col(const void* vctx, int64_t k0, int64_t kc, int64_
           if constexpr (std::is_same_v<T, float>) copy_floats(d, src, cnt);
           else c.to_f32(src, d, cnt);  // half types: the vector conversions (exact, as load() is)
         } else if (std::is_same_v<T, float> && step == 2) {  // stride 2: even lanes of two loads
-          const float* s2 = reinterpret_cast<const float*>(src);
-          int64_t t = 0;
-          // The loads of a group reach src[2t + 7]: inside the run while t + 4 < cnt.
-          for (; t + 4 < cnt; t += 4)
-            _mm_storeu_ps(d + t, _mm_shuffle_ps(_mm_loadu_ps(s2 + 2 * t), _mm_loadu_ps(s2 + 2 * t + 4),
-                                                _MM_SHUFFLE(2, 0, 2, 0)));
-          for (; t < cnt; ++t) d[t] = s2[2 * t];
+          copy_even_floats(d, reinterpret_cast<const float*>(src), cnt);
         } else {
           for (int64_t t = 0; t < cnt; ++t) strided[t] = load(src + t * step);
           copy_floats(d, strided, cnt);
@@ -832,21 +834,9 @@ void max_pool_plane_s2(const PoolCfg& c, const float* x, float* o) {
   acc.resize(size_t(c.ow));
   float* ev = split.data();
   float* od = ev + c.h * we;
-  for (int64_t y = 0; y < c.h; ++y) {
-    const float* r = x + y * c.w;
-    float* e = ev + y * we;
-    float* d = od + y * wo;
-    int64_t i = 0;
-    for (; i + 4 <= wo; i += 4) {
-      const __m128 a = _mm_loadu_ps(r + 2 * i), b = _mm_loadu_ps(r + 2 * i + 4);
-      _mm_storeu_ps(e + i, _mm_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)));
-      _mm_storeu_ps(d + i, _mm_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
-    }
-    for (; i < wo; ++i) {
-      e[i] = r[2 * i];
-      d[i] = r[2 * i + 1];
-    }
-    if (we > wo) e[wo] = r[2 * wo];
+  for (int64_t y = 0; y < c.h; ++y) {  // even columns read r[0 .. 2we - 2], odd ones r[1 .. 2wo - 1]
+    copy_even_floats(ev + y * we, x + y * c.w, we);
+    copy_even_floats(od + y * wo, x + y * c.w + 1, wo);
   }
   for (int64_t oy = 0; oy < c.oh; ++oy) {
     const int64_t y0 = oy * c.sh - c.pt;
