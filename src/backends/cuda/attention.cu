@@ -37,11 +37,6 @@ constexpr int kAttnBlockRows = kAttnWarps * kAttnRows;
 __device__ inline int64_t imin(int64_t x, int64_t y) { return x < y ? x : y; }
 __device__ inline int64_t imax(int64_t x, int64_t y) { return x > y ? x : y; }
 
-__device__ inline float warp_max(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
-  return v;
-}
-
 // NC: output dims per lane (dv <= 32 NC).
 template <class T, int NC>
 __global__ void __launch_bounds__(kAttnWarps * 32)
@@ -110,7 +105,7 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
         x = s[r];
         if (mask) x += dev::ldf(mask[b * a.mst[0] + h * a.mst[1] + i * a.mst[2] + j * a.mst[3]]);
       }
-      const float mn = fmaxf(m[r], warp_max(x));
+      const float mn = fmaxf(m[r], dev::warp_max(x));
       // mn = -inf: nothing visible yet; keep the (zero) state.
       const float alpha = mn == -INFINITY ? 1.0f : __expf(m[r] - mn);
       p[r] = mn == -INFINITY ? 0.0f : __expf(x - mn);
@@ -153,11 +148,21 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
 constexpr int kTcWarps = 4, kTcRows = 16 * kTcWarps, kTcKeys = 64;
 constexpr int kTcLdS = kTcKeys + 4, kTcLdP = kTcKeys + 8;  // padded rows (WMMA wants ldm % 8 halves / 4 floats)
 
-__host__ __device__ constexpr size_t tc_smem(int64_t d, int64_t dv) {
-  return size_t(kTcRows + kTcKeys) * size_t(d + 8) * 2 + size_t(kTcKeys) * size_t(dv + 8) * 2 +
-         size_t(kTcWarps) * 16 * kTcLdS * 4 + size_t(kTcWarps) * 16 * kTcLdP * 2 + size_t(kTcWarps) * 16 * size_t(dv + 4) * 4;
-}
-constexpr size_t kTcSmemMax = tc_smem(kAttentionMaxDim, kAttentionMaxDim);
+// Byte offsets of the kernel's shared memory, host and device alike: Q [64][d + 8], K [64][d + 8]
+// and V [64][dv + 8] in the storage type (2 bytes), then per warp S [16][kTcLdS] f32, P
+// [16][kTcLdP] storage, O [16][dv + 4] f32. With d and dv multiples of 16 every region and row
+// block starts on 32 bytes, as WMMA's loads and stores want.
+struct TcLayout {
+  size_t k, v, s, p, o, bytes;  // Q at 0
+  __host__ __device__ constexpr TcLayout(int64_t d, int64_t dv)
+      : k(size_t(kTcRows) * size_t(d + 8) * 2),
+        v(k + size_t(kTcKeys) * size_t(d + 8) * 2),
+        s(v + size_t(kTcKeys) * size_t(dv + 8) * 2),
+        p(s + size_t(kTcWarps) * 16 * kTcLdS * 4),
+        o(p + size_t(kTcWarps) * 16 * kTcLdP * 2),
+        bytes(o + size_t(kTcWarps) * 16 * size_t(dv + 4) * 4) {}
+};
+constexpr size_t kTcSmemMax = TcLayout(kAttentionMaxDim, kAttentionMaxDim).bytes;
 
 // Copies rows [r0, r0 + count) of a [rows, w] matrix into shared memory with row stride ld,
 // 16 bytes at a time (w % 8 == 0); rows past `live` are zeros.
@@ -181,16 +186,13 @@ __global__ void __launch_bounds__(kTcWarps * 32)
   extern __shared__ __align__(128) unsigned char tc_smem_raw[];
   const int d = int(a.d), dv = int(a.dv), ldk = d + 8, ldv = dv + 8, ldo = dv + 4;
   const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
-  T* qs = reinterpret_cast<T*>(tc_smem_raw);  // [64][ldk]
-  T* ks = qs + kTcRows * ldk;                 // [64][ldk]
-  T* vs = ks + kTcKeys * ldk;                 // [64][ldv]
-  float* ss = reinterpret_cast<float*>(vs + kTcKeys * ldv) + warp * 16 * kTcLdS;  // this warp's [16][kTcLdS]
-  T* ps = reinterpret_cast<T*>(reinterpret_cast<float*>(vs + kTcKeys * ldv) + kTcWarps * 16 * kTcLdS) +
-          warp * 16 * kTcLdP;  // [16][kTcLdP]
-  float* os = reinterpret_cast<float*>(reinterpret_cast<T*>(reinterpret_cast<float*>(vs + kTcKeys * ldv) +
-                                                            kTcWarps * 16 * kTcLdS) +
-                                       kTcWarps * 16 * kTcLdP) +
-              warp * 16 * ldo;  // [16][ldo]
+  const TcLayout L(d, dv);
+  T* qs = reinterpret_cast<T*>(tc_smem_raw);
+  T* ks = reinterpret_cast<T*>(tc_smem_raw + L.k);
+  T* vs = reinterpret_cast<T*>(tc_smem_raw + L.v);
+  float* ss = reinterpret_cast<float*>(tc_smem_raw + L.s) + warp * 16 * kTcLdS;  // this warp's rows
+  T* ps = reinterpret_cast<T*>(tc_smem_raw + L.p) + warp * 16 * kTcLdP;
+  float* os = reinterpret_cast<float*>(tc_smem_raw + L.o) + warp * 16 * ldo;
   const int64_t qblocks = (a.sq + kTcRows - 1) / kTcRows;
   const int64_t qb = blockIdx.x % qblocks, h = (blockIdx.x / qblocks) % a.hq, b = blockIdx.x / (qblocks * a.hq);
   const int64_t hk = h / (a.hq / a.hkv);
@@ -286,7 +288,7 @@ cudaError_t attention_typed(const AttentionArgs& a, const void* q, const void* k
     if (a.d % 16 == 0 && a.dv % 16 == 0 && aligned16(q) && aligned16(k) && aligned16(v) && aligned16(out)) {
       const int64_t tblocks = a.b * a.hq * ((a.sq + kTcRows - 1) / kTcRows);
       if (tblocks == 0) return cudaSuccess;
-      return dev::launch(attention_tc_kernel<T>, dim3(unsigned(tblocks)), dim3(kTcWarps * 32), tc_smem(a.d, a.dv), s, a,
+      return dev::launch(attention_tc_kernel<T>, dim3(unsigned(tblocks)), dim3(kTcWarps * 32), TcLayout(a.d, a.dv).bytes, s, a,
                          static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v),
                          static_cast<const T*>(mask), static_cast<T*>(out));
     }

@@ -60,6 +60,11 @@ __device__ inline float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
   return v;
 }
+// A warp's largest value (NaN-free inputs; -inf where nothing is live), every lane gets it.
+__device__ inline float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
+  return v;
+}
 template <int Warps>
 __device__ inline float block_sum(float v, float* shared) {
   v = warp_sum(v);

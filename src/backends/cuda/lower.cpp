@@ -360,10 +360,10 @@ Launch lower(const Node& n, const std::vector<const Shape*>& in, const std::vect
     case OpKind::Transpose: {
       const auto id = in[0]->static_dims(), od = out[0].static_dims();
       const auto& perm = n.attr<TransposeAttrs>().perm;
-      const auto cs = contiguous(id);
+      const auto cs = row_major_strides(id);
       std::vector<int64_t> src(od.size());
       for (size_t k = 0; k < od.size(); ++k) src[k] = cs[size_t(perm.empty() ? od.size() - 1 - k : size_t(perm[k]))];
-      const Strides sx = strides_of(src), sy = strides_of(contiguous(od));
+      const Strides sx = strides_of(src), sy = strides_of(row_major_strides(od));
       const Iter it = iter_of(od);
       const int e = int(dtype_size(t));
       return [np, e, sx, sy, it](const LaunchCtx& c, void* const* b) {
@@ -374,7 +374,7 @@ Launch lower(const Node& n, const std::vector<const Shape*>& in, const std::vect
       const auto& at = n.attr<SliceAttrs>();
       const auto id = in[0]->static_dims(), od = out[0].static_dims();
       const int rank = int(id.size());
-      const auto cs = contiguous(id);
+      const auto cs = row_major_strides(id);
       std::vector<int64_t> src = cs;
       int64_t base = 0;
       for (size_t i = 0; i < at.starts.size(); ++i) {
@@ -386,7 +386,7 @@ Launch lower(const Node& n, const std::vector<const Shape*>& in, const std::vect
         base += s * cs[size_t(ax)];
         src[size_t(ax)] = cs[size_t(ax)] * step;
       }
-      const Strides sx = strides_of(src, base), sy = strides_of(contiguous(od));
+      const Strides sx = strides_of(src, base), sy = strides_of(row_major_strides(od));
       const Iter it = iter_of(od);
       const int e = int(dtype_size(t));
       return [np, e, sx, sy, it](const LaunchCtx& c, void* const* b) {
@@ -395,7 +395,7 @@ Launch lower(const Node& n, const std::vector<const Shape*>& in, const std::vect
     }
     case OpKind::Expand: {
       const auto od = out[0].static_dims();
-      const Strides sx = broadcast_strides(in[0]->static_dims(), od), sy = strides_of(contiguous(od));
+      const Strides sx = broadcast_strides(in[0]->static_dims(), od), sy = strides_of(row_major_strides(od));
       const Iter it = iter_of(od);
       const int e = int(dtype_size(t));
       return [np, e, sx, sy, it](const LaunchCtx& c, void* const* b) {
@@ -409,7 +409,7 @@ Launch lower(const Node& n, const std::vector<const Shape*>& in, const std::vect
       const Shape& whole = concat ? out[0] : *in[0];
       const auto wd = whole.static_dims();
       const int ax = normalize_axis(concat ? n.attr<AxisAttrs>().axis : n.attr<SplitAttrs>().axis, int(wd.size()), "axis");
-      const auto ws = contiguous(wd);
+      const auto ws = row_major_strides(wd);
       struct Piece {
         Iter it;
         Strides whole, part;
@@ -420,7 +420,7 @@ Launch lower(const Node& n, const std::vector<const Shape*>& in, const std::vect
       const size_t count = concat ? in.size() : out.size();
       for (size_t i = 0; i < count; ++i) {
         const auto pd = (concat ? *in[i] : out[i]).static_dims();
-        Piece p{iter_of(pd), strides_of(ws, at * ws[size_t(ax)]), strides_of(contiguous(pd)), int(i)};
+        Piece p{iter_of(pd), strides_of(ws, at * ws[size_t(ax)]), strides_of(row_major_strides(pd)), int(i)};
         at += pd[size_t(ax)];
         if (p.it.numel) pieces.push_back(p);
       }

@@ -182,7 +182,7 @@ Launch lower_compute(const Node& n, const std::vector<const Shape*>& in, const s
     case OpKind::ReduceMin:
     case OpKind::ReduceProd: {
       const auto id = in[0]->static_dims();
-      const auto cs = contiguous(id);
+      const auto cs = row_major_strides(id);
       std::vector<bool> red(id.size(), n.attr<ReduceAttrs>().axes.empty());
       for (int64_t a : n.attr<ReduceAttrs>().axes) red[size_t(normalize_axis(a, int(id.size()), "reduce axis"))] = true;
       std::vector<int64_t> kd, ks, rd, rs;

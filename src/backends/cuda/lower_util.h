@@ -7,6 +7,7 @@
 #include "backends/cuda/gemm.h"
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/lower.h"
+#include "ir/dims.h"
 
 namespace rlx::cuda {
 
@@ -48,17 +49,12 @@ inline Iter iter_of(const std::vector<int64_t>& d) {
   }
   return it;
 }
-inline std::vector<int64_t> contiguous(const std::vector<int64_t>& d) {
-  std::vector<int64_t> s(d.size(), 1);
-  for (int k = int(d.size()) - 2; k >= 0; --k) s[size_t(k)] = s[size_t(k) + 1] * d[size_t(k) + 1];
-  return s;
-}
-// Strides of an operand broadcast (numpy, right-aligned) to `out` dims.
+// Strides of an operand broadcast (numpy, right-aligned) to `out` dims (ir/dims.h).
 inline Strides broadcast_strides(const std::vector<int64_t>& in, const std::vector<int64_t>& out) {
+  std::vector<int64_t> v;
+  RLX_CHECK(broadcast_read_strides(in, out, v), "operand does not broadcast to the output");
   Strides st;
-  const std::vector<int64_t> cs = contiguous(in);
-  const size_t off = out.size() - in.size();
-  for (size_t k = 0; k < in.size(); ++k) st.s[off + k] = in[k] == 1 ? 0 : cs[k];
+  for (size_t k = 0; k < v.size(); ++k) st.s[k] = v[k];
   return st;
 }
 inline Strides strides_of(const std::vector<int64_t>& s, int64_t base = 0) {

@@ -19,8 +19,8 @@
 #include "backends/cpu/kernel.h"
 #include "backends/cpu/kernels/gemm.h"
 #include "backends/cpu/kernels/row_kernels.h"
-#include "ir/dims.h"
 #include "backends/cpu/thread_pool.h"
+#include "ir/dims.h"
 
 namespace rlx::cpu {
 namespace {

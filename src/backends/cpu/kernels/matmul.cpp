@@ -14,6 +14,7 @@
 #include "backends/cpu/kernels/gemm.h"
 #include "backends/cpu/kernels/row_kernels.h"
 #include "backends/cpu/thread_pool.h"
+#include "ir/dims.h"
 
 namespace rlx::cpu {
 namespace {
@@ -46,12 +47,8 @@ struct MatmulCfg {
 
 // Contiguous strides of `dims`, with 0 where the dim is 1 (broadcast).
 std::vector<int64_t> broadcast_strides(const std::vector<int64_t>& dims) {
-  std::vector<int64_t> st(dims.size(), 0);
-  int64_t s = 1;
-  for (size_t i = dims.size(); i-- > 0;) {
-    st[i] = dims[i] == 1 ? 0 : s;
-    s *= dims[i];
-  }
+  std::vector<int64_t> st;
+  broadcast_read_strides(dims, dims, st);  // dims always broadcast to themselves
   return st;
 }
 
