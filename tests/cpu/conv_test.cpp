@@ -163,10 +163,15 @@ TEST(Conv2d, FewPositionsManyChannels) {
   check_conv({1, 32, 12, 12, 300, 1, 1});                                // 144 positions: mc
 }
 
-// Unit width stride and output rows of 48+ columns: B read from the input rows in place
-// (conv.cpp's conv_in_place): short last tiles, vertical stride with dilation and
-// asymmetric pads, groups without bias, K across blocks, two images.
+// Width stride 1 or 2 and output rows of 48+ columns: B read from the input rows in place
+// (conv.cpp's conv_in_place; stride 2 through rows split in even / odd phases): short last
+// tiles, vertical stride with dilation and asymmetric pads, groups without bias, K across
+// blocks, two images.
 TEST(Conv2d, InputRowsReadInPlace) {
+  check_conv({1, 3, 20, 110, 16, 7, 7, {2, 2}, {3, 3, 3, 3}});                 // a 7x7 stem, 55 columns
+  check_conv({2, 6, 9, 101, 13, 3, 3, {1, 2}, {0, 0, 1, 2}});                  // left pad 0, odd width
+  check_conv({1, 4, 8, 100, 9, 3, 3, {2, 2}, {1, 2, 1, 2}, {1, 2}});           // dilation 2: one phase
+  check_conv({1, 40, 6, 97, 20, 3, 3, {2, 2}, {1, 1, 1, 1}, {1, 1}, 1, false}); // K 360, 49 columns
   check_conv({1, 8, 30, 56, 12, 3, 3, {1, 1}, {1, 1, 1, 1}});                  // tiles of 32 + 24
   check_conv({2, 5, 9, 64, 7, 3, 5, {2, 1}, {2, 1, 0, 3}, {1, 2}});            // 60 columns
   check_conv({1, 8, 6, 49, 10, 3, 3, {1, 1}, {0, 1, 2, 1}, {1, 1}, 2, false}); // groups of 4 -> 5

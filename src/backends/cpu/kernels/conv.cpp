@@ -384,14 +384,17 @@ void conv_gemm_transposed(const ConvCfg& cfg, ThreadPool* pool, const float* x, 
   sgemm(pr, pool, *cfg.kernels);
 }
 
-// Unit stride along the width and output rows of at least kInPlaceMinCols columns: the
-// microkernel reads its B rows from the input instead of im2col panels. For a group of
-// output rows and a K block, the input rows those taps read (each channel's kh-row window,
-// zero rows above and below the image) are copied once into a zero-padded row buffer, and
-// tile (oy, ox0) of nr columns reads B row k = (ci, ky, kx) at a fixed offset from its
-// column (ukr_off). Packing wrote K x N floats per product; the buffer is about K/kw x
-// (N/ow) x (ow + kw - 1) of them. The K blocks, the microkernel's arithmetic and the zeros
-// of the padding are the packed path's: the same bits.
+// Width stride 1 or 2 and output rows of at least kInPlaceMinCols columns: the microkernel
+// reads its B rows from the input instead of im2col panels. For a group of output rows and a
+// K block, the input rows those taps read (each channel's kh-row window, zero rows above and
+// below the image) are copied once into a zero-padded row buffer, and tile (oy, ox0) of nr
+// columns reads B row k = (ci, ky, kx) at a fixed offset from its column (ukr_off). With
+// width stride sw each buffered row is stored as sw phases (phase q holds padded columns q,
+// q + sw, q + 2 sw, ...), so a tap's columns ox*sw + kx*dw are again one contiguous run: that
+// of phase (kx*dw) mod sw from (kx*dw)/sw on. Packing wrote K x N floats per product; the
+// buffer is about K/kw x (N/ow) x (sw*ow + kw - 1) of them (ResNet-50's 7x7 stride-2 stem:
+// 10K floats per 4 output rows instead of 66K). The K blocks, the microkernel's arithmetic
+// and the zeros of the padding are the packed path's: the same bits.
 constexpr int64_t kInPlaceMinCols = 48;
 
 void conv_in_place(const ConvCfg& cfg, ThreadPool* pool, const float* x, const float* w, const float* bias,
@@ -412,8 +415,10 @@ void conv_in_place(const ConvCfg& cfg, ThreadPool* pool, const float* x, const f
     pack_a_full(K, wa, mg, kg, packed_w.data());
     ap = packed_w.data();
   }
-  const int64_t tiles = (cfg.ow + nr - 1) / nr;
-  const int64_t wp = tiles * nr + (cfg.kw - 1) * cfg.dw;  // buffer column u holds input column u - pl
+  const int64_t tiles = (cfg.ow + nr - 1) / nr, sw = cfg.sw;
+  // Phase q's column v holds padded column u = v*sw + q, i.e. input column u - pl; a row is
+  // sw phases of wpp floats.
+  const int64_t wpp = tiles * nr + (cfg.kw - 1) * cfg.dw / sw, wp = sw * wpp;
   const int64_t threads = pool ? pool->size() : 1;
   const int64_t rows_per = std::clamp<int64_t>(cfg.oh / (4 * threads), 1, 4);
   const int64_t groups = (cfg.oh + rows_per - 1) / rows_per;
@@ -423,7 +428,13 @@ void conv_in_place(const ConvCfg& cfg, ThreadPool* pool, const float* x, const f
     thread_local std::vector<int64_t> off;
     const int64_t oy0 = gi * rows_per, nrows = std::min(rows_per, cfg.oh - oy0);
     const int64_t rows_in = (nrows - 1) * cfg.sh + (cfg.kh - 1) * cfg.dh + 1, iy0 = oy0 * cfg.sh - cfg.pt;
-    const int64_t u0 = std::min(wp, cfg.pl), u1 = std::clamp(cfg.pl + cfg.w, u0, wp);  // columns inside the image
+    // Per phase, the columns [v0, v1) inside the image.
+    int64_t v0[2], v1[2];
+    for (int64_t q = 0; q < sw; ++q) {
+      v0[q] = std::min(wpp, std::max<int64_t>(0, (cfg.pl - q + sw - 1) / sw));
+      const int64_t last = cfg.w - 1 + cfg.pl - q;  // the last padded column inside, of this phase
+      v1[q] = last < 0 ? v0[q] : std::clamp<int64_t>(last / sw + 1, v0[q], wpp);
+    }
     for (int64_t pc = 0; pc < kg; pc += K.kc) {
       const int64_t kc = std::min(K.kc, kg - pc), ci0 = pc / taps, nch = (pc + kc - 1) / taps + 1 - ci0;
       rowbuf.resize(size_t(nch * rows_in * wp));
@@ -436,13 +447,18 @@ void conv_in_place(const ConvCfg& cfg, ThreadPool* pool, const float* x, const f
             zero_floats(d, wp);
             continue;
           }
-          zero_floats(d, u0);
-          copy_floats(d + u0, xg + ((ci0 + cl) * cfg.h + iy) * cfg.w + (u0 - cfg.pl), u1 - u0);
-          zero_floats(d + u1, wp - u1);
+          const float* row = xg + ((ci0 + cl) * cfg.h + iy) * cfg.w;
+          for (int64_t q = 0; q < sw; ++q, d += wpp) {
+            const float* src = row + v0[q] * sw + q - cfg.pl;  // input column of v0 (inside when v1 > v0)
+            zero_floats(d, v0[q]);
+            if (sw == 1) copy_floats(d + v0[q], src, v1[q] - v0[q]);
+            else copy_even_floats(d + v0[q], src, v1[q] - v0[q]);
+            zero_floats(d + v1[q], wpp - v1[q]);
+          }
         }
       for (int64_t kk = 0; kk < kc; ++kk) {
         const int64_t k = pc + kk, ci = k / taps, ky = (k % taps) / cfg.kw, kx = k % cfg.kw;
-        off[size_t(kk)] = ((ci - ci0) * rows_in + ky * cfg.dh) * wp + kx * cfg.dw;
+        off[size_t(kk)] = ((ci - ci0) * rows_in + ky * cfg.dh) * wp + (kx * cfg.dw) % sw * wpp + kx * cfg.dw / sw;
       }
       const bool acc = pc > 0, last = pc + kc == kg;
       for (int64_t r = 0; r < nrows; ++r) {
@@ -706,7 +722,7 @@ KernelCall build_conv(const Node& node, const std::vector<const Shape*>& in, con
   const int64_t p = c.oh * c.ow;
   c.transposed = !c.direct && c.group == 1 && c.type == DType::F32 && p > kDotCols && p <= c.kernels->mc &&
                  c.cout >= 2 * p;
-  c.in_place = !c.direct && !c.transposed && !c.pointwise && c.type == DType::F32 && c.sw == 1 &&
+  c.in_place = !c.direct && !c.transposed && !c.pointwise && c.type == DType::F32 && (c.sw == 1 || c.sw == 2) &&
                c.ow >= kInPlaceMinCols && p > kDotCols;
   return make_call(run_conv, std::move(c));
 }
