@@ -2,6 +2,7 @@
 #include "backends/cpu/kernels/row_kernels.h"
 
 #include <cmath>
+#include <limits>
 
 namespace rlx::cpu {
 
@@ -49,10 +50,14 @@ void tile_epilogue_scalar(float* c, int64_t ldc, int64_t m, int64_t n, const flo
   }
 }
 
-void max_into_scalar(float* acc, const float* x, int64_t n) {
+void max_taps_scalar(float* out, int64_t taps, const float* const* src, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
-    const float v = x[i];
-    acc[i] = (v > acc[i]) | (v != v) ? v : acc[i];
+    float a = -std::numeric_limits<float>::infinity();
+    for (int64_t t = 0; t < taps; ++t) {
+      const float v = src[t][i];
+      a = (v > a) | (v != v) ? v : a;
+    }
+    out[i] = a;
   }
 }
 
@@ -66,7 +71,7 @@ void conv_row_scalar(float* out, int64_t taps, const float* const* src, const fl
 
 const RowKernels& row_kernels(Isa isa) {
   static const RowKernels scalar{activate_scalar_n, exp_sum_scalar, max_scalar, scale_scalar, add_scalar,
-                                 accumulate_scalar, tile_epilogue_scalar, max_into_scalar, conv_row_scalar};
+                                 accumulate_scalar, tile_epilogue_scalar, max_taps_scalar, conv_row_scalar};
   if (isa == Isa::Avx512)
     if (const RowKernels* t = row_kernels_avx512()) return *t;
   if (isa == Isa::Avx512 || isa == Isa::Avx2)

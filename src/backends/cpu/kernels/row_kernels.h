@@ -29,9 +29,11 @@ struct RowKernels {
   // three calls per row of a tile whose rows are a couple of vectors long.
   void (*tile_epilogue)(float* c, int64_t ldc, int64_t m, int64_t n, const float* bias, const float* res, int64_t ldr,
                         Activation act, float alpha) = nullptr;
-  // acc[i] = x[i] where x[i] > acc[i] or x[i] is NaN, for i < n (max pooling's step: a NaN,
-  // once in acc, stays; equal values keep acc's, so -0 and +0 stay as they came).
-  void (*max_into)(float* acc, const float* x, int64_t n) = nullptr;
+  // Max pooling's window over precomputed tap rows: for i < n, out[i] = a after a = -inf and,
+  // for t < taps in order, a = src[t][i] where src[t][i] > a or src[t][i] is NaN (a NaN, once
+  // taken, stays unless a later NaN replaces it; equal values keep a, so -0 and +0 stay as they
+  // came). The whole window in registers: one store per output vector.
+  void (*max_taps)(float* out, int64_t taps, const float* const* src, int64_t n) = nullptr;
   // One output row of a stride-1 direct convolution: for t < taps (in order) and
   // x in [lo[t], hi[t]): out[x] += w[t] * src[t][x]. [ilo, ihi) must lie inside every
   // tap's range; there all taps are summed in registers.

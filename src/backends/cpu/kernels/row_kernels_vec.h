@@ -112,16 +112,25 @@ void tile_epilogue(float* c, int64_t ldc, int64_t m, int64_t n, const float* bia
   }
 }
 
-void max_into(float* acc, const float* x, int64_t n) {
+void max_taps(float* out, int64_t taps, const float* const* src, int64_t n) {
+  const F ninf = V::set1(-std::numeric_limits<float>::infinity());
   int64_t i = 0;
   for (; i + W <= n; i += W) {
-    const F v = V::load(x + i), a = V::load(acc + i);
-    V::store(acc + i, V::select(V::isnan(v), v, V::select(V::lt(a, v), v, a)));
+    F a = ninf;
+    for (int64_t t = 0; t < taps; ++t) {
+      const F v = V::load(src[t] + i);
+      a = V::select(V::isnan(v), v, V::select(V::lt(a, v), v, a));
+    }
+    V::store(out + i, a);
   }
   if (i < n) {
-    const auto t = V::tail(n - i);
-    const F v = V::load_tail(x + i, t, 0.0f), a = V::load_tail(acc + i, t, 0.0f);
-    V::store_tail(acc + i, t, V::select(V::isnan(v), v, V::select(V::lt(a, v), v, a)));
+    const auto m = V::tail(n - i);
+    F a = ninf;
+    for (int64_t t = 0; t < taps; ++t) {
+      const F v = V::load_tail(src[t] + i, m, 0.0f);
+      a = V::select(V::isnan(v), v, V::select(V::lt(a, v), v, a));
+    }
+    V::store_tail(out + i, m, a);
   }
 }
 

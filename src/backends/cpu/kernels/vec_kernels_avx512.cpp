@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 
 #include "backends/cpu/kernels/conv_winograd.h"
 #include "backends/cpu/kernels/isa_region.h"
@@ -41,7 +42,7 @@ const NormRows<float>* norm_rows_f32_avx512() {
 
 const RowKernels* row_kernels_avx512() {
   using namespace avx512_vec_kernels;
-  static const RowKernels table{activate_row, exp_sum_row, max_row, scale_row, add_row, accumulate_row, tile_epilogue, max_into,
+  static const RowKernels table{activate_row, exp_sum_row, max_row, scale_row, add_row, accumulate_row, tile_epilogue, max_taps,
                                   conv_row};
   return &table;
 }
