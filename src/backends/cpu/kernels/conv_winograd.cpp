@@ -60,6 +60,12 @@ bool plan_winograd(int64_t c, int64_t h, int64_t w, int64_t cout, int64_t oh, in
   const IsaKernels& gemm = isa_kernels(isa);
   // Few channels: the transforms, not the products, would be the work.
   if (c < 16 || cout < 16 || oh < 2 || ow < 2) return false;
+  // Few output channels save little arithmetic per transformed input value, and an input
+  // larger than the caches streams itself and its transformed copy (2.25x its size for F(4x4))
+  // through memory: PP-OCRv4 det's 96 -> 24 convs at 160x160 (a 9.8 MB input) took 7.0-9.2 ms
+  // with F(4x4) against 5.8 as a GEMM over the input rows in place (one thread); at 80x80 (2.4
+  // MB) F(4x4) still won, 1.70 against 1.86 ms.
+  if (mode.empty() && cout <= 32 && c * h * w * int64_t(sizeof(float)) > (int64_t(4) << 20)) return false;
   WinogradConv p;
   // F(4x4) where the maps are large: 36 products per 16 outputs against F(2x2)'s 16 per 4.
   // On smaller maps its GEMMs have too few rows (a 14x14 map is 16 tiles of 4x4 against 49
