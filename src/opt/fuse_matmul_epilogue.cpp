@@ -1,7 +1,11 @@
-// fuse-matmul-epilogue: matmul [+ bias broadcast over the last dim] [+ activation]
-// -> one fused_matmul, when each intermediate feeds only the next node of the chain
-// (and is not a graph output). A fused_matmul without activation also absorbs a
-// following activation. The fused node takes the name of the chain's last node.
+// fuse-matmul-epilogue: matmul [+ bias broadcast over the last dim, or an addend of the
+// product's own type] [+ activation] -> one fused_matmul, when each intermediate feeds only
+// the next node of the chain (and is not a graph output). The full-shape addend is an
+// encoder's residual (x + o_proj(attn), x + down(ffn) where the projections' zero biases were
+// folded away): fused_matmul's bias input takes any shape that broadcasts to the product, and
+// the backends add it in the product's epilogue (CUDA: cuBLASLt's C with beta = 1), saving the
+// add's pass over the output. A fused_matmul without activation also absorbs a following
+// activation. The fused node takes the name of the chain's last node.
 #include <sstream>
 
 #include "opt/passes.h"
@@ -15,6 +19,7 @@ struct Chain {
   int32_t head = -1;      // the matmul (or fused_matmul without activation)
   int32_t bias_add = -1;  // the add node, if any
   Value bias;             // source value of the bias, if any
+  bool addend = false;    // the bias is a full-shape addend (a residual), not a row bias
   int32_t act = -1;       // the activation node, if any
   Activation activation = Activation::None;
   double alpha = 0;
@@ -31,6 +36,10 @@ bool is_row_bias(const Shape& mm, const Shape& bias, const Shape& sum) {
   return true;
 }
 
+// True when `addend` has exactly the product's type (a residual), as has the sum.
+bool is_full_addend(const Shape& mm, const Shape& addend, const Shape& sum) {
+  return addend == mm && sum == mm && mm.rank() > 0;
+}
 
 bool match(const Graph& g, const UseInfo& uses, int32_t id, Chain& c) {
   const Node& head = g.node(id);
@@ -51,7 +60,9 @@ bool match(const Graph& g, const UseInfo& uses, int32_t id, Chain& c) {
     int other = add.inputs[0] == Value{tail, 0} ? 1 : 0;
     Value bias = add.inputs[size_t(other)];
     if (!(add.inputs[size_t(1 - other)] == Value{tail, 0})) return false;
-    if (is_row_bias(head.outputs[0], g.type(bias), add.outputs[0])) {
+    const bool row = is_row_bias(head.outputs[0], g.type(bias), add.outputs[0]);
+    if (row || is_full_addend(head.outputs[0], g.type(bias), add.outputs[0])) {
+      c.addend = !row;
       c.bias_add = next;
       c.bias = bias;
       tail = next;
@@ -86,8 +97,8 @@ std::string why_not(const Graph& g, const UseInfo& uses, int32_t id) {
   if (next.kind == OpKind::Add) {
     Value bias;
     if (!other_operand(next, out, bias)) return "";
-    return what + "the other operand " + g.type(bias).str() + " is not a bias over the last dim of " +
-           head.outputs[0].str();
+    return what + "the other operand " + g.type(bias).str() + " is neither a bias over the last dim of " +
+           head.outputs[0].str() + " nor of its type";
   }
   return what + "the activation changes the type";
 }
@@ -108,6 +119,11 @@ Graph fuse_matmul_epilogue(const Graph& g, std::string* report) {
       continue;
     }
     int32_t tail = c.act >= 0 ? c.act : c.bias_add;
+    // Two products summed (add(mm1, mm2)): each is the other's full-shape addend, and the
+    // first chain has taken the add; the second product stays a matmul, its addend.
+    if (chain_at[size_t(tail)] >= 0 ||
+        (c.bias_add >= 0 && (chain_at[size_t(c.bias_add)] >= 0 || absorbed[size_t(c.bias_add)])))
+      continue;
     absorbed[size_t(c.head)] = 1;
     if (c.bias_add >= 0) absorbed[size_t(c.bias_add)] = 1;
     absorbed[size_t(tail)] = 0;
@@ -126,7 +142,7 @@ Graph fuse_matmul_epilogue(const Graph& g, std::string* report) {
               "' changed type");
     rep << "fuse-matmul-epilogue: node '" << rw.dst().node(f.node).name << "' = fused_matmul of [" << op_name(head.kind)
         << " '" << head.name << "'";
-    if (c.bias_add >= 0) rep << ", add '" << g.node(c.bias_add).name << "' (bias)";
+    if (c.bias_add >= 0) rep << ", add '" << g.node(c.bias_add).name << "' (" << (c.addend ? "addend" : "bias") << ")";
     if (c.act >= 0) rep << ", " << op_name(g.node(c.act).kind) << " '" << g.node(c.act).name << "' (activation)";
     rep << "], activation " << enum_name(c.activation) << "\n";
     return f;

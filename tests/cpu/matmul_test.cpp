@@ -5,9 +5,12 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "gemm_test_util.h"
+#include "rlx/rlx.h"
 
 namespace rlx::test {
 namespace {
@@ -260,6 +263,33 @@ TEST(FusedMatmul, BiasBroadcastShapes) {
   check_fused({3, 5, 11}, {11, 7}, &scalar, Activation::Gelu, DType::F32);
   check_fused({3, 5, 11}, {11, 7}, &mn, Activation::Tanh, DType::F32);
   check_fused({150, 40}, {40, 3}, nullptr, Activation::Sigmoid, DType::F32);  // N small: transposed dot path
+}
+
+// An encoder's residual add after a projection (x W + r, then layer_norm) fuses into the
+// product as its full-shape bias: the same bits as the add on its own (the epilogue adds r to
+// the finished f32 sum, as the add kernel does), at 1 and 2 threads, with the weights constant.
+TEST(FusedMatmul, ResidualAddendGivesTheAddsBits) {
+  const int64_t b = 2, s = 37, k = 48, n = 40;
+  const auto fx = random_floats(size_t(b * s * k), 21, -2, 2), fr = random_floats(size_t(b * s * n), 22, -2, 2);
+  const auto fw = random_floats(size_t(k * n), 23);
+  for (int threads : {1, 2}) {
+    std::vector<float> want;
+    for (bool fuse : {false, true}) {
+      Graph g("residual");
+      Value x = g.input("x", Shape({b, s, k}, DType::F32));
+      Value r = g.input("r", Shape({b, s, n}, DType::F32));
+      Value y = g.add(r, g.matmul(x, g.constant_f32({k, n}, fw)));
+      g.set_outputs({g.layer_norm(y, Value(), Value())}, {"y"});
+      CompileOptions o;
+      o.threads = threads;
+      o.fuse_matmul_epilogue = fuse;
+      CompiledGraph net = Session(Device::Cpu, o).compile(std::move(g));
+      EXPECT_EQ(net.report().fusion.find("(addend)") != std::string::npos, fuse) << net.report().fusion;
+      const auto got = net.run(std::map<std::string, std::vector<float>>{{"x", fx}, {"r", fr}})[0];
+      if (!fuse) want = got;
+      else EXPECT_EQ(got, want) << threads << " threads";
+    }
+  }
 }
 
 TEST(FusedMatmul, OtherTypes) {

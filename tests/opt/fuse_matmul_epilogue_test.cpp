@@ -64,29 +64,96 @@ graph main {
             "fuse-matmul-epilogue: node 'y3' = fused_matmul of [matmul 'mm3', leaky_relu 'y3' (activation)], activation leaky_relu\n");
 }
 
+// An encoder's residual: the add's other operand has the product's type (either operand
+// order), so it becomes fused_matmul's bias input; an activation after it fuses too. A
+// product that already has a row bias keeps its residual add apart (one bias input).
+TEST(FuseMatmulEpilogue, ResidualAddendOfTheProductsType) {
+  Graph g = parse(R"(
+graph main {
+  %0 = input "x" : f32[2,5,4]
+  %1 = input "r" : f32[2,5,3]
+  %2 = param "w" : f32[4,3]
+  %3 = param "b" : f32[3]
+  %4 = matmul(%0, %2) name="o" : f32[2,5,3]
+  %5 = add(%1, %4) name="res" : f32[2,5,3]
+  %6 = matmul(%0, %2) name="down" : f32[2,5,3]
+  %7 = add(%6, %1) name="res2" : f32[2,5,3]
+  %8 = relu(%7) name="act" : f32[2,5,3]
+  %9 = matmul(%0, %2) name="biased" : f32[2,5,3]
+  %10 = add(%9, %3) name="plus_b" : f32[2,5,3]
+  %11 = add(%10, %1) name="plus_r" : f32[2,5,3]
+  outputs(%5, %8, %11)
+}
+)");
+  std::string report;
+  expect_graph(fuse_matmul_epilogue(g, &report), R"(
+graph main {
+  %0 = input "x" : f32[2,5,4]
+  %1 = input "r" : f32[2,5,3]
+  %2 = param "w" : f32[4,3]
+  %3 = param "b" : f32[3]
+  %4 = fused_matmul(%0, %2, %1) name="res" : f32[2,5,3]
+  %5 = fused_matmul(%0, %2, %1) {activation=relu} name="act" : f32[2,5,3]
+  %6 = fused_matmul(%0, %2, %3) name="plus_b" : f32[2,5,3]
+  %7 = add(%6, %1) name="plus_r" : f32[2,5,3]
+  outputs(%4, %5, %7)
+}
+)");
+  EXPECT_EQ(report,
+            "fuse-matmul-epilogue: node 'res' = fused_matmul of [matmul 'o', add 'res' (addend)], activation none\n"
+            "fuse-matmul-epilogue: node 'act' = fused_matmul of [matmul 'down', add 'res2' (addend), relu 'act' "
+            "(activation)], activation relu\n"
+            "fuse-matmul-epilogue: node 'plus_b' = fused_matmul of [matmul 'biased', add 'plus_b' (bias)], activation "
+            "none\n");
+}
+
+// Two products summed: each is the other's full-shape addend; the first takes the add (and
+// the activation after it), the second stays a matmul that feeds it.
+TEST(FuseMatmulEpilogue, TwoProductsSummedFuseOnce) {
+  Graph g = parse(R"(
+graph main {
+  %0 = input "x" : f32[2,4]
+  %1 = param "w" : f32[4,3]
+  %2 = matmul(%0, %1) name="re" : f32[2,3]
+  %3 = matmul(%0, %1) name="im" : f32[2,3]
+  %4 = add(%2, %3) name="sum" : f32[2,3]
+  %5 = relu(%4) name="act" : f32[2,3]
+  outputs(%5)
+}
+)");
+  std::string report;
+  expect_graph(fuse_matmul_epilogue(g, &report), R"(
+graph main {
+  %0 = input "x" : f32[2,4]
+  %1 = param "w" : f32[4,3]
+  %2 = matmul(%0, %1) name="im" : f32[2,3]
+  %3 = fused_matmul(%0, %1, %2) {activation=relu} name="act" : f32[2,3]
+  outputs(%3)
+}
+)");
+  EXPECT_EQ(report, "fuse-matmul-epilogue: node 'act' = fused_matmul of [matmul 're', add 'sum' (addend), relu 'act' "
+                    "(activation)], activation relu\n");
+}
+
 TEST(FuseMatmulEpilogue, IntermediatesWithOtherUsersOrNonRowBiasStay) {
   // mm1 is also a graph output: nothing fuses. mm2's sum has two users: the bias add
   // fuses (its result is still one value) but the activations do not. mm3's bias is per
-  // row ([2,1]) and mm4's is full-shape ([2,3]): neither is a row bias.
+  // row ([2,1]): not a row bias, and not of the product's type.
   Graph g = parse(R"(
 graph main {
   %0 = input "x" : f32[2,4]
   %1 = param "w" : f32[4,3]
   %2 = param "b" : f32[3]
   %3 = param "rowb" : f32[2,1]
-  %4 = param "fullb" : f32[2,3]
-  %5 = matmul(%0, %1) name="mm1" : f32[2,3]
-  %6 = relu(%5) name="r1" : f32[2,3]
-  %7 = matmul(%0, %1) name="mm2" : f32[2,3]
-  %8 = add(%7, %2) name="s2" : f32[2,3]
-  %9 = tanh(%8) name="t2" : f32[2,3]
-  %10 = exp(%8) name="e2" : f32[2,3]
-  %11 = matmul(%0, %1) name="mm3" : f32[2,3]
-  %12 = add(%11, %3) name="s3" : f32[2,3]
-  %13 = matmul(%0, %1) name="mm4" : f32[2,3]
-  %14 = add(%13, %4) name="s4" : f32[2,3]
-  %15 = sigmoid(%14) name="t4" : f32[2,3]
-  outputs(%5, %6, %9, %10, %12, %15)
+  %4 = matmul(%0, %1) name="mm1" : f32[2,3]
+  %5 = relu(%4) name="r1" : f32[2,3]
+  %6 = matmul(%0, %1) name="mm2" : f32[2,3]
+  %7 = add(%6, %2) name="s2" : f32[2,3]
+  %8 = tanh(%7) name="t2" : f32[2,3]
+  %9 = exp(%7) name="e2" : f32[2,3]
+  %10 = matmul(%0, %1) name="mm3" : f32[2,3]
+  %11 = add(%10, %3) name="s3" : f32[2,3]
+  outputs(%4, %5, %8, %9, %11)
 }
 )");
   std::string report;
@@ -96,30 +163,24 @@ graph main {
   %1 = param "w" : f32[4,3]
   %2 = param "b" : f32[3]
   %3 = param "rowb" : f32[2,1]
-  %4 = param "fullb" : f32[2,3]
-  %5 = matmul(%0, %1) name="mm1" : f32[2,3]
-  %6 = relu(%5) name="r1" : f32[2,3]
-  %7 = fused_matmul(%0, %1, %2) name="s2" : f32[2,3]
-  %8 = tanh(%7) name="t2" : f32[2,3]
-  %9 = exp(%7) name="e2" : f32[2,3]
-  %10 = matmul(%0, %1) name="mm3" : f32[2,3]
-  %11 = add(%10, %3) name="s3" : f32[2,3]
-  %12 = matmul(%0, %1) name="mm4" : f32[2,3]
-  %13 = add(%12, %4) name="s4" : f32[2,3]
-  %14 = sigmoid(%13) name="t4" : f32[2,3]
-  outputs(%5, %6, %8, %9, %11, %14)
+  %4 = matmul(%0, %1) name="mm1" : f32[2,3]
+  %5 = relu(%4) name="r1" : f32[2,3]
+  %6 = fused_matmul(%0, %1, %2) name="s2" : f32[2,3]
+  %7 = tanh(%6) name="t2" : f32[2,3]
+  %8 = exp(%6) name="e2" : f32[2,3]
+  %9 = matmul(%0, %1) name="mm3" : f32[2,3]
+  %10 = add(%9, %3) name="s3" : f32[2,3]
+  outputs(%4, %5, %7, %8, %10)
 }
 )");
   // What stayed apart is in the report with the reason, before the rewrites.
   EXPECT_EQ(report,
             "fuse-matmul-epilogue: not fused: relu 'r1' after matmul 'mm1': the product has 2 readers\n"
-            "fuse-matmul-epilogue: not fused: add 's3' after matmul 'mm3': the other operand f32[2,1] is not a bias "
-            "over the last dim of f32[2,3]\n"
-            "fuse-matmul-epilogue: not fused: add 's4' after matmul 'mm4': the other operand f32[2,3] is not a bias "
-            "over the last dim of f32[2,3]\n"
+            "fuse-matmul-epilogue: not fused: add 's3' after matmul 'mm3': the other operand f32[2,1] is neither a "
+            "bias over the last dim of f32[2,3] nor of its type\n"
             "fuse-matmul-epilogue: node 's2' = fused_matmul of [matmul 'mm2', add 's2' (bias)], activation none\n");
   EXPECT_EQ(summarize_fusion(report),
-            "fuse-matmul-epilogue: 1 rewrite; 3 not fused, e.g. relu 'r1' after matmul 'mm1': the product has "
+            "fuse-matmul-epilogue: 1 rewrite; 2 not fused, e.g. relu 'r1' after matmul 'mm1': the product has "
             "2 readers\n");
 }
 
