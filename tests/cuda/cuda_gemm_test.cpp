@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <random>
@@ -70,7 +71,7 @@ Checked check(const Graph& g, const Graph& abs_graph, Precision p, double u, boo
   for (const Node& n : g.nodes())
     if (n.kind == OpKind::MatMul || n.kind == OpKind::FusedMatMul)
       k_terms = std::max(k_terms, g.type(n.inputs[0]).static_dims().back());
-    else if (n.kind == OpKind::Conv2d) {
+    else if (n.kind == OpKind::Conv2d || n.kind == OpKind::FusedConv2d) {
       const auto wd = g.type(n.inputs[1]).static_dims();
       k_terms = std::max(k_terms, wd[1] * wd[2] * wd[3]);
     }
@@ -191,6 +192,58 @@ TEST(CudaGemm, ConvolutionUnderLowPolicies) {
     check(g, g, p, u, low, "conv, pointwise conv, pool", 2);
   }
   unsetenv("RLX_CUDA_CUDNN");
+}
+
+// fused_conv2d (relu over conv + bias [+ a residual]) runs as one cuDNN call where cuDNN
+// loads (fused_conv_claimed): against the CPU within the convolution bound above (relu moves
+// no error up; the abs graph drops it, so its S counts |bias| and |residual| too), under each
+// policy, with and without the residual, at the shapes of conv_plan's layouts. The same chain
+// written as conv2d -> add -> relu fuses exactly when the backend claims the node.
+TEST(CudaGemm, FusedConvolutionEpilogue) {
+  REQUIRE_CUDA();
+  struct Conv {
+    std::vector<int64_t> x, w;
+    int64_t stride, pad;
+  };
+  const std::vector<Conv> convs = {{{3, 8, 12, 12}, {16, 8, 3, 3}, 1, 1},
+                                   {{2, 3, 13, 13}, {8, 3, 7, 7}, 2, 3},
+                                   {{2, 12, 7, 7}, {10, 12, 1, 1}, 1, 0}};
+  auto graph = [](const Conv& cv, bool residual, Activation act) {
+    Graph g("fused_conv");
+    FusedConvAttrs a;
+    a.strides = {cv.stride, cv.stride};
+    a.pads = {cv.pad, cv.pad, cv.pad, cv.pad};
+    a.dilations = {1, 1};
+    a.activation = act;
+    Value x = g.input("x", Shape(cv.x, DType::F32));
+    Value w = g.input("w", Shape(cv.w, DType::F32));
+    Value b = g.input("bias", Shape({cv.w[0]}, DType::F32));
+    const int64_t oh = (cv.x[2] + 2 * cv.pad - cv.w[2]) / cv.stride + 1, ow = (cv.x[3] + 2 * cv.pad - cv.w[3]) / cv.stride + 1;
+    Value r = residual ? g.input("r", Shape({cv.x[0], cv.w[0], oh, ow}, DType::F32)) : Value();
+    g.set_outputs({g.fused_conv2d(x, w, b, r, a)}, {"y"});
+    return g;
+  };
+  for (auto [p, u, low] : {std::tuple{Precision::F32, 0.0, false}, std::tuple{Precision::TF32, std::ldexp(1.0, -11), false},
+                           std::tuple{Precision::F16, std::ldexp(1.0, -11), true},
+                           std::tuple{Precision::BF16, std::ldexp(1.0, -8), true}}) {
+    SCOPED_TRACE("policy " + std::to_string(int(p)));
+    for (const Conv& cv : convs)
+      for (bool residual : {false, true})
+        check(graph(cv, residual, Activation::Relu), graph(cv, residual, Activation::None), p, u, low,
+              residual ? "fused conv + residual + relu" : "fused conv + relu");
+  }
+  // Claimed (dispatched natively) where cuDNN loads; the exported chain then becomes the node.
+  const Conv& cv = convs[0];
+  const bool native = Session(Device::Cuda).compile(graph(cv, true, Activation::Relu)).report().dispatch.find(
+                          "fused_conv2d: native") != std::string::npos;
+  Graph chain("conv_add_relu");
+  Value x = chain.input("x", Shape(cv.x, DType::F32));
+  Value y = chain.conv2d(x, chain.input("w", Shape(cv.w, DType::F32)), chain.input("bias", Shape({16}, DType::F32)),
+                         {1, 1}, {1, 1, 1, 1});
+  chain.set_outputs({chain.relu(chain.add(y, chain.input("r", Shape({3, 16, 12, 12}, DType::F32))))}, {"y"});
+  const CompiledGraph net = Session(Device::Cuda).compile(chain);
+  EXPECT_EQ(net.report().fusion.find("= fused_conv2d of") != std::string::npos, native) << net.report().fusion;
+  std::printf("fused_conv2d through cuDNN: %s\n", native ? "yes" : "no (cuDNN does not load here)");
 }
 
 }  // namespace

@@ -39,6 +39,14 @@ struct Dnn {
   cudnnStatus_t (*forward)(cudnnHandle_t, const void*, cudnnTensorDescriptor_t, const void*, cudnnFilterDescriptor_t,
                            const void*, cudnnConvolutionDescriptor_t, cudnnConvolutionFwdAlgo_t, void*, size_t,
                            const void*, cudnnTensorDescriptor_t, void*) = nullptr;
+  cudnnStatus_t (*forward_fused)(cudnnHandle_t, const void*, cudnnTensorDescriptor_t, const void*,
+                                 cudnnFilterDescriptor_t, const void*, cudnnConvolutionDescriptor_t,
+                                 cudnnConvolutionFwdAlgo_t, void*, size_t, const void*, cudnnTensorDescriptor_t,
+                                 const void*, cudnnTensorDescriptor_t, const void*, cudnnActivationDescriptor_t,
+                                 cudnnTensorDescriptor_t, void*) = nullptr;
+  cudnnStatus_t (*act_create)(cudnnActivationDescriptor_t*) = nullptr;
+  cudnnStatus_t (*act_set)(cudnnActivationDescriptor_t, cudnnActivationMode_t, cudnnNanPropagation_t, double) = nullptr;
+  cudnnStatus_t (*act_destroy)(cudnnActivationDescriptor_t) = nullptr;
   std::string error;
 };
 
@@ -64,6 +72,10 @@ const Dnn& dnn() {
     sym(d.conv_destroy, "cudnnDestroyConvolutionDescriptor");
     sym(d.algos, "cudnnGetConvolutionForwardAlgorithm_v7");
     sym(d.forward, "cudnnConvolutionForward");
+    sym(d.forward_fused, "cudnnConvolutionBiasActivationForward");
+    sym(d.act_create, "cudnnCreateActivationDescriptor");
+    sym(d.act_set, "cudnnSetActivationDescriptor");
+    sym(d.act_destroy, "cudnnDestroyActivationDescriptor");
     d.error = lib.error();
   });
   return d;
@@ -82,14 +94,16 @@ bool dnn_available(std::string* why) {
 }
 
 struct DnnConv::Desc {
-  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
+  cudnnActivationDescriptor_t act = nullptr;
   cudnnConvolutionFwdAlgo_t algo{};
   size_t workspace = 0;
 };
 
-DnnConv::DnnConv(const ConvArgs& a, ET t, bool tf32, const Node& node) : d_(std::make_unique<Desc>()) {
+DnnConv::DnnConv(const ConvArgs& a, ET t, bool tf32, const Node& node, bool fused_relu)
+    : d_(std::make_unique<Desc>()) {
   const Dnn& d = dnn();
   if (!d.error.empty()) fail(ErrorCategory::Unsupported, "node '", node.name, "': ", d.error);
   const cudnnDataType_t dt = dnn_type(t);
@@ -108,6 +122,12 @@ DnnConv::DnnConv(const ConvArgs& a, ET t, bool tf32, const Node& node) : d_(std:
                 CUDNN_DATA_FLOAT),
      "convolution");
   ok(d.conv_groups(d_->conv, int(a.group)), "group count");
+  if (fused_relu) {  // bias per output channel, of the data's type; relu keeps NaN as rlx's relu does
+    ok(d.tensor_create(&d_->bias), "tensor descriptor");
+    ok(d.tensor_set(d_->bias, CUDNN_TENSOR_NCHW, dt, 1, int(a.cout), 1, 1), "bias shape");
+    ok(d.act_create(&d_->act), "activation descriptor");
+    ok(d.act_set(d_->act, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0), "relu activation");
+  }
   // f32 stays f32 unless TF32 was asked for (cuDNN would take TF32 by default); half types
   // on tensor cores.
   const cudnnMathType_t math = t != ET::F32 ? CUDNN_TENSOR_OP_MATH : tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
@@ -138,6 +158,8 @@ DnnConv::~DnnConv() {
   if (d_->y) d.tensor_destroy(d_->y);
   if (d_->w) d.filter_destroy(d_->w);
   if (d_->conv) d.conv_destroy(d_->conv);
+  if (d_->bias) d.tensor_destroy(d_->bias);
+  if (d_->act) d.act_destroy(d_->act);
 }
 
 void DnnConv::run(const LaunchCtx& ctx, const void* x, const void* w, void* y, const Node& node) const {
@@ -149,6 +171,23 @@ void DnnConv::run(const LaunchCtx& ctx, const void* x, const void* w, void* y, c
                                     d_->workspace, &zero, d_->y, y);
   if (s != CUDNN_STATUS_SUCCESS)
     fail(ErrorCategory::Internal, "node '", node.name, "': cuDNN convolution failed (status ", int(s), ")");
+}
+
+void DnnConv::run_fused(const LaunchCtx& ctx, const void* x, const void* w, const void* bias, const void* residual,
+                        void* y, const Node& node) const {
+  const Dnn& d = dnn();
+  auto h = static_cast<cudnnHandle_t>(ctx.dnn);
+  if (!h) fail(ErrorCategory::Internal, "node '", node.name, "': no cuDNN handle");
+  if (!d_->act) fail(ErrorCategory::Internal, "node '", node.name, "': convolution not built with its epilogue");
+  // y = relu(conv + residual + bias); without a residual z is y itself, scaled by 0.
+  const float one = 1.0f, zero = 0.0f;
+  const cudnnStatus_t s =
+      d.forward_fused(h, &one, d_->x, x, d_->w, w, d_->conv, d_->algo, d_->workspace ? ctx.scratch : nullptr,
+                      d_->workspace, residual ? &one : &zero, d_->y, residual ? residual : y, d_->bias, bias, d_->act,
+                      d_->y, y);
+  if (s != CUDNN_STATUS_SUCCESS)
+    fail(ErrorCategory::Internal, "node '", node.name, "': cuDNN convolution with bias and relu failed (status ", int(s),
+         ")");
 }
 
 size_t DnnConv::workspace() const { return d_->workspace; }
@@ -175,11 +214,12 @@ bool dnn_available(std::string* why) {
   if (why) *why = "this rlx was built without the cuDNN headers";
   return false;
 }
-DnnConv::DnnConv(const ConvArgs&, ET, bool, const Node& node) {
+DnnConv::DnnConv(const ConvArgs&, ET, bool, const Node& node, bool) {
   fail(ErrorCategory::Unsupported, "node '", node.name, "': this rlx was built without the cuDNN headers");
 }
 DnnConv::~DnnConv() = default;
 void DnnConv::run(const LaunchCtx&, const void*, const void*, void*, const Node&) const {}
+void DnnConv::run_fused(const LaunchCtx&, const void*, const void*, const void*, const void*, void*, const Node&) const {}
 size_t DnnConv::workspace() const { return 0; }
 void* dnn_create_handle(cudaStream_t) { return nullptr; }
 void dnn_destroy_handle(void*) {}

@@ -22,13 +22,19 @@ bool dnn_available(std::string* why);
 class DnnConv {
  public:
   static constexpr size_t kMaxWorkspace = size_t(256) << 20;
-  // Error(Unsupported) when cuDNN refuses the shapes.
-  DnnConv(const ConvArgs& a, ET t, bool tf32, const Node& node);
+  // Error(Unsupported) when cuDNN refuses the shapes. fused_relu: also the descriptors of
+  // run_fused's per-channel bias and relu.
+  DnnConv(const ConvArgs& a, ET t, bool tf32, const Node& node, bool fused_relu = false);
   ~DnnConv();
   DnnConv(const DnnConv&) = delete;
   DnnConv& operator=(const DnnConv&) = delete;
   // y = conv(x, w) (no bias: the caller adds it), enqueued on ctx.stream with ctx.dnn.
   void run(const LaunchCtx& ctx, const void* x, const void* w, void* y, const Node& node) const;
+  // y = relu(conv(x, w) + residual + bias) in one cuDNN call (cudnnConvolutionBiasActivationForward:
+  // the epilogue in the convolution's kernel, no pass over y after it); bias [cout]; residual
+  // y-shaped or nullptr. Needs fused_relu at construction.
+  void run_fused(const LaunchCtx& ctx, const void* x, const void* w, const void* bias, const void* residual, void* y,
+                 const Node& node) const;
   size_t workspace() const;  // bytes of scratch the algorithm needs
 
  private:

@@ -96,7 +96,7 @@ uint64_t fill_bits(DType t, double v) {
 }
 
 ConvArgs conv_args(const Node& n, const std::vector<const Shape*>& in, const std::vector<Shape>& out) {
-  const auto& at = n.attr<ConvAttrs>();
+  const ConvAttrs at = n.kind == OpKind::FusedConv2d ? n.attr<FusedConvAttrs>().conv() : n.attr<ConvAttrs>();
   const auto xd = in[0]->static_dims(), wd = in[1]->static_dims(), od = out[0].static_dims();
   return ConvArgs{xd[0], xd[1], xd[2], xd[3], wd[0], wd[2], wd[3], od[2], od[3], at.strides[0], at.strides[1],
                   at.pads[0], at.pads[1], at.dilations[0], at.dilations[1], at.group};
@@ -155,8 +155,21 @@ ConvPlan conv_plan(const ConvArgs& a, int64_t e) {
 
 }  // namespace
 
+bool fused_conv_claimed(const Node& n, const std::vector<const Shape*>& in) {
+  if (n.kind != OpKind::FusedConv2d || in.size() < 3 || !in[0] || !in[1] || !in[2] || n.outputs.size() != 1) return false;
+  const DType t = in[0]->dtype();
+  const auto& fa = n.attr<FusedConvAttrs>();
+  if (fa.activation != Activation::Relu || in[0]->rank() != 4 || in[1]->dtype() != t || in[2]->dtype() != t) return false;
+  if (in.size() > 3 && in[3] && !(*in[3] == n.outputs[0])) return false;
+  if (!n.outputs[0].is_static() || !in[0]->is_static() || !in[1]->is_static() || in[2]->numel() != n.outputs[0].static_dims()[1])
+    return false;
+  return conv_through_dnn(conv_args(n, in, n.outputs));
+}
+
 size_t scratch_need(const Node& n, const std::vector<const Shape*>& in, const std::vector<Shape>& out,
                     const LowerOptions& opts) {
+  if (n.kind == OpKind::FusedConv2d && supports(n, in))
+    return DnnConv(conv_args(n, in, out), *et_of(in[0]->dtype()), opts.tf32, n, true).workspace();
   if (n.kind != OpKind::Conv2d || !supports(n, in)) return 0;
   const ConvArgs a = conv_args(n, in, out);
   if (conv_through_dnn(a)) return DnnConv(a, *et_of(in[0]->dtype()), opts.tf32, n).workspace();
@@ -288,6 +301,16 @@ Launch lower_compute(const Node& n, const std::vector<const Shape*>& in, const s
       const int e = int(dtype_size(t));
       return [np, e, iit, pa, oit](const LaunchCtx& c, void* const* b) {
         check(pad(e, b[0], iit, pa, b[1], oit, c.stream), "pad kernel", *np);
+      };
+    }
+    case OpKind::FusedConv2d: {  // claimed only through cuDNN with bias and relu (fused_conv_claimed)
+      const ConvArgs a = conv_args(n, in, out);
+      auto conv = std::make_shared<const DnnConv>(a, *et_of(t), opts.tf32, n, true);
+      if (opts.uses_dnn) *opts.uses_dnn = true;
+      const bool has_res = in.size() > 3 && in[3];
+      const int nin = int(in.size());
+      return [np, conv, has_res, nin](const LaunchCtx& c, void* const* b) {
+        conv->run_fused(c, b[0], b[1], b[2], has_res ? b[3] : nullptr, b[nin], *np);
       };
     }
     case OpKind::Conv2d: {

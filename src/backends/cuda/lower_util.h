@@ -89,6 +89,10 @@ RotaryArgs rotary_args(const Node& n, const std::vector<const Shape*>& in);
 
 // The launch of the compute families (reductions, softmax, norms, matmul, pad, conv,
 // pools, argmax / argmin): lower_compute.cpp. Error(Unsupported) for anything else.
+// A fused_conv2d the backend claims: relu over conv + per-channel bias (+ a residual of the
+// output's type), f32 / f16 / bf16, through cuDNN's fused convolution (lower_compute.cpp).
+bool fused_conv_claimed(const Node& n, const std::vector<const Shape*>& in);
+
 Launch lower_compute(const Node& n, const std::vector<const Shape*>& in, const std::vector<Shape>& out,
                      const LowerOptions& opts);
 
