@@ -86,6 +86,11 @@ struct Taps {
   int64_t lo, hi, padded;
 };
 __device__ inline Taps taps(int64_t start, int64_t k, int64_t d, int64_t n, int64_t pb, int64_t pe) {
+  if (d == 1) {  // the same bounds without the 64-bit divisions (a pool was bound by them: ResNet-50's took 178 us)
+    const int64_t lo = min(k, max(int64_t(0), -start)), hi = max(lo, min(k, n - start));
+    const int64_t plo = min(k, max(int64_t(0), -pb - start)), phi = max(plo, min(k, n + pe - start));
+    return {lo, hi, phi - plo};
+  }
   auto first_at_least = [&](int64_t bound) { return bound <= start ? int64_t(0) : (bound - start + d - 1) / d; };
   const int64_t lo = min(k, first_at_least(0)), hi = max(lo, min(k, first_at_least(n)));
   const int64_t plo = min(k, first_at_least(-pb)), phi = max(plo, min(k, first_at_least(n + pe)));
