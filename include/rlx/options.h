@@ -25,6 +25,7 @@ struct CompileOptions {
   bool fuse_elementwise = true;    // pass fuse-elementwise
   bool fuse_matmul_epilogue = true;  // passes fuse-matmul-epilogue and fuse-conv-epilogue
   bool fuse_norms = true;          // pass fuse-norms (decomposed layer norms -> layer_norm)
+  bool fuse_gelu = true;           // pass fuse-gelu (the erf GELU written out -> gelu)
   bool fuse_attention = true;      // pass fuse-attention (matmul, scale, mask, softmax, matmul -> attention)
   bool constant_fold = true;
   bool cse = true;

@@ -16,6 +16,7 @@ Graph fuse_matmul_epilogue(const Graph& g, std::string* report);     // fuse-mat
 Graph fuse_conv_epilogue(const Graph& g, std::string* report,
                          const BackendClaims* claims = nullptr);  // fuse-conv-epilogue
 Graph fuse_norms(const Graph& g, std::string* report);               // fuse-norms
+Graph fuse_gelu(const Graph& g, std::string* report);                // fuse-gelu
 // claims: when given, only attention nodes the backend claims replace their chains; asked
 // about the types the node will have when the precision pass runs f32 compute in `low`
 // (F16 / BF16; F32: no such pass).

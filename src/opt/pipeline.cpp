@@ -82,6 +82,8 @@ Plan compile_pipeline(const Graph& g, const PipelineContext& ctx) {
   if (o.cse) r.step("cse", cse);
   if (o.simplify) r.step("simplify", simplify);
   if (o.fuse_norms) r.step("fuse-norms", [&](const Graph& x) { return fuse_norms(x, &plan.fusion_report); });
+  // Before the matmul epilogues, which take the gelu as their activation.
+  if (o.fuse_gelu) r.step("fuse-gelu", [&](const Graph& x) { return fuse_gelu(x, &plan.fusion_report); });
   // Before the matmul epilogues: the scale and mask add after the scores' matmul belong to
   // the attention node, not to a fused_matmul.
   if (o.fuse_attention)

@@ -99,6 +99,7 @@ CompileOptions apply_env(CompileOptions opts) {
     opts.fuse_elementwise = on;
     opts.fuse_matmul_epilogue = on;
     opts.fuse_norms = on;
+    opts.fuse_gelu = on;
     opts.fuse_attention = on;
   }
   if (const char* v = env("RLX_DISPATCH_REPORT")) opts.dispatch_report = parse_flag("RLX_DISPATCH_REPORT", v);

@@ -132,7 +132,7 @@ inline CompileOptions default_options(int threads = 2) {
 }
 
 inline CompileOptions passes_off(CompileOptions o) {
-  o.fuse_elementwise = o.fuse_matmul_epilogue = o.fuse_norms = o.fuse_attention = o.constant_fold = o.cse = o.simplify = false;
+  o.fuse_elementwise = o.fuse_matmul_epilogue = o.fuse_norms = o.fuse_gelu = o.fuse_attention = o.constant_fold = o.cse = o.simplify = false;
   return o;
 }
 

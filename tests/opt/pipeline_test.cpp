@@ -93,6 +93,7 @@ graph main {
             "cse: 15 -> 14 nodes\n"
             "simplify: 14 -> 12 nodes\n"
             "fuse-norms: 12 -> 12 nodes\n"
+            "fuse-gelu: 12 -> 12 nodes\n"
             "fuse-attention: 12 -> 12 nodes\n"
             "fuse-matmul-epilogue: 12 -> 10 nodes\n"
             "fuse-conv-epilogue: 10 -> 10 nodes\n"
@@ -156,6 +157,7 @@ TEST(Pipeline, SwitchesTurnPassesOff) {
   ctx.options.fuse_elementwise = false;
   ctx.options.fuse_matmul_epilogue = false;
   ctx.options.fuse_norms = false;
+  ctx.options.fuse_gelu = false;
   ctx.options.fuse_attention = false;
   ctx.claims.supports = nullptr;  // everything native
   Plan plan = compile_pipeline(parse(kModel), ctx);

@@ -28,6 +28,7 @@ TEST(Env, UnsetChangesNothing) {
   EXPECT_FALSE(r.fuse_elementwise);
   EXPECT_TRUE(r.fuse_matmul_epilogue);
   EXPECT_TRUE(r.fuse_norms);
+  EXPECT_TRUE(r.fuse_gelu);
   EXPECT_FALSE(r.dispatch_report);
 }
 
@@ -45,6 +46,7 @@ TEST(Env, OverridesOptions) {
   EXPECT_FALSE(r.fuse_elementwise);
   EXPECT_FALSE(r.fuse_matmul_epilogue);
   EXPECT_FALSE(r.fuse_norms);
+  EXPECT_FALSE(r.fuse_gelu);
   EXPECT_TRUE(r.dispatch_report);
   EXPECT_TRUE(r.arena_report);
   EXPECT_TRUE(r.verify_each_pass);

@@ -280,7 +280,7 @@ CompileOptions compile_options_from(const Args& args) {
     auto [sym, n] = split_assignment(b, "--bind");
     o.dim_bindings[sym] = parse_int(n, "--bind " + sym, 0, int64_t(1) << 40);
   }
-  if (args.has("--no-fuse")) o.fuse_elementwise = o.fuse_matmul_epilogue = o.fuse_norms = o.fuse_attention = false;
+  if (args.has("--no-fuse")) o.fuse_elementwise = o.fuse_matmul_epilogue = o.fuse_norms = o.fuse_gelu = o.fuse_attention = false;
   return o;
 }
 

@@ -1,0 +1,128 @@
+// fuse-gelu: the exact (erf) GELU written out in primitives, as exporters emit it
+// (PyTorch's nn.GELU below opset 20, BERT-style TensorFlow code):
+//   e = erf(x / c | x * c')   c = sqrt(2), c' = 1 / sqrt(2)
+//   p = e + 1
+//   y = (x * p) * h | x * (p * h) | (x * h) * p     h = 0.5 (any operand order)
+// -> gelu(x): one op, which a product's epilogue can take (fuse-matmul-epilogue runs after
+// this pass) and the backends compute in one pass. Only when every intermediate feeds nothing
+// but the next step (and is not a graph output), every operand has x's type or is a scalar
+// constant, and the constants are those of GELU to within f32 rounding. The fused node takes
+// the name of the chain's last node. The tanh approximation is not matched.
+#include <cmath>
+#include <sstream>
+
+#include "opt/passes.h"
+#include "opt/rewrite.h"
+
+namespace rlx::opt {
+
+namespace {
+
+struct Gelu {
+  std::vector<int32_t> absorbed;  // every node of the chain but the tail
+  int32_t tail = -1;
+  Value x;
+};
+
+// `v` is a scalar constant within f32 rounding of `want` (exporters write the constants as
+// f32: sqrt(2) as 1.4142135, 1/sqrt(2) as 0.70710677).
+bool constant_near(const Graph& g, Value v, double want) {
+  const Shape& s = g.type(v);
+  if (!s.is_static() || s.numel() != 1) return false;
+  const std::optional<double> c = splat_value(g, v);
+  return c && std::fabs(*c - want) <= 1e-6 * std::fabs(want);
+}
+
+// Node `id` is a binary `kind` of `v` and a scalar constant near `c` (either order).
+bool with_constant(const Graph& g, int32_t id, OpKind kind, Value v, double c, bool commutes) {
+  const Node& n = g.node(id);
+  if (n.kind != kind || n.inputs.size() != 2) return false;
+  if (n.inputs[0] == v && constant_near(g, n.inputs[1], c)) return true;
+  return commutes && n.inputs[1] == v && constant_near(g, n.inputs[0], c);
+}
+
+bool match(const Graph& g, const UseInfo& u, int32_t id, Gelu& m) {
+  const Node& erf = g.node(id);
+  if (erf.kind != OpKind::Erf) return false;
+  const Value arg = erf.inputs[0];
+  const Node& scale = g.node(arg.node);
+  if (scale.kind != OpKind::Div && scale.kind != OpKind::Mul) return false;
+  const double k = std::sqrt(2.0);
+  Value x;
+  for (int i = 0; i < 2 && !x.valid(); ++i) {
+    const Value cand = scale.inputs[size_t(i)];
+    if (scale.kind == OpKind::Div ? i == 0 && with_constant(g, arg.node, OpKind::Div, cand, k, false)
+                                  : with_constant(g, arg.node, OpKind::Mul, cand, 1.0 / k, true))
+      x = cand;
+  }
+  const Shape& xt = g.type(x.valid() ? x : arg);
+  if (!x.valid() || !is_float(xt.dtype()) || !(g.type(arg) == xt) || !(erf.outputs[0] == xt)) return false;
+  if (u.sole_user(arg) != id) return false;
+  const Value e{id, 0};
+  const int32_t plus = u.sole_user(e);
+  if (plus < 0 || !with_constant(g, plus, OpKind::Add, e, 1.0, true) || !(g.node(plus).outputs[0] == xt)) return false;
+  const Value p{plus, 0};
+  const int32_t m1 = u.sole_user(p);
+  if (m1 < 0 || g.node(m1).kind != OpKind::Mul || !(g.node(m1).outputs[0] == xt)) return false;
+  Value other;
+  if (!other_operand(g.node(m1), p, other)) return false;
+  const Value v1{m1, 0};
+  m.absorbed = {arg.node, id, plus};
+  if (other == x || with_constant(g, m1, OpKind::Mul, p, 0.5, true)) {
+    // (x * p) * h or x * (p * h): the other factor comes at the next product.
+    const int32_t m2 = u.sole_user(v1);
+    if (m2 < 0 || !(g.node(m2).outputs[0] == xt)) return false;
+    const bool ok = other == x ? with_constant(g, m2, OpKind::Mul, v1, 0.5, true)
+                               : g.node(m2).kind == OpKind::Mul && other_operand(g.node(m2), v1, other) && other == x;
+    if (!ok) return false;
+    m.absorbed.push_back(m1);
+    m.tail = m2;
+  } else {
+    // (x * h) * p: `other` is x * h, read by this product alone.
+    if (!(other.out == 0) || !with_constant(g, other.node, OpKind::Mul, x, 0.5, true) || u.sole_user(other) != m1)
+      return false;
+    m.absorbed.push_back(other.node);
+    m.tail = m1;
+  }
+  m.x = x;
+  return true;
+}
+
+}  // namespace
+
+Graph fuse_gelu(const Graph& g, std::string* report) {
+  const UseInfo uses = compute_uses(g);
+  const auto& nodes = g.nodes();
+  std::vector<char> absorbed(nodes.size(), 0);
+  std::vector<int32_t> gelu_at(nodes.size(), -1);  // tail node -> index into gelus
+  std::vector<Gelu> gelus;
+  std::ostringstream rep;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    Gelu m;
+    if (!match(g, uses, int32_t(i), m)) {
+      if (nodes[i].kind == OpKind::Erf)
+        rep << "fuse-gelu: not fused: erf '" << nodes[i].name
+            << "': not x * 0.5 * (1 + erf(x / sqrt(2))) with each step read only by the next\n";
+      continue;
+    }
+    bool taken = absorbed[size_t(m.tail)] || gelu_at[size_t(m.tail)] >= 0;
+    for (int32_t a : m.absorbed) taken = taken || absorbed[size_t(a)] || gelu_at[size_t(a)] >= 0;
+    if (taken) continue;
+    for (int32_t a : m.absorbed) absorbed[size_t(a)] = 1;
+    gelu_at[size_t(m.tail)] = int32_t(gelus.size());
+    gelus.push_back(std::move(m));
+  }
+  Graph out = rewrite_chains(g, absorbed, gelu_at, [&](Rewriter& rw, int32_t gi, int32_t i) {
+    const Gelu& m = gelus[size_t(gi)];
+    Value y = rw.emit1(OpKind::Gelu, {rw.map(m.x)}, GeluAttrs{false}, rw.name_of(i));
+    RLX_CHECK(rw.dst().type(y) == nodes[size_t(i)].outputs[0], "gelu '", nodes[size_t(i)].name, "' changed type");
+    rep << "fuse-gelu: node '" << rw.dst().node(y.node).name << "' = gelu of " << m.absorbed.size() + 1 << " ops [";
+    for (int32_t a : m.absorbed) rep << op_name(nodes[size_t(a)].kind) << " '" << nodes[size_t(a)].name << "', ";
+    rep << op_name(nodes[size_t(i)].kind) << " '" << nodes[size_t(i)].name << "']\n";
+    return y;
+  });
+  if (report) *report += rep.str();
+  return out;
+}
+
+}  // namespace rlx::opt
