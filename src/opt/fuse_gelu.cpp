@@ -1,13 +1,16 @@
-// fuse-gelu: the exact (erf) GELU written out in primitives, as exporters emit it
-// (PyTorch's nn.GELU below opset 20, BERT-style TensorFlow code):
+// fuse-gelu: GELU written out in primitives, as exporters emit it: the exact (erf) form
+// (PyTorch's nn.GELU below opset 20, BERT-style TensorFlow code)
 //   e = erf(x / c | x * c')   c = sqrt(2), c' = 1 / sqrt(2)
 //   p = e + 1
 //   y = (x * p) * h | x * (p * h) | (x * h) * p     h = 0.5 (any operand order)
-// -> gelu(x): one op, which a product's epilogue can take (fuse-matmul-epilogue runs after
-// this pass) and the backends compute in one pass. Only when every intermediate feeds nothing
-// but the next step (and is not a graph output), every operand has x's type or is a scalar
-// constant, and the constants are those of GELU to within f32 rounding. The fused node takes
-// the name of the chain's last node. The tanh approximation is not matched.
+// and its tanh approximation (GPT-2-style code, HF's gelu_new):
+//   t = tanh(sqrt(2/pi) * (x + 0.044715 * x^3))     x^3 = pow(x, 3) | x * x * x
+//   y = as above with p = t + 1
+// -> gelu(x) (tanh_approx for the second): one op, which a product's epilogue can take
+// (fuse-matmul-epilogue runs after this pass) and the backends compute in one pass. Only when
+// every intermediate feeds nothing but the next step (and is not a graph output), every operand
+// has x's type or is a scalar constant, and the constants are those of GELU to within f32
+// rounding. The fused node takes the name of the chain's last node.
 #include <cmath>
 #include <sstream>
 
@@ -22,6 +25,7 @@ struct Gelu {
   std::vector<int32_t> absorbed;  // every node of the chain but the tail
   int32_t tail = -1;
   Value x;
+  bool tanh = false;  // the tanh approximation
 };
 
 // `v` is a scalar constant within f32 rounding of `want` (exporters write the constants as
@@ -41,23 +45,90 @@ bool with_constant(const Graph& g, int32_t id, OpKind kind, Value v, double c, b
   return commutes && n.inputs[1] == v && constant_near(g, n.inputs[0], c);
 }
 
-bool match(const Graph& g, const UseInfo& u, int32_t id, Gelu& m) {
-  const Node& erf = g.node(id);
-  if (erf.kind != OpKind::Erf) return false;
-  const Value arg = erf.inputs[0];
+// The erf form's inner value: e = erf(x / sqrt(2) | x * (1/sqrt(2))). Sets x and the absorbed
+// nodes before e.
+bool erf_inner(const Graph& g, const UseInfo& u, int32_t id, Value& x, std::vector<int32_t>& inner) {
+  const Value arg = g.node(id).inputs[0];
   const Node& scale = g.node(arg.node);
   if (scale.kind != OpKind::Div && scale.kind != OpKind::Mul) return false;
   const double k = std::sqrt(2.0);
-  Value x;
   for (int i = 0; i < 2 && !x.valid(); ++i) {
     const Value cand = scale.inputs[size_t(i)];
     if (scale.kind == OpKind::Div ? i == 0 && with_constant(g, arg.node, OpKind::Div, cand, k, false)
                                   : with_constant(g, arg.node, OpKind::Mul, cand, 1.0 / k, true))
       x = cand;
   }
-  const Shape& xt = g.type(x.valid() ? x : arg);
-  if (!x.valid() || !is_float(xt.dtype()) || !(g.type(arg) == xt) || !(erf.outputs[0] == xt)) return false;
-  if (u.sole_user(arg) != id) return false;
+  if (!x.valid() || u.sole_user(arg) != id || !(g.type(arg) == g.type(x))) return false;
+  inner = {arg.node};
+  return true;
+}
+
+// x cubed: pow(x, 3) or (x * x) * x / x * (x * x); the nodes it takes, or false.
+bool cube_of(const Graph& g, const UseInfo& u, Value c, Value& x, std::vector<int32_t>& nodes) {
+  const Node& n = g.node(c.node);
+  if (n.kind == OpKind::Pow && n.inputs.size() == 2 && constant_near(g, n.inputs[1], 3.0)) {
+    x = n.inputs[0];
+    nodes.push_back(c.node);
+    return true;
+  }
+  if (n.kind != OpKind::Mul || n.inputs.size() != 2) return false;
+  for (int i = 0; i < 2; ++i) {
+    const Value sq = n.inputs[size_t(i)], other = n.inputs[size_t(1 - i)];
+    const Node& s = g.node(sq.node);
+    if (s.kind == OpKind::Mul && s.inputs.size() == 2 && s.inputs[0] == s.inputs[1] && s.inputs[0] == other &&
+        u.sole_user(sq) == c.node) {
+      x = other;
+      nodes.push_back(sq.node);
+      nodes.push_back(c.node);
+      return true;
+    }
+  }
+  return false;
+}
+
+// The tanh form's inner value: t = tanh(s * (x + 0.044715 * x^3)) (s = sqrt(2/pi), either
+// operand order everywhere).
+bool tanh_inner(const Graph& g, const UseInfo& u, int32_t id, Value& x, std::vector<int32_t>& inner) {
+  const Value arg = g.node(id).inputs[0];
+  const Node& scaled = g.node(arg.node);
+  Value sum;
+  const double s = std::sqrt(2.0 / 3.14159265358979323846);
+  if (scaled.kind != OpKind::Mul || scaled.inputs.size() != 2 || u.sole_user(arg) != id) return false;
+  if (constant_near(g, scaled.inputs[1], s)) sum = scaled.inputs[0];
+  else if (constant_near(g, scaled.inputs[0], s)) sum = scaled.inputs[1];
+  else return false;
+  const Node& add = g.node(sum.node);
+  if (add.kind != OpKind::Add || add.inputs.size() != 2 || u.sole_user(sum) != arg.node) return false;
+  for (int i = 0; i < 2; ++i) {
+    const Value lin = add.inputs[size_t(i)], cub = add.inputs[size_t(1 - i)];
+    const Node& t = g.node(cub.node);
+    if (t.kind != OpKind::Mul || t.inputs.size() != 2 || u.sole_user(cub) != sum.node) continue;
+    Value c3;
+    if (constant_near(g, t.inputs[1], 0.044715)) c3 = t.inputs[0];
+    else if (constant_near(g, t.inputs[0], 0.044715)) c3 = t.inputs[1];
+    else continue;
+    std::vector<int32_t> nodes;
+    Value cx;
+    if (!cube_of(g, u, c3, cx, nodes) || !(cx == lin) || u.sole_user(c3) != cub.node) continue;
+    x = lin;
+    inner = nodes;
+    inner.push_back(cub.node);
+    inner.push_back(sum.node);
+    inner.push_back(arg.node);
+    return g.type(arg) == g.type(x);
+  }
+  return false;
+}
+
+bool match(const Graph& g, const UseInfo& u, int32_t id, Gelu& m) {
+  const Node& act = g.node(id);
+  if (act.kind != OpKind::Erf && act.kind != OpKind::Tanh) return false;
+  Value x;
+  std::vector<int32_t> inner;
+  if (!(act.kind == OpKind::Erf ? erf_inner(g, u, id, x, inner) : tanh_inner(g, u, id, x, inner))) return false;
+  m.tanh = act.kind == OpKind::Tanh;
+  const Shape& xt = g.type(x);
+  if (!is_float(xt.dtype()) || !(act.outputs[0] == xt)) return false;
   const Value e{id, 0};
   const int32_t plus = u.sole_user(e);
   if (plus < 0 || !with_constant(g, plus, OpKind::Add, e, 1.0, true) || !(g.node(plus).outputs[0] == xt)) return false;
@@ -67,7 +138,9 @@ bool match(const Graph& g, const UseInfo& u, int32_t id, Gelu& m) {
   Value other;
   if (!other_operand(g.node(m1), p, other)) return false;
   const Value v1{m1, 0};
-  m.absorbed = {arg.node, id, plus};
+  m.absorbed = inner;
+  m.absorbed.push_back(id);
+  m.absorbed.push_back(plus);
   if (other == x || with_constant(g, m1, OpKind::Mul, p, 0.5, true)) {
     // (x * p) * h or x * (p * h): the other factor comes at the next product.
     const int32_t m2 = u.sole_user(v1);
@@ -103,6 +176,7 @@ Graph fuse_gelu(const Graph& g, std::string* report) {
       if (nodes[i].kind == OpKind::Erf)
         rep << "fuse-gelu: not fused: erf '" << nodes[i].name
             << "': not x * 0.5 * (1 + erf(x / sqrt(2))) with each step read only by the next\n";
+      // (a tanh is most often just a tanh: no line for those)
       continue;
     }
     bool taken = absorbed[size_t(m.tail)] || gelu_at[size_t(m.tail)] >= 0;
@@ -114,9 +188,10 @@ Graph fuse_gelu(const Graph& g, std::string* report) {
   }
   Graph out = rewrite_chains(g, absorbed, gelu_at, [&](Rewriter& rw, int32_t gi, int32_t i) {
     const Gelu& m = gelus[size_t(gi)];
-    Value y = rw.emit1(OpKind::Gelu, {rw.map(m.x)}, GeluAttrs{false}, rw.name_of(i));
+    Value y = rw.emit1(OpKind::Gelu, {rw.map(m.x)}, GeluAttrs{m.tanh}, rw.name_of(i));
     RLX_CHECK(rw.dst().type(y) == nodes[size_t(i)].outputs[0], "gelu '", nodes[size_t(i)].name, "' changed type");
-    rep << "fuse-gelu: node '" << rw.dst().node(y.node).name << "' = gelu of " << m.absorbed.size() + 1 << " ops [";
+    rep << "fuse-gelu: node '" << rw.dst().node(y.node).name << "' = gelu" << (m.tanh ? " (tanh)" : "") << " of "
+        << m.absorbed.size() + 1 << " ops [";
     for (int32_t a : m.absorbed) rep << op_name(nodes[size_t(a)].kind) << " '" << nodes[size_t(a)].name << "', ";
     rep << op_name(nodes[size_t(i)].kind) << " '" << nodes[size_t(i)].name << "']\n";
     return y;

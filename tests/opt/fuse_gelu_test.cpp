@@ -71,6 +71,52 @@ graph main {
   EXPECT_NE(report.find("node 'b' = gelu of 5 ops"), std::string::npos) << report;
 }
 
+// The tanh approximation as GPT-2-style code writes it: pow(x, 3) (or x * x * x), times
+// 0.044715, plus x, times sqrt(2/pi), tanh, plus 1, times 0.5 * x.
+TEST(FuseGelu, TanhApproximationBecomesGeluTanh) {
+  Graph g = parse(R"(
+graph main {
+  %0 = input "x" : f32[2,8]
+  %1 = input "z" : f32[2,8]
+  %2 = constant {value=0x00004040} : f32[]
+  %3 = constant {value=0x1327373d} : f32[]
+  %4 = constant {value=0x2a424c3f} : f32[]
+  %5 = constant {value=0x0000803f} : f32[]
+  %6 = constant {value=0x0000003f} : f32[]
+  %7 = pow(%0, %2) : f32[2,8]
+  %8 = mul(%3, %7) : f32[2,8]
+  %9 = add(%0, %8) : f32[2,8]
+  %10 = mul(%4, %9) : f32[2,8]
+  %11 = tanh(%10) : f32[2,8]
+  %12 = add(%5, %11) : f32[2,8]
+  %13 = mul(%6, %0) : f32[2,8]
+  %14 = mul(%13, %12) name="a" : f32[2,8]
+  %15 = mul(%1, %1) : f32[2,8]
+  %16 = mul(%15, %1) : f32[2,8]
+  %17 = mul(%16, %3) : f32[2,8]
+  %18 = add(%17, %1) : f32[2,8]
+  %19 = mul(%18, %4) : f32[2,8]
+  %20 = tanh(%19) : f32[2,8]
+  %21 = add(%20, %5) : f32[2,8]
+  %22 = mul(%1, %21) : f32[2,8]
+  %23 = mul(%22, %6) name="b" : f32[2,8]
+  outputs(%14, %23)
+}
+)");
+  std::string report;
+  expect_graph(dce(fuse_gelu(g, &report)), R"(
+graph main {
+  %0 = input "x" : f32[2,8]
+  %1 = input "z" : f32[2,8]
+  %2 = gelu(%0) {tanh_approx=true} name="a" : f32[2,8]
+  %3 = gelu(%1) {tanh_approx=true} name="b" : f32[2,8]
+  outputs(%2, %3)
+}
+)");
+  EXPECT_NE(report.find("node 'a' = gelu (tanh) of 8 ops"), std::string::npos) << report;
+  EXPECT_NE(report.find("node 'b' = gelu (tanh) of 9 ops"), std::string::npos) << report;
+}
+
 // Left apart: a divisor that is not sqrt(2), an erf read twice, a half that is 0.25; each
 // named in the report with the reason.
 TEST(FuseGelu, NearMissesStay) {
