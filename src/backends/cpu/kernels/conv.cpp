@@ -347,18 +347,19 @@ struct TransposedTile {
   const float* residual;  // fused_conv2d: [cout, p] of this image, or nullptr
 };
 
+// The tile is copied back transposed, then the bias, residual and activation run over the
+// output block in one RowKernels::tile_epilogue call (rows: its n channels; one conv_post per
+// channel row of a dozen positions cost more calls than arithmetic); the same steps in the
+// same order per element.
 void conv_transposed_epilogue(const void* vctx, float* c, int64_t ldc, int64_t i0, int64_t j0, int64_t m, int64_t n) {
   const TransposedTile& t = *static_cast<const TransposedTile*>(vctx);
-  for (int64_t j = 0; j < n; ++j) {
-    float* o = t.out + (j0 + j) * t.p + i0;
-    if (t.bias) {
-      const float bv = t.bias[j0 + j];
-      for (int64_t i = 0; i < m; ++i) o[i] = c[i * ldc + j] + bv;
-    } else {
-      for (int64_t i = 0; i < m; ++i) o[i] = c[i * ldc + j];
-    }
-    if (t.cfg->has_epilogue()) conv_post(*t.cfg, o, t.residual, (j0 + j) * t.p + i0, m);
-  }
+  float* o = t.out + j0 * t.p + i0;
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t i = 0; i < m; ++i) o[j * t.p + i] = c[i * ldc + j];
+  const ConvCfg& cfg = *t.cfg;
+  if (t.bias || t.residual || cfg.act != Activation::None)
+    cfg.rows->tile_epilogue(o, t.p, n, m, t.bias ? t.bias + j0 : nullptr, t.residual ? t.residual + j0 * t.p + i0 : nullptr,
+                            t.p, cfg.act, cfg.alpha);
 }
 
 void conv_gemm_transposed(const ConvCfg& cfg, ThreadPool* pool, const float* x, const float* w, const float* bias,
