@@ -166,8 +166,7 @@ bool match(const Graph& g, const UseInfo& u, int32_t id, Gelu& m) {
 Graph fuse_gelu(const Graph& g, std::string* report) {
   const UseInfo uses = compute_uses(g);
   const auto& nodes = g.nodes();
-  std::vector<char> absorbed(nodes.size(), 0);
-  std::vector<int32_t> gelu_at(nodes.size(), -1);  // tail node -> index into gelus
+  ChainClaims claims(nodes.size());
   std::vector<Gelu> gelus;
   std::ostringstream rep;
   for (size_t i = 0; i < nodes.size(); ++i) {
@@ -179,14 +178,9 @@ Graph fuse_gelu(const Graph& g, std::string* report) {
       // (a tanh is most often just a tanh: no line for those)
       continue;
     }
-    bool taken = absorbed[size_t(m.tail)] || gelu_at[size_t(m.tail)] >= 0;
-    for (int32_t a : m.absorbed) taken = taken || absorbed[size_t(a)] || gelu_at[size_t(a)] >= 0;
-    if (taken) continue;
-    for (int32_t a : m.absorbed) absorbed[size_t(a)] = 1;
-    gelu_at[size_t(m.tail)] = int32_t(gelus.size());
-    gelus.push_back(std::move(m));
+    if (claims.claim(m.absorbed, m.tail, int32_t(gelus.size()))) gelus.push_back(std::move(m));
   }
-  Graph out = rewrite_chains(g, absorbed, gelu_at, [&](Rewriter& rw, int32_t gi, int32_t i) {
+  Graph out = rewrite_chains(g, claims.absorbed, claims.tail_of, [&](Rewriter& rw, int32_t gi, int32_t i) {
     const Gelu& m = gelus[size_t(gi)];
     Value y = rw.emit1(OpKind::Gelu, {rw.map(m.x)}, GeluAttrs{m.tanh}, rw.name_of(i));
     RLX_CHECK(rw.dst().type(y) == nodes[size_t(i)].outputs[0], "gelu '", nodes[size_t(i)].name, "' changed type");

@@ -111,19 +111,15 @@ bool match(const Graph& g, const UseInfo& u, int32_t id, Norm& m) {
 Graph fuse_norms(const Graph& g, std::string* report) {
   const UseInfo uses = compute_uses(g);
   const auto& nodes = g.nodes();
-  std::vector<char> absorbed(nodes.size(), 0);
-  std::vector<int32_t> norm_at(nodes.size(), -1);  // tail node -> index into norms
+  ChainClaims claims(nodes.size());
   std::vector<Norm> norms;
   for (size_t i = 0; i < nodes.size(); ++i) {
     Norm m;
-    if (!match(g, uses, int32_t(i), m)) continue;
-    bool taken = absorbed[size_t(m.tail)] || norm_at[size_t(m.tail)] >= 0;
-    for (int32_t a : m.absorbed) taken = taken || absorbed[size_t(a)] || norm_at[size_t(a)] >= 0;
-    if (taken) continue;
-    for (int32_t a : m.absorbed) absorbed[size_t(a)] = 1;
-    norm_at[size_t(m.tail)] = int32_t(norms.size());
-    norms.push_back(std::move(m));
+    if (match(g, uses, int32_t(i), m) && claims.claim(m.absorbed, m.tail, int32_t(norms.size())))
+      norms.push_back(std::move(m));
   }
+  const std::vector<char>& absorbed = claims.absorbed;
+  const std::vector<int32_t>& norm_at = claims.tail_of;
   std::ostringstream rep;
   Rewriter rw(g);
   for (size_t i = 0; i < nodes.size(); ++i) {

@@ -285,4 +285,13 @@ std::string types_str(const Graph& g, const std::vector<Value>& values) {
   return s;
 }
 
+bool ChainClaims::claim(const std::vector<int32_t>& inner, int32_t tail, int32_t index) {
+  bool taken = absorbed[size_t(tail)] || tail_of[size_t(tail)] >= 0;
+  for (int32_t a : inner) taken = taken || absorbed[size_t(a)] || tail_of[size_t(a)] >= 0;
+  if (taken) return false;
+  for (int32_t a : inner) absorbed[size_t(a)] = 1;
+  tail_of[size_t(tail)] = index;
+  return true;
+}
+
 }  // namespace rlx::opt

@@ -86,6 +86,16 @@ Graph rewrite_chains(const Graph& g, const std::vector<char>& absorbed, const st
   return rw.finish();
 }
 
+// The chains a pass takes, in node order, for rewrite_chains: a chain (its inner nodes and its
+// tail) is taken only when none of its nodes is in a chain taken before it.
+struct ChainClaims {
+  std::vector<char> absorbed;    // inner nodes of taken chains
+  std::vector<int32_t> tail_of;  // tail node -> chain index, -1 elsewhere
+  explicit ChainClaims(size_t nodes) : absorbed(nodes, 0), tail_of(nodes, -1) {}
+  // Takes the chain as number `index` (true), or leaves it (false) when a node is already taken.
+  bool claim(const std::vector<int32_t>& inner, int32_t tail, int32_t index);
+};
+
 // Who uses each value: users[node][out] lists the consuming node ids (one entry per
 // input slot, so a node using a value twice appears twice); outputs[node][out] counts
 // how many graph outputs refer to it.

@@ -147,6 +147,16 @@ TEST(CudaGemm, PoliciesRoundAsTheirTypesSay) {
   EXPECT_LT(check(g, g, Precision::F32, 0, false, "f32").worst, 1e-4);
 }
 
+// The product layouts of conv_plan: aligned (batched over images), W's rows padded
+// (K = 3*7*7 = 147) with the images folded (P = 7*7), and a pointwise one folded.
+struct Conv {
+  std::vector<int64_t> x, w;
+  int64_t stride, pad;
+};
+const std::vector<Conv> kConvs = {{{3, 8, 12, 12}, {16, 8, 3, 3}, 1, 1},
+                                  {{2, 3, 13, 13}, {8, 3, 7, 7}, 2, 3},
+                                  {{2, 12, 7, 7}, {10, 12, 1, 1}, 1, 0}};
+
 TEST(CudaGemm, ConvolutionUnderLowPolicies) {
   REQUIRE_CUDA();
   Graph g("conv");
@@ -164,15 +174,6 @@ TEST(CudaGemm, ConvolutionUnderLowPolicies) {
     Value b1 = first.input("bias", Shape({16}, DType::F32));
     first.set_outputs({first.conv2d(x1, w1, b1, {1, 1}, {1, 1, 1, 1})}, {"y"});
   }
-  // The product layouts of conv_plan: aligned (batched over images), W's rows padded
-  // (K = 3*7*7 = 147) with the images folded (P = 7*7), and a pointwise one folded.
-  struct Conv {
-    std::vector<int64_t> x, w;
-    int64_t stride, pad;
-  };
-  const std::vector<Conv> convs = {{{3, 8, 12, 12}, {16, 8, 3, 3}, 1, 1},
-                                   {{2, 3, 13, 13}, {8, 3, 7, 7}, 2, 3},
-                                   {{2, 12, 7, 7}, {10, 12, 1, 1}, 1, 0}};
   // Both convolution paths: cuDNN (where it loads) and im2col + cuBLASLt (RLX_CUDA_CUDNN=0).
   for (const char* dnn : {"1", "0"})
   for (auto [p, u, low] : {std::tuple{Precision::F32, 0.0, false}, std::tuple{Precision::TF32, std::ldexp(1.0, -11), false},
@@ -180,7 +181,7 @@ TEST(CudaGemm, ConvolutionUnderLowPolicies) {
                            std::tuple{Precision::BF16, std::ldexp(1.0, -8), true}}) {
     setenv("RLX_CUDA_CUDNN", dnn, 1);
     SCOPED_TRACE(std::string("RLX_CUDA_CUDNN=") + dnn + " policy " + std::to_string(int(p)));
-    for (const Conv& cv : convs) {
+    for (const Conv& cv : kConvs) {
       Graph one("conv_layout");
       Value x1 = one.input("x", Shape(cv.x, DType::F32));
       Value w1 = one.input("w", Shape(cv.w, DType::F32));
@@ -201,13 +202,6 @@ TEST(CudaGemm, ConvolutionUnderLowPolicies) {
 // written as conv2d -> add -> relu fuses exactly when the backend claims the node.
 TEST(CudaGemm, FusedConvolutionEpilogue) {
   REQUIRE_CUDA();
-  struct Conv {
-    std::vector<int64_t> x, w;
-    int64_t stride, pad;
-  };
-  const std::vector<Conv> convs = {{{3, 8, 12, 12}, {16, 8, 3, 3}, 1, 1},
-                                   {{2, 3, 13, 13}, {8, 3, 7, 7}, 2, 3},
-                                   {{2, 12, 7, 7}, {10, 12, 1, 1}, 1, 0}};
   auto graph = [](const Conv& cv, bool residual, Activation act) {
     Graph g("fused_conv");
     FusedConvAttrs a;
@@ -227,13 +221,13 @@ TEST(CudaGemm, FusedConvolutionEpilogue) {
                            std::tuple{Precision::F16, std::ldexp(1.0, -11), true},
                            std::tuple{Precision::BF16, std::ldexp(1.0, -8), true}}) {
     SCOPED_TRACE("policy " + std::to_string(int(p)));
-    for (const Conv& cv : convs)
+    for (const Conv& cv : kConvs)
       for (bool residual : {false, true})
         check(graph(cv, residual, Activation::Relu), graph(cv, residual, Activation::None), p, u, low,
               residual ? "fused conv + residual + relu" : "fused conv + relu");
   }
   // Claimed (dispatched natively) where cuDNN loads; the exported chain then becomes the node.
-  const Conv& cv = convs[0];
+  const Conv& cv = kConvs[0];
   const bool native = Session(Device::Cuda).compile(graph(cv, true, Activation::Relu)).report().dispatch.find(
                           "fused_conv2d: native") != std::string::npos;
   Graph chain("conv_add_relu");
