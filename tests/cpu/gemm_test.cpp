@@ -221,6 +221,51 @@ TEST(Gemm, PackedAndStreamingPathsAgreeBitwise) {
   for (int64_t j = 0; j < 2 * n; ++j) ASSERT_EQ(small[size_t(j)], big[size_t(150 * n + j)]) << j;
 }
 
+// A panel's last nr/2 or fewer columns take the half-width kernel; each of those elements must
+// be the bits it has inside a full panel: the columns of an n = nr + w product (w = nr/2, a
+// few less, 1) equal the same columns of the n = 2 nr product, on every ISA level, in place
+// (ukr_off through gemm_tile_off) and packed.
+TEST(Gemm, HalfWidthTailsGiveTheFullPanelsBits) {
+  for (Isa isa : isa_levels()) {
+    SCOPED_TRACE(std::string("isa=") + std::string(isa_name(isa)));
+    const IsaKernels& ks = isa_kernels(isa);
+    const int64_t m = 2 * ks.mr + 3, k = 300, nr = ks.nr, wide = 2 * nr;
+    const std::vector<float> a = random_floats(size_t(m * k), 5), b = random_floats(size_t(k * wide), 6);
+    auto product = [&](int64_t n) {
+      std::vector<float> c(size_t(m * n));
+      SgemmProblem p;
+      p.m = m;
+      p.n = n;
+      p.k = k;
+      p.a = {a.data(), DType::F32, k, 1};
+      p.b = {b.data(), DType::F32, wide, 1};  // the first n columns of the same B
+      p.c = c.data();
+      p.ldc = n;
+      sgemm(p, nullptr, ks);
+      return c;
+    };
+    const std::vector<float> full = product(wide);
+    for (int64_t w : {nr / 2, nr / 2 - 3, int64_t(1)}) {
+      const std::vector<float> tail = product(nr + w);
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < nr + w; ++j)
+          ASSERT_EQ(tail[size_t(i * (nr + w) + j)], full[size_t(i * wide + j)]) << "w=" << w << " " << i << "," << j;
+    }
+    // One tile read in place (B rows by offset), 5 columns, against the full tile's first 5.
+    const int64_t rows = std::min<int64_t>(ks.mr, 4), kc = 40;
+    std::vector<float> ap(size_t(ks.mr * kc));
+    for (int64_t kk = 0; kk < kc; ++kk)
+      for (int64_t r = 0; r < rows; ++r) ap[size_t(kk * ks.mr + r)] = a[size_t(r * k + kk)];
+    std::vector<int64_t> off(static_cast<size_t>(kc));
+    for (int64_t kk = 0; kk < kc; ++kk) off[size_t(kk)] = kk * wide;
+    std::vector<float> c5(size_t(rows * 5)), c32(size_t(rows * nr));
+    gemm_tile_off(ks, rows, 5, kc, ap.data(), b.data(), off.data(), c5.data(), 5, false);
+    gemm_tile_off(ks, rows, nr, kc, ap.data(), b.data(), off.data(), c32.data(), nr, false);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < 5; ++j) ASSERT_EQ(c5[size_t(r * 5 + j)], c32[size_t(r * nr + j)]) << r << "," << j;
+  }
+}
+
 TEST(Gemm, PrepackedOperandsMatchPackingInside) {
   // Shapes through the strips path (m <= mc) and the shared-B path (m > mc), with k
   // crossing kc; A row-major, B transposed, so both transposing packs are involved.

@@ -210,14 +210,19 @@ void pack_b_panels(const IsaKernels& K, const SgemmProblem& p, int64_t k0, int64
 // ---------------------------------------------------------------- tile helpers
 
 // Runs ukr on an m x ncols tile; short tiles go through a temporary so the microkernel
-// always writes full nr columns, with the same arithmetic as a full tile.
-// `tile(dst, ld, accumulate)` computes a full rows x nr tile; a short one goes through tmp.
+// always writes full columns (nr, or nr/2 through the half kernel when ncols <= nr/2: the
+// full kernel's arithmetic on the left half, without the right half's products), with the
+// same arithmetic as a full tile.
+// `tile(dst, ld, accumulate, half)` computes a full rows x nr tile (or its left half).
 template <class Tile>
 inline void full_or_short_tile(const IsaKernels& K, int64_t rows, int64_t ncols, float* c, int64_t ldc, bool accumulate,
-                               Tile&& tile) {
-  if (ncols == K.nr) return tile(c, ldc, accumulate);
+                               bool has_half, Tile&& tile) {
+  if (ncols == K.nr) return tile(c, ldc, accumulate, false);
+  const int64_t half = K.nr / 2;
+  const bool use_half = has_half && ncols <= half;
+  if (use_half && ncols == half) return tile(c, ldc, accumulate, true);
   alignas(64) float tmp[16 * 64];
-  tile(tmp, int64_t(K.nr), false);
+  tile(tmp, int64_t(K.nr), false, use_half);
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < ncols; ++j)
       c[i * ldc + j] = accumulate ? c[i * ldc + j] + tmp[i * K.nr + j] : tmp[i * K.nr + j];
@@ -225,8 +230,10 @@ inline void full_or_short_tile(const IsaKernels& K, int64_t rows, int64_t ncols,
 
 inline void compute_tile(const IsaKernels& K, int64_t rows, int64_t ncols, int64_t kc, const float* a,
                          const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
-  full_or_short_tile(K, rows, ncols, c, ldc, accumulate,
-                     [&](float* d, int64_t ld, bool acc) { K.ukr[rows](kc, a, b, ldb, d, ld, acc); });
+  full_or_short_tile(K, rows, ncols, c, ldc, accumulate, K.ukr_half[rows] != nullptr,
+                     [&](float* d, int64_t ld, bool acc, bool half) {
+                       (half ? K.ukr_half[rows] : K.ukr[rows])(kc, a, b, ldb, d, ld, acc);
+                     });
 }
 
 // The tiles of one K block of C rows [ic, ic + mc) and column panels [q0, q1): panel q's
@@ -456,8 +463,10 @@ void sgemm_packed(const SgemmProblem& p, ThreadPool* pool, const IsaKernels& K) 
 
 void gemm_tile_off(const IsaKernels& K, int64_t rows, int64_t ncols, int64_t kc, const float* a, const float* b,
                    const int64_t* off, float* c, int64_t ldc, bool accumulate) {
-  full_or_short_tile(K, rows, ncols, c, ldc, accumulate,
-                     [&](float* d, int64_t ld, bool acc) { K.ukr_off[rows](kc, a, b, off, d, ld, acc); });
+  full_or_short_tile(K, rows, ncols, c, ldc, accumulate, K.ukr_off_half[rows] != nullptr,
+                     [&](float* d, int64_t ld, bool acc, bool half) {
+                       (half ? K.ukr_off_half[rows] : K.ukr_off[rows])(kc, a, b, off, d, ld, acc);
+                     });
 }
 
 const IsaKernels& isa_kernels(Isa isa) {

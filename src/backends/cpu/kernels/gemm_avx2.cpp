@@ -37,6 +37,8 @@ constexpr int kMr = 6, kNr = 16;
 // The microkernel, dot, GEMV and conv row are the shared ones (gemm_vec.h, in gemm_ISA_vec above).
 template <int M> constexpr GemmMicroKernel ukr = &gemm_avx2_vec::ukr_vec<M, kMr>;
 template <int M> constexpr GemmOffsetKernel ukr_off = &gemm_avx2_vec::ukr_off_vec<M, kMr>;
+template <int M> constexpr GemmMicroKernel ukr_half = &gemm_avx2_vec::ukr_half_vec<M, kMr>;
+template <int M> constexpr GemmOffsetKernel ukr_off_half = &gemm_avx2_vec::ukr_off_half_vec<M, kMr>;
 
 
 // 8x8 transposes on AVX registers: rows [r0, r0+8) x k [k0, k0+8) of src become eight
@@ -111,6 +113,10 @@ IsaKernels make_table() {
   t.ukr[4] = ukr<4>; t.ukr[5] = ukr<5>; t.ukr[6] = ukr<6>;
   t.ukr_off[1] = ukr_off<1>; t.ukr_off[2] = ukr_off<2>; t.ukr_off[3] = ukr_off<3>;
   t.ukr_off[4] = ukr_off<4>; t.ukr_off[5] = ukr_off<5>; t.ukr_off[6] = ukr_off<6>;
+  t.ukr_half[1] = ukr_half<1>; t.ukr_half[2] = ukr_half<2>; t.ukr_half[3] = ukr_half<3>;
+  t.ukr_half[4] = ukr_half<4>; t.ukr_half[5] = ukr_half<5>; t.ukr_half[6] = ukr_half<6>;
+  t.ukr_off_half[1] = ukr_off_half<1>; t.ukr_off_half[2] = ukr_off_half<2>; t.ukr_off_half[3] = ukr_off_half<3>;
+  t.ukr_off_half[4] = ukr_off_half<4>; t.ukr_off_half[5] = ukr_off_half<5>; t.ukr_off_half[6] = ukr_off_half<6>;
   t.dot = gemm_avx2_vec::dot;
   t.gemv = gemm_avx2_vec::gemv;
   t.transpose_pack = transpose_pack;

@@ -41,6 +41,8 @@ constexpr int kMr = 12, kNr = 32;
 // The microkernel, dot, GEMV and conv row are the shared ones (gemm_vec.h, in gemm_ISA_vec above).
 template <int M> constexpr GemmMicroKernel ukr = &gemm_avx512_vec::ukr_vec<M, kMr>;
 template <int M> constexpr GemmOffsetKernel ukr_off = &gemm_avx512_vec::ukr_off_vec<M, kMr>;
+template <int M> constexpr GemmMicroKernel ukr_half = &gemm_avx512_vec::ukr_half_vec<M, kMr>;
+template <int M> constexpr GemmOffsetKernel ukr_off_half = &gemm_avx512_vec::ukr_off_half_vec<M, kMr>;
 
 // Horizontal sum in a fixed order (determinism does not depend on the compiler's choice).
 
@@ -77,6 +79,14 @@ IsaKernels make_table() {
   t.ukr_off[1] = ukr_off<1>; t.ukr_off[2] = ukr_off<2>; t.ukr_off[3] = ukr_off<3>; t.ukr_off[4] = ukr_off<4>;
   t.ukr_off[5] = ukr_off<5>; t.ukr_off[6] = ukr_off<6>; t.ukr_off[7] = ukr_off<7>; t.ukr_off[8] = ukr_off<8>;
   t.ukr_off[9] = ukr_off<9>; t.ukr_off[10] = ukr_off<10>; t.ukr_off[11] = ukr_off<11>; t.ukr_off[12] = ukr_off<12>;
+  t.ukr_half[1] = ukr_half<1>; t.ukr_half[2] = ukr_half<2>; t.ukr_half[3] = ukr_half<3>; t.ukr_half[4] = ukr_half<4>;
+  t.ukr_half[5] = ukr_half<5>; t.ukr_half[6] = ukr_half<6>; t.ukr_half[7] = ukr_half<7>; t.ukr_half[8] = ukr_half<8>;
+  t.ukr_half[9] = ukr_half<9>; t.ukr_half[10] = ukr_half<10>; t.ukr_half[11] = ukr_half<11>;
+  t.ukr_half[12] = ukr_half<12>;
+  t.ukr_off_half[1] = ukr_off_half<1>; t.ukr_off_half[2] = ukr_off_half<2>; t.ukr_off_half[3] = ukr_off_half<3>;
+  t.ukr_off_half[4] = ukr_off_half<4>; t.ukr_off_half[5] = ukr_off_half<5>; t.ukr_off_half[6] = ukr_off_half<6>;
+  t.ukr_off_half[7] = ukr_off_half<7>; t.ukr_off_half[8] = ukr_off_half<8>; t.ukr_off_half[9] = ukr_off_half<9>;
+  t.ukr_off_half[10] = ukr_off_half<10>; t.ukr_off_half[11] = ukr_off_half<11>; t.ukr_off_half[12] = ukr_off_half<12>;
   t.dot = gemm_avx512_vec::dot;
   t.gemv = gemm_avx512_vec::gemv;
   // The 8x8 transpose needs only 256-bit AVX2 ops; every CPU that passes the AVX-512

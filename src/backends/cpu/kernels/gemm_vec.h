@@ -18,43 +18,60 @@
 // with A fetched too 20.7 -> 19.9 ms). Prefetches never fault, so reading past the last panel
 // is harmless; they change no arithmetic.
 constexpr int64_t kPrefetchRows = 32;
-template <int M, int Mr, bool PrefetchB = false, class Row>
+//
+// NV: vectors per row, 2 (the full NR columns) or 1 (the left half: a panel's last W or fewer
+// columns, e.g. 112 = 3 x 32 + 16, whose right half the full kernel would compute and throw
+// away). Each lane's sum is the same FMAs in the same order either way: the same bits.
+template <int M, int Mr, bool PrefetchB = false, int NV = 2, class Row>
 inline __attribute__((always_inline)) void ukr_rows(int64_t kc, const float* a, Row row, float* c, int64_t ldc,
                                                     bool accumulate) {
+  static_assert(NV == 1 || NV == 2, "one or two vectors per row");
   F c0[M], c1[M];
 #pragma GCC unroll 16
   for (int i = 0; i < M; ++i) c0[i] = c1[i] = V::zero();
   for (int64_t k = 0; k < kc; ++k) {
     const float* bk = row(k);
     if constexpr (PrefetchB)
-      for (int o = 0; o < 2 * W; o += 64 / int(sizeof(float)))
+      for (int o = 0; o < NV * W; o += 64 / int(sizeof(float)))
         __builtin_prefetch(row(k + kPrefetchRows) + o, 0, 3);
     if ((k & 3) == 0)  // the packed A panel: four steps' floats every fourth step
       for (int o = 0; o < 4 * Mr; o += 64 / int(sizeof(float))) __builtin_prefetch(a + kPrefetchRows * Mr + o, 0, 3);
-    const F b0 = V::load(bk), b1 = V::load(bk + W);
+    const F b0 = V::load(bk);
+    const F b1 = NV == 2 ? V::load(bk + W) : b0;
 #pragma GCC unroll 16
     for (int i = 0; i < M; ++i) {
       const F ai = V::set1(a[i]);
       c0[i] = V::fmadd(ai, b0, c0[i]);
-      c1[i] = V::fmadd(ai, b1, c1[i]);
+      if constexpr (NV == 2) c1[i] = V::fmadd(ai, b1, c1[i]);
     }
     a += Mr;
   }
 #pragma GCC unroll 16
   for (int i = 0; i < M; ++i) {
     float* ci = c + i * ldc;
-    if (accumulate) {
-      c0[i] = V::add(V::load(ci), c0[i]);
-      c1[i] = V::add(V::load(ci + W), c1[i]);
-    }
+    if (accumulate) c0[i] = V::add(V::load(ci), c0[i]);
     V::store(ci, c0[i]);
-    V::store(ci + W, c1[i]);
+    if constexpr (NV == 2) {
+      if (accumulate) c1[i] = V::add(V::load(ci + W), c1[i]);
+      V::store(ci + W, c1[i]);
+    }
   }
 }
 
 template <int M, int Mr>
 void ukr_vec(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
   ukr_rows<M, Mr, true>(kc, a, [b, ldb](int64_t k) { return b + k * ldb; }, c, ldc, accumulate);
+}
+
+// The left W columns of the tile only (NV = 1 above); B as for ukr_vec / ukr_off_vec.
+template <int M, int Mr>
+void ukr_half_vec(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+  ukr_rows<M, Mr, true, 1>(kc, a, [b, ldb](int64_t k) { return b + k * ldb; }, c, ldc, accumulate);
+}
+template <int M, int Mr>
+void ukr_off_half_vec(int64_t kc, const float* a, const float* b, const int64_t* off, float* c, int64_t ldc,
+                      bool accumulate) {
+  ukr_rows<M, Mr, false, 1>(kc, a, [b, off](int64_t k) { return b + off[k]; }, c, ldc, accumulate);
 }
 
 template <int M, int Mr>
