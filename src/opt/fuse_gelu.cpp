@@ -37,27 +37,23 @@ bool constant_near(const Graph& g, Value v, double want) {
   return c && std::fabs(*c - want) <= 1e-6 * std::fabs(want);
 }
 
-// Node `id` is a binary `kind` of `v` and a scalar constant near `c` (either order).
-bool with_constant(const Graph& g, int32_t id, OpKind kind, Value v, double c, bool commutes) {
-  const Node& n = g.node(id);
-  if (n.kind != kind || n.inputs.size() != 2) return false;
-  if (n.inputs[0] == v && constant_near(g, n.inputs[1], c)) return true;
-  return commutes && n.inputs[1] == v && constant_near(g, n.inputs[0], c);
+// When `v` is kind(y, c), or for add / mul also kind(c, y), with c a scalar constant near
+// `want`: y. Otherwise no value.
+Value beside_constant(const Graph& g, Value v, OpKind kind, double want) {
+  const Node& n = g.node(v.node);
+  if (n.kind != kind || n.inputs.size() != 2) return Value{};
+  if (constant_near(g, n.inputs[1], want)) return n.inputs[0];
+  if (kind != OpKind::Div && constant_near(g, n.inputs[0], want)) return n.inputs[1];
+  return Value{};
 }
 
 // The erf form's inner value: e = erf(x / sqrt(2) | x * (1/sqrt(2))). Sets x and the absorbed
 // nodes before e.
 bool erf_inner(const Graph& g, const UseInfo& u, int32_t id, Value& x, std::vector<int32_t>& inner) {
   const Value arg = g.node(id).inputs[0];
-  const Node& scale = g.node(arg.node);
-  if (scale.kind != OpKind::Div && scale.kind != OpKind::Mul) return false;
   const double k = std::sqrt(2.0);
-  for (int i = 0; i < 2 && !x.valid(); ++i) {
-    const Value cand = scale.inputs[size_t(i)];
-    if (scale.kind == OpKind::Div ? i == 0 && with_constant(g, arg.node, OpKind::Div, cand, k, false)
-                                  : with_constant(g, arg.node, OpKind::Mul, cand, 1.0 / k, true))
-      x = cand;
-  }
+  x = beside_constant(g, arg, OpKind::Div, k);
+  if (!x.valid()) x = beside_constant(g, arg, OpKind::Mul, 1.0 / k);
   if (!x.valid() || u.sole_user(arg) != id || !(g.type(arg) == g.type(x))) return false;
   inner = {arg.node};
   return true;
@@ -90,23 +86,14 @@ bool cube_of(const Graph& g, const UseInfo& u, Value c, Value& x, std::vector<in
 // operand order everywhere).
 bool tanh_inner(const Graph& g, const UseInfo& u, int32_t id, Value& x, std::vector<int32_t>& inner) {
   const Value arg = g.node(id).inputs[0];
-  const Node& scaled = g.node(arg.node);
-  Value sum;
-  const double s = std::sqrt(2.0 / 3.14159265358979323846);
-  if (scaled.kind != OpKind::Mul || scaled.inputs.size() != 2 || u.sole_user(arg) != id) return false;
-  if (constant_near(g, scaled.inputs[1], s)) sum = scaled.inputs[0];
-  else if (constant_near(g, scaled.inputs[0], s)) sum = scaled.inputs[1];
-  else return false;
+  const Value sum = beside_constant(g, arg, OpKind::Mul, std::sqrt(2.0 / 3.14159265358979323846));
+  if (!sum.valid() || u.sole_user(arg) != id) return false;
   const Node& add = g.node(sum.node);
   if (add.kind != OpKind::Add || add.inputs.size() != 2 || u.sole_user(sum) != arg.node) return false;
   for (int i = 0; i < 2; ++i) {
     const Value lin = add.inputs[size_t(i)], cub = add.inputs[size_t(1 - i)];
-    const Node& t = g.node(cub.node);
-    if (t.kind != OpKind::Mul || t.inputs.size() != 2 || u.sole_user(cub) != sum.node) continue;
-    Value c3;
-    if (constant_near(g, t.inputs[1], 0.044715)) c3 = t.inputs[0];
-    else if (constant_near(g, t.inputs[0], 0.044715)) c3 = t.inputs[1];
-    else continue;
+    const Value c3 = beside_constant(g, cub, OpKind::Mul, 0.044715);
+    if (!c3.valid() || u.sole_user(cub) != sum.node) continue;
     std::vector<int32_t> nodes;
     Value cx;
     if (!cube_of(g, u, c3, cx, nodes) || !(cx == lin) || u.sole_user(c3) != cub.node) continue;
@@ -131,8 +118,8 @@ bool match(const Graph& g, const UseInfo& u, int32_t id, Gelu& m) {
   if (!is_float(xt.dtype()) || !(act.outputs[0] == xt)) return false;
   const Value e{id, 0};
   const int32_t plus = u.sole_user(e);
-  if (plus < 0 || !with_constant(g, plus, OpKind::Add, e, 1.0, true) || !(g.node(plus).outputs[0] == xt)) return false;
   const Value p{plus, 0};
+  if (plus < 0 || !(beside_constant(g, p, OpKind::Add, 1.0) == e) || !(g.type(p) == xt)) return false;
   const int32_t m1 = u.sole_user(p);
   if (m1 < 0 || g.node(m1).kind != OpKind::Mul || !(g.node(m1).outputs[0] == xt)) return false;
   Value other;
@@ -141,18 +128,18 @@ bool match(const Graph& g, const UseInfo& u, int32_t id, Gelu& m) {
   m.absorbed = inner;
   m.absorbed.push_back(id);
   m.absorbed.push_back(plus);
-  if (other == x || with_constant(g, m1, OpKind::Mul, p, 0.5, true)) {
+  if (other == x || beside_constant(g, v1, OpKind::Mul, 0.5) == p) {
     // (x * p) * h or x * (p * h): the other factor comes at the next product.
     const int32_t m2 = u.sole_user(v1);
     if (m2 < 0 || !(g.node(m2).outputs[0] == xt)) return false;
-    const bool ok = other == x ? with_constant(g, m2, OpKind::Mul, v1, 0.5, true)
+    const bool ok = other == x ? beside_constant(g, Value{m2, 0}, OpKind::Mul, 0.5) == v1
                                : g.node(m2).kind == OpKind::Mul && other_operand(g.node(m2), v1, other) && other == x;
     if (!ok) return false;
     m.absorbed.push_back(m1);
     m.tail = m2;
   } else {
     // (x * h) * p: `other` is x * h, read by this product alone.
-    if (!(other.out == 0) || !with_constant(g, other.node, OpKind::Mul, x, 0.5, true) || u.sole_user(other) != m1)
+    if (!(beside_constant(g, other, OpKind::Mul, 0.5) == x) || u.sole_user(other) != m1)
       return false;
     m.absorbed.push_back(other.node);
     m.tail = m1;
