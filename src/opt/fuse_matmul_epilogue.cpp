@@ -107,8 +107,7 @@ std::string why_not(const Graph& g, const UseInfo& uses, int32_t id) {
 Graph fuse_matmul_epilogue(const Graph& g, std::string* report) {
   UseInfo uses = compute_uses(g);
   const auto& nodes = g.nodes();
-  std::vector<int32_t> chain_at(nodes.size(), -1);  // tail node -> index into chains
-  std::vector<char> absorbed(nodes.size(), 0);
+  ChainClaims claims(nodes.size());
   std::vector<Chain> chains;
   std::ostringstream rep;
   for (size_t i = 0; i < nodes.size(); ++i) {
@@ -118,20 +117,15 @@ Graph fuse_matmul_epilogue(const Graph& g, std::string* report) {
       if (!why.empty()) rep << "fuse-matmul-epilogue: not fused: " << why << "\n";
       continue;
     }
-    int32_t tail = c.act >= 0 ? c.act : c.bias_add;
-    // Two products summed (add(mm1, mm2)): each is the other's full-shape addend, and the
-    // first chain has taken the add; the second product stays a matmul, its addend.
-    if (chain_at[size_t(tail)] >= 0 ||
-        (c.bias_add >= 0 && (chain_at[size_t(c.bias_add)] >= 0 || absorbed[size_t(c.bias_add)])))
-      continue;
-    absorbed[size_t(c.head)] = 1;
-    if (c.bias_add >= 0) absorbed[size_t(c.bias_add)] = 1;
-    absorbed[size_t(tail)] = 0;
-    chain_at[size_t(tail)] = int32_t(chains.size());
-    chains.push_back(c);
+    // A chain whose add is already another's (two products summed, each the other's addend:
+    // the first takes the add, the second stays a matmul feeding it) is left as it is.
+    const int32_t tail = c.act >= 0 ? c.act : c.bias_add;
+    std::vector<int32_t> inner{c.head};
+    if (c.bias_add >= 0 && c.bias_add != tail) inner.push_back(c.bias_add);
+    if (claims.claim(inner, tail, int32_t(chains.size()))) chains.push_back(c);
   }
 
-  Graph out = rewrite_chains(g, absorbed, chain_at, [&](Rewriter& rw, int32_t ci, int32_t i) {
+  Graph out = rewrite_chains(g, claims.absorbed, claims.tail_of, [&](Rewriter& rw, int32_t ci, int32_t i) {
     const Chain& c = chains[size_t(ci)];
     const Node& head = g.node(c.head);
     std::vector<Value> in{rw.map(head.inputs[0]), rw.map(head.inputs[1])};
