@@ -112,24 +112,21 @@ void tile_epilogue(float* c, int64_t ldc, int64_t m, int64_t n, const float* bia
   }
 }
 
+// Max pooling's step: v where v > a or v is NaN, else a.
+inline F max_step(F a, F v) { return V::select(V::isnan(v), v, V::select(V::lt(a, v), v, a)); }
+
 void max_taps(float* out, int64_t taps, const float* const* src, int64_t n) {
   const F ninf = V::set1(-std::numeric_limits<float>::infinity());
   int64_t i = 0;
   for (; i + W <= n; i += W) {
     F a = ninf;
-    for (int64_t t = 0; t < taps; ++t) {
-      const F v = V::load(src[t] + i);
-      a = V::select(V::isnan(v), v, V::select(V::lt(a, v), v, a));
-    }
+    for (int64_t t = 0; t < taps; ++t) a = max_step(a, V::load(src[t] + i));
     V::store(out + i, a);
   }
   if (i < n) {
     const auto m = V::tail(n - i);
     F a = ninf;
-    for (int64_t t = 0; t < taps; ++t) {
-      const F v = V::load_tail(src[t] + i, m, 0.0f);
-      a = V::select(V::isnan(v), v, V::select(V::lt(a, v), v, a));
-    }
+    for (int64_t t = 0; t < taps; ++t) a = max_step(a, V::load_tail(src[t] + i, m, 0.0f));
     V::store_tail(out + i, m, a);
   }
 }
