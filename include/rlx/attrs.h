@@ -190,7 +190,10 @@ struct PoolAttrs {
 struct AttentionAttrs {
   double scale = 0;  // 0: 1/sqrt(D)
   bool causal = false;
-  template <class V> void visit(V& v) { v("scale", scale); v("causal", causal); }
+  // q, k, v and the output are [B, S, H, D] (each sequence position's heads side by side, as
+  // the projections write them) instead of [B, H, S, D]; the mask is still over [B, H, Sq, Sk].
+  bool bshd = false;
+  template <class V> void visit(V& v) { v("scale", scale); v("causal", causal); v("bshd", bshd); }
 };
 struct RotaryAttrs {
   bool interleaved = false;  // true: rotate pairs (2i, 2i+1); false: halves (i, i+R/2)

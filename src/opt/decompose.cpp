@@ -217,8 +217,16 @@ Out attention(Builder& b, const Node& n, std::string* why) {
     *why = "attention decomposition needs static shapes (bind the symbols first)";
     return std::nullopt;
   }
-  int64_t hq = qt.dims()[1].value(), hkv = kt.dims()[1].value();
-  int64_t sq = qt.dims()[2].value(), sk = kt.dims()[2].value(), dh = qt.dims()[3].value();
+  // bshd: the heads-first computation between transposes of the operands and the result.
+  const int hax = a.bshd ? 2 : 1, sax = a.bshd ? 1 : 2;
+  int64_t hq = qt.dims()[hax].value(), hkv = kt.dims()[hax].value();
+  int64_t sq = qt.dims()[sax].value(), sk = kt.dims()[sax].value(), dh = qt.dims()[3].value();
+  if (a.bshd) {
+    const TransposeAttrs swap{{0, 2, 1, 3}};
+    q = b.op(OpKind::Transpose, {q}, swap);
+    k = b.op(OpKind::Transpose, {k}, swap);
+    v = b.op(OpKind::Transpose, {v}, swap);
+  }
   if (hq != hkv) {
     k = repeat_heads(b, k, hq / hkv);
     v = repeat_heads(b, v, hq / hkv);
@@ -239,7 +247,8 @@ Out attention(Builder& b, const Node& n, std::string* why) {
     s = b.op(OpKind::Add, {s, mask});
   }
   Value p = b.op(OpKind::Softmax, {s}, AxisAttrs{-1});
-  return one(b.last(OpKind::MatMul, {p, v}));
+  if (!a.bshd) return one(b.last(OpKind::MatMul, {p, v}));
+  return one(b.last(OpKind::Transpose, {b.op(OpKind::MatMul, {p, v})}, TransposeAttrs{{0, 2, 1, 3}}));
 }
 
 Out rotary(Builder& b, const Node& n, std::string* why) {

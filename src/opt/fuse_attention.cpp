@@ -11,6 +11,12 @@
 // at all when they cancel), and the old transpose is dropped when the chain was its only
 // reader.
 //
+// Heads read in place: when q and v are transposes [B,S,H,D] -> [B,H,S,D] (perm 0,2,1,3),
+// k's composed permutation is that same swap and the output's one reader swaps it back, the
+// node is attention{bshd} over the transposes' inputs, written where the output transpose
+// wrote (the backend is asked about that form first, then about the heads-first one). The
+// four transposes go with the chain: an encoder layer's heads are split and merged for free.
+//
 // Why: the backend's attention streams over key blocks and keeps the [Sq,Sk] scores of a
 // head in cache instead of writing them out and reading them three more times (scale +
 // mask, softmax, the second product); and the transposes of k disappear into its packing.
@@ -40,7 +46,39 @@ struct Chain {
   int32_t pv = -1;  // matmul(p, v): the chain's tail
   Value q, kt, v;
   int32_t kt_transpose = -1;  // kt's producing transpose, dropped with the chain when only it read kt
+  // Heads read in place (bshd): the [B,S,H,D] sources of q, k and v, their transposes (q_t
+  // and v_t dropped when only the chain read them) and the output's transpose, the new tail.
+  bool bshd = false;
+  Value q_src, k_src, v_src;
+  int32_t q_t = -1, v_t = -1, out_t = -1;
 };
+
+bool is_head_swap(const std::vector<int64_t>& perm) {
+  return normalized_perm(perm, 4) == std::vector<int64_t>{0, 2, 1, 3};
+}
+
+// Fills c's bshd sources when q, k and v are head swaps of [B,S,H,D] tensors and the output's
+// one reader swaps the heads back; false (c unchanged) otherwise.
+bool heads_inner_sources(const Graph& g, const UseInfo& uses, Chain& c) {
+  const Node* qt = producer_of_kind(g, c.q, OpKind::Transpose);
+  const Node* vt = producer_of_kind(g, c.v, OpKind::Transpose);
+  const Node* kt = producer_of_kind(g, c.kt, OpKind::Transpose);
+  if (!qt || !vt || !kt || !is_head_swap(qt->attr<TransposeAttrs>().perm) ||
+      !is_head_swap(vt->attr<TransposeAttrs>().perm))
+    return false;
+  const std::vector<int64_t> p = normalized_perm(kt->attr<TransposeAttrs>().perm, 4);
+  if (!is_head_swap({p[0], p[1], p[3], p[2]})) return false;  // k = kt's source, axes composed as in key_of
+  const int32_t tail = uses.sole_user(Value{c.pv, 0});
+  if (tail < 0 || g.node(tail).kind != OpKind::Transpose || !is_head_swap(g.node(tail).attr<TransposeAttrs>().perm))
+    return false;
+  c.q_src = qt->inputs[0];
+  c.k_src = kt->inputs[0];
+  c.v_src = vt->inputs[0];
+  c.q_t = uses.sole_user(c.q) == c.qk ? c.q.node : -1;
+  c.v_t = uses.sole_user(c.v) == c.pv ? c.v.node : -1;
+  c.out_t = tail;
+  return true;
+}
 
 bool rank4(const Shape& s) { return s.rank() == 4; }
 
@@ -193,20 +231,23 @@ Value key_of(const Graph& g, const Chain& c, Rewriter& rw, const std::string& na
 AttentionAttrs attrs_of(const Chain& c) {
   AttentionAttrs a;
   a.scale = c.scale_value;
+  a.bshd = c.bshd;
   return a;
 }
 
 // The attention node the chain becomes, with its output inferred (throws Error(Shape) when
 // the mask does not broadcast or the head dims differ). Its inputs are the source's values,
 // with kt standing in for k: `types` holds the input types as the node would see them.
+// With c.bshd, the inputs are the [B,S,H,D] sources.
 Node attention_node(const Graph& g, const Chain& c, std::vector<Shape>& types) {
   const Shape& kt = g.type(c.kt);
-  types = {g.type(c.q), kt.with_dims({kt.dim(0), kt.dim(1), kt.dim(3), kt.dim(2)}), g.type(c.v)};
+  if (c.bshd) types = {g.type(c.q_src), g.type(c.k_src), g.type(c.v_src)};
+  else types = {g.type(c.q), kt.with_dims({kt.dim(0), kt.dim(1), kt.dim(3), kt.dim(2)}), g.type(c.v)};
   if (c.mask.valid()) types.push_back(g.type(c.mask));
   Node n;
   n.kind = OpKind::Attention;
-  n.name = g.node(c.pv).name;
-  n.inputs = {c.q, c.kt, c.v};
+  n.name = g.node(c.bshd ? c.out_t : c.pv).name;
+  n.inputs = c.bshd ? std::vector<Value>{c.q_src, c.k_src, c.v_src} : std::vector<Value>{c.q, c.kt, c.v};
   if (c.mask.valid()) n.inputs.push_back(c.mask);
   n.attrs = attrs_of(c);
   std::vector<const Shape*> in;
@@ -232,41 +273,63 @@ Graph fuse_attention(const Graph& g, std::string* report, const BackendClaims* c
       if (!why.empty()) rep << "fuse-attention: not fused: softmax '" << nodes[i].name << "': " << why << "\n";
       continue;
     }
-    // The attention node must infer (the mask's broadcast, q/k head dims) to the tail's type.
-    std::vector<Shape> types;
-    Node node;
-    try {
-      node = attention_node(g, c, types);
-    } catch (const Error& e) {
-      rep << "fuse-attention: not fused: softmax '" << nodes[i].name << "': " << e.what() << "\n";
-      continue;
+    // The attention node must infer (the mask's broadcast, q/k head dims) to the tail's type,
+    // and the backend must claim it. Returns "" when it does, else why not.
+    auto take = [&](Chain& ch) -> std::string {
+      std::vector<Shape> types;
+      Node node;
+      try {
+        node = attention_node(g, ch, types);
+      } catch (const Error& e) {
+        return e.what();
+      }
+      const Shape& tail = nodes[size_t(ch.bshd ? ch.out_t : ch.pv)].outputs[0];
+      if (!(node.outputs[0] == tail))
+        return "attention would give " + node.outputs[0].str() + " where the chain gives " + tail.str();
+      // The precision pass (after this one) runs an f32 attention in `low`: ask about that.
+      if (low != DType::F32 && types[0].dtype() == DType::F32)
+        for (Shape& t : types) t = t.with_dtype(low);
+      std::vector<const Shape*> in;
+      for (const Shape& t : types) in.push_back(&t);
+      if (claims && claims->supports && !claims->supports(node, in))
+        return std::string("the ") + claims->name + " backend does not run attention of " + types[0].str() +
+               (ch.bshd ? " with the heads in place (bshd)" : "");
+      return "";
+    };
+    std::string in_place_why;
+    if (heads_inner_sources(g, uses, c)) {
+      c.bshd = true;
+      in_place_why = take(c);
+      c.bshd = in_place_why.empty();
     }
-    if (!(node.outputs[0] == nodes[size_t(c.pv)].outputs[0])) {
-      rep << "fuse-attention: not fused: softmax '" << nodes[i].name << "': attention would give "
-          << node.outputs[0].str() << " where the chain gives " << nodes[size_t(c.pv)].outputs[0].str() << "\n";
-      continue;
-    }
-    // The precision pass (after this one) runs an f32 attention in `low`: ask about that.
-    if (low != DType::F32 && types[0].dtype() == DType::F32)
-      for (Shape& t : types) t = t.with_dtype(low);
-    std::vector<const Shape*> in;
-    for (const Shape& t : types) in.push_back(&t);
-    if (claims && claims->supports && !claims->supports(node, in)) {
-      rep << "fuse-attention: not fused: softmax '" << nodes[i].name << "': the " << claims->name
-          << " backend does not run attention of " << types[0].str() << "\n";
-      continue;
+    if (!c.bshd) {
+      const std::string why_not = take(c);
+      if (!why_not.empty()) {
+        rep << "fuse-attention: not fused: softmax '" << nodes[i].name << "': " << why_not << "\n";
+        continue;
+      }
+      if (!in_place_why.empty())
+        rep << "fuse-attention: heads not read in place at softmax '" << nodes[i].name << "': " << in_place_why
+            << "\n";
     }
     for (int32_t n : {c.qk, c.scale, c.add, c.softmax, c.kt_transpose})
       if (n >= 0) absorbed[size_t(n)] = 1;
-    chain_at[size_t(c.pv)] = int32_t(chains.size());
+    if (c.bshd) {
+      for (int32_t n : {c.pv, c.q_t, c.v_t})
+        if (n >= 0) absorbed[size_t(n)] = 1;
+      chain_at[size_t(c.out_t)] = int32_t(chains.size());
+    } else {
+      chain_at[size_t(c.pv)] = int32_t(chains.size());
+    }
     chains.push_back(c);
   }
 
   Graph out = rewrite_chains(g, absorbed, chain_at, [&](Rewriter& rw, int32_t ci, int32_t i) {
     const Chain& c = chains[size_t(ci)];
     const std::string name = rw.name_of(i);
-    const Value k = key_of(g, c, rw, sub_name(name, "k"));
-    std::vector<Value> in{rw.map(c.q), k, rw.map(c.v)};
+    std::vector<Value> in;
+    if (c.bshd) in = {rw.map(c.q_src), rw.map(c.k_src), rw.map(c.v_src)};
+    else in = {rw.map(c.q), key_of(g, c, rw, sub_name(name, "k")), rw.map(c.v)};
     if (c.mask.valid()) in.push_back(rw.map(c.mask));
     const Value f = rw.emit1(OpKind::Attention, in, attrs_of(c), name);
     RLX_CHECK(rw.dst().type(f) == nodes[size_t(i)].outputs[0], "attention '", nodes[size_t(i)].name,
@@ -276,8 +339,13 @@ Graph fuse_attention(const Graph& g, std::string* report, const BackendClaims* c
     rep << "matmul '" << g.node(c.qk).name << "'";
     if (c.scale >= 0) rep << ", " << op_name(g.node(c.scale).kind) << " '" << g.node(c.scale).name << "' (scale)";
     if (c.add >= 0) rep << ", add '" << g.node(c.add).name << "' (mask)";
-    rep << ", softmax '" << g.node(c.softmax).name << "', matmul '" << g.node(c.pv).name << "'], scale "
-        << c.scale_value << "\n";
+    rep << ", softmax '" << g.node(c.softmax).name << "', matmul '" << g.node(c.pv).name << "'";
+    if (c.bshd) {
+      rep << ", transpose '" << g.node(c.out_t).name << "'";
+      for (int32_t t : {c.q_t, c.v_t})
+        if (t >= 0) rep << ", transpose '" << g.node(t).name << "'";
+    }
+    rep << "], scale " << c.scale_value << (c.bshd ? ", heads in place (bshd)" : "") << "\n";
     return f;
   });
   if (report) *report += rep.str();

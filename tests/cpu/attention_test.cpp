@@ -24,7 +24,20 @@ struct AttnCase {
   DType t = DType::F32;
   float masked_fraction = 0;       // share of mask entries set to -inf
   float ramp = 0;                  // adds ramp * key index to the mask (later blocks win)
+  bool bshd = false;               // q, k, v and the output [B,S,H,D] (the node's bshd)
 };
+
+// [b, n1, n2, d] -> [b, n2, n1, d]: heads-first <-> heads-inner.
+template <class T>
+std::vector<T> swap_heads(const std::vector<T>& x, int64_t b, int64_t n1, int64_t n2, int64_t d) {
+  std::vector<T> y(x.size());
+  for (int64_t i = 0; i < b; ++i)
+    for (int64_t p = 0; p < n1; ++p)
+      for (int64_t r = 0; r < n2; ++r)
+        for (int64_t t = 0; t < d; ++t)
+          y[size_t(((i * n2 + r) * n1 + p) * d + t)] = x[size_t(((i * n1 + p) * n2 + r) * d + t)];
+  return y;
+}
 
 int64_t numel(const std::vector<int64_t>& d) {
   int64_t n = 1;
@@ -73,12 +86,19 @@ std::vector<double> ref_attention(const AttnCase& c, const std::vector<double>& 
 
 std::vector<uint8_t> run_attention(const AttnCase& c, const std::vector<std::vector<uint8_t>>& in, int threads) {
   Graph g;
-  auto q = g.input("q", Shape({c.b, c.hq, c.sq, c.d}, c.t));
-  auto k = g.input("k", Shape({c.b, c.hkv, c.sk, c.d}, c.t));
-  auto v = g.input("v", Shape({c.b, c.hkv, c.sk, c.dv}, c.t));
-  Value m;
-  if (!c.mask_dims.empty()) m = g.input("m", Shape(c.mask_dims, c.t));
-  auto y = g.attention(q, k, v, m, c.causal, c.scale);
+  auto dims = [&](int64_t h, int64_t s, int64_t d) {
+    return c.bshd ? std::vector<int64_t>{c.b, s, h, d} : std::vector<int64_t>{c.b, h, s, d};
+  };
+  auto q = g.input("q", Shape(dims(c.hq, c.sq, c.d), c.t));
+  auto k = g.input("k", Shape(dims(c.hkv, c.sk, c.d), c.t));
+  auto v = g.input("v", Shape(dims(c.hkv, c.sk, c.dv), c.t));
+  std::vector<Value> ins{q, k, v};
+  if (!c.mask_dims.empty()) ins.push_back(g.input("m", Shape(c.mask_dims, c.t)));
+  AttentionAttrs a;
+  a.causal = c.causal;
+  a.scale = c.scale;
+  a.bshd = c.bshd;
+  auto y = g.add1(OpKind::Attention, ins, a);
   return run_kernel(g, y.node, in, threads)[0];
 }
 
@@ -105,12 +125,20 @@ void check_attention_isa(const AttnCase& c) {
   for (size_t i = 0; i < fm.size(); ++i)
     if (sel[i] < c.masked_fraction) fm[i] = -std::numeric_limits<float>::infinity();
     else if (c.ramp != 0) fm[i] += c.ramp * float(int64_t(i) % c.mask_dims.back());
-  std::vector<std::vector<uint8_t>> in{float_bytes(fq, c.t), float_bytes(fk, c.t), float_bytes(fv, c.t)};
+  // bshd: the same heads-first data laid out [B,S,H,D] going in, the output swapped back.
+  auto layout = [&](const std::vector<float>& x, int64_t h, int64_t s, int64_t d) {
+    return c.bshd ? swap_heads(x, c.b, h, s, d) : x;
+  };
+  std::vector<std::vector<uint8_t>> in{float_bytes(layout(fq, c.hq, c.sq, c.d), c.t),
+                                       float_bytes(layout(fk, c.hkv, c.sk, c.d), c.t),
+                                       float_bytes(layout(fv, c.hkv, c.sk, c.dv), c.t)};
   if (!c.mask_dims.empty()) in.push_back(float_bytes(fm, c.t));
   const auto want = ref_attention(c, rounded(fq, c.t), rounded(fk, c.t), rounded(fv, c.t), rounded(fm, c.t));
   const auto out = run_attention(c, in, 1);
   const double eps = c.t == DType::F16 ? 3e-3 : c.t == DType::BF16 ? 2e-2 : c.t == DType::F64 ? 1e-12 : 2e-5;
-  EXPECT_TRUE(all_close(bytes_to_doubles(out, c.t), want, eps, eps));
+  std::vector<double> got = bytes_to_doubles(out, c.t);
+  if (c.bshd) got = swap_heads(got, c.b, c.sq, c.hq, c.dv);
+  EXPECT_TRUE(all_close(got, want, eps, eps));
   EXPECT_EQ(out, run_attention(c, in, 2)) << "1 and 2 threads differ";
 }
 
@@ -143,6 +171,19 @@ TEST(Attention, BroadcastMasks) {
   // Scores grow with the key index, so every row's running max moves in each key block
   // and the partial output must be rescaled.
   check_attention({1, 2, 2, 9, 700, 8, 8, false, 0, {1, 700}, DType::F32, 0.0f, 0.02f});
+}
+
+// The heads-inner layout (bshd): every operand read and the output written through row
+// strides of H * D; the heads-first cases' bound and thread-count identity.
+TEST(Attention, HeadsInPlace) {
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::F64}) {
+    AttnCase c{2, 4, 2, 9, 20, 16, 8, true, 0, {}, t};
+    c.bshd = true;
+    check_attention(c);
+    c = {2, 3, 3, 70, 300, 24, 40, false, 0.3, {2, 1, 1, 300}, t, 0.2f};  // padding mask, two key blocks
+    c.bshd = true;
+    check_attention(c);
+  }
 }
 
 TEST(Attention, FullyMaskedRowsGiveZeros) {
@@ -194,6 +235,49 @@ TEST(Attention, FusedFromTheExportedChain) {
         {"q", fq}, {"keys", keys}, {"v", fv}, {"m", fm}})[0];
     EXPECT_TRUE(all_close(std::vector<double>(got.begin(), got.end()), want, 2e-5, 2e-5));
   }
+}
+
+// The encoder's whole chain: q, k and v split into heads from [B,S,H,D] projections by
+// transposes, the result merged back by one. Fused, the chain is one attention{bshd} over the
+// projections (its four transposes absorbed) when the output's one reader is the merge, and
+// the heads-first attention (q's and v's transposes kept) when it is not; unfused and fused
+// alike within the f32 bound above of the double reference.
+TEST(Attention, HeadsReadInPlaceFromTheExportedChain) {
+  const AttnCase c{2, 3, 3, 7, 7, 8, 8, false, 1.0 / 3.0, {2, 1, 1, 7}};
+  const auto fq = random_floats(size_t(c.b * c.hq * c.sq * c.d), 21, -2, 2);  // [b, h, s, d]
+  const auto fk = random_floats(size_t(c.b * c.hkv * c.sk * c.d), 22, -2, 2);
+  const auto fv = random_floats(size_t(c.b * c.hkv * c.sk * c.dv), 23);
+  std::vector<float> fm = random_floats(size_t(c.b * c.sk), 24, -3, 1);
+  fm[2] = fm[9] = -10000.0f;  // padding
+  const auto want = ref_attention(c, rounded(fq, DType::F32), rounded(fk, DType::F32), rounded(fv, DType::F32),
+                                  rounded(fm, DType::F32));
+  const std::vector<int64_t> swap{0, 2, 1, 3};
+  for (bool merged : {true, false})
+    for (bool fuse : {false, true}) {
+      SCOPED_TRACE(std::string(fuse ? "fused" : "unfused") + (merged ? ", heads merged" : ", heads-first output"));
+      Graph g("encoder_attention");
+      Value q = g.input("q", Shape({c.b, c.sq, c.hq, c.d}, DType::F32));
+      Value k = g.input("k", Shape({c.b, c.sk, c.hkv, c.d}, DType::F32));
+      Value v = g.input("v", Shape({c.b, c.sk, c.hkv, c.dv}, DType::F32));
+      Value m = g.input("m", Shape({c.b, 1, 1, c.sk}, DType::F32));
+      Value s = g.div(g.matmul(g.transpose(q, swap), g.transpose(k, {0, 2, 3, 1})), g.constant_f32({}, {3.0f}));
+      Value y = g.matmul(g.softmax(g.add(s, m), -1), g.transpose(v, swap));
+      g.set_outputs({merged ? g.transpose(y, swap) : y}, {"y"});
+      CompileOptions o;
+      o.threads = 1;
+      o.fuse_attention = fuse;
+      CompiledGraph net = Session(Device::Cpu, o).compile(std::move(g));
+      const std::string& rep = net.report().fusion;
+      EXPECT_EQ(rep.find("heads in place (bshd)") != std::string::npos, fuse && merged) << rep;
+      EXPECT_EQ(rep.find("= attention of [") != std::string::npos, fuse) << rep;
+      std::vector<float> got = net.run(std::map<std::string, std::vector<float>>{
+          {"q", swap_heads(fq, c.b, c.hq, c.sq, c.d)},
+          {"k", swap_heads(fk, c.b, c.hkv, c.sk, c.d)},
+          {"v", swap_heads(fv, c.b, c.hkv, c.sk, c.dv)},
+          {"m", fm}})[0];
+      if (merged) got = swap_heads(got, c.b, c.sq, c.hq, c.dv);
+      EXPECT_TRUE(all_close(std::vector<double>(got.begin(), got.end()), want, 2e-5, 2e-5));
+    }
 }
 
 TEST(Attention, ScalarIsaMatchesNative) {

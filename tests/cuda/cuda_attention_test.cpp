@@ -32,7 +32,7 @@ namespace {
 
 using cuda_test::randoms;
 
-// The backend claims small attentions only when asked (lower.cpp): these tests ask.
+// The backend claims small heads-first attentions only when asked (lower.cpp): these tests ask.
 struct ForceClaim {
   ForceClaim() { setenv("RLX_CUDA_ATTENTION", "1", 1); }
   ~ForceClaim() { unsetenv("RLX_CUDA_ATTENTION"); }
@@ -44,6 +44,7 @@ struct Case {
   double scale = 0;
   std::vector<int64_t> mask;  // empty: none
   float hidden = 0;           // share of mask entries set to -inf
+  bool bshd = false;          // q, k, v and y [B,S,H,D] (the node's bshd: rows H * D apart)
 };
 
 double bound(const Case& c, Precision p) {
@@ -58,13 +59,20 @@ double bound(const Case& c, Precision p) {
 void check(const Case& c, Precision p) {
   SCOPED_TRACE(::testing::Message() << "B" << c.b << " Hq" << c.hq << " Hkv" << c.hkv << " Sq" << c.sq << " Sk" << c.sk
                                     << " D" << c.d << " Dv" << c.dv << " causal=" << c.causal << " mask "
-                                    << c.mask.size() << "d precision " << int(p));
+                                    << c.mask.size() << "d precision " << int(p) << (c.bshd ? " bshd" : ""));
   Graph g("attention");
-  Value q = g.input("q", Shape({c.b, c.hq, c.sq, c.d}, DType::F32));
-  Value k = g.input("k", Shape({c.b, c.hkv, c.sk, c.d}, DType::F32));
-  Value v = g.input("v", Shape({c.b, c.hkv, c.sk, c.dv}, DType::F32));
-  Value m = c.mask.empty() ? Value() : g.input("m", Shape(c.mask, DType::F32));
-  g.set_outputs({g.attention(q, k, v, m, c.causal, c.scale)}, {"y"});
+  auto dims = [&](int64_t h, int64_t s, int64_t d) {
+    return c.bshd ? std::vector<int64_t>{c.b, s, h, d} : std::vector<int64_t>{c.b, h, s, d};
+  };
+  std::vector<Value> ins{g.input("q", Shape(dims(c.hq, c.sq, c.d), DType::F32)),
+                         g.input("k", Shape(dims(c.hkv, c.sk, c.d), DType::F32)),
+                         g.input("v", Shape(dims(c.hkv, c.sk, c.dv), DType::F32))};
+  if (!c.mask.empty()) ins.push_back(g.input("m", Shape(c.mask, DType::F32)));
+  AttentionAttrs a;
+  a.causal = c.causal;
+  a.scale = c.scale;
+  a.bshd = c.bshd;
+  g.set_outputs({g.add1(OpKind::Attention, ins, a)}, {"y"});
   std::map<std::string, std::vector<float>> in{{"q", randoms(size_t(c.b * c.hq * c.sq * c.d), 1)},
                                                {"k", randoms(size_t(c.b * c.hkv * c.sk * c.d), 2)},
                                                {"v", randoms(size_t(c.b * c.hkv * c.sk * c.dv), 3)}};
@@ -104,6 +112,10 @@ TEST(CudaAttention, MatchesCpuAcrossShapesMasksAndPolicies) {
       {2, 8, 2, 50, 50, 64, 40, false, 0, {50, 50}},           // grouped heads, 2-d mask
       {1, 4, 1, 1, 513, 128, 96},                              // one query
       {1, 2, 2, 8, 40, 8, 8, false, 0, {1, 2, 8, 40}, 0.9f},   // rows hidden entirely
+      // heads in place (bshd): BERT-shaped, partial tiles with grouped heads, odd dims (CUDA cores)
+      {8, 12, 12, 128, 128, 64, 64, false, 0, {8, 1, 1, 128}, 0, true},
+      {1, 8, 2, 70, 200, 32, 48, true, 0, {1, 8, 70, 200}, 0.3f, true},
+      {2, 3, 3, 37, 70, 33, 12, false, 0.3, {}, 0, true},
   };
   for (Precision p : {Precision::F32, Precision::F16, Precision::BF16})
     for (const Case& c : cases) check(c, p);
@@ -159,6 +171,38 @@ TEST(CudaAttention, ClaimedByDefaultFromTheScoresSize) {
     chain.set_outputs({chain.matmul(chain.softmax(chain.matmul(x, chain.transpose(x, {0, 1, 3, 2})), -1), x)}, {"y"});
     const std::string fusion = Session(Device::Cuda, o).compile(chain).report().fusion;
     EXPECT_EQ(fusion.find("= attention of") != std::string::npos, c.claimed) << c.s << " " << int(c.p) << "\n" << fusion;
+  }
+}
+
+TEST(CudaAttention, HeadsInPlaceClaimedAtAnySizeInHalfPrecision) {
+  // The encoder chain (heads split from [B,S,H,D] and merged back) at 128 tokens: one
+  // attention{bshd} under f16 / bf16 (its alternative also transposes q, k, v and y), and no
+  // attention at all in f32 (the CUDA-core kernel loses there to the products).
+  REQUIRE_CUDA();
+  unsetenv("RLX_CUDA_ATTENTION");
+  for (Precision p : {Precision::F16, Precision::BF16, Precision::F32}) {
+    const bool low = p != Precision::F32;
+    Graph g("encoder");
+    Value x = g.input("x", Shape({2, 128, 4, 64}, DType::F32));
+    const std::vector<int64_t> swap{0, 2, 1, 3};
+    Value h = g.transpose(x, swap);
+    Value s = g.matmul(h, g.transpose(x, {0, 2, 3, 1}));
+    g.set_outputs({g.transpose(g.matmul(g.softmax(s, -1), g.transpose(x, swap)), swap)}, {"y"});
+    CompileOptions o;
+    o.precision = p;
+    CompiledGraph gpu = Session(Device::Cuda, o).compile(g);
+    const std::string& fusion = gpu.report().fusion;
+    EXPECT_EQ(fusion.find("heads in place (bshd)") != std::string::npos, low) << int(p) << "\n" << fusion;
+    EXPECT_EQ(gpu.report().dispatch.find("attention: native 1\n") != std::string::npos, low) << gpu.report().dispatch;
+    if (!low) continue;
+    const std::map<std::string, std::vector<float>> in{{"x", randoms(2 * 128 * 4 * 64, 11)}};
+    const auto got = gpu.run(in)[0], want = Session(Device::Cpu, o).compile(g).run(in)[0];
+    ASSERT_EQ(got.size(), want.size());
+    const double tol = bound({2, 4, 4, 128, 128, 64, 64, false, 1.0}, p);
+    int bad = 0;
+    for (size_t i = 0; i < got.size(); ++i)
+      if (!(std::fabs(double(got[i]) - want[i]) <= tol) && bad++ < 5)
+        ADD_FAILURE() << "y[" << i << "]: cuda " << got[i] << ", cpu " << want[i] << ", bound " << tol;
   }
 }
 

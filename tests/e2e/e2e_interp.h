@@ -232,7 +232,15 @@ inline std::vector<T> interpret(const Graph& g, const Feeds& inputs, const Feeds
         break;
       case OpKind::Attention: {
         const auto& aa = n.attr<AttentionAttrs>();
-        out.push_back(ref::attention(in(0), in(1), in(2), has(3) ? &in(3) : nullptr, aa.causal, aa.scale));
+        if (!aa.bshd) {
+          out.push_back(ref::attention(in(0), in(1), in(2), has(3) ? &in(3) : nullptr, aa.causal, aa.scale));
+          break;
+        }
+        const std::vector<int64_t> swap{0, 2, 1, 3};  // [B,S,H,D] <-> [B,H,S,D]
+        out.push_back(ref::transpose(ref::attention(ref::transpose(in(0), swap), ref::transpose(in(1), swap),
+                                                    ref::transpose(in(2), swap), has(3) ? &in(3) : nullptr, aa.causal,
+                                                    aa.scale),
+                                     swap));
         break;
       }
       case OpKind::Rotary: out.push_back(ref::rotary(in(0), in(1), in(2), n.attr<RotaryAttrs>().interleaved)); break;

@@ -194,5 +194,90 @@ TEST(FuseAttention, ClaimsAreAskedAboutTheTypeThePrecisionPassWillGive) {
   EXPECT_EQ(out.type(Value{3, 0}).dtype(), DType::F32);  // the precision pass lowers it later
 }
 
+// The encoder's chain with its heads split from [B,S,H,D] projections and merged back: q and
+// v transposes [0,2,1,3], keys [0,2,3,1], the output's one reader [0,2,1,3].
+const std::string kEncoderChain = R"(
+graph main {
+  %0 = input "q" : f32[1,4,2,8]
+  %1 = input "k" : f32[1,4,2,8]
+  %2 = input "v" : f32[1,4,2,8]
+  %3 = input "mask" : f32[1,1,1,4]
+  %4 = constant {value=)" + hex_f32({4}) + R"(} : f32[]
+  %5 = transpose(%0) {perm=[0, 2, 1, 3]} name="qh" : f32[1,2,4,8]
+  %6 = transpose(%1) {perm=[0, 2, 3, 1]} name="kt" : f32[1,2,8,4]
+  %7 = transpose(%2) {perm=[0, 2, 1, 3]} name="vh" : f32[1,2,4,8]
+  %8 = matmul(%5, %6) name="qk" : f32[1,2,4,4]
+  %9 = div(%8, %4) name="scaled" : f32[1,2,4,4]
+  %10 = add(%9, %3) name="masked" : f32[1,2,4,4]
+  %11 = softmax(%10) {axis=-1} name="p" : f32[1,2,4,4]
+  %12 = matmul(%11, %7) name="ctx" : f32[1,2,4,8]
+  %13 = transpose(%12) {perm=[0, 2, 1, 3]} name="merged" : f32[1,4,2,8]
+  outputs(%13)
+}
+)";
+
+TEST(FuseAttention, HeadsReadInPlaceWhenTheBackendClaimsIt) {
+  Graph g = parse(kEncoderChain);
+  std::string report;
+  expect_graph(fuse_attention(g, &report), R"(
+graph main {
+  %0 = input "q" : f32[1,4,2,8]
+  %1 = input "k" : f32[1,4,2,8]
+  %2 = input "v" : f32[1,4,2,8]
+  %3 = input "mask" : f32[1,1,1,4]
+  %4 = constant {value=)" + hex_f32({4}) + R"(} : f32[]
+  %5 = attention(%0, %1, %2, %3) {scale=0.25, bshd=true} name="merged" : f32[1,4,2,8]
+  outputs(%5)
+}
+)");
+  EXPECT_EQ(report,
+            "fuse-attention: node 'merged' = attention of [transpose 'kt', matmul 'qk', div 'scaled' (scale), "
+            "add 'masked' (mask), softmax 'p', matmul 'ctx', transpose 'merged', transpose 'qh', transpose 'vh'], "
+            "scale 0.25, heads in place (bshd)\n");
+  // A backend without the heads-inner form gets the heads-first node, and the report says why.
+  BackendClaims first_only{"test", [](const Node& n, const std::vector<const Shape*>&) {
+                             return n.kind != OpKind::Attention || !n.attr<AttentionAttrs>().bshd;
+                           }};
+  report.clear();
+  expect_graph(fuse_attention(g, &report, &first_only), R"(
+graph main {
+  %0 = input "q" : f32[1,4,2,8]
+  %1 = input "k" : f32[1,4,2,8]
+  %2 = input "v" : f32[1,4,2,8]
+  %3 = input "mask" : f32[1,1,1,4]
+  %4 = constant {value=)" + hex_f32({4}) + R"(} : f32[]
+  %5 = transpose(%0) {perm=[0, 2, 1, 3]} name="qh" : f32[1,2,4,8]
+  %6 = transpose(%2) {perm=[0, 2, 1, 3]} name="vh" : f32[1,2,4,8]
+  %7 = transpose(%1) {perm=[0, 2, 1, 3]} name="ctx/k" : f32[1,2,4,8]
+  %8 = attention(%5, %7, %6, %3) {scale=0.25} name="ctx" : f32[1,2,4,8]
+  %9 = transpose(%8) {perm=[0, 2, 1, 3]} name="merged" : f32[1,4,2,8]
+  outputs(%9)
+}
+)");
+  EXPECT_EQ(report,
+            "fuse-attention: heads not read in place at softmax 'p': the test backend does not run attention of "
+            "f32[1,4,2,8] with the heads in place (bshd)\n"
+            "fuse-attention: node 'ctx' = attention of [transpose 'kt', matmul 'qk', div 'scaled' (scale), "
+            "add 'masked' (mask), softmax 'p', matmul 'ctx'], scale 0.25\n");
+}
+
+TEST(FuseAttention, HeadsStaySplitWhenTheMergeHasCompany) {
+  // The heads-first output has a second reader: the heads-first node, transposes kept.
+  std::string text = kEncoderChain;
+  const std::string out = "  outputs(%13)";
+  text.replace(text.find(out), out.size(), "  %14 = relu(%12) name=\"other\" : f32[1,2,4,8]\n  outputs(%13, %14)");
+  Graph g = parse(text);
+  std::string report;
+  const Graph fused = fuse_attention(g, &report);
+  EXPECT_EQ(report.find("bshd"), std::string::npos) << report;
+  int transposes = 0, attentions = 0;
+  for (const Node& n : fused.nodes()) {
+    transposes += n.kind == OpKind::Transpose;
+    attentions += n.kind == OpKind::Attention && !n.attr<AttentionAttrs>().bshd;
+  }
+  EXPECT_EQ(attentions, 1);
+  EXPECT_EQ(transposes, 4);  // q, v, k (composed) and the merge
+}
+
 }  // namespace
 }  // namespace rlx::opt::test

@@ -53,12 +53,12 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
   const int64_t hk = h / (a.hq / a.hkv);
   const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
   const int64_t row0 = qb * kAttnBlockRows;
-  const T* qb_ptr = q + ((b * a.hq + h) * a.sq) * a.d;
-  const T* kb_ptr = k + ((b * a.hkv + hk) * a.sk) * a.d;
-  const T* vb_ptr = v + ((b * a.hkv + hk) * a.sk) * a.dv;
+  const T* qb_ptr = q + b * a.qst[0] + h * a.qst[1];
+  const T* kb_ptr = k + b * a.kst[0] + hk * a.kst[1];
+  const T* vb_ptr = v + b * a.vst[0] + hk * a.vst[1];
   for (int e = threadIdx.x; e < kAttnBlockRows * d; e += blockDim.x) {
     const int64_t i = row0 + e / d;
-    qs[e] = i < a.sq ? dev::ldf(qb_ptr[i * a.d + e % d]) * a.scale : 0.0f;
+    qs[e] = i < a.sq ? dev::ldf(qb_ptr[i * a.qst[2] + e % d]) * a.scale : 0.0f;
   }
   // Keys the block's last row may see (causal: query i sees keys j <= i + sk - sq).
   const int64_t last = imin(row0 + kAttnBlockRows, a.sq) - 1;
@@ -76,11 +76,11 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
     const int n = int(imin(kAttnKeys, kend - j0));
     for (int e = threadIdx.x; e < kAttnKeys * d; e += blockDim.x) {
       const int j = e / d, c = e % d;
-      ks[j * kst + c] = j < n ? dev::ldf(kb_ptr[(j0 + j) * a.d + c]) : 0.0f;
+      ks[j * kst + c] = j < n ? dev::ldf(kb_ptr[(j0 + j) * a.kst[2] + c]) : 0.0f;
     }
     for (int e = threadIdx.x; e < kAttnKeys * dv; e += blockDim.x) {
       const int j = e / dv;
-      vs[e] = j < n ? dev::ldf(vb_ptr[(j0 + j) * a.dv + e % dv]) : 0.0f;
+      vs[e] = j < n ? dev::ldf(vb_ptr[(j0 + j) * a.vst[2] + e % dv]) : 0.0f;
     }
     __syncthreads();
     float s[kAttnRows];
@@ -134,7 +134,7 @@ __global__ void __launch_bounds__(kAttnWarps * 32)
     const int64_t i = row0 + warp * kAttnRows + r;
     if (i >= a.sq) continue;
     const float inv = l[r] > 0 ? 1.0f / l[r] : 0.0f;
-    T* o = out + ((b * a.hq + h) * a.sq + i) * a.dv;
+    T* o = out + b * a.ost[0] + h * a.ost[1] + i * a.ost[2];
 #pragma unroll
     for (int c = 0; c < NC; ++c) {
       const int e = lane + 32 * c;
@@ -164,15 +164,15 @@ struct TcLayout {
 };
 constexpr size_t kTcSmemMax = TcLayout(kAttentionMaxDim, kAttentionMaxDim).bytes;
 
-// Copies rows [r0, r0 + count) of a [rows, w] matrix into shared memory with row stride ld,
-// 16 bytes at a time (w % 8 == 0); rows past `live` are zeros.
+// Copies `count` rows of w elements (w % 8 == 0), src rows `sld` elements apart, into shared
+// memory with row stride ld, 16 bytes at a time; rows past `live` are zeros.
 template <class T>
-__device__ inline void tile_load(T* dst, int ld, const T* src, int64_t w, int count, int live) {
+__device__ inline void tile_load(T* dst, int ld, const T* src, int64_t sld, int64_t w, int count, int live) {
   const int vecs = int(w / 8);
   for (int e = threadIdx.x; e < count * vecs; e += blockDim.x) {
     const int r = e / vecs, c = (e - r * vecs) * 8;
     uint4 x = make_uint4(0, 0, 0, 0);
-    if (r < live) x = *reinterpret_cast<const uint4*>(src + int64_t(r) * w + c);
+    if (r < live) x = *reinterpret_cast<const uint4*>(src + int64_t(r) * sld + c);
     *reinterpret_cast<uint4*>(dst + r * ld + c) = x;
   }
 }
@@ -197,9 +197,10 @@ __global__ void __launch_bounds__(kTcWarps * 32)
   const int64_t qb = blockIdx.x % qblocks, h = (blockIdx.x / qblocks) % a.hq, b = blockIdx.x / (qblocks * a.hq);
   const int64_t hk = h / (a.hq / a.hkv);
   const int64_t row0 = qb * kTcRows;
-  tile_load(qs, ldk, q + ((b * a.hq + h) * a.sq + row0) * a.d, a.d, kTcRows, int(imin(kTcRows, a.sq - row0)));
-  const T* kb_ptr = k + ((b * a.hkv + hk) * a.sk) * a.d;
-  const T* vb_ptr = v + ((b * a.hkv + hk) * a.sk) * a.dv;
+  tile_load(qs, ldk, q + b * a.qst[0] + h * a.qst[1] + row0 * a.qst[2], a.qst[2], a.d, kTcRows,
+            int(imin(kTcRows, a.sq - row0)));
+  const T* kb_ptr = k + b * a.kst[0] + hk * a.kst[1];
+  const T* vb_ptr = v + b * a.vst[0] + hk * a.vst[1];
   // This lane's row of the warp's 16 and its half of the columns.
   const int r = lane >> 1, hf = lane & 1;
   const int64_t i = row0 + warp * 16 + r;
@@ -212,8 +213,8 @@ __global__ void __launch_bounds__(kTcWarps * 32)
   for (int64_t j0 = 0; j0 < kend; j0 += kTcKeys) {
     __syncthreads();  // the previous tile is no longer read
     const int n = int(imin(kTcKeys, kend - j0));
-    tile_load(ks, ldk, kb_ptr + j0 * a.d, a.d, kTcKeys, n);
-    tile_load(vs, ldv, vb_ptr + j0 * a.dv, a.dv, kTcKeys, n);
+    tile_load(ks, ldk, kb_ptr + j0 * a.kst[2], a.kst[2], a.d, kTcKeys, n);
+    tile_load(vs, ldv, vb_ptr + j0 * a.vst[2], a.vst[2], a.dv, kTcKeys, n);
     __syncthreads();
     // S = Q K^T for the warp's 16 rows.
     for (int nb = 0; nb < kTcKeys / 16; ++nb) {
@@ -274,7 +275,7 @@ __global__ void __launch_bounds__(kTcWarps * 32)
   }
   if (i < a.sq) {
     const float inv = l > 0 ? 1.0f / l : 0.0f;
-    T* o = out + ((b * a.hq + h) * a.sq + i) * a.dv + hf * half_dv;
+    T* o = out + b * a.ost[0] + h * a.ost[1] + i * a.ost[2] + hf * half_dv;
     for (int c = 0; c < half_dv; ++c) o[c] = dev::stf<T>(os[r * ldo + hf * half_dv + c] * inv);
   }
 }
@@ -285,7 +286,11 @@ template <class T>
 cudaError_t attention_typed(const AttentionArgs& a, const void* q, const void* k, const void* v, const void* mask,
                             void* out, cudaStream_t s) {
   if constexpr (!std::is_same_v<T, float>) {
-    if (a.d % 16 == 0 && a.dv % 16 == 0 && aligned16(q) && aligned16(k) && aligned16(v) && aligned16(out)) {
+    // Every row start on 16 bytes: the bases, and the strides in whole 8-element vectors.
+    bool rows16 = true;
+    for (const int64_t* st : {a.qst, a.kst, a.vst, a.ost})
+      for (int i = 0; i < 3; ++i) rows16 = rows16 && st[i] % 8 == 0;
+    if (a.d % 16 == 0 && a.dv % 16 == 0 && rows16 && aligned16(q) && aligned16(k) && aligned16(v) && aligned16(out)) {
       const int64_t tblocks = a.b * a.hq * ((a.sq + kTcRows - 1) / kTcRows);
       if (tblocks == 0) return cudaSuccess;
       return dev::launch(attention_tc_kernel<T>, dim3(unsigned(tblocks)), dim3(kTcWarps * 32), TcLayout(a.d, a.dv).bytes, s, a,

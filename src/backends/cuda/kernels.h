@@ -204,6 +204,20 @@ constexpr int64_t kAttentionMinScoresLow = 512 * 512, kAttentionMinScoresF32 = 2
 struct AttentionArgs {
   int64_t b = 0, hq = 0, hkv = 0, sq = 0, sk = 0, d = 0, dv = 0;
   int64_t mst[4] = {0, 0, 0, 0};
+  // Element strides over (batch, head, position) of q, k, v and out (a row's D elements
+  // contiguous): heads-first {H*S*D, S*D, D}, bshd {S*H*D, D, H*D}. set_strides fills them.
+  int64_t qst[3] = {0, 0, 0}, kst[3] = {0, 0, 0}, vst[3] = {0, 0, 0}, ost[3] = {0, 0, 0};
+  void set_strides(bool bshd) {
+    auto put = [bshd](int64_t* st, int64_t h, int64_t s, int64_t d) {
+      st[0] = h * s * d;
+      st[1] = bshd ? d : s * d;
+      st[2] = bshd ? h * d : d;
+    };
+    put(qst, hq, sq, d);
+    put(kst, hkv, sk, d);
+    put(vst, hkv, sk, dv);
+    put(ost, hq, sq, dv);
+  }
   float scale = 1;
   bool causal = false;
 };

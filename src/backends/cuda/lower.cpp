@@ -246,9 +246,14 @@ bool supports(const Node& n, const std::vector<const Shape*>& in) {
       // softmax kernel are faster; above it they also write Sq x Sk scores per head to memory).
       const char* e = std::getenv("RLX_CUDA_ATTENTION");
       if (e && std::string(e) == "0") return false;
-      const auto qd = in[0]->static_dims(), kd = in[1]->static_dims();
+      const auto qd = in[0]->static_dims(), kd = in[1]->static_dims(), vd = in[2]->static_dims();
+      const bool bshd = n.attr<AttentionAttrs>().bshd;
+      const int sax = bshd ? 1 : 2;
+      // Over [B,S,H,D] operands in half precision the tensor-core kernel is claimed at any
+      // size: there the alternative also transposes q, k, v and the output (four copies).
+      const bool tc_bshd = bshd && t != DType::F32 && qd[3] % 16 == 0 && vd[3] % 16 == 0;
       const int64_t from = t == DType::F32 ? kAttentionMinScoresF32 : kAttentionMinScoresLow;
-      if (!(e && std::string(e) == "1") && qd[2] * kd[2] < from) return false;
+      if (!(e && std::string(e) == "1") && !tc_bshd && qd[size_t(sax)] * kd[size_t(sax)] < from) return false;
       for (size_t i = 1; i < in.size(); ++i)
         if (in[i] && in[i]->dtype() != t) return false;
       if (in.size() > 3 && in[3] && in[3]->rank() > 4) return false;

@@ -459,11 +459,14 @@ Launch lower_compute(const Node& n, const std::vector<const Shape*>& in, const s
       };
     }
     case OpKind::Attention: {
-      const auto qd = in[0]->static_dims(), kd = in[1]->static_dims(), vd = in[2]->static_dims();
+      auto qd = in[0]->static_dims(), kd = in[1]->static_dims(), vd = in[2]->static_dims();
       const auto& at = n.attr<AttentionAttrs>();
+      if (at.bshd)  // [B,S,H,D] operands: the dims heads-first, the layout in the strides
+        for (auto* d : {&qd, &kd, &vd}) std::swap((*d)[1], (*d)[2]);
       AttentionArgs a;
       a.b = qd[0], a.hq = qd[1], a.sq = qd[2], a.d = qd[3];
       a.hkv = kd[1], a.sk = kd[2], a.dv = vd[3];
+      a.set_strides(at.bshd);
       a.scale = float(at.scale != 0 ? at.scale : 1.0 / std::sqrt(double(std::max<int64_t>(a.d, 1))));
       a.causal = at.causal;
       const bool masked = in.size() > 3 && in[3];

@@ -8,7 +8,13 @@ namespace rlx::ir {
 
 using namespace detail;
 
+namespace {
+// [B,S,H,D] <-> [B,H,S,D]: the same swap both ways.
+std::vector<Dim> swap_heads(const std::vector<Dim>& d) { return {d[0], d[2], d[1], d[3]}; }
+}  // namespace
+
 // attention(q[B,Hq,Sq,D], k[B,Hkv,Sk,D], v[B,Hkv,Sk,Dv], mask?) -> [B,Hq,Sq,Dv]
+// (bshd: every one of the four [B,S,H,D]; checked in the heads-first order below)
 std::vector<Shape> infer_attention(const InferCtx& ctx) {
   const Shape& q = ctx.input(0);
   const Shape& k = ctx.input(1);
@@ -21,9 +27,9 @@ std::vector<Shape> infer_attention(const InferCtx& ctx) {
   require_same_dtype(ctx, k, "k (input 1)", q, "q (input 0)");
   require_same_dtype(ctx, v, "v (input 2)", q, "q (input 0)");
   if (!std::isfinite(a.scale)) ctx.error("scale must be finite, got ", a.scale);
-  const auto& qd = q.dims();
-  const auto& kd = k.dims();
-  const auto& vd = v.dims();
+  const std::vector<Dim> qd = a.bshd ? swap_heads(q.dims()) : q.dims();
+  const std::vector<Dim> kd = a.bshd ? swap_heads(k.dims()) : k.dims();
+  const std::vector<Dim> vd = a.bshd ? swap_heads(v.dims()) : v.dims();
   require_same_dim(ctx, kd[0], "k batch", qd[0], "q batch");
   require_same_dim(ctx, vd[0], "v batch", qd[0], "q batch");
   require_same_dim(ctx, vd[1], "v heads", kd[1], "k heads");
@@ -46,6 +52,7 @@ std::vector<Shape> infer_attention(const InferCtx& ctx) {
     if (!broadcasts_to(m.dims(), scores))
       ctx.error("mask ", m.str(), " does not broadcast to the scores ", dims_str(scores));
   }
+  if (a.bshd) return {q.with_dims({qd[0], sq, hq, vd[3]})};
   return {q.with_dims({qd[0], hq, sq, vd[3]})};
 }
 

@@ -1,6 +1,7 @@
 // attention (streaming softmax, flash-style) and rotary position embedding.
 //
-// attention(q[B,Hq,Sq,D], k[B,Hkv,Sk,D], v[B,Hkv,Sk,Dv], mask?) -> [B,Hq,Sq,Dv]:
+// attention(q[B,Hq,Sq,D], k[B,Hkv,Sk,D], v[B,Hkv,Sk,Dv], mask?) -> [B,Hq,Sq,Dv] (bshd: all
+// four [B,S,H,D], read and written through row strides, so no transposes around the node):
 // query head h reads key/value head h / (Hq/Hkv); the additive mask broadcasts to
 // [B,Hq,Sq,Sk]; causal lets query i see keys j <= i + (Sk - Sq); scale 0 means
 // 1/sqrt(D). A query row that can see no key (or whose every score is -inf) yields
@@ -33,6 +34,9 @@ struct AttnCfg {
   bool causal = false;
   bool has_mask = false;
   int n_in = 3;  // node inputs (the output pointer follows them)
+  // Element strides over (batch, head, position) of q, k, v and the output; a row's D (Dv)
+  // elements are contiguous. Heads-first [B,H,S,D]: {H*S*D, S*D, D}; bshd: {S*H*D, D, H*D}.
+  int64_t q_st[3] = {0, 0, 0}, k_st[3] = {0, 0, 0}, v_st[3] = {0, 0, 0}, o_st[3] = {0, 0, 0};
   int64_t mask_st[4] = {0, 0, 0, 0};  // element strides over [B, Hq, Sq, Sk]; 0 broadcasts
   int64_t bq = 64, bk = 256;           // query / key block sizes
   const IsaKernels* kernels = nullptr;
@@ -68,9 +72,10 @@ void attend_block(const AttnCfg& c, const PackedKv& kv, const void* q, const voi
   const size_t esz = dtype_size(c.type);
   const int64_t rows = std::min(c.bq, c.sq - i0);
   const int64_t hk = h / (c.hq / c.hkv);
-  const uint8_t* qb = static_cast<const uint8_t*>(q) + ((bi * c.hq + h) * c.sq + i0) * c.d * esz;
-  const uint8_t* kb = static_cast<const uint8_t*>(k) + (bi * c.hkv + hk) * c.sk * c.d * esz;
-  const uint8_t* vb = static_cast<const uint8_t*>(v) + (bi * c.hkv + hk) * c.sk * c.dv * esz;
+  const int64_t ldq = c.q_st[2], ldk = c.k_st[2], ldv = c.v_st[2], ldo = c.o_st[2];
+  const uint8_t* qb = static_cast<const uint8_t*>(q) + (bi * c.q_st[0] + h * c.q_st[1] + i0 * ldq) * esz;
+  const uint8_t* kb = static_cast<const uint8_t*>(k) + (bi * c.k_st[0] + hk * c.k_st[1]) * esz;
+  const uint8_t* vb = static_cast<const uint8_t*>(v) + (bi * c.v_st[0] + hk * c.v_st[1]) * esz;
   Scratch& sc = tl_attn;
   sc.s.resize(size_t(c.bq * c.bk));
   sc.o.assign(size_t(rows * c.dv), 0.0f);
@@ -80,7 +85,7 @@ void attend_block(const AttnCfg& c, const PackedKv& kv, const void* q, const voi
   float* O = sc.o.data();
   if (kv.data) {  // Q is reused by every key block: pack it once
     sc.q.resize(size_t(packed_a_floats(K, rows, c.d)));
-    pack_a_full(K, {qb, c.type, c.d, 1}, rows, c.d, sc.q.data());
+    pack_a_full(K, {qb, c.type, ldq, 1}, rows, c.d, sc.q.data());
   }
   const int64_t kend = key_end(c, i0 + rows - 1);  // the block's last row sees the most keys
   for (int64_t j0 = 0; j0 < kend; j0 += c.bk) {
@@ -91,8 +96,8 @@ void attend_block(const AttnCfg& c, const PackedKv& kv, const void* q, const voi
     qk.m = rows;
     qk.n = cols;
     qk.k = c.d;
-    qk.a = {qb, c.type, c.d, 1};
-    qk.b = {kb + j0 * c.d * esz, c.type, 1, c.d};  // Kᵀ as a strided view
+    qk.a = {qb, c.type, ldq, 1};
+    qk.b = {kb + j0 * ldk * esz, c.type, 1, ldk};  // Kᵀ as a strided view
     qk.c = S;
     qk.ldc = c.bk;
     if (kv.data) {
@@ -131,23 +136,23 @@ void attend_block(const AttnCfg& c, const PackedKv& kv, const void* q, const voi
     pv.n = c.dv;
     pv.k = cols;
     pv.a = {S, DType::F32, c.bk, 1};
-    pv.b = {vb + j0 * c.dv * esz, c.type, c.dv, 1};
+    pv.b = {vb + j0 * ldv * esz, c.type, ldv, 1};
     pv.c = O;
     pv.ldc = c.dv;
     pv.accumulate = true;
     if (kv.data) pv.b_packed = kv.v(c, bi, hk, j0 / c.bk);
     sgemm(pv, nullptr, K);
   }
-  uint8_t* ob = static_cast<uint8_t*>(out) + ((bi * c.hq + h) * c.sq + i0) * c.dv * esz;
+  uint8_t* ob = static_cast<uint8_t*>(out) + (bi * c.o_st[0] + h * c.o_st[1] + i0 * ldo) * esz;
   for (int64_t r = 0; r < rows; ++r) {
     const float l = sc.l[size_t(r)];
     const float inv = l > 0 ? 1.0f / l : 0.0f;
     float* orow = O + r * c.dv;
     if (c.type == DType::F32) {
-      float* dst = reinterpret_cast<float*>(ob) + r * c.dv;
+      float* dst = reinterpret_cast<float*>(ob) + r * ldo;
       for (int64_t j = 0; j < c.dv; ++j) dst[j] = orow[j] * inv;
     } else {
-      for (int64_t j = 0; j < c.dv; ++j) store_from_f32(ob, c.type, r * c.dv + j, orow[j] * inv);
+      for (int64_t j = 0; j < c.dv; ++j) store_from_f32(ob, c.type, r * ldo + j, orow[j] * inv);
     }
   }
 }
@@ -156,17 +161,17 @@ void attend_block(const AttnCfg& c, const PackedKv& kv, const void* q, const voi
 void attend_head_f64(const AttnCfg& c, const double* q, const double* k, const double* v, const double* mask,
                      double* out, int64_t bi, int64_t h) {
   const int64_t hk = h / (c.hq / c.hkv);
-  const double* kb = k + (bi * c.hkv + hk) * c.sk * c.d;
-  const double* vb = v + (bi * c.hkv + hk) * c.sk * c.dv;
+  const double* kb = k + bi * c.k_st[0] + hk * c.k_st[1];
+  const double* vb = v + bi * c.v_st[0] + hk * c.v_st[1];
   std::vector<double> s(size_t(c.sk));
   for (int64_t i = 0; i < c.sq; ++i) {
-    const double* qi = q + ((bi * c.hq + h) * c.sq + i) * c.d;
-    double* oi = out + ((bi * c.hq + h) * c.sq + i) * c.dv;
+    const double* qi = q + bi * c.q_st[0] + h * c.q_st[1] + i * c.q_st[2];
+    double* oi = out + bi * c.o_st[0] + h * c.o_st[1] + i * c.o_st[2];
     const int64_t n = key_end(c, i);
     double mx = -INFINITY;
     for (int64_t j = 0; j < n; ++j) {
       double dot = 0;
-      for (int64_t t = 0; t < c.d; ++t) dot += qi[t] * kb[j * c.d + t];
+      for (int64_t t = 0; t < c.d; ++t) dot += qi[t] * kb[j * c.k_st[2] + t];
       dot *= c.scale_f64;
       if (c.has_mask) dot += mask[bi * c.mask_st[0] + h * c.mask_st[1] + i * c.mask_st[2] + j * c.mask_st[3]];
       s[size_t(j)] = dot;
@@ -178,7 +183,7 @@ void attend_head_f64(const AttnCfg& c, const double* q, const double* k, const d
     for (int64_t j = 0; j < n; ++j) sum += (s[size_t(j)] = std::exp(s[size_t(j)] - mx));
     for (int64_t j = 0; j < n; ++j) {
       const double p = s[size_t(j)] / sum;
-      for (int64_t t = 0; t < c.dv; ++t) oi[t] += p * vb[j * c.dv + t];
+      for (int64_t t = 0; t < c.dv; ++t) oi[t] += p * vb[j * c.v_st[2] + t];
     }
   }
 }
@@ -217,11 +222,12 @@ void run_attention(const RunCtx& ctx, const void* vcfg, void* const* bufs) {
     auto pack = [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t kb = t % kv.blocks, bh = t / kv.blocks, j0 = kb * c.bk, cols = std::min(c.bk, c.sk - j0);
-        const uint8_t* kp = static_cast<const uint8_t*>(k) + (bh * c.sk + j0) * c.d * esz;
-        const uint8_t* vp = static_cast<const uint8_t*>(v) + (bh * c.sk + j0) * c.dv * esz;
+        const int64_t bi = bh / c.hkv, hk = bh % c.hkv;
+        const uint8_t* kp = static_cast<const uint8_t*>(k) + (bi * c.k_st[0] + hk * c.k_st[1] + j0 * c.k_st[2]) * esz;
+        const uint8_t* vp = static_cast<const uint8_t*>(v) + (bi * c.v_st[0] + hk * c.v_st[1] + j0 * c.v_st[2]) * esz;
         float* dst = base + t * kv.per_block;
-        pack_b_full(K, {kp, c.type, 1, c.d}, c.d, cols, dst);
-        pack_b_full(K, {vp, c.type, c.dv, 1}, cols, c.dv, dst + kv.kt_floats);
+        pack_b_full(K, {kp, c.type, 1, c.k_st[2]}, c.d, cols, dst);
+        pack_b_full(K, {vp, c.type, c.v_st[2], 1}, cols, c.dv, dst + kv.kt_floats);
       }
     };
     if (pool) pool->parallel_for(c.b * c.hkv * kv.blocks, 1, pack);
@@ -251,13 +257,26 @@ bool supports_attention(const Node& node, const std::vector<const Shape*>& in) {
 
 KernelCall build_attention(const Node& node, const std::vector<const Shape*>& in, const std::vector<Shape>& out) {
   const auto& a = node.attr<AttentionAttrs>();
-  const std::vector<int64_t> qd = in[0]->static_dims(), kd = in[1]->static_dims(), vd = in[2]->static_dims();
-  if (qd.size() != 4 || kd.size() != 4 || vd.size() != 4 || kd[1] == 0 || qd[1] % kd[1] != 0)
+  std::vector<int64_t> qd = in[0]->static_dims(), kd = in[1]->static_dims(), vd = in[2]->static_dims();
+  if (qd.size() != 4 || kd.size() != 4 || vd.size() != 4)
+    fail(ErrorCategory::Shape, "node '", node.name, "' (attention): malformed operand shapes");
+  if (a.bshd)  // the same computation over [B,S,H,D] operands: take the dims heads-first
+    for (auto* d : {&qd, &kd, &vd}) std::swap((*d)[1], (*d)[2]);
+  if (kd[1] == 0 || qd[1] % kd[1] != 0)
     fail(ErrorCategory::Shape, "node '", node.name, "' (attention): malformed operand shapes");
   AttnCfg c;
   c.type = in[0]->dtype();
   c.b = qd[0], c.hq = qd[1], c.sq = qd[2], c.d = qd[3];
   c.hkv = kd[1], c.sk = kd[2], c.dv = vd[3];
+  auto strides = [&](int64_t* st, int64_t h, int64_t s, int64_t d) {
+    st[0] = h * s * d;
+    st[1] = a.bshd ? d : s * d;
+    st[2] = a.bshd ? h * d : d;
+  };
+  strides(c.q_st, c.hq, c.sq, c.d);
+  strides(c.k_st, c.hkv, c.sk, c.d);
+  strides(c.v_st, c.hkv, c.sk, c.dv);
+  strides(c.o_st, c.hq, c.sq, c.dv);
   c.scale_f64 = a.scale != 0 ? a.scale : 1.0 / std::sqrt(double(std::max<int64_t>(c.d, 1)));
   c.scale = float(c.scale_f64);
   c.causal = a.causal;
