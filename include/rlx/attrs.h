@@ -164,8 +164,11 @@ struct TileAttrs {
 struct ConvAttrs {  // pads = [top, left, bottom, right]
   std::vector<int64_t> strides{1, 1}, pads{0, 0, 0, 0}, dilations{1, 1};
   int64_t group = 1;
+  // Channels last: x [N,H,W,C], w [M,kH,kW,C/group], y [N,Ho,Wo,M] (conv2d and fused_conv2d;
+  // the channels-last pass writes it where the backend claims it) instead of NCHW / MCkHkW.
+  bool nhwc = false;
   template <class V> void visit(V& v) {
-    v("strides", strides); v("pads", pads); v("dilations", dilations); v("group", group);
+    v("strides", strides); v("pads", pads); v("dilations", dilations); v("group", group); v("nhwc", nhwc);
   }
 };
 struct FusedConvAttrs {  // act(conv2d(x, w, bias) + residual)
@@ -173,18 +176,20 @@ struct FusedConvAttrs {  // act(conv2d(x, w, bias) + residual)
   int64_t group = 1;
   Activation activation = Activation::None;
   double alpha = 0;  // leaky_relu slope
-  ConvAttrs conv() const { return ConvAttrs{strides, pads, dilations, group}; }
+  bool nhwc = false;  // as ConvAttrs::nhwc; the residual is then [N,Ho,Wo,M] too
+  ConvAttrs conv() const { return ConvAttrs{strides, pads, dilations, group, nhwc}; }
   template <class V> void visit(V& v) {
     v("strides", strides); v("pads", pads); v("dilations", dilations); v("group", group);
-    v("activation", activation); v("alpha", alpha);
+    v("activation", activation); v("alpha", alpha); v("nhwc", nhwc);
   }
 };
 struct PoolAttrs {
   std::vector<int64_t> kernel{1, 1}, strides{1, 1}, pads{0, 0, 0, 0}, dilations{1, 1};
   bool ceil_mode = false, count_include_pad = false;
+  bool nhwc = false;  // x [N,H,W,C] -> y [N,Ho,Wo,C] instead of NCHW
   template <class V> void visit(V& v) {
     v("kernel", kernel); v("strides", strides); v("pads", pads); v("dilations", dilations);
-    v("ceil_mode", ceil_mode); v("count_include_pad", count_include_pad);
+    v("ceil_mode", ceil_mode); v("count_include_pad", count_include_pad); v("nhwc", nhwc);
   }
 };
 struct AttentionAttrs {

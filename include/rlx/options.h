@@ -27,6 +27,7 @@ struct CompileOptions {
   bool fuse_norms = true;          // pass fuse-norms (decomposed layer norms -> layer_norm)
   bool fuse_gelu = true;           // pass fuse-gelu (the erf GELU written out -> gelu)
   bool fuse_attention = true;      // pass fuse-attention (matmul, scale, mask, softmax, matmul -> attention)
+  bool channels_last = true;       // pass channels-last (convs / pools the backend claims in NHWC; RLX_CHANNELS_LAST)
   bool constant_fold = true;
   bool cse = true;
   bool simplify = true;

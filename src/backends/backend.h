@@ -99,8 +99,9 @@ class Backend {
   virtual Device device() const = 0;
   // Can this backend run here (device present, driver loaded)? If not, `why` says why.
   virtual bool available(std::string* why) const = 0;
-  // What legalize asks: the ops (with input types) this backend runs natively.
-  virtual opt::BackendClaims claims() const = 0;
+  // What legalize (and the passes that ask first) ask: the ops (with input types) this backend
+  // runs natively, for a compile with these options (a claim may depend on the precision policy).
+  virtual opt::BackendClaims claims(const CompileOptions& opts) const = 0;
   // Evaluates one node on constant inputs for constant folding (empty: no folding).
   virtual opt::ConstEvaluator const_evaluator() const = 0;
   virtual std::unique_ptr<Executable> compile(opt::Plan plan, const CompileOptions& opts) const = 0;

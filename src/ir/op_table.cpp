@@ -121,4 +121,14 @@ std::vector<Shape> infer_outputs(const Node& node, const std::vector<const Shape
   return out;
 }
 
+bool is_channels_last(const Node& node) {
+  switch (node.kind) {
+    case OpKind::Conv2d: return node.attr<ConvAttrs>().nhwc;
+    case OpKind::FusedConv2d: return node.attr<FusedConvAttrs>().nhwc;
+    case OpKind::MaxPool2d:
+    case OpKind::AvgPool2d: return node.attr<PoolAttrs>().nhwc;
+    default: return false;
+  }
+}
+
 }  // namespace rlx::ir

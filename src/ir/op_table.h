@@ -81,6 +81,9 @@ bool has_trait(OpKind k, Trait t);
 // Looks up a kind by its text name; false if unknown.
 bool op_from_name(std::string_view name, OpKind& out);
 
+// A conv2d / fused_conv2d / max_pool2d / avg_pool2d in its channels-last (nhwc) form.
+bool is_channels_last(const Node& node);
+
 // Runs the op's shape inference for `node` given its input types (checks arity first).
 std::vector<Shape> infer_outputs(const Node& node, const std::vector<const Shape*>& inputs);
 

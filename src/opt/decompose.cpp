@@ -117,6 +117,29 @@ Out fused_conv2d(Builder& b, const Node& n) {
   return one(apply_activation(b, a.activation, a.alpha, y, true));
 }
 
+// A channels-last conv2d / pool: the NCHW op between transposes (x and, for a conv, w to
+// channels first; the result back to channels last). An NCHW one has no decomposition.
+Out channels_first(Builder& b, const Node& n, std::string* why) {
+  const bool conv = n.kind == OpKind::Conv2d;
+  const bool nhwc = conv ? n.attr<ConvAttrs>().nhwc : n.attr<PoolAttrs>().nhwc;
+  if (!nhwc) return std::nullopt;  // the op itself: nothing to add to "unsupported"
+  const TransposeAttrs to_first{{0, 3, 1, 2}};
+  std::vector<Value> in{b.op(OpKind::Transpose, {n.inputs[0]}, to_first)};
+  Attrs a = n.attrs;
+  if (conv) {
+    in.push_back(b.op(OpKind::Transpose, {n.inputs[1]}, to_first));
+    if (n.inputs.size() > 2 && n.inputs[2].valid()) in.push_back(n.inputs[2]);
+    ConvAttrs c = n.attr<ConvAttrs>();
+    c.nhwc = false;
+    a = c;
+  } else {
+    PoolAttrs p = n.attr<PoolAttrs>();
+    p.nhwc = false;
+    a = p;
+  }
+  return one(b.last(OpKind::Transpose, {b.op(n.kind, in, a)}, TransposeAttrs{{0, 2, 3, 1}}));
+}
+
 // ONNX ConvInteger's definition: an f64 conv of the zero-point-shifted operands (every
 // product and sum of u8/i8 differences is exact in f64), then i32. The input is padded with
 // zeros after the shift, i.e. with x_zp before it.
@@ -414,7 +437,10 @@ std::optional<std::vector<Value>> decompose(Emitter& e, const Node& n, std::stri
     case OpKind::LayerNorm: return layer_norm(b, n);
     case OpKind::RmsNorm: return rms_norm(b, n);
     case OpKind::FusedMatMul: return fused_matmul(b, n);
-    case OpKind::FusedConv2d: return fused_conv2d(b, n);
+    case OpKind::FusedConv2d: return fused_conv2d(b, n);  // nhwc: its conv2d is nhwc too
+    case OpKind::Conv2d:
+    case OpKind::MaxPool2d:
+    case OpKind::AvgPool2d: return channels_first(b, n, why);
     case OpKind::ConvInteger: return conv_integer(b, n);
     case OpKind::Dft: return dft(b, n, false, why);
     case OpKind::Idft: return dft(b, n, true, why);

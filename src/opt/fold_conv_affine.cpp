@@ -39,7 +39,8 @@ struct Fold {
 
 bool match(const Graph& g, const UseInfo& u, int32_t id, Fold& f) {
   const Node& conv = g.node(id);
-  if (conv.kind != OpKind::Conv2d || !is_constant(g, conv.inputs[1])) return false;
+  // (per_channel reads the channel axis of an NCHW output)
+  if (conv.kind != OpKind::Conv2d || conv.attr<ConvAttrs>().nhwc || !is_constant(g, conv.inputs[1])) return false;
   if (conv.inputs.size() > 2 && conv.inputs[2].valid() && !is_constant(g, conv.inputs[2])) return false;
   const Shape& out = conv.outputs[0];
   if (!out.is_static() || !is_float(out.dtype())) return false;

@@ -56,6 +56,7 @@ FusedConvAttrs fused_attrs(const Node& conv, const Chain& c) {
   fa.pads = ca.pads;
   fa.dilations = ca.dilations;
   fa.group = ca.group;
+  fa.nhwc = ca.nhwc;  // the residual and activation do not care where the channels are
   fa.activation = c.activation;
   fa.alpha = c.alpha;
   return fa;

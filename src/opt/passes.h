@@ -23,6 +23,12 @@ Graph fuse_gelu(const Graph& g, std::string* report);                // fuse-gel
 Graph fuse_attention(const Graph& g, std::string* report, const BackendClaims* claims = nullptr,
                      DType low = DType::F32);  // fuse-attention
 Graph fold_conv_affine(const Graph& g, std::string* report);         // fold-conv-affine
+// channels-last: convolutions and pools the backend claims channels last (nhwc) become so,
+// their activations passed on between them without transposes (the transposes back that
+// nothing reads are dropped: dce runs inside when anything changed); claims asked about the types
+// in `low` as fuse-attention's are. Without claims nothing changes.
+Graph channels_last(const Graph& g, std::string* report, const BackendClaims* claims,
+                    DType low = DType::F32);  // channels-last
 Graph fuse_elementwise(const Graph& g, std::string* report);         // fuse-elementwise
 // legalize: decomposes nodes the backend does not claim; throws Error(Unsupported) listing
 // every node that has no native kernel and no decomposition. Fills the dispatch report.

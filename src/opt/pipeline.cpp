@@ -86,18 +86,20 @@ Plan compile_pipeline(const Graph& g, const PipelineContext& ctx) {
   if (o.fuse_gelu) r.step("fuse-gelu", [&](const Graph& x) { return fuse_gelu(x, &plan.fusion_report); });
   // Before the matmul epilogues: the scale and mask add after the scores' matmul belong to
   // the attention node, not to a fused_matmul.
+  const DType low = o.precision == Precision::F16    ? DType::F16
+                    : o.precision == Precision::BF16 ? DType::BF16
+                                                     : DType::F32;
   if (o.fuse_attention)
-    r.step("fuse-attention", [&](const Graph& x) {
-      const DType low = o.precision == Precision::F16    ? DType::F16
-                        : o.precision == Precision::BF16 ? DType::BF16
-                                                         : DType::F32;
-      return fuse_attention(x, &plan.fusion_report, &ctx.claims, low);
-    });
+    r.step("fuse-attention", [&](const Graph& x) { return fuse_attention(x, &plan.fusion_report, &ctx.claims, low); });
   if (o.fuse_matmul_epilogue) {
     r.step("fuse-matmul-epilogue", [&](const Graph& x) { return fuse_matmul_epilogue(x, &plan.fusion_report); });
     r.step("fuse-conv-epilogue",
            [&](const Graph& x) { return fuse_conv_epilogue(x, &plan.fusion_report, &ctx.claims); });
   }
+  // After the conv epilogues (a fused conv turns channels last whole), before fuse-elementwise
+  // (which then fuses what it carries through).
+  if (o.channels_last)
+    r.step("channels-last", [&](const Graph& x) { return channels_last(x, &plan.fusion_report, &ctx.claims, low); });
   if (o.fuse_elementwise)
     r.step("fuse-elementwise", [&](const Graph& x) { return fuse_elementwise(x, &plan.fusion_report); });
   // precision runs before legalize (pipeline.h lists them the other way round): a norm

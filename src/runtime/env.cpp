@@ -102,6 +102,7 @@ CompileOptions apply_env(CompileOptions opts) {
     opts.fuse_gelu = on;
     opts.fuse_attention = on;
   }
+  if (const char* v = env("RLX_CHANNELS_LAST")) opts.channels_last = parse_flag("RLX_CHANNELS_LAST", v);
   if (const char* v = env("RLX_DISPATCH_REPORT")) opts.dispatch_report = parse_flag("RLX_DISPATCH_REPORT", v);
   if (const char* v = env("RLX_FUSION_REPORT")) opts.fusion_report = parse_flag("RLX_FUSION_REPORT", v);
   if (const char* v = env("RLX_ARENA_REPORT")) opts.arena_report = parse_flag("RLX_ARENA_REPORT", v);

@@ -55,7 +55,7 @@ CompiledGraph Session::compile_unguarded(const Graph& g, Graph* owned) const {
     fail(ErrorCategory::InvalidArgument, "CompileOptions::arena_alignment ", opts.arena_alignment,
          " is not a power of two");
 
-  opt::PipelineContext ctx{be.claims(), be.const_evaluator(), opts};
+  opt::PipelineContext ctx{be.claims(opts), be.const_evaluator(), opts};
   opt::Plan plan = opt::compile_pipeline(g, ctx);
   if (owned)  // the plan holds what it needs; the caller's copy of the constants goes
     for (size_t i = 0; i < owned->nodes().size(); ++i)

@@ -147,6 +147,17 @@ TEST(CudaGemm, PoliciesRoundAsTheirTypesSay) {
   EXPECT_LT(check(g, g, Precision::F32, 0, false, "f32").worst, 1e-4);
 }
 
+// Whether cuDNN loads here (the fused convolution is then claimed natively).
+bool dnn_loads() {
+  Graph g("probe");
+  FusedConvAttrs a;
+  a.activation = Activation::Relu;
+  g.set_outputs({g.fused_conv2d(g.input("x", Shape({1, 4, 6, 6}, DType::F32)), g.input("w", Shape({4, 4, 3, 3}, DType::F32)),
+                                g.input("b", Shape({4}, DType::F32)), Value(), a)},
+                {"y"});
+  return Session(Device::Cuda).compile(g).report().dispatch.find("fused_conv2d: native") != std::string::npos;
+}
+
 // The product layouts of conv_plan: aligned (batched over images), W's rows padded
 // (K = 3*7*7 = 147) with the images folded (P = 7*7), and a pointwise one folded.
 struct Conv {
@@ -238,6 +249,92 @@ TEST(CudaGemm, FusedConvolutionEpilogue) {
   const CompiledGraph net = Session(Device::Cuda).compile(chain);
   EXPECT_EQ(net.report().fusion.find("= fused_conv2d of") != std::string::npos, native) << net.report().fusion;
   std::printf("fused_conv2d through cuDNN: %s\n", native ? "yes" : "no (cuDNN does not load here)");
+}
+
+// Pools channels last (the node's nhwc form, as the channels-last pass writes it) against the
+// CPU, which runs them as its NCHW kernels between transposes: C = 16 takes the vector kernel
+// (16-byte loads of 4 f32 / 8 half channels), C = 6 the scalar one; max pooling is exact (the
+// same bits; padding taps never count), the average is a sum of at most 9 taps in f32 in
+// either order, within 2 * 9 * 2^-24 * max |x| (inputs in [-1, 1]) plus, in f16, one rounding
+// of the output (2^-11 |y|) on each side.
+TEST(CudaGemm, ChannelsLastPools) {
+  REQUIRE_CUDA();
+  for (int64_t c : {16, 6})
+    for (Precision p : {Precision::F32, Precision::F16})
+      for (OpKind k : {OpKind::MaxPool2d, OpKind::AvgPool2d}) {
+        SCOPED_TRACE(std::string(op_name(k)) + " C=" + std::to_string(c) + " policy " + std::to_string(int(p)));
+        Graph g("pool");
+        PoolAttrs a;
+        a.kernel = {3, 3};
+        a.strides = {2, 2};
+        a.pads = {1, 1, 1, 1};
+        a.nhwc = true;
+        g.set_outputs({g.add1(k, {g.input("x", Shape({2, 9, 11, c}, DType::F32))}, a)}, {"y"});
+        CompileOptions o;
+        o.precision = p;
+        CompiledGraph gpu = Session(Device::Cuda, o).compile(g), cpu = Session(Device::Cpu, o).compile(g);
+        EXPECT_NE(gpu.report().dispatch.find(std::string(op_name(k)) + ": native 1"), std::string::npos)
+            << gpu.report().dispatch;
+        const Feeds in = random_feeds(g, 5);
+        const auto got = gpu.run(in)[0], want = cpu.run(in)[0];
+        ASSERT_EQ(got.size(), want.size());
+        if (k == OpKind::MaxPool2d) {
+          EXPECT_EQ(got, want);
+          continue;
+        }
+        const double u = p == Precision::F16 ? std::ldexp(1.0, -11) : 0.0;
+        for (size_t i = 0; i < got.size(); ++i)
+          ASSERT_NEAR(got[i], want[i], 2 * 9 * std::ldexp(1.0, -24) + 2 * u * std::fabs(want[i])) << i;
+      }
+}
+
+// The channels-last pass on CUDA: a ResNet-shaped chain with constant weights (conv + bias +
+// relu, max pool, conv + bias + the pooled residual + relu, global average pool) runs its two
+// fused convolutions and the pool channels last (NHWC cuDNN descriptors, the pool kernel with
+// the channels innermost, the average over axes 1 and 2), against the CPU's NCHW run within
+// the bound above for two products and the pool (the mean of a window's errors is within the
+// bound of its mean S: the bound is linear in S, and the 36-term f32 sum's own rounding is
+// inside the K = 144 term), under every policy (exact f32 stays NCHW: the backend claims the
+// channels-last forms only where its convolutions run on tensor cores). RLX_CUDA_NHWC=0 keeps
+// the chain NCHW.
+TEST(CudaGemm, ChannelsLastChain) {
+  REQUIRE_CUDA();
+  auto graph = [](bool abs) {
+    Graph g("resnet_chain");
+    auto weights = [&](std::vector<int64_t> d, uint32_t seed) {
+      int64_t n = 1;
+      for (int64_t x : d) n *= x;
+      std::vector<float> v = randoms(size_t(n), seed);
+      return g.constant_f32(d, abs ? absolute(v) : v);
+    };
+    Value x = g.input("x", Shape({2, 8, 12, 12}, DType::F32));
+    Value y = g.conv2d(x, weights({16, 8, 3, 3}, 21), weights({16}, 22), {1, 1}, {1, 1, 1, 1});
+    if (!abs) y = g.relu(y);
+    Value p = g.max_pool2d(y, {2, 2}, {2, 2});
+    Value z = g.add(g.conv2d(p, weights({16, 16, 3, 3}, 23), weights({16}, 24), {1, 1}, {1, 1, 1, 1}), p);
+    if (!abs) z = g.relu(z);
+    g.set_outputs({g.reduce_mean(z, {2, 3}, true)}, {"y"});
+    return g;
+  };
+  for (const char* nhwc : {"1", "0"}) {
+    setenv("RLX_CUDA_NHWC", nhwc, 1);
+    for (auto [p, u, low] : {std::tuple{Precision::F32, 0.0, false}, std::tuple{Precision::TF32, std::ldexp(1.0, -11), false},
+                             std::tuple{Precision::F16, std::ldexp(1.0, -11), true},
+                             std::tuple{Precision::BF16, std::ldexp(1.0, -8), true}}) {
+      SCOPED_TRACE(std::string("RLX_CUDA_NHWC=") + nhwc + " policy " + std::to_string(int(p)));
+      check(graph(false), graph(true), p, u, low, "channels-last chain", 3);
+      CompileOptions o;
+      o.precision = p;
+      const std::string fusion = Session(Device::Cuda, o).compile(graph(false)).report().fusion;
+      const bool want = std::string(nhwc) == "1" && dnn_loads() && p != Precision::F32;  // exact f32 stays NCHW
+      int nhwc_nodes = 0;
+      for (size_t at = fusion.find("channels last (nhwc)"); at != std::string::npos;
+           at = fusion.find("channels last (nhwc)", at + 1))
+        ++nhwc_nodes;
+      EXPECT_EQ(nhwc_nodes, want ? 3 : 0) << fusion;  // the two fused convs and the pool
+    }
+  }
+  unsetenv("RLX_CUDA_NHWC");
 }
 
 }  // namespace

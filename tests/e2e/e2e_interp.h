@@ -217,19 +217,36 @@ inline std::vector<T> interpret(const Graph& g, const Feeds& inputs, const Feeds
         break;
       }
       case OpKind::Tile: out.push_back(ref::tile(in(0), n.attr<TileAttrs>().repeats)); break;
-      case OpKind::Conv2d: out.push_back(ref::conv2d(in(0), in(1), has(2) ? &in(2) : nullptr, n.attr<ConvAttrs>())); break;
-      case OpKind::FusedConv2d: {
-        const auto& fa = n.attr<FusedConvAttrs>();
-        T y = ref::conv2d(in(0), in(1), has(2) ? &in(2) : nullptr, fa.conv());
-        if (has(3)) y = ref::binary(y, in(3), std::plus<double>(), od);
-        out.push_back(act(y, fa.activation, fa.alpha));
+      case OpKind::Conv2d: case OpKind::FusedConv2d: {
+        // Channels last: the NCHW reference between transposes (x, w and the residual in).
+        const bool fused = n.kind == OpKind::FusedConv2d;
+        ConvAttrs ca = fused ? n.attr<FusedConvAttrs>().conv() : n.attr<ConvAttrs>();
+        const bool last = ca.nhwc;
+        ca.nhwc = false;
+        const std::vector<int64_t> to_first{0, 3, 1, 2}, to_last{0, 2, 3, 1};
+        auto first = [&](const T& x) { return last ? ref::transpose(x, to_first) : x; };
+        T y = ref::conv2d(first(in(0)), first(in(1)), has(2) ? &in(2) : nullptr, ca);
+        if (fused) {
+          const auto& fa = n.attr<FusedConvAttrs>();
+          if (has(3)) y = ref::binary(y, first(in(3)), std::plus<double>(), od);
+          y = act(y, fa.activation, fa.alpha);
+        }
+        out.push_back(last ? ref::transpose(y, to_last) : y);
         break;
       }
       case OpKind::ConvInteger: out.push_back(ref::conv_integer(in(0), in(1), in(2), in(3), n.attr<ConvAttrs>())); break;
       case OpKind::Dft: case OpKind::Idft: out.push_back(ref::dft(in(0), n.kind == OpKind::Idft)); break;
-      case OpKind::MaxPool2d: case OpKind::AvgPool2d:
-        out.push_back(ref::pool2d(in(0), n.attr<PoolAttrs>(), n.kind == OpKind::MaxPool2d));
+      case OpKind::MaxPool2d: case OpKind::AvgPool2d: {
+        if (!n.attr<PoolAttrs>().nhwc) {
+          out.push_back(ref::pool2d(in(0), n.attr<PoolAttrs>(), n.kind == OpKind::MaxPool2d));
+          break;
+        }
+        PoolAttrs pa = n.attr<PoolAttrs>();
+        pa.nhwc = false;
+        out.push_back(ref::transpose(ref::pool2d(ref::transpose(in(0), {0, 3, 1, 2}), pa, n.kind == OpKind::MaxPool2d),
+                                     {0, 2, 3, 1}));
         break;
+      }
       case OpKind::Attention: {
         const auto& aa = n.attr<AttentionAttrs>();
         if (!aa.bshd) {

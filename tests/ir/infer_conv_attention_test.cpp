@@ -147,6 +147,57 @@ TEST(InferAttention, GroupedHeadsAndMask) {
                    "causal");
 }
 
+TEST(InferAttention, HeadsInPlace) {
+  // bshd: q [B,Sq,Hq,D], k / v [B,Sk,Hkv,D(v)] -> [B,Sq,Hq,Dv]; the mask still over [B,Hq,Sq,Sk].
+  Graph g;
+  auto q = g.input("q", t({2, 5, 8, 64}));
+  auto k = g.input("k", t({2, 7, 2, 64}));
+  auto v = g.input("v", t({2, 7, 2, 32}));
+  auto m = g.input("m", t({2, 1, 5, 7}));
+  AttentionAttrs a;
+  a.bshd = true;
+  EXPECT_EQ(g.type(g.add1(OpKind::Attention, {q, k, v, m}, a)), t({2, 5, 8, 32}));
+  auto mb = g.input("mb", t({2, 1, 7, 5}));  // keys and queries swapped
+  EXPECT_RLX_ERROR(g.add1(OpKind::Attention, {q, k, v, mb}, a, "at"), Shape, "node 'at'", "mask");
+  auto v3 = g.input("v3", t({2, 7, 3, 32}));
+  EXPECT_RLX_ERROR(g.add1(OpKind::Attention, {q, k, v3}, a, "at2"), Shape, "node 'at2'", "v heads");
+}
+
+TEST(InferConv2d, ChannelsLast) {
+  // nhwc: x [N,H,W,C], w [M,kH,kW,C/g], bias [M] -> [N,Ho,Wo,M]; the residual of a fused conv
+  // and the pools channels last too.
+  Graph g;
+  auto x = g.input("x", t({2, 10, 9, 4}));
+  auto w = g.param("w", t({8, 3, 3, 2}));
+  auto b = g.param("b", t({8}));
+  ConvAttrs a{{2, 2}, {1, 1, 1, 1}, {1, 1}, 2, true};
+  EXPECT_EQ(g.type(g.add1(OpKind::Conv2d, {x, w, b}, a)), t({2, 5, 5, 8}));
+  FusedConvAttrs f;
+  f.nhwc = true;
+  f.activation = Activation::Relu;
+  auto w1 = g.param("w1", t({6, 1, 1, 4}));
+  auto r = g.input("r", t({2, 10, 9, 6}));
+  EXPECT_EQ(g.type(g.fused_conv2d(x, w1, Value{}, r, f)), t({2, 10, 9, 6}));
+  auto rn = g.input("rn", t({2, 6, 10, 9}));  // the NCHW residual
+  EXPECT_RLX_ERROR(g.add1(OpKind::FusedConv2d, {x, w1, Value{}, rn}, f, "fc"), Shape, "node 'fc'", "residual");
+  auto wn = g.param("wn", t({8, 2, 3, 3}));  // NCHW weights: 3 input channels a group, not 2
+  EXPECT_RLX_ERROR(g.add1(OpKind::Conv2d, {x, wn}, a, "cv"), Shape, "node 'cv'", "4 channels");
+  auto b6 = g.param("b6", t({6}));
+  EXPECT_RLX_ERROR(g.add1(OpKind::Conv2d, {x, w, b6}, a, "cv2"), Shape, "node 'cv2'", "bias", "[8]");
+  PoolAttrs p;
+  p.kernel = {3, 3};
+  p.strides = {2, 2};
+  p.pads = {1, 1, 1, 1};
+  p.nhwc = true;
+  EXPECT_EQ(g.type(g.add1(OpKind::MaxPool2d, {x}, p)), t({2, 5, 5, 4}));
+  auto xi = g.input("xi", t({1, 4, 4, 2}, DType::U8));
+  auto wi = g.input("wi", t({2, 1, 1, 2}, DType::U8));
+  auto z = g.input("z", t({1}, DType::U8));
+  ConvAttrs ai;
+  ai.nhwc = true;
+  EXPECT_RLX_ERROR(g.add1(OpKind::ConvInteger, {xi, wi, z, z}, ai, "ci"), Shape, "node 'ci'", "NCHW only");
+}
+
 TEST(InferRotary, HalfWidthFromCos) {
   Graph g;
   Dim s = g.sym("s");

@@ -126,6 +126,21 @@ Graph graph_for(OpKind kind) {
       out = g.fused_conv2d(x, w, g.constant_f32({4}, std::vector<float>(4, 1)), x, a);
       break;
     }
+    case OpKind::Conv2d: {  // channels last: x as [N,H,W,C] = [2,4,8,16]
+      ConvAttrs a;
+      a.pads = {1, 1, 1, 1};
+      a.nhwc = true;
+      out = g.add1(kind, {x, g.constant_f32({4, 3, 3, 16}, std::vector<float>(576, 0.25f))}, a);
+      break;
+    }
+    case OpKind::MaxPool2d:
+    case OpKind::AvgPool2d: {
+      PoolAttrs a;
+      a.kernel = a.strides = {2, 2};
+      a.nhwc = true;
+      out = g.add1(kind, {x}, a);
+      break;
+    }
     case OpKind::ConvInteger:
       out = g.add1(kind,
                    {g.input("xi", Shape({1, 4, 8, 8}, DType::U8)), g.input("wi", Shape({2, 4, 3, 3}, DType::I8)),
@@ -156,7 +171,14 @@ TEST(OpTraits, DecompositionsExistExactlyForTheTrait) {
       continue;
     }
     const OpKind k = op.kind;
-    BackendClaims all_but{"fake", [k](const Node& n, const std::vector<const Shape*>&) { return n.kind != k; }};
+    // A backend without op k (for the channels-last ops: without their nhwc form, which is
+    // what decomposes into the NCHW one).
+    BackendClaims all_but{"fake", [k](const Node& n, const std::vector<const Shape*>&) {
+                            if (n.kind != k) return true;
+                            if (k == OpKind::Conv2d) return !n.attr<ConvAttrs>().nhwc;
+                            if (k == OpKind::MaxPool2d || k == OpKind::AvgPool2d) return !n.attr<PoolAttrs>().nhwc;
+                            return false;
+                          }};
     try {
       legalize(g, all_but, nullptr);
       EXPECT_TRUE(trait) << "legalize lowered an op without kHasDecomposition";

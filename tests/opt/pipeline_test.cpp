@@ -97,6 +97,7 @@ graph main {
             "fuse-attention: 12 -> 12 nodes\n"
             "fuse-matmul-epilogue: 12 -> 10 nodes\n"
             "fuse-conv-epilogue: 10 -> 10 nodes\n"
+            "channels-last: 10 -> 10 nodes\n"
             "fuse-elementwise: 10 -> 7 nodes\n"
             "legalize: 7 -> 14 nodes\n"
             "dce: 14 -> 14 nodes\n");
@@ -159,6 +160,7 @@ TEST(Pipeline, SwitchesTurnPassesOff) {
   ctx.options.fuse_norms = false;
   ctx.options.fuse_gelu = false;
   ctx.options.fuse_attention = false;
+  ctx.options.channels_last = false;
   ctx.claims.supports = nullptr;  // everything native
   Plan plan = compile_pipeline(parse(kModel), ctx);
   std::string last;

@@ -150,7 +150,7 @@ class CpuBackend final : public backend::Backend {
   std::string name() const override { return "cpu"; }
   Device device() const override { return Device::Cpu; }
   bool available(std::string*) const override { return true; }
-  opt::BackendClaims claims() const override {
+  opt::BackendClaims claims(const CompileOptions&) const override {
     return opt::BackendClaims{"cpu", [](const Node& n, const std::vector<const Shape*>& in) {
                                 return kernel_registry().supports(n, in);
                               }};

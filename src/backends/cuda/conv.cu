@@ -97,35 +97,86 @@ __device__ inline Taps taps(int64_t start, int64_t k, int64_t d, int64_t n, int6
   return {lo, hi, phi - plo};
 }
 
+// Output element i is (plane p, row oy, column ox, channel ch) with ch innermost (a.c = 1:
+// NCHW planes; a.c = C: NHWC, neighbouring threads reading neighbouring channels).
 template <class T>
 __global__ void pool2d_kernel(PoolArgs a, const T* x, T* y) {
-  const int64_t total = a.planes * a.oh * a.ow;
+  const int64_t total = a.planes * a.oh * a.ow * a.c;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
-    int64_t ox, oy, p;
+    int64_t ox, oy, p, ch;
     if (total <= 0x7fffffff) {  // 32-bit division where it fits (64-bit costs several times more)
-      const unsigned j = unsigned(i), ow = unsigned(a.ow), oh = unsigned(a.oh), q = j / ow;
-      ox = j - q * ow, oy = q % oh, p = q / oh;
+      const unsigned c = unsigned(a.c), j0 = unsigned(i), j = j0 / c, ow = unsigned(a.ow), oh = unsigned(a.oh),
+                     q = j / ow;
+      ch = j0 - j * c, ox = j - q * ow, oy = q % oh, p = q / oh;
     } else {
-      ox = i % a.ow, oy = (i / a.ow) % a.oh, p = i / (a.ow * a.oh);
+      const int64_t j = i / a.c;
+      ch = i % a.c, ox = j % a.ow, oy = (j / a.ow) % a.oh, p = j / (a.ow * a.oh);
     }
     const int64_t y0 = oy * a.sh - a.pt, x0 = ox * a.sw - a.pl;
     const Taps ty = taps(y0, a.kh, a.dh, a.h, a.pt, a.pb), tx = taps(x0, a.kw, a.dw, a.w, a.pl, a.pr);
-    const T* xp = x + p * a.h * a.w;
+    const T* xp = x + p * a.h * a.w * a.c + ch;
     if (a.is_max) {
       float m = -INFINITY;
       for (int64_t ky = ty.lo; ky < ty.hi; ++ky)
         for (int64_t kx = tx.lo; kx < tx.hi; ++kx) {
-          const float v = ldf(xp[(y0 + ky * a.dh) * a.w + x0 + kx * a.dw]);
+          const float v = ldf(xp[((y0 + ky * a.dh) * a.w + x0 + kx * a.dw) * a.c]);
           if (v > m || v != v) m = v;
         }
       y[i] = stf<T>(m);
     } else {
       float s = 0;
       for (int64_t ky = ty.lo; ky < ty.hi; ++ky)
-        for (int64_t kx = tx.lo; kx < tx.hi; ++kx) s += ldf(xp[(y0 + ky * a.dh) * a.w + x0 + kx * a.dw]);
+        for (int64_t kx = tx.lo; kx < tx.hi; ++kx) s += ldf(xp[((y0 + ky * a.dh) * a.w + x0 + kx * a.dw) * a.c]);
       const int64_t count = a.count_include_pad ? ty.padded * tx.padded : (ty.hi - ty.lo) * (tx.hi - tx.lo);
       y[i] = stf<T>(count > 0 ? s / float(count) : 0.0f);
     }
+  }
+}
+
+// Channels last with C a multiple of a 16-byte vector: each thread pools one vector of V
+// neighbouring channels (one 16-byte load per tap), in the scalar kernel's order per channel
+// (the same compare-and-select, NaN kept; the same f32 sum and count), so the same bits.
+template <class T>
+__global__ void pool2d_vec_kernel(PoolArgs a, const T* x, T* y) {
+  constexpr int V = 16 / sizeof(T);
+  const int64_t cv = a.c / V, total = a.planes * a.oh * a.ow * cv;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t ox, oy, p, ch;
+    if (total <= 0x7fffffff) {
+      const unsigned c = unsigned(cv), j0 = unsigned(i), j = j0 / c, ow = unsigned(a.ow), oh = unsigned(a.oh),
+                     q = j / ow;
+      ch = j0 - j * c, ox = j - q * ow, oy = q % oh, p = q / oh;
+    } else {
+      const int64_t j = i / cv;
+      ch = i % cv, ox = j % a.ow, oy = (j / a.ow) % a.oh, p = j / (a.ow * a.oh);
+    }
+    const int64_t y0 = oy * a.sh - a.pt, x0 = ox * a.sw - a.pl;
+    const Taps ty = taps(y0, a.kh, a.dh, a.h, a.pt, a.pb), tx = taps(x0, a.kw, a.dw, a.w, a.pl, a.pr);
+    const T* xp = x + p * a.h * a.w * a.c + ch * V;
+    float acc[V];
+#pragma unroll
+    for (int e = 0; e < V; ++e) acc[e] = a.is_max ? -INFINITY : 0.0f;
+    for (int64_t ky = ty.lo; ky < ty.hi; ++ky)
+      for (int64_t kx = tx.lo; kx < tx.hi; ++kx) {
+        const uint4 raw = *reinterpret_cast<const uint4*>(xp + ((y0 + ky * a.dh) * a.w + x0 + kx * a.dw) * a.c);
+        const T* v = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+          const float f = ldf(v[e]);
+          if (a.is_max) {
+            if (f > acc[e] || f != f) acc[e] = f;
+          } else {
+            acc[e] += f;
+          }
+        }
+      }
+    const int64_t count = a.count_include_pad ? ty.padded * tx.padded : (ty.hi - ty.lo) * (tx.hi - tx.lo);
+    uint4 out;
+    T* o = reinterpret_cast<T*>(&out);
+#pragma unroll
+    for (int e = 0; e < V; ++e)
+      o[e] = stf<T>(a.is_max ? acc[e] : count > 0 ? acc[e] / float(count) : 0.0f);
+    *reinterpret_cast<uint4*>(y + i * V) = out;
   }
 }
 
@@ -269,11 +320,16 @@ cudaError_t add_channel_bias(ET t, const void* bias, void* y, int64_t n, int64_t
 }
 
 cudaError_t pool2d(const PoolArgs& a, ET t, const void* x, void* y, cudaStream_t s) {
-  const int64_t total = a.planes * a.oh * a.ow;
+  const int64_t total = a.planes * a.oh * a.ow * a.c;
   if (total == 0) return cudaSuccess;
+  const bool aligned = (reinterpret_cast<uintptr_t>(x) & 15) == 0 && (reinterpret_cast<uintptr_t>(y) & 15) == 0;
   return by_float(t, [&](auto z) {
     using T = decltype(z);
-    pool2d_kernel<<<grid_for(total, 256), 256, 0, s>>>(a, static_cast<const T*>(x), static_cast<T*>(y));
+    constexpr int V = 16 / sizeof(T);
+    if (a.c > 1 && a.c % V == 0 && aligned)
+      pool2d_vec_kernel<<<grid_for(total / V, 256), 256, 0, s>>>(a, static_cast<const T*>(x), static_cast<T*>(y));
+    else
+      pool2d_kernel<<<grid_for(total, 256), 256, 0, s>>>(a, static_cast<const T*>(x), static_cast<T*>(y));
   });
 }
 

@@ -115,9 +115,11 @@ DnnConv::DnnConv(const ConvArgs& a, ET t, bool tf32, const Node& node, bool fuse
   ok(d.tensor_create(&d_->y), "tensor descriptor");
   ok(d.filter_create(&d_->w), "filter descriptor");
   ok(d.conv_create(&d_->conv), "convolution descriptor");
-  ok(d.tensor_set(d_->x, CUDNN_TENSOR_NCHW, dt, int(a.n), int(a.c), int(a.h), int(a.w)), "input shape");
-  ok(d.tensor_set(d_->y, CUDNN_TENSOR_NCHW, dt, int(a.n), int(a.cout), int(a.oh), int(a.ow)), "output shape");
-  ok(d.filter_set(d_->w, dt, CUDNN_TENSOR_NCHW, int(a.cout), int(a.c / a.group), int(a.kh), int(a.kw)), "filter shape");
+  // Dims are given in NCHW order whatever the format; NHWC's filter is [cout, kh, kw, c / group].
+  const cudnnTensorFormat_t fmt = a.nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+  ok(d.tensor_set(d_->x, fmt, dt, int(a.n), int(a.c), int(a.h), int(a.w)), "input shape");
+  ok(d.tensor_set(d_->y, fmt, dt, int(a.n), int(a.cout), int(a.oh), int(a.ow)), "output shape");
+  ok(d.filter_set(d_->w, dt, fmt, int(a.cout), int(a.c / a.group), int(a.kh), int(a.kw)), "filter shape");
   ok(d.conv_set(d_->conv, int(a.pt), int(a.pl), int(a.sh), int(a.sw), int(a.dh), int(a.dw), CUDNN_CROSS_CORRELATION,
                 CUDNN_DATA_FLOAT),
      "convolution");

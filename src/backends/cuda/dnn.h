@@ -1,5 +1,5 @@
 // Internal: group convolutions through cuDNN (libcudnn.so.9, loaded on first use like
-// cuBLAS), NCHW in f32 / TF32 / f16 / bf16 with f32 accumulation. What cuDNN cannot take
+// cuBLAS), NCHW or NHWC (ConvArgs::nhwc) in f32 / TF32 / f16 / bf16 with f32 accumulation. What cuDNN cannot take
 // (asymmetric padding, a build without its headers, a machine without the library) stays
 // on rlx's im2col + cuBLASLt path (lower_compute.cpp).
 #pragma once

@@ -144,6 +144,7 @@ cudaError_t pad(int elem, const void* x, const Iter& in, const PadArgs& a, void*
 // pooling (max or average, count_include_pad; taps past input + padding never count).
 struct ConvArgs {
   int64_t n, c, h, w, cout, kh, kw, oh, ow, sh, sw, pt, pl, dh, dw, group;
+  bool nhwc = false;  // x, w and y channels last (cuDNN only: the kernels here are NCHW)
 };
 cudaError_t conv2d(const ConvArgs& a, ET t, const void* x, const void* wt, const void* bias, void* y, cudaStream_t s);
 // The GEMM form of a group-1 convolution: col [images, kp, oh*ow] of images [n0, n0 +
@@ -158,6 +159,7 @@ cudaError_t add_channel_bias(ET t, const void* bias, void* y, int64_t n, int64_t
 struct PoolArgs {
   bool is_max = true, count_include_pad = false;
   int64_t planes, h, w, oh, ow, kh, kw, sh, sw, pt, pl, pb, pr, dh, dw;
+  int64_t c = 1;  // channels innermost (NHWC: planes = N, c = C); 1 for NCHW (planes = N*C)
 };
 cudaError_t pool2d(const PoolArgs& a, ET t, const void* x, void* y, cudaStream_t s);
 // argmax / argmin of f32 over the middle dim of [outer, n, inner] into i64 (first index of

@@ -227,10 +227,12 @@ bool supports(const Node& n, const std::vector<const Shape*>& in) {
     }
     case OpKind::Conv2d:
       return float_storage(t) && in.size() >= 2 && in[1] && in[1]->dtype() == t && in[0]->rank() == 4 &&
-             (in.size() < 3 || !in[2] || in[2]->dtype() == t);
+             (in.size() < 3 || !in[2] || in[2]->dtype() == t) &&
+             (!n.attr<ConvAttrs>().nhwc || nhwc_conv_claimed(n, in));
     case OpKind::FusedConv2d: return float_storage(t) && fused_conv_claimed(n, in);
     case OpKind::MaxPool2d:
-    case OpKind::AvgPool2d: return float_storage(t) && in[0]->rank() == 4;
+    case OpKind::AvgPool2d:
+      return float_storage(t) && in[0]->rank() == 4 && (!n.attr<PoolAttrs>().nhwc || nhwc_allowed());
     case OpKind::ArgMax:
     case OpKind::ArgMin:
     case OpKind::TopK: return t == DType::F32;

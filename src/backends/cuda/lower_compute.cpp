@@ -97,9 +97,13 @@ uint64_t fill_bits(DType t, double v) {
 
 ConvArgs conv_args(const Node& n, const std::vector<const Shape*>& in, const std::vector<Shape>& out) {
   const ConvAttrs at = n.kind == OpKind::FusedConv2d ? n.attr<FusedConvAttrs>().conv() : n.attr<ConvAttrs>();
-  const auto xd = in[0]->static_dims(), wd = in[1]->static_dims(), od = out[0].static_dims();
-  return ConvArgs{xd[0], xd[1], xd[2], xd[3], wd[0], wd[2], wd[3], od[2], od[3], at.strides[0], at.strides[1],
-                  at.pads[0], at.pads[1], at.dilations[0], at.dilations[1], at.group};
+  auto xd = in[0]->static_dims(), wd = in[1]->static_dims(), od = out[0].static_dims();
+  if (at.nhwc)  // [N,H,W,C] -> the NCHW order of the dims (the layout travels in ConvArgs::nhwc)
+    for (auto* d : {&xd, &wd, &od}) *d = {(*d)[0], (*d)[3], (*d)[1], (*d)[2]};
+  ConvArgs a{xd[0], xd[1], xd[2], xd[3], wd[0], wd[2], wd[3], od[2], od[3], at.strides[0], at.strides[1],
+             at.pads[0], at.pads[1], at.dilations[0], at.dilations[1], at.group};
+  a.nhwc = at.nhwc;
+  return a;
 }
 bool conv_is_pointwise(const ConvArgs& a) {
   return a.kh == 1 && a.kw == 1 && a.sh == 1 && a.sw == 1 && a.pt == 0 && a.pl == 0 && a.oh == a.h && a.ow == a.w;
@@ -155,14 +159,28 @@ ConvPlan conv_plan(const ConvArgs& a, int64_t e) {
 
 }  // namespace
 
+bool nhwc_allowed() {
+  const char* e = std::getenv("RLX_CUDA_NHWC");
+  return !(e && std::string(e) == "0");
+}
+
+bool nhwc_conv_claimed(const Node& n, const std::vector<const Shape*>& in) {
+  if (n.kind != OpKind::Conv2d || !n.attr<ConvAttrs>().nhwc || !nhwc_allowed() || in.size() < 2 || !in[0] || !in[1])
+    return false;
+  if (!in[0]->is_static() || !in[1]->is_static() || n.outputs.size() != 1 || !n.outputs[0].is_static()) return false;
+  return conv_through_dnn(conv_args(n, in, n.outputs));
+}
+
 bool fused_conv_claimed(const Node& n, const std::vector<const Shape*>& in) {
   if (n.kind != OpKind::FusedConv2d || in.size() < 3 || !in[0] || !in[1] || !in[2] || n.outputs.size() != 1) return false;
   const DType t = in[0]->dtype();
   const auto& fa = n.attr<FusedConvAttrs>();
   if (fa.activation != Activation::Relu || in[0]->rank() != 4 || in[1]->dtype() != t || in[2]->dtype() != t) return false;
   if (in.size() > 3 && in[3] && !(*in[3] == n.outputs[0])) return false;
-  if (!n.outputs[0].is_static() || !in[0]->is_static() || !in[1]->is_static() || in[2]->numel() != n.outputs[0].static_dims()[1])
+  if (!n.outputs[0].is_static() || !in[0]->is_static() || !in[1]->is_static() ||
+      in[2]->numel() != n.outputs[0].static_dims()[fa.nhwc ? 3 : 1])
     return false;
+  if (fa.nhwc && !nhwc_allowed()) return false;
   return conv_through_dnn(conv_args(n, in, n.outputs));
 }
 
@@ -322,12 +340,15 @@ Launch lower_compute(const Node& n, const std::vector<const Shape*>& in, const s
       if (conv_through_dnn(a)) {
         auto conv = std::make_shared<const DnnConv>(a, et, opts.tf32, n);
         if (opts.uses_dnn) *opts.uses_dnn = true;
-        return [np, a, conv, has_bias, nin, et](const LaunchCtx& c, void* const* b) {
+        // The bias over y [n, cout, P], or channels last over y [n * P, cout, 1].
+        const int64_t rows = a.nhwc ? a.n * a.oh * a.ow : a.n, per = a.nhwc ? 1 : a.oh * a.ow;
+        return [np, a, conv, has_bias, nin, et, rows, per](const LaunchCtx& c, void* const* b) {
           conv->run(c, b[0], b[1], b[nin], *np);
-          if (has_bias)
-            check(add_channel_bias(et, b[2], b[nin], a.n, a.cout, a.oh * a.ow, c.stream), "bias kernel", *np);
+          if (has_bias) check(add_channel_bias(et, b[2], b[nin], rows, a.cout, per, c.stream), "bias kernel", *np);
         };
       }
+      if (a.nhwc)  // claimed only where cuDNN runs it (lower.cpp)
+        fail(ErrorCategory::Internal, "node '", n.name, "' (conv2d, nhwc): cuDNN cannot run it");
       if (a.group == 1) {
         // y[img] [cout, P] = W [cout, kp] col[img] [kp, P]: one strided-batched product per
         // chunk of images with W broadcast, or one folded product (conv_plan).
@@ -396,8 +417,13 @@ Launch lower_compute(const Node& n, const std::vector<const Shape*>& in, const s
       PoolArgs a;
       a.is_max = n.kind == OpKind::MaxPool2d;
       a.count_include_pad = at.count_include_pad;
-      a.planes = xd[0] * xd[1];
-      a.h = xd[2], a.w = xd[3], a.oh = od[2], a.ow = od[3];
+      if (at.nhwc) {
+        a.planes = xd[0], a.c = xd[3];
+        a.h = xd[1], a.w = xd[2], a.oh = od[1], a.ow = od[2];
+      } else {
+        a.planes = xd[0] * xd[1];
+        a.h = xd[2], a.w = xd[3], a.oh = od[2], a.ow = od[3];
+      }
       a.kh = at.kernel[0], a.kw = at.kernel[1], a.sh = at.strides[0], a.sw = at.strides[1];
       a.pt = at.pads[0], a.pl = at.pads[1], a.pb = at.pads[2], a.pr = at.pads[3];
       a.dh = at.dilations[0], a.dw = at.dilations[1];
@@ -473,8 +499,8 @@ Launch lower_compute(const Node& n, const std::vector<const Shape*>& in, const s
       if (masked) {  // element strides over [b, hq, sq, sk], 0 where the mask broadcasts
         std::vector<int64_t> st;
         if (!broadcast_read_strides(in[3]->static_dims(), {a.b, a.hq, a.sq, a.sk}, st))
-          fail(ErrorCategory::Shape, "node '", n.name, "' (attention): mask ", in[3]->str(),
-               " does not broadcast to the scores");
+          fail(ErrorCategory::Shape, "node '", n.name, "' (attention", at.bshd ? ", bshd" : "", "): mask ", in[3]->str(),
+               " does not broadcast to the scores [", a.b, ",", a.hq, ",", a.sq, ",", a.sk, "] of q ", in[0]->str());
         std::copy(st.begin(), st.end(), a.mst);
       }
       const ET et = *et_of(t);

@@ -148,7 +148,7 @@ class NullBackend final : public backend::Backend {
   std::string name() const override { return "null"; }
   Device device() const override { return Device::Null; }
   bool available(std::string*) const override { return true; }
-  opt::BackendClaims claims() const override {
+  opt::BackendClaims claims(const CompileOptions&) const override {
     return opt::BackendClaims{"null", [](const Node&, const std::vector<const Shape*>&) { return false; }};
   }
   opt::ConstEvaluator const_evaluator() const override { return {}; }  // no folding

@@ -51,10 +51,23 @@ Dim window_out(const InferCtx& ctx, Dim in, int i, int64_t k, const std::vector<
 // conv2d(x[N,C,H,W], w[M,C/group,kH,kW], bias?[M]) -> [N,M,Ho,Wo]
 namespace {
 
-// conv2d's output dims (NCHW) for input x and weight w, checking the channels and groups.
-std::vector<Dim> conv_out_dims(const InferCtx& ctx, const Shape& x, const Shape& w, const ConvAttrs& a) {
-  require_rank(ctx, x, 4, "input 0 (NCHW)");
-  require_rank(ctx, w, 4, "weight (input 1)");
+// [N,H,W,C] -> [N,C,H,W] (the NCHW view of a channels-last shape) and back.
+std::vector<Dim> nchw_of(const std::vector<Dim>& d) { return {d[0], d[3], d[1], d[2]}; }
+std::vector<Dim> nhwc_of(const std::vector<Dim>& d) { return {d[0], d[2], d[3], d[1]}; }
+
+// conv2d's output dims (NCHW) for input x and weight w, checking the channels and groups;
+// nhwc: x, w and the result channels last (checked in their NCHW view).
+std::vector<Dim> conv_out_dims(const InferCtx& ctx, const Shape& x_in, const Shape& w_in, const ConvAttrs& a) {
+  require_rank(ctx, x_in, 4, a.nhwc ? "input 0 (NHWC)" : "input 0 (NCHW)");
+  require_rank(ctx, w_in, 4, "weight (input 1)");
+  if (a.nhwc) {
+    const Shape x = x_in.with_dims(nchw_of(x_in.dims())), w = w_in.with_dims(nchw_of(w_in.dims()));
+    ConvAttrs first = a;
+    first.nhwc = false;
+    return nhwc_of(conv_out_dims(ctx, x, w, first));
+  }
+  const Shape& x = x_in;
+  const Shape& w = w_in;
   check_window_attrs(ctx, a.strides, a.pads, a.dilations);
   if (a.group < 1) ctx.error("group must be >= 1, got ", a.group);
   if (!w.is_static()) ctx.error("weight ", w.str(), " must have a static shape");
@@ -76,8 +89,9 @@ static std::vector<Dim> conv_out_dims_with_bias(const InferCtx& ctx, const Shape
   std::vector<Dim> out = conv_out_dims(ctx, x, w, a);
   if (ctx.has(2)) {
     const Shape& b = ctx.input(2);
+    const Dim m = out[a.nhwc ? 3 : 1];
     require_same_dtype(ctx, b, "bias (input 2)", x, "input 0");
-    if (b.rank() != 1 || !(b.dims()[0] == out[1])) ctx.error("bias ", b.str(), " must have shape [", out[1].raw(), "]");
+    if (b.rank() != 1 || !(b.dims()[0] == m)) ctx.error("bias ", b.str(), " must have shape [", m.raw(), "]");
   }
   return out;
 }
@@ -114,6 +128,7 @@ std::vector<Shape> infer_conv_integer(const InferCtx& ctx) {
   const Shape& wz = ctx.input(3);
   for (const auto& [s, what] : {std::pair{&x, "input 0"}, std::pair{&w, "weight (input 1)"}})
     if (s->dtype() != DType::U8 && s->dtype() != DType::I8) ctx.error(what, " ", s->str(), " must be u8 or i8");
+  if (ctx.node.attr<ConvAttrs>().nhwc) ctx.error("conv_integer is NCHW only (nhwc is set)");
   require_same_dtype(ctx, xz, "x_zero_point (input 2)", x, "input 0");
   require_same_dtype(ctx, wz, "w_zero_point (input 3)", w, "weight (input 1)");
   std::vector<Dim> out = conv_out_dims(ctx, x, w, ctx.node.attr<ConvAttrs>());
@@ -126,7 +141,7 @@ std::vector<Shape> infer_conv_integer(const InferCtx& ctx) {
 std::vector<Shape> infer_pool2d(const InferCtx& ctx) {
   const Shape& x = ctx.input(0);
   const auto& a = ctx.node.attr<PoolAttrs>();
-  require_rank(ctx, x, 4, "input 0 (NCHW)");
+  require_rank(ctx, x, 4, a.nhwc ? "input 0 (NHWC)" : "input 0 (NCHW)");
   require_not_bool(ctx, x, "input 0");
   require_real(ctx, x, "input 0");
   require_len(ctx, a.kernel, 2, "kernel");
@@ -137,9 +152,11 @@ std::vector<Shape> infer_pool2d(const InferCtx& ctx) {
     int64_t ek = a.dilations[size_t(i % 2)] * (a.kernel[size_t(i % 2)] - 1) + 1;
     if (a.pads[size_t(i)] >= ek) ctx.error("pads ", ints_str(a.pads), " must be smaller than the window ", ek);
   }
-  Dim h = window_out(ctx, x.dims()[2], 0, a.kernel[0], a.strides, a.pads, a.dilations, a.ceil_mode);
-  Dim w = window_out(ctx, x.dims()[3], 1, a.kernel[1], a.strides, a.pads, a.dilations, a.ceil_mode);
-  return {x.with_dims({x.dims()[0], x.dims()[1], h, w})};
+  const int hax = a.nhwc ? 1 : 2, cax = a.nhwc ? 3 : 1;
+  Dim h = window_out(ctx, x.dims()[size_t(hax)], 0, a.kernel[0], a.strides, a.pads, a.dilations, a.ceil_mode);
+  Dim w = window_out(ctx, x.dims()[size_t(hax + 1)], 1, a.kernel[1], a.strides, a.pads, a.dilations, a.ceil_mode);
+  if (a.nhwc) return {x.with_dims({x.dims()[0], h, w, x.dims()[size_t(cax)]})};
+  return {x.with_dims({x.dims()[0], x.dims()[size_t(cax)], h, w})};
 }
 
 }  // namespace rlx::ir

@@ -284,8 +284,8 @@ KernelCall build_attention(const Node& node, const std::vector<const Shape*>& in
   if (in.size() > 3 && in[3]) {
     std::vector<int64_t> st;
     if (!broadcast_read_strides(in[3]->static_dims(), {c.b, c.hq, c.sq, c.sk}, st))
-      fail(ErrorCategory::Shape, "node '", node.name, "' (attention): mask ", in[3]->str(),
-           " does not broadcast to the scores");
+      fail(ErrorCategory::Shape, "node '", node.name, "' (attention", a.bshd ? ", bshd" : "", "): mask ", in[3]->str(),
+           " does not broadcast to the scores [", c.b, ",", c.hq, ",", c.sq, ",", c.sk, "] of q ", in[0]->str());
     std::copy(st.begin(), st.end(), c.mask_st);
     c.has_mask = true;
   }
