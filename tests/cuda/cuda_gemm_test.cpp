@@ -252,7 +252,8 @@ TEST(CudaGemm, FusedConvolutionEpilogue) {
 }
 
 // Pools channels last (the node's nhwc form, as the channels-last pass writes it) against the
-// CPU, which runs them as its NCHW kernels between transposes: C = 16 takes the vector kernel
+// CPU, which runs them as its NCHW kernels between transposes, under the policies that claim
+// them (TF32: f32 values; F16): C = 16 takes the vector kernel
 // (16-byte loads of 4 f32 / 8 half channels), C = 6 the scalar one; max pooling is exact (the
 // same bits; padding taps never count), the average is a sum of at most 9 taps in f32 in
 // either order, within 2 * 9 * 2^-24 * max |x| (inputs in [-1, 1]) plus, in f16, one rounding
@@ -260,7 +261,7 @@ TEST(CudaGemm, FusedConvolutionEpilogue) {
 TEST(CudaGemm, ChannelsLastPools) {
   REQUIRE_CUDA();
   for (int64_t c : {16, 6})
-    for (Precision p : {Precision::F32, Precision::F16})
+    for (Precision p : {Precision::TF32, Precision::F16})  // (exact f32 keeps its pools NCHW)
       for (OpKind k : {OpKind::MaxPool2d, OpKind::AvgPool2d}) {
         SCOPED_TRACE(std::string(op_name(k)) + " C=" + std::to_string(c) + " policy " + std::to_string(int(p)));
         Graph g("pool");
