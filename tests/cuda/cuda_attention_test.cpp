@@ -1,7 +1,8 @@
 // The CUDA prefill attention kernel (attention.cu) against the CPU oracle: masks of every
 // broadcast form (including rows hidden entirely: zeros), causal with Sk > Sq, grouped query
 // heads, Dv != D, several key tiles and query blocks, f32 and the f16 / bf16 policies (head
-// dims that are multiples of 16 take the tensor-core kernel there, the others the CUDA-core one); the
+// dims that are multiples of 16 take a tensor-core kernel there: the one-pass one up to 128 keys,
+// the streaming one past that; the others the CUDA-core one); the
 // node runs natively (not decomposed), and the exported chain is fused into it on CUDA too.
 // Skips without a usable CUDA device.
 //
@@ -116,6 +117,11 @@ TEST(CudaAttention, MatchesCpuAcrossShapesMasksAndPolicies) {
       {8, 12, 12, 128, 128, 64, 64, false, 0, {8, 1, 1, 128}, 0, true},
       {1, 8, 2, 70, 200, 32, 48, true, 0, {1, 8, 70, 200}, 0.3f, true},
       {2, 3, 3, 37, 70, 33, 12, false, 0.3, {}, 0, true},
+      // up to 128 keys on tensor cores (the one-pass kernel): rows hidden entirely, grouped heads
+      // with a partial last fragment of keys, one query at the widest head
+      {1, 2, 2, 24, 40, 16, 16, false, 0, {1, 2, 24, 40}, 0.9f},
+      {1, 8, 2, 70, 100, 32, 48, false, 0, {1, 1, 70, 100}, 0.3f, true},
+      {1, 4, 1, 1, 100, 128, 96},
   };
   for (Precision p : {Precision::F32, Precision::F16, Precision::BF16})
     for (const Case& c : cases) check(c, p);

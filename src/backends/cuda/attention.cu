@@ -1,6 +1,7 @@
 // attention (ops.def) of whole sequences (prefill, encoders), flash-style, in two kernels.
 //
-// Tensor cores (f16 / bf16, head dims multiples of 16, 16-byte aligned operands): a block holds
+// Tensor cores (f16 / bf16, head dims multiples of 16, 16-byte aligned operands), up to 128
+// keys: every key in shared memory, one pass (attention_short_kernel, below). Longer: a block holds
 // 64 query rows (4 warps of 16) and streams the keys through shared memory 64 at a time. Per
 // tile a warp computes its 16 x 64 scores with WMMA (f32 accumulation) into shared memory;
 // two lanes per row apply scale, mask and causality, update the row's running max and sum and
@@ -280,6 +281,127 @@ __global__ void __launch_bounds__(kTcWarps * 32)
   }
 }
 
+// ---- tensor-core kernel for short key ranges (Sk <= kShortKeys: an encoder's sequence)
+//
+// Every key fits in shared memory at once, so there is no running max to rescale by: per warp
+// S = Q K^T (16 rows x all keys) in one pass, then a plain softmax with a warp per row (lanes
+// over the columns, max and sum by shuffles), the probabilities rounded to the storage type
+// and normalized by the sum of the rounded ones (as the streaming kernel does), then O = P V
+// with the accumulators in registers. Two block barriers in all; the streaming kernel pays
+// one rescale of its shared-memory output per key tile, which is what made it slow at 128
+// tokens.
+constexpr int kShortKeys = 128;
+
+// Byte offsets: Q [64][d + 8], K [skp][d + 8], V [skp][dv + 8] (storage type), per warp a
+// [16][w] f32 region (S with w >= skp + 4, then O with w >= dv + 4), per warp P [16][skp + 8]
+// (storage type), per warp 16 row scales (f32). skp: Sk rounded up to 16.
+struct ShortLayout {
+  size_t k, v, s, p, inv, bytes;
+  int64_t skp, ldw;
+  __host__ __device__ constexpr ShortLayout(int64_t d, int64_t dv, int64_t sk)
+      : k(size_t(kTcRows) * size_t(d + 8) * 2),
+        v(k + size_t((sk + 15) / 16 * 16) * size_t(d + 8) * 2),
+        s(v + size_t((sk + 15) / 16 * 16) * size_t(dv + 8) * 2),
+        p(s + size_t(kTcWarps) * 16 * size_t(((sk + 15) / 16 * 16 + 4) > dv + 4 ? (sk + 15) / 16 * 16 + 4 : dv + 4) * 4),
+        inv(p + size_t(kTcWarps) * 16 * size_t((sk + 15) / 16 * 16 + 8) * 2),
+        bytes(inv + size_t(kTcWarps) * 16 * 4),
+        skp((sk + 15) / 16 * 16),
+        ldw(((sk + 15) / 16 * 16 + 4) > dv + 4 ? (sk + 15) / 16 * 16 + 4 : dv + 4) {}
+};
+constexpr size_t kShortSmemMax = ShortLayout(kAttentionMaxDim, kAttentionMaxDim, kShortKeys).bytes;
+
+template <class T>
+__global__ void __launch_bounds__(kTcWarps * 32)
+    attention_short_kernel(AttentionArgs a, const T* q, const T* k, const T* v, const T* mask, T* out) {
+  using namespace nvcuda;
+  dev::grid_wait();
+  dev::grid_next();
+  extern __shared__ __align__(128) unsigned char short_smem_raw[];
+  const int d = int(a.d), dv = int(a.dv), ldq = d + 8, ldv = dv + 8;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+  const ShortLayout L(d, dv, a.sk);
+  const int skp = int(L.skp), ldw = int(L.ldw), ldp = skp + 8;
+  T* qs = reinterpret_cast<T*>(short_smem_raw);
+  T* ks = reinterpret_cast<T*>(short_smem_raw + L.k);
+  T* vs = reinterpret_cast<T*>(short_smem_raw + L.v);
+  float* ws = reinterpret_cast<float*>(short_smem_raw + L.s) + warp * 16 * ldw;  // S, then O
+  T* ps = reinterpret_cast<T*>(short_smem_raw + L.p) + warp * 16 * ldp;
+  float* inv = reinterpret_cast<float*>(short_smem_raw + L.inv) + warp * 16;
+  const int64_t qblocks = (a.sq + kTcRows - 1) / kTcRows;
+  const int64_t qb = blockIdx.x % qblocks, h = (blockIdx.x / qblocks) % a.hq, b = blockIdx.x / (qblocks * a.hq);
+  const int64_t hk = h / (a.hq / a.hkv);
+  const int64_t row0 = qb * kTcRows;
+  tile_load(qs, ldq, q + b * a.qst[0] + h * a.qst[1] + row0 * a.qst[2], a.qst[2], a.d, kTcRows,
+            int(imin(kTcRows, a.sq - row0)));
+  tile_load(ks, ldq, k + b * a.kst[0] + hk * a.kst[1], a.kst[2], a.d, skp, int(a.sk));
+  tile_load(vs, ldv, v + b * a.vst[0] + hk * a.vst[1], a.vst[2], a.dv, skp, int(a.sk));
+  __syncthreads();
+  // S = Q K^T for the warp's 16 rows and every key.
+  for (int nb = 0; nb < skp / 16; ++nb) {
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+    wmma::fill_fragment(acc, 0.0f);
+    for (int kk = 0; kk < d / 16; ++kk) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> fb;
+      wmma::load_matrix_sync(fa, qs + warp * 16 * ldq + kk * 16, ldq);
+      wmma::load_matrix_sync(fb, ks + nb * 16 * ldq + kk * 16, ldq);
+      wmma::mma_sync(acc, fa, fb, acc);
+    }
+    wmma::store_matrix_sync(ws + nb * 16, acc, ldw, wmma::mem_row_major);
+  }
+  __syncwarp();
+  // Softmax, a row at a time: lane + 32t holds column lane + 32t (t < 4 covers 128 keys).
+  for (int r = 0; r < 16; ++r) {
+    const int64_t i = row0 + warp * 16 + r;
+    const int64_t end = a.causal ? i + a.sk - a.sq + 1 : a.sk;  // exclusive
+    const T* mrow = mask && i < a.sq ? mask + b * a.mst[0] + h * a.mst[1] + i * a.mst[2] : nullptr;
+    float x[kShortKeys / 32];
+    float mx = -INFINITY;
+#pragma unroll
+    for (int t = 0; t < kShortKeys / 32; ++t) {
+      const int64_t c = lane + 32 * t;
+      x[t] = -INFINITY;
+      if (i < a.sq && c < a.sk && c < end) {
+        x[t] = ws[r * ldw + c] * a.scale;
+        if (mrow) x[t] += dev::ldf(mrow[c * a.mst[3]]);
+      }
+      mx = fmaxf(mx, x[t]);
+    }
+    mx = dev::warp_max(mx);
+    float sum = 0;
+#pragma unroll
+    for (int t = 0; t < kShortKeys / 32; ++t) {
+      const int c = lane + 32 * t;
+      if (c >= skp) break;
+      const T p = dev::stf<T>(mx == -INFINITY ? 0.0f : __expf(x[t] - mx));
+      ps[r * ldp + c] = p;
+      sum += dev::ldf(p);
+    }
+    sum = dev::warp_sum(sum);
+    if (lane == 0) inv[r] = sum > 0 ? 1.0f / sum : 0.0f;
+  }
+  __syncwarp();
+  // O = P V into the (now free) S region.
+  for (int ob = 0; ob < dv / 16; ++ob) {
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+    wmma::fill_fragment(acc, 0.0f);
+    for (int kk = 0; kk < skp / 16; ++kk) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> fb;
+      wmma::load_matrix_sync(fa, ps + kk * 16, ldp);
+      wmma::load_matrix_sync(fb, vs + kk * 16 * ldv + ob * 16, ldv);
+      wmma::mma_sync(acc, fa, fb, acc);
+    }
+    wmma::store_matrix_sync(ws + ob * 16, acc, ldw, wmma::mem_row_major);
+  }
+  __syncwarp();
+  for (int e = lane; e < 16 * dv; e += 32) {
+    const int r = e / dv, c = e - r * dv;
+    const int64_t i = row0 + warp * 16 + r;
+    if (i < a.sq) out[b * a.ost[0] + h * a.ost[1] + i * a.ost[2] + c] = dev::stf<T>(ws[r * ldw + c] * inv[r]);
+  }
+}
+
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
 template <class T>
@@ -293,6 +415,10 @@ cudaError_t attention_typed(const AttentionArgs& a, const void* q, const void* k
     if (a.d % 16 == 0 && a.dv % 16 == 0 && rows16 && aligned16(q) && aligned16(k) && aligned16(v) && aligned16(out)) {
       const int64_t tblocks = a.b * a.hq * ((a.sq + kTcRows - 1) / kTcRows);
       if (tblocks == 0) return cudaSuccess;
+      if (a.sk <= kShortKeys)
+        return dev::launch(attention_short_kernel<T>, dim3(unsigned(tblocks)), dim3(kTcWarps * 32),
+                           ShortLayout(a.d, a.dv, a.sk).bytes, s, a, static_cast<const T*>(q), static_cast<const T*>(k),
+                           static_cast<const T*>(v), static_cast<const T*>(mask), static_cast<T*>(out));
       return dev::launch(attention_tc_kernel<T>, dim3(unsigned(tblocks)), dim3(kTcWarps * 32), TcLayout(a.d, a.dv).bytes, s, a,
                          static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v),
                          static_cast<const T*>(mask), static_cast<T*>(out));
@@ -322,6 +448,12 @@ cudaError_t attention_prepare() {
     if (err == cudaSuccess)
       err = cudaFuncSetAttribute(attention_tc_kernel<__nv_bfloat16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  int(kTcSmemMax));
+    if (err == cudaSuccess)
+      err = cudaFuncSetAttribute(attention_short_kernel<__half>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 int(kShortSmemMax));
+    if (err == cudaSuccess)
+      err = cudaFuncSetAttribute(attention_short_kernel<__nv_bfloat16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 int(kShortSmemMax));
   });
   return err;
 }
