@@ -138,6 +138,9 @@ TEST(Conv2d, GroupsAndDepthwise) {
 TEST(Conv2d, LargerChannelsCrossBlocks) {
   check_conv({1, 64, 14, 14, 64, 3, 3, {1, 1}, {1, 1, 1, 1}});   // k = 576 > kc
   check_conv({1, 24, 9, 9, 160, 3, 3, {1, 1}, {1, 1, 1, 1}});    // m = 160 > mc: shared packed B
+  // Stride 2 over few columns (ResNet's 14x14 / 7x7 stride-2 3x3s, scaled down): on two threads
+  // the whole im2col is packed once, its K blocks spread over the pool, then read by both.
+  check_conv({1, 64, 14, 14, 64, 3, 3, {2, 2}, {1, 1, 1, 1}});
 }
 
 // At most four outputs per image: f32 takes sgemm's dot path over the transposed im2col

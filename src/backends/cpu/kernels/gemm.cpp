@@ -391,20 +391,36 @@ void sgemm_packed(const SgemmProblem& p, ThreadPool* pool, const IsaKernels& K) 
   // Few columns and many K blocks (the late convolutions: 7x7 or 14x14 outputs over
   // thousands of K): the loop below would fork and join twice per K block for tasks of a
   // few microseconds. Instead one task per thread takes a contiguous run of M blocks
-  // through every K block, packing the few B panels of each itself (the shared packing
-  // ran on one thread anyway at this size). Same tiles, same K order: same bits.
+  // through every K block. A B that is a plain matrix each task packs itself, block by
+  // block (a copy, and the block stays in the task's cache); a B that pack_b produces (a
+  // convolution's im2col) is packed once, all of it first, its K blocks spread over the
+  // pool: each task producing the whole im2col itself made it a third of a stride-2 3x3
+  // conv's time at 14x14, on every thread. Same tiles, same K order: same bits.
   const int64_t all_panels = npad / nr;
   if (threads > 1 && p.n <= nc_max && all_panels <= 8 && p.k > kc_max && mblocks >= threads) {
+    const float* bfull = p.b_packed;
+    if (!bfull && p.pack_b) {
+      // The caller's buffer, read by every task below (none of which packs B then).
+      float* buf = tl_pack_b.get(p.k * npad);
+      const int64_t kblocks = (p.k + kc_max - 1) / kc_max;
+      run_range(pool, kblocks, 1, [&](int64_t k0, int64_t k1) {
+        for (int64_t kb = k0; kb < k1; ++kb) {
+          const int64_t pc = kb * kc_max;
+          pack_b_panels(K, p, pc, std::min(kc_max, p.k - pc), 0, p.n, nr, buf + pc * npad);
+        }
+      });
+      bfull = buf;
+    }
     run_range(pool, threads, 1, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t b0 = t * mblocks / threads, b1 = (t + 1) * mblocks / threads;
-        float* bbuf = p.b_packed ? nullptr : tl_pack_b.get(all_panels * nr * kc_max);
+        float* bbuf = bfull ? nullptr : tl_pack_b.get(all_panels * nr * kc_max);
         float* abuf = p.a_packed ? nullptr : tl_pack_a.get(((mc_max + mr - 1) / mr) * mr * kc_max);
         for (int64_t pc = 0; pc < p.k; pc += kc_max) {
           const int64_t kc = std::min(kc_max, p.k - pc);
           const bool acc = p.accumulate || pc > 0, last = pc + kc == p.k;
-          const float* bp = p.b_packed ? p.b_packed + pc * npad : bbuf;
-          if (!p.b_packed) pack_b_panels(K, p, pc, kc, 0, p.n, nr, bbuf);
+          const float* bp = bfull ? bfull + pc * npad : bbuf;
+          if (!bfull) pack_b_panels(K, p, pc, kc, 0, p.n, nr, bbuf);
           for (int64_t ib = b0; ib < b1; ++ib) {
             const int64_t ic = ib * mc_max, mc = std::min(mc_max, p.m - ic);
             const float* ap = p.a_packed ? p.a_packed + pc * mpad + ic * kc : abuf;
