@@ -78,6 +78,45 @@ TEST(ChannelsLast, ChainRunsChannelsLastWithOneTransposeIn) {
   for (size_t i = 0; i < want[0].size(); ++i) EXPECT_NEAR(got[0][i], want[0][i], 30 * std::ldexp(1.0, -24) * zmax) << i;
 }
 
+// A scalar operand rides along (mul by a constant), and a mean over H and W without kept dims
+// is [N,C] either way (no reshape); the values as the original's (the same bound as above).
+TEST(ChannelsLast, ScalarOperandsAndUnkeptMeans) {
+  Graph g("scalar_mean");
+  Value x = g.input("x", Shape({2, 3, 6, 6}, DType::F32));
+  Value y = g.conv2d(x, g.constant_f32({5, 3, 3, 3}, ramp(135, 0.05f), "w"), Value(), {1, 1}, {1, 1, 1, 1});
+  Value z = g.mul(y, g.constant_f32({}, {0.5f}, "half"));
+  g.set_outputs({g.reduce_mean(z, {-1, -2}, false)}, {"pooled"});
+  std::string report;
+  const Graph out = channels_last(g, &report, &kAll);
+  int transposes = 0, reshapes = 0;
+  for (const Node& n : out.nodes()) {
+    transposes += n.kind == OpKind::Transpose;
+    reshapes += n.kind == OpKind::Reshape;
+  }
+  EXPECT_EQ(transposes, 1) << report;  // x in; nothing goes back
+  EXPECT_EQ(reshapes, 0) << report;
+  EXPECT_NE(report.find("' = mul 'mul"), std::string::npos) << report;
+  EXPECT_EQ(out.type(out.outputs()[0].value), g.type(g.outputs()[0].value));
+  CompileOptions o;
+  o.threads = 1;
+  CompiledGraph a = Session(Device::Cpu, o).compile(g), b = Session(Device::Cpu, o).compile(out);
+  const std::map<std::string, std::vector<float>> in{{"x", ramp(216, 0.3f)}};
+  const auto want = a.run(in)[0], got = b.run(in)[0];
+  ASSERT_EQ(got.size(), want.size());
+  // A mean of 36 in another order: within 2 * 35 * 2^-24 * sum |z| / 36 <= 70 * 2^-24 * max |z|,
+  // max |z| read from z itself (the same graph up to the mul).
+  Graph gz("z");
+  {
+    Value xz = gz.input("x", Shape({2, 3, 6, 6}, DType::F32));
+    Value yz = gz.conv2d(xz, gz.constant_f32({5, 3, 3, 3}, ramp(135, 0.05f), "w"), Value(), {1, 1}, {1, 1, 1, 1});
+    gz.set_outputs({gz.mul(yz, gz.constant_f32({}, {0.5f}, "half"))}, {"z"});
+  }
+  const std::vector<float> zs = Session(Device::Cpu, o).compile(gz).run(in)[0];
+  float zmax = 0;
+  for (float v : zs) zmax = std::max(zmax, std::fabs(v));
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 70 * std::ldexp(1.0, -24) * zmax) << i;
+}
+
 TEST(ChannelsLast, NothingChangesWithoutClaimsOrConstantWeights) {
   const Graph g = chain(true);
   std::string report;
