@@ -29,7 +29,18 @@ TEST(Env, UnsetChangesNothing) {
   EXPECT_TRUE(r.fuse_matmul_epilogue);
   EXPECT_TRUE(r.fuse_norms);
   EXPECT_TRUE(r.fuse_gelu);
+  EXPECT_TRUE(r.channels_last);
   EXPECT_FALSE(r.dispatch_report);
+}
+
+TEST(Env, ChannelsLastSwitch) {
+  {
+    ScopedEnv c("RLX_CHANNELS_LAST", "0");
+    EXPECT_FALSE(apply_env(CompileOptions{}).channels_last);
+    EXPECT_TRUE(apply_env(CompileOptions{}).fuse_elementwise);  // a layout pass, not one of RLX_FUSE's
+  }
+  ScopedEnv c("RLX_CHANNELS_LAST", "sideways");
+  expect_error([] { apply_env({}); }, ErrorCategory::InvalidArgument, "RLX_CHANNELS_LAST='sideways'");
 }
 
 TEST(Env, PrecisionTf32) {
