@@ -29,6 +29,8 @@ struct Value {
   int32_t out = 0;
   bool valid() const { return node >= 0; }
   friend bool operator==(Value a, Value b) { return a.node == b.node && a.out == b.out; }
+  // By node, then output: a value can key an ordered map or set.
+  friend bool operator<(Value a, Value b) { return a.node != b.node ? a.node < b.node : a.out < b.out; }
 };
 
 struct Node {

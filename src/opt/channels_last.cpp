@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
-#include <optional>
 #include <sstream>
 
 #include "opt/passes.h"
@@ -25,11 +24,6 @@ namespace rlx::opt {
 namespace {
 
 const TransposeAttrs kToLast{{0, 2, 3, 1}}, kToFirst{{0, 3, 1, 2}};
-
-bool value_less(Value a, Value b) { return a.node != b.node ? a.node < b.node : a.out < b.out; }
-struct Less {
-  bool operator()(Value a, Value b) const { return value_less(a, b); }
-};
 
 bool nhwc_candidate(OpKind k) {
   return k == OpKind::Conv2d || k == OpKind::FusedConv2d || k == OpKind::MaxPool2d || k == OpKind::AvgPool2d;
@@ -43,7 +37,6 @@ Attrs with_nhwc(const Node& n) {
   }
 }
 
-
 // The bytes of a static [M, C, kH, kW] constant permuted to [M, kH, kW, C].
 Blob weights_to_last(const Shape& t, const Blob& src) {
   const auto d = t.static_dims();
@@ -54,7 +47,8 @@ Blob weights_to_last(const Shape& t, const Blob& src) {
     for (int64_t i = 0; i < c; ++i)
       for (int64_t y = 0; y < kh; ++y)
         for (int64_t x = 0; x < kw; ++x)
-          std::memcpy(&out[size_t((((o * kh + y) * kw + x) * c + i)) * e], src.data() + size_t(((o * c + i) * kh + y) * kw + x) * e, e);
+          std::memcpy(&out[size_t(((o * kh + y) * kw + x) * c + i) * e],
+                      src.data() + size_t(((o * c + i) * kh + y) * kw + x) * e, e);
   return Blob(std::move(out));
 }
 
@@ -93,9 +87,9 @@ class ChannelsLast {
     rw_.set(src, rw_.emit1(OpKind::Transpose, {y_last}, kToFirst, rw_.name_of(id)));
   }
 
-  std::optional<Value> permuted_weight(Value w) {
+  // A static constant's weights permuted to [M, kH, kW, C/g] (convert_window checked both).
+  Value permuted_weight(Value w) {
     const Node& p = g_.node(w.node);
-    if (p.kind != OpKind::Constant || !g_.type(w).is_static()) return std::nullopt;
     if (auto it = weights_.find(w); it != weights_.end()) return it->second;
     const Shape& t = g_.type(w);
     const auto d = t.static_dims();
@@ -159,7 +153,7 @@ class ChannelsLast {
     if (!claimed(cand, in)) return false;  // the backend runs it NCHW: nothing to say
     std::vector<Value> ins{last_of(n.inputs[0])};
     if (conv) {
-      ins.push_back(*permuted_weight(n.inputs[1]));
+      ins.push_back(permuted_weight(n.inputs[1]));
       for (size_t k = 2; k < n.inputs.size(); ++k)
         ins.push_back(!n.inputs[k].valid() ? Value() : k == 3 ? last_of(n.inputs[k]) : rw_.map(n.inputs[k]));
     }
@@ -223,7 +217,7 @@ class ChannelsLast {
   Rewriter rw_;
   const BackendClaims* claims_;
   DType low_;
-  std::map<Value, Value, Less> last_, entry_, weights_;
+  std::map<Value, Value> last_, entry_, weights_;
   std::ostringstream rep_;
   int converted_ = 0;
 };

@@ -13,8 +13,7 @@ namespace rlx::opt {
 namespace {
 std::vector<Value> canonical_inputs(OpKind kind, std::vector<Value> in) {
   if (in.size() == 2 && ir::has_trait(kind, ir::kCommutative)) {
-    auto less = [](Value a, Value b) { return a.node != b.node ? a.node < b.node : a.out < b.out; };
-    if (less(in[1], in[0])) std::swap(in[0], in[1]);
+    if (in[1] < in[0]) std::swap(in[0], in[1]);
   }
   return in;
 }

@@ -121,8 +121,7 @@ Out fused_conv2d(Builder& b, const Node& n) {
 // channels first; the result back to channels last). An NCHW one has no decomposition.
 Out channels_first(Builder& b, const Node& n, std::string* why) {
   const bool conv = n.kind == OpKind::Conv2d;
-  const bool nhwc = conv ? n.attr<ConvAttrs>().nhwc : n.attr<PoolAttrs>().nhwc;
-  if (!nhwc) return std::nullopt;  // the op itself: nothing to add to "unsupported"
+  if (!ir::is_channels_last(n)) return std::nullopt;  // the op itself: nothing to add to "unsupported"
   const TransposeAttrs to_first{{0, 3, 1, 2}};
   std::vector<Value> in{b.op(OpKind::Transpose, {n.inputs[0]}, to_first)};
   Attrs a = n.attrs;

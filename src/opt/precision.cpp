@@ -36,13 +36,6 @@ Mode mode_of(OpKind k) {
   return Mode::Keep;
 }
 
-bool value_less(Value a, Value b) { return a.node != b.node ? a.node < b.node : a.out < b.out; }
-struct ValueLess {
-  bool operator()(const std::pair<Value, DType>& a, const std::pair<Value, DType>& b) const {
-    if (!(a.first == b.first)) return value_less(a.first, b.first);
-    return a.second < b.second;
-  }
-};
 
 class Precisioner {
  public:
@@ -164,16 +157,12 @@ class Precisioner {
     return r;
   }
 
-  struct VLess {
-    bool operator()(Value a, Value b) const { return value_less(a, b); }
-  };
-
   const Graph& g_;
   Rewriter rw_;
   DType low_;
   const BackendClaims* claims_;
-  std::map<std::pair<Value, DType>, Value, ValueLess> cache_;
-  std::map<Value, Value, VLess> origin_;  // value made by a cast/conversion -> its source
+  std::map<std::pair<Value, DType>, Value> cache_;
+  std::map<Value, Value> origin_;  // value made by a cast/conversion -> its source
 };
 
 }  // namespace

@@ -51,9 +51,15 @@ TEST(ChannelsLast, ChainRunsChannelsLastWithOneTransposeIn) {
   std::map<OpKind, int> kinds;
   for (const Node& n : out.nodes()) {
     ++kinds[n.kind];
-    if (n.kind == OpKind::Conv2d) EXPECT_TRUE(n.attr<ConvAttrs>().nhwc) << n.name;
-    if (n.kind == OpKind::MaxPool2d) EXPECT_TRUE(n.attr<PoolAttrs>().nhwc) << n.name;
-    if (n.kind == OpKind::ReduceMean) EXPECT_EQ(n.attr<ReduceAttrs>().axes, (std::vector<int64_t>{1, 2}));
+    if (n.kind == OpKind::Conv2d) {
+      EXPECT_TRUE(n.attr<ConvAttrs>().nhwc) << n.name;
+    }
+    if (n.kind == OpKind::MaxPool2d) {
+      EXPECT_TRUE(n.attr<PoolAttrs>().nhwc) << n.name;
+    }
+    if (n.kind == OpKind::ReduceMean) {
+      EXPECT_EQ(n.attr<ReduceAttrs>().axes, (std::vector<int64_t>{1, 2}));
+    }
   }
   // x in, and y and z back to NCHW for their outputs; nothing else crosses layouts.
   EXPECT_EQ(kinds[OpKind::Transpose], 3);

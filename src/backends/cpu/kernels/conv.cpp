@@ -650,10 +650,8 @@ bool conv_float_type(DType t) {
 
 // Channels-last (nhwc) convolutions and pools take their decomposition (the NCHW kernels
 // between transposes): the CPU kernels are NCHW.
-bool nhwc_node(const Node& node) { return ir::is_channels_last(node); }
-
 bool supports_conv(const Node& node, const std::vector<const Shape*>& in) {
-  if (nhwc_node(node)) return false;
+  if (ir::is_channels_last(node)) return false;
   if (!in[0] || !in[1] || !conv_float_type(in[0]->dtype()) || in[1]->dtype() != in[0]->dtype()) return false;
   return in.size() < 3 || !in[2] || in[2]->dtype() == in[0]->dtype();
 }
@@ -939,12 +937,12 @@ void run_pool(const RunCtx& ctx, const void* vcfg, void* const* bufs) {
 }
 
 bool supports_max_pool(const Node& node, const std::vector<const Shape*>& in) {
-  if (nhwc_node(node)) return false;
+  if (ir::is_channels_last(node)) return false;
   return conv_float_type(in[0]->dtype()) || is_integer(in[0]->dtype());
 }
 
 bool supports_avg_pool(const Node& node, const std::vector<const Shape*>& in) {
-  if (nhwc_node(node)) return false;
+  if (ir::is_channels_last(node)) return false;
   return conv_float_type(in[0]->dtype());
 }
 
