@@ -4,7 +4,8 @@
 // one launch each and give the same bits as the two launches (RLX_CUDA_FUSE=0), so the
 // comparison is exact; the fused graph has one step fewer per pair. A pair whose first
 // result is also a graph output still fuses where the kernel writes both (the cast), and
-// does not where it would leave the result unwritten (the product).
+// does not where it would leave the result unwritten (the product). A feed-forward's norm,
+// gate/up product and SwiGLU program are one launch; another program stays its own.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -173,6 +174,76 @@ TEST(CudaStepFusion, RotariesAndCacheWritesAreOneLaunchWithTheSameBits) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("cache_write"), std::string::npos) << e.what();
   }
+}
+
+// The feed-forward of a decode step: rms_norm, the gate/up product split in two halves,
+// silu(gate) * up (form 0; form 1: up * silu(gate), the halves swapped: [gate | up]) or
+// gelu(gate) * up (form 2: not a SwiGLU). down: the down product and the residual add follow.
+constexpr int64_t F = 160;
+Graph ffn(int form, bool down) {
+  Graph g("ffn_form" + std::to_string(form) + (down ? "_down" : ""));
+  Value x = g.input("x", Shape({1, K}, DType::F32));
+  Value scale = g.param("scale", Shape({K}, DType::F32));
+  Value wgu = g.param("wgu", Shape({2 * F, quant::row_bytes(quant::kF16, K)}, DType::U8));
+  std::vector<Value> gu = g.split(g.qmatmul(g.rms_norm(x, scale, -1, 1e-5), wgu, quant::kF16, K), -1, {F, F});
+  Value h = form == 0 ? g.mul(g.silu(gu[1]), gu[0]) : form == 1 ? g.mul(gu[1], g.silu(gu[0])) : g.mul(g.gelu(gu[1]), gu[0]);
+  if (!down) {
+    g.set_outputs({h});
+    return g;
+  }
+  Value r = g.input("r", Shape({1, N}, DType::F32));
+  Value wd = g.param("wd", Shape({N, quant::row_bytes(quant::kF16, F)}, DType::U8));
+  g.set_outputs({g.add(r, g.qmatmul(h, wd, quant::kF16, F))});
+  return g;
+}
+
+std::vector<uint8_t> f16_rows(int64_t rows, int64_t k, uint32_t seed) {
+  const std::vector<float> wf = randoms(size_t(rows * k), seed);
+  const int64_t rb = quant::row_bytes(quant::kF16, k);
+  std::vector<uint8_t> wq(size_t(rows * rb));
+  for (int64_t j = 0; j < rows; ++j) quant::quantize(quant::kF16, wf.data() + j * k, wq.data() + j * rb, k);
+  return wq;
+}
+
+Ran run_ffn(const Graph& g, bool fuse) {
+  if (!fuse) setenv("RLX_CUDA_FUSE", "0", 1);
+  CompiledGraph net = Session(Device::Cuda).compile(g);
+  unsetenv("RLX_CUDA_FUSE");
+  const std::vector<uint8_t> wgu = f16_rows(2 * F, K, 36);
+  net.set_param_typed("wgu", wgu.data(), wgu.size(), DType::U8);
+  net.set_param("scale", randoms(size_t(K), 34));
+  std::map<std::string, TypedTensor> in{{"x", f32({1, K}, 32)}};
+  if (g.find_input("r") >= 0) {
+    const std::vector<uint8_t> wd = f16_rows(N, F, 31);
+    net.set_param_typed("wd", wd.data(), wd.size(), DType::U8);
+    in["r"] = f32({1, N}, 33);
+  }
+  Ran r;
+  r.steps = net.report().num_thunks;
+  r.out = net.run_typed(in);
+  return r;
+}
+
+TEST(CudaStepFusion, NormGateUpAndSwigluAreOneLaunchWithTheSameBits) {
+  REQUIRE_CUDA();
+  for (int form = 0; form < 3; ++form)
+    for (bool down : {false, true}) {
+      const Graph g = ffn(form, down);
+      const Ran fused = run_ffn(g, true), plain = run_ffn(g, false);
+      ASSERT_EQ(fused.out.size(), 1u);
+      ASSERT_EQ(plain.out.size(), 1u);
+      EXPECT_EQ(fused.out[0].bytes, plain.out[0].bytes) << g.name();
+      // The SwiGLU joins the norm and the product (three steps, one launch); the GELU
+      // program does not (the norm still joins the product). With the down product after it,
+      // its add may join it too, as the memory plan allows.
+      const int joined = form == 2 ? 1 : 2;
+      if (down)
+        EXPECT_GE(plain.steps - fused.steps, joined) << g.name() << ": steps fused " << fused.steps << ", unfused "
+                                                     << plain.steps;
+      else
+        EXPECT_EQ(plain.steps - fused.steps, joined) << g.name() << ": steps fused " << fused.steps << ", unfused "
+                                                     << plain.steps;
+    }
 }
 
 }  // namespace

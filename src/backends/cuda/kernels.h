@@ -185,11 +185,14 @@ cudaError_t qmatmul(const QMatMulArgs& a, const float* x, const uint8_t* w, cons
                     cudaStream_t s);
 // rms_norm of the single row x [k] (scale nullable, eps) then qmatmul of the result (m == 1,
 // k <= kNormQMatMulMaxK: the row is held in shared memory), with the same bits as the two.
-// grid: norm_qmatmul_grid(a), asked once when the launch is built (a device query).
+// gate_row >= 0 (0 or n / 2; n even): the product's rows are a SwiGLU's gate (from
+// gate_row) and up halves, and y [n / 2] = silu(gate) * up as the element-wise program
+// rounds it (the three launches' bits). grid: norm_qmatmul_grid(a, gate_row >= 0), asked
+// once when the launch is built (a device query).
 constexpr int64_t kNormQMatMulMaxK = 12288;
-unsigned norm_qmatmul_grid(const QMatMulArgs& a);
+unsigned norm_qmatmul_grid(const QMatMulArgs& a, bool glu = false);
 cudaError_t norm_qmatmul(const QMatMulArgs& a, unsigned grid, const float* x, const float* scale, float eps,
-                         const uint8_t* w, float* y, cudaStream_t s);
+                         const uint8_t* w, float* y, cudaStream_t s, int64_t gate_row = -1);
 cudaError_t qmatmul_id(const QMatMulArgs& a, int64_t experts, int64_t slots, bool x_per_slot, const float* x,
                        const uint8_t* w, const void* ids, bool ids64, float* y, int* err, int step, cudaStream_t s);
 // attention (ops.def) of whole sequences: q [b, hq, sq, d], k [b, hkv, sk, d], v [b, hkv, sk,

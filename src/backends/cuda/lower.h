@@ -64,6 +64,15 @@ std::optional<Launch> lower_pair(const PairSide& first, const PairSide& second, 
 // (kernels.h), nullopt when the dtypes or shapes do not fit it.
 std::optional<Launch> lower_kv_store(const PairSide (&s)[6], int rk, int ck, bool yk_sole, bool k_sole, bool v_sole);
 
+// rms_norm -> qmatmul -> fused_elementwise (compile_program matches them): a decode step's
+// norm, the feed-forward's gate/up product (m == 1) and the SwiGLU program (swiglu_operands)
+// over the product's two halves, the gate half from row gate_row (0 or n / 2). The caller has
+// checked that the norm's and the product's results have no other reader (left unwritten)
+// and that the program's result misses the norm's inputs. bufs: the nodes' inputs and
+// outputs in order. nullopt when the types or shapes do not fit.
+std::optional<Launch> lower_norm_swiglu(const PairSide& norm, const PairSide& product, const PairSide& program,
+                                        int64_t gate_row);
+
 // Throws Error naming `what` (a kernel or call) and the node when `e` is an error.
 void check(cudaError_t e, const char* what, const Node& node);
 void check_blas(cublasStatus_t s, const char* what, const Node& node);

@@ -15,11 +15,55 @@
 //   rotary, rotary, cast -> cache_write, cast -> cache_write
 //                        (lower_kv_store) Q's rotary, K's rotary rounded and written into
 //                        its cache element by element, V's rows into theirs: one launch
-//                        where the pairs above take three.
+//                        where the pairs above take three;
+//   rms_norm -> qmatmul -> fused_elementwise
+//                        (lower_norm_swiglu) the gate/up product of a feed-forward and the
+//                        SwiGLU program over its two halves: each warp takes a gate row and
+//                        its up row and stores silu(gate) * up (the product unwritten).
 #include "backends/cuda/lower_util.h"
 #include "ir/op_table.h"
 
 namespace rlx::cuda {
+
+namespace {
+
+// rms_norm -> qmatmul as norm_qmatmul runs it (gate_row >= 0: with the SwiGLU after it);
+// bufs: the norm's inputs and result, the product's x and w, then `out`.
+std::optional<Launch> norm_product(const PairSide& first, const PairSide& second, int64_t gate_row, int out) {
+  const Node& a = *first.node;
+  const Node& b = *second.node;
+  const Shape& x = *first.in[0];
+  const int64_t k = b.attr<QMatMulAttrs>().k;
+  const bool has_scale = first.in.size() > 1 && first.in[1], has_bias = first.in.size() > 2 && first.in[2];
+  if (x.dtype() != DType::F32 || has_bias || (has_scale && first.in[1]->dtype() != DType::F32) || x.numel() != k ||
+      norm_cols(a, x) != k || k > kNormQMatMulMaxK)
+    return std::nullopt;
+  const QMatMulArgs q = qmatmul_args(b, second.in, (*second.out)[0].numel());  // m = 1 (checked above)
+  if (gate_row >= 0 && (q.n % 2 != 0 || (gate_row != 0 && gate_row != q.n / 2))) return std::nullopt;
+  const float eps = float(a.attr<NormAttrs>().epsilon);
+  const int w = int(first.in.size()) + 2;  // the weights' buf: after the norm's inputs and result, the product's x
+  const unsigned grid = norm_qmatmul_grid(q, gate_row >= 0);
+  const Node* np = &b;
+  return Launch([np, q, grid, eps, has_scale, w, out, gate_row](const LaunchCtx& c, void* const* p) {
+    check(norm_qmatmul(q, grid, static_cast<const float*>(p[0]), has_scale ? static_cast<const float*>(p[1]) : nullptr, eps,
+                       static_cast<const uint8_t*>(p[w]), static_cast<float*>(p[out]), c.stream, gate_row),
+          gate_row >= 0 ? "rms_norm+qmatmul+silu*mul kernel" : "rms_norm+qmatmul kernel", *np);
+  });
+}
+
+}  // namespace
+
+std::optional<Launch> lower_norm_swiglu(const PairSide& norm, const PairSide& product, const PairSide& program,
+                                        int64_t gate_row) {
+  if (norm.node->kind != OpKind::RmsNorm || product.node->kind != OpKind::QMatMul || !swiglu_operands(*program.node))
+    return std::nullopt;
+  const Shape& h = (*program.out)[0];
+  if (h.dtype() != DType::F32 || !h.is_static() || 2 * h.numel() != (*product.out)[0].numel() ||
+      (*product.out)[0].dtype() != DType::F32)
+    return std::nullopt;
+  // bufs: the norm's inputs and result | x, w, product | gate/up halves, h
+  return norm_product(norm, product, gate_row, int(norm.in.size()) + 6);
+}
 
 std::optional<Launch> lower_pair(const PairSide& first, const PairSide& second, int fed, bool sole_reader) {
   const Node& a = *first.node;
@@ -55,24 +99,8 @@ std::optional<Launch> lower_pair(const PairSide& first, const PairSide& second, 
             "cast+cache_write kernel", *np);
     });
   }
-  if (a.kind == OpKind::RmsNorm && b.kind == OpKind::QMatMul && fed == 0 && sole_reader) {
-    // bufs: x, scale | normalized, w, product
-    const Shape& x = *first.in[0];
-    const int64_t k = b.attr<QMatMulAttrs>().k;
-    const bool has_scale = first.in.size() > 1 && first.in[1], has_bias = first.in.size() > 2 && first.in[2];
-    if (x.dtype() != DType::F32 || has_bias || (has_scale && first.in[1]->dtype() != DType::F32) || x.numel() != k ||
-        norm_cols(a, x) != k || k > kNormQMatMulMaxK)
-      return std::nullopt;
-    const QMatMulArgs q = qmatmul_args(b, second.in, (*second.out)[0].numel());  // m = 1 (checked above)
-    const float eps = float(a.attr<NormAttrs>().epsilon);
-    const int w = int(first.in.size()) + 2;  // the weights' buf: after the norm's inputs and result, the product's x
-    const unsigned grid = norm_qmatmul_grid(q);
-    return Launch([np, q, grid, eps, has_scale, w](const LaunchCtx& c, void* const* p) {
-      check(norm_qmatmul(q, grid, static_cast<const float*>(p[0]), has_scale ? static_cast<const float*>(p[1]) : nullptr, eps,
-                         static_cast<const uint8_t*>(p[w]), static_cast<float*>(p[w + 1]), c.stream),
-            "rms_norm+qmatmul kernel", *np);
-    });
-  }
+  if (a.kind == OpKind::RmsNorm && b.kind == OpKind::QMatMul && fed == 0 && sole_reader)
+    return norm_product(first, second, -1, int(first.in.size()) + 3);  // bufs: x, scale | normalized, w, product
   if (a.kind == OpKind::Rotary && b.kind == OpKind::Rotary && fed == -1) {
     // bufs: x, cos, sin, y | x, cos, sin, y
     const auto ra = rotary_args(a, first.in), rb = rotary_args(b, second.in);

@@ -2,6 +2,7 @@
 #pragma once
 #include <algorithm>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "backends/cuda/gemm.h"
@@ -86,6 +87,21 @@ inline CacheWriteArgs cache_write_args(const std::vector<const Shape*>& in) {
 
 // A rotary node's kernel arguments; Error(Shape) naming the node for cos/sin that do not fit.
 RotaryArgs rotary_args(const Node& n, const std::vector<const Shape*>& in);
+
+// The inputs (gate, up) of a fused_elementwise node whose program is exactly silu(gate) * up
+// in f32 (the product's operands in either order); nullopt for any other program.
+inline std::optional<std::pair<int, int>> swiglu_operands(const Node& n) {
+  const auto* at = std::get_if<FusedElementwiseAttrs>(&n.attrs);
+  if (n.kind != OpKind::FusedElementwise || !at || at->program.size() != 2 || n.inputs.size() != 2) return std::nullopt;
+  const FusedOp& s = at->program[0];
+  const FusedOp& m = at->program[1];
+  if (s.kind != OpKind::Silu || s.type != DType::F32 || s.args.size() != 1 || s.args[0] > 1 || s.args[0] < 0 ||
+      m.kind != OpKind::Mul || m.type != DType::F32 || m.args.size() != 2)
+    return std::nullopt;
+  const int gate = s.args[0], up = 1 - gate;
+  if ((m.args[0] == 2 && m.args[1] == up) || (m.args[1] == 2 && m.args[0] == up)) return std::pair{gate, up};
+  return std::nullopt;
+}
 
 // The launch of the compute families (reductions, softmax, norms, matmul, pad, conv,
 // pools, argmax / argmin): lower_compute.cpp. Error(Unsupported) for anything else.

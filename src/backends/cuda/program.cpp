@@ -5,6 +5,7 @@
 #include <cstring>
 #include <functional>
 
+#include "backends/cuda/lower_util.h"
 #include "ir/op_table.h"
 #include "opt/plan_refs.h"
 
@@ -204,6 +205,45 @@ std::shared_ptr<Program> compile_program(opt::Plan plan, const LowerOptions& opt
     for (int t = 0; t < 6; ++t) sides[t] = side(n[t]);
     return lower_kv_store(sides, rk, ck, yk_sole, k_sole, v_sole);
   };
+  // rms_norm -> qmatmul -> the SwiGLU program over the product's two halves (through views at
+  // its bytes), as one launch (lower_norm_swiglu): the norm's and the product's results
+  // are read by nothing else (left unwritten), and the SwiGLU's result, written while
+  // other blocks still read the norm's inputs, must miss them.
+  auto norm_swiglu_at = [&](size_t k) -> std::optional<Launch> {
+    if (k + 2 >= stepping.size()) return std::nullopt;
+    const size_t i = stepping[k], j = stepping[k + 1], l = stepping[k + 2];
+    const Node& c = g.nodes()[l];
+    const auto ops = swiglu_operands(c);
+    if (g.nodes()[i].kind != OpKind::RmsNorm || g.nodes()[j].kind != OpKind::QMatMul || !ops ||
+        g.nodes()[i].outputs.size() != 1 || g.nodes()[j].outputs.size() != 1 || c.outputs.size() != 1)
+      return std::nullopt;
+    const Value normed{int32_t(i), 0}, product{int32_t(j), 0};
+    if (readers.fed(normed, int32_t(j)) != 0 || !readers.sole(normed, int32_t(j)) || !readers.sole(product, int32_t(l)))
+      return std::nullopt;
+    const Ref& at = prog->values[j][0];
+    const int64_t half = int64_t(g.type(product).bytes()) / 2;
+    int64_t offs[2] = {-1, -1};
+    for (int t = 0; t < 2; ++t) {
+      Value u = c.inputs[size_t(t)];
+      if (!u.valid()) return std::nullopt;
+      const Ref& r = prog->values[size_t(u.node)][size_t(u.out)];
+      while (u.valid() && !(u == product) && alias[size_t(u.node)] && !g.nodes()[size_t(u.node)].inputs.empty())
+        u = g.nodes()[size_t(u.node)].inputs[0];
+      if (!(u == product) || r.segment != at.segment || r.param != at.param ||
+          int64_t(g.type(c.inputs[size_t(t)]).bytes()) != half)
+        return std::nullopt;
+      offs[t] = r.offset - at.offset;
+      if (offs[t] != 0 && offs[t] != half) return std::nullopt;
+    }
+    if (offs[0] == offs[1]) return std::nullopt;
+    Ranges writes, reads;
+    range_of(Value{int32_t(l), 0}, writes);
+    for (const Value& v : g.nodes()[i].inputs)
+      if (v.valid()) range_of(v, reads);
+    if (!disjoint(writes, reads)) return std::nullopt;
+    const int64_t rows = g.type(product).numel();
+    return lower_norm_swiglu(side(i), side(j), side(l), offs[ops->first] == 0 ? 0 : rows / 2);
+  };
   const bool fuse = fusion_on();
   for (size_t k = 0; k < stepping.size(); ++k) {
     const size_t i = stepping[k];
@@ -219,6 +259,20 @@ std::shared_ptr<Program> compile_program(opt::Plan plan, const LowerOptions& opt
         for (size_t t = 0; t < 6; ++t) add_refs(st, stepping[k + t]);
         prog->steps.push_back(std::move(st));
         k += 5;
+        continue;
+      }
+    }
+    if (fuse) {
+      if (auto l = norm_swiglu_at(k)) {
+        Step st;
+        st.fn = std::move(*l);
+        st.node = int32_t(stepping[k + 1]);  // a device error names the product
+        st.fused = int32_t(i);
+        st.label = "rms_norm+qmatmul+silu*mul";
+        st.first = uint32_t(prog->refs.size());
+        for (size_t t = 0; t < 3; ++t) add_refs(st, stepping[k + t]);
+        prog->steps.push_back(std::move(st));
+        k += 2;
         continue;
       }
     }
