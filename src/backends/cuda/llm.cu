@@ -122,18 +122,19 @@ __device__ inline float superblock_dot(int fmt, const uint8_t* blk, const float*
 __device__ inline float scale_at(const uint8_t* blk) {
   return __half2float(__ushort_as_half(__ldg(reinterpret_cast<const unsigned short*>(blk))));
 }
-__device__ inline float q4_0_dot(const uint8_t* w, const float* x, int64_t nb, int lane) {
-  constexpr int U = 8;
-  const int g = lane >> 3, l = lane & 7;
-  float acc = 0;
-  auto part = [](int v, float2 lo, float2 hi) {
-    const int b0 = v & 0xFF, b1 = v >> 8;
-    float s = float((b0 & 15) - 8) * lo.x;
-    s = fmaf(float((b1 & 15) - 8), lo.y, s);
-    s = fmaf(float((b0 >> 4) - 8), hi.x, s);
-    return fmaf(float((b1 >> 4) - 8), hi.y, s);
-  };
-  int64_t b = g;
+constexpr int kQ4U = 8;  // Q4_0 blocks a lane loads before their FMAs
+__device__ inline float q4_0_part(int v, float2 lo, float2 hi) {
+  const int b0 = v & 0xFF, b1 = v >> 8;
+  float s = float((b0 & 15) - 8) * lo.x;
+  s = fmaf(float((b1 & 15) - 8), lo.y, s);
+  s = fmaf(float((b0 >> 4) - 8), hi.x, s);
+  return fmaf(float((b1 >> 4) - 8), hi.y, s);
+}
+// acc + the lane's blocks from b (g, g + 4, ...: b is g plus a multiple of 4 kQ4U) on.
+__device__ inline float q4_0_dot_from(const uint8_t* w, const float* x, int64_t nb, int lane, int64_t b, float acc) {
+  constexpr int U = kQ4U;
+  const int l = lane & 7;
+  const auto part = q4_0_part;
   for (; b + 4 * (U - 1) < nb; b += 4 * U) {
     int v[U];
     float d[U];
@@ -156,6 +157,52 @@ __device__ inline float q4_0_dot(const uint8_t* w, const float* x, int64_t nb, i
                                    *reinterpret_cast<const float2*>(x + 32 * b + 16 + 2 * l)), acc);
   }
   return acc;
+}
+__device__ inline float q4_0_dot(const uint8_t* w, const float* x, int64_t nb, int lane) {
+  return q4_0_dot_from(w, x, nb, lane, lane >> 3, 0.0f);
+}
+// A Q4_0 row's first two rounds of kQ4U blocks per lane (the whole row at k = 2048), their
+// quants and scales loaded before the kernel waits for its predecessor, as f16_prefetch;
+// q4_0_dot_prefetched then adds them in q4_0_dot's order and continues from there (same bits).
+template <int Rounds>
+struct Q4Prefetch {
+  static constexpr int R = Rounds;
+  int v[R][kQ4U];
+  float d[R][kQ4U];
+};
+template <int R>
+__device__ inline void q4_0_prefetch(const uint8_t* w, int64_t nb, int lane, Q4Prefetch<R>& p) {
+  const int g = lane >> 3, l = lane & 7;
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int64_t b = g + int64_t(4 * kQ4U) * r;
+    if (b + 4 * (kQ4U - 1) >= nb) break;
+#pragma unroll
+    for (int u = 0; u < kQ4U; ++u) {
+      const uint8_t* blk = w + 18 * (b + 4 * u);
+      p.v[r][u] = __ldg(reinterpret_cast<const unsigned short*>(blk + 2) + l);
+      p.d[r][u] = scale_at(blk);
+    }
+  }
+}
+template <int R>
+__device__ inline float q4_0_dot_prefetched(const Q4Prefetch<R>& p, const uint8_t* w, const float* x, int64_t nb,
+                                            int lane) {
+  const int g = lane >> 3, l = lane & 7;
+  float acc = 0;
+  int64_t b = g;
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    if (b + 4 * (kQ4U - 1) >= nb) break;
+#pragma unroll
+    for (int u = 0; u < kQ4U; ++u) {
+      const float* xb = x + 32 * (b + 4 * u);
+      acc = fmaf(p.d[r][u], q4_0_part(p.v[r][u], *reinterpret_cast<const float2*>(xb + 2 * l),
+                                      *reinterpret_cast<const float2*>(xb + 16 + 2 * l)), acc);
+    }
+    b += 4 * kQ4U;
+  }
+  return q4_0_dot_from(w, x, nb, lane, b, acc);
 }
 __device__ inline float q8_0_dot(const uint8_t* w, const float* x, int64_t nb, int lane) {
   constexpr int U = 8;
@@ -316,6 +363,31 @@ __device__ inline float f16_dot_prefetched(const uint4* u, const uint8_t* row, c
   return f16_dot_from(row, x, n8, lane + 32 * P, acc);
 }
 
+// A warp's first row fetched before the kernel waits for its predecessor: P 16-byte chunks
+// per lane of an F16 row (f16_wide), P / 4 rounds of Q4_0 blocks (x 8-byte aligned, as
+// row_dot takes the vector path); other formats fetch nothing (on stays false). dot() then
+// gives row_dot's bits for that row.
+template <int F, int P>
+struct RowFetch {
+  uint4 u[F == 1 ? P : 1];
+  Q4Prefetch<(P / 4 > 0 ? P / 4 : 1)> q;
+  bool on = false;
+  __device__ void fetch(const QMatMulArgs& a, const uint8_t* w, const float* x, int64_t row, int lane) {
+    if constexpr (F == 1) {
+      on = f16_wide<F>(a, w, x);
+      if (on) f16_prefetch<P>(w + row * a.row_bytes, a.k / 8, lane, u);
+    } else if constexpr (F == 2) {
+      on = (reinterpret_cast<uintptr_t>(x) & 7) == 0;
+      if (on) q4_0_prefetch(w + row * a.row_bytes, a.k / 32, lane, q);
+    }
+  }
+  __device__ float dot(const QMatMulArgs& a, const uint8_t* w, const float* x, int64_t row, int lane) const {
+    if constexpr (F == 1) return f16_dot_prefetched<P>(u, w + row * a.row_bytes, x, a.k / 8, lane);
+    else if constexpr (F == 2) return q4_0_dot_prefetched(q, w + row * a.row_bytes, x, a.k / 32, lane);
+    else return 0.0f;
+  }
+};
+
 // residual (nullable): y[o] = dot + residual[o], one f32 add after the dot as the add op
 // rounds it; residual may be y itself (each element is read before it is written, by the
 // lane that writes it).
@@ -323,14 +395,13 @@ template <int F, int P>
 __global__ void qmatmul_kernel(QMatMulArgs a, const float* x, const uint8_t* w, const float* residual, float* y) {
   const int lane = threadIdx.x & 31;
   int64_t o = blockIdx.x * int64_t(kWarps) + threadIdx.x / 32;
-  const bool pre = f16_wide<F>(a, w, x) && o < a.m * a.n;
-  uint4 u[P];
-  if (pre) f16_prefetch<P>(w + (o % a.n) * a.row_bytes, a.k / 8, lane, u);
+  RowFetch<F, P> first;
+  if (o < a.m * a.n) first.fetch(a, w, x, o % a.n, lane);
   dev::grid_wait();
   dev::grid_next();
-  if (pre) {
+  if (first.on) {
     const int64_t i = o / a.n, j = o % a.n;
-    const float s = warp_sum(f16_dot_prefetched<P>(u, w + j * a.row_bytes, x + i * a.k, a.k / 8, lane));
+    const float s = warp_sum(first.dot(a, w, x + i * a.k, j, lane));
     if (lane == 0) y[o] = residual ? __fadd_rn(s, residual[o]) : s;
     o += int64_t(gridDim.x) * kWarps;
   }
@@ -359,13 +430,10 @@ __global__ void norm_qmatmul_kernel(QMatMulArgs a, const float* x, const float* 
   const int lane = threadIdx.x & 31;
   const int64_t rows = Glu ? a.n / 2 : a.n, up_row = Glu && gate_row == 0 ? rows : 0;
   int64_t o = blockIdx.x * int64_t(kWarps) + threadIdx.x / 32;
-  const bool pre = f16_wide<F>(a, w, xs) && o < rows;
-  uint4 u[P];
-  if (pre && Glu) {
-    f16_prefetch<P / 2>(w + (up_row + o) * a.row_bytes, a.k / 8, lane, u);
-    f16_prefetch<P / 2>(w + (gate_row + o) * a.row_bytes, a.k / 8, lane, u + P / 2);
-  } else if (pre) {
-    f16_prefetch<P>(w + o * a.row_bytes, a.k / 8, lane, u);
+  RowFetch<F, Glu ? P / 2 : P> first, second;  // Glu: the up row, then the gate row
+  if (o < rows) {
+    first.fetch(a, w, xs, up_row + o, lane);
+    if constexpr (Glu) second.fetch(a, w, xs, gate_row + o, lane);
   }
   dev::grid_wait();
   dev::grid_next();
@@ -378,13 +446,13 @@ __global__ void norm_qmatmul_kernel(QMatMulArgs a, const float* x, const float* 
   }
   __syncthreads();
   const auto glu = [](float g, float up) { return __fmul_rn(g / (1.0f + expf(-g)), up); };
-  if (pre) {
+  if (first.on) {
     if constexpr (Glu) {
-      const float su = warp_sum(f16_dot_prefetched<P / 2>(u, w + (up_row + o) * a.row_bytes, xs, a.k / 8, lane));
-      const float sg = warp_sum(f16_dot_prefetched<P / 2>(u + P / 2, w + (gate_row + o) * a.row_bytes, xs, a.k / 8, lane));
+      const float su = warp_sum(first.dot(a, w, xs, up_row + o, lane));
+      const float sg = warp_sum(second.dot(a, w, xs, gate_row + o, lane));
       if (lane == 0) y[o] = glu(sg, su);
     } else {
-      const float s = warp_sum(f16_dot_prefetched<P>(u, w + o * a.row_bytes, xs, a.k / 8, lane));
+      const float s = warp_sum(first.dot(a, w, xs, o, lane));
       if (lane == 0) y[o] = s;
     }
     o += int64_t(gridDim.x) * kWarps;
