@@ -245,33 +245,29 @@ std::shared_ptr<Program> compile_program(opt::Plan plan, const LowerOptions& opt
     return lower_norm_swiglu(side(i), side(j), side(l), offs[ops->first] == 0 ? 0 : rows / 2);
   };
   const bool fuse = fusion_on();
+  // A group's launch as one step over stepping[k .. k + count); a device error names the
+  // group's node `named` (an index into the group).
+  auto push_group = [&](Launch l, size_t k, size_t count, size_t named, const char* label) {
+    Step st;
+    st.fn = std::move(l);
+    st.node = int32_t(stepping[k + named]);
+    st.fused = int32_t(stepping[k]);
+    st.label = label;
+    st.first = uint32_t(prog->refs.size());
+    for (size_t t = 0; t < count; ++t) add_refs(st, stepping[k + t]);
+    prog->steps.push_back(std::move(st));
+  };
   for (size_t k = 0; k < stepping.size(); ++k) {
     const size_t i = stepping[k];
     const PairSide here = side(i);
     if (fuse) {
-      if (auto l = kv_store_at(k)) {
-        Step st;
-        st.fn = std::move(*l);
-        st.node = int32_t(stepping[k + 3]);  // a device error names the first cache write (the range check)
-        st.fused = int32_t(i);
-        st.label = "rotary+kv_store";
-        st.first = uint32_t(prog->refs.size());
-        for (size_t t = 0; t < 6; ++t) add_refs(st, stepping[k + t]);
-        prog->steps.push_back(std::move(st));
+      if (auto l = kv_store_at(k)) {  // errors name the first cache write (the range check)
+        push_group(std::move(*l), k, 6, 3, "rotary+kv_store");
         k += 5;
         continue;
       }
-    }
-    if (fuse) {
-      if (auto l = norm_swiglu_at(k)) {
-        Step st;
-        st.fn = std::move(*l);
-        st.node = int32_t(stepping[k + 1]);  // a device error names the product
-        st.fused = int32_t(i);
-        st.label = "rms_norm+qmatmul+silu*mul";
-        st.first = uint32_t(prog->refs.size());
-        for (size_t t = 0; t < 3; ++t) add_refs(st, stepping[k + t]);
-        prog->steps.push_back(std::move(st));
+      if (auto l = norm_swiglu_at(k)) {  // errors name the product
+        push_group(std::move(*l), k, 3, 1, "rms_norm+qmatmul+silu*mul");
         k += 2;
         continue;
       }
@@ -282,15 +278,8 @@ std::shared_ptr<Program> compile_program(opt::Plan plan, const LowerOptions& opt
       const int fed = readers.fed(v, int32_t(j));
       const bool sole = fed >= 0 && readers.sole(v, int32_t(j));
       if (fed != -2 && apart(i, j, fed, sole)) {
-        if (auto l = lower_pair(here, side(j), fed, sole)) {
-          Step st;
-          st.fn = std::move(*l);
-          st.node = int32_t(j);  // a device error names the second (the cache write's range check)
-          st.fused = int32_t(i);
-          st.first = uint32_t(prog->refs.size());
-          add_refs(st, i);
-          add_refs(st, j);
-          prog->steps.push_back(std::move(st));
+        if (auto l = lower_pair(here, side(j), fed, sole)) {  // errors name the second (a cache write's range check)
+          push_group(std::move(*l), k, 2, 1, nullptr);
           ++k;
           continue;
         }
