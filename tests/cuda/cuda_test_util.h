@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -38,6 +39,17 @@ inline std::vector<float> randoms(size_t n, uint32_t seed) {
   std::vector<float> v(n);
   for (float& x : v) x = u(rng);
   return v;
+}
+
+// An f32 tensor of `dims` holding randoms(seed) scaled by amp.
+inline TypedTensor random_f32(std::vector<int64_t> dims, uint32_t seed, float amp = 1.0f) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  std::vector<float> v = randoms(size_t(n), seed);
+  for (float& x : v) x *= amp;
+  TypedTensor t{DType::F32, std::move(dims), std::vector<uint8_t>(v.size() * sizeof(float))};
+  std::memcpy(t.bytes.data(), v.data(), t.bytes.size());
+  return t;
 }
 
 }  // namespace rlx::cuda_test

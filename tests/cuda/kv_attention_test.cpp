@@ -20,17 +20,6 @@ using cuda_test::randoms;
 
 constexpr int64_t Hq = 32, Hkv = 4, D = 64;
 
-TypedTensor f32(std::vector<int64_t> dims, uint32_t seed, float amp) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  std::vector<float> v = randoms(size_t(n), seed);
-  for (float& x : v) x *= amp;
-  TypedTensor t{DType::F32, std::move(dims), {}};
-  t.bytes.resize(v.size() * sizeof(float));
-  std::memcpy(t.bytes.data(), v.data(), t.bytes.size());
-  return t;
-}
-
 TypedTensor f16(std::vector<int64_t> dims, uint32_t seed) {
   int64_t n = 1;
   for (int64_t d : dims) n *= d;
@@ -60,10 +49,13 @@ void check(int64_t C, int64_t T, int64_t past) {
   TypedTensor pt{DType::I64, {1}, std::vector<uint8_t>(8)};
   std::memcpy(pt.bytes.data(), &past, 8);
   // Scores of a few units (q up to 4, keys up to 1, scaled by 1/8 over 64 dims): the
-  // softmax is spread over many rows, so every block and warp of the split holds weight.
-  const std::map<std::string, TypedTensor> in{{"q", f32({1, Hq, T, D}, 1, 4.0f)}, {"kc", f16({1, Hkv, C, D}, 2)},
-                                              {"vc", f16({1, Hkv, C, D}, 3)},        {"kn", f16({1, Hkv, T, D}, 4)},
-                                              {"vn", f16({1, Hkv, T, D}, 5)},        {"past", pt}};
+  // softmax is spread over many rows, so every warp of the split holds weight.
+  const std::map<std::string, TypedTensor> in{{"q", cuda_test::random_f32({1, Hq, T, D}, 1, 4.0f)},
+                                              {"kc", f16({1, Hkv, C, D}, 2)},
+                                              {"vc", f16({1, Hkv, C, D}, 3)},
+                                              {"kn", f16({1, Hkv, T, D}, 4)},
+                                              {"vn", f16({1, Hkv, T, D}, 5)},
+                                              {"past", pt}};
   const std::vector<float> want = floats(Session(Device::Cpu).compile(g).run_typed(in)[0]);
   const std::vector<float> got = floats(Session(Device::Cuda).compile(g).run_typed(in)[0]);
   ASSERT_EQ(got.size(), want.size());

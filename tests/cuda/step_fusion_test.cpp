@@ -23,14 +23,15 @@ using cuda_test::randoms;
 
 constexpr int64_t K = 256, N = 96, H = 2, Hq = 4, C = 8, D = 32;
 
-TypedTensor f32(std::vector<int64_t> dims, uint32_t seed) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  const std::vector<float> v = randoms(size_t(n), seed);
-  TypedTensor t{DType::F32, std::move(dims), {}};
-  t.bytes.resize(v.size() * sizeof(float));
-  std::memcpy(t.bytes.data(), v.data(), t.bytes.size());
-  return t;
+TypedTensor f32(std::vector<int64_t> dims, uint32_t seed) { return cuda_test::random_f32(std::move(dims), seed); }
+
+// `rows` rows of k randoms(seed) each, in F16 row format (the qmatmul weights).
+std::vector<uint8_t> f16_rows(int64_t rows, int64_t k, uint32_t seed) {
+  const std::vector<float> wf = randoms(size_t(rows * k), seed);
+  const int64_t rb = quant::row_bytes(quant::kF16, k);
+  std::vector<uint8_t> wq(size_t(rows * rb));
+  for (int64_t j = 0; j < rows; ++j) quant::quantize(quant::kF16, wf.data() + j * k, wq.data() + j * rb, k);
+  return wq;
 }
 
 // x -> qmatmul(F16 W) + r; h -> rms_norm -> qmatmul(W); rows -> cast f16 -> cache_write
@@ -72,10 +73,7 @@ Ran run(const Graph& g, bool fuse) {
   if (!fuse) setenv("RLX_CUDA_FUSE", "0", 1);
   CompiledGraph net = Session(Device::Cuda).compile(g);
   unsetenv("RLX_CUDA_FUSE");
-  std::vector<float> wf = randoms(size_t(N * K), 3);
-  std::vector<uint8_t> wq(size_t(N * quant::row_bytes(quant::kF16, K)));
-  for (int64_t j = 0; j < N; ++j)
-    quant::quantize(quant::kF16, wf.data() + j * K, wq.data() + j * quant::row_bytes(quant::kF16, K), K);
+  const std::vector<uint8_t> wq = f16_rows(N, K, 3);
   net.set_param_typed("w", wq.data(), wq.size(), DType::U8);
   net.set_param("scale", randoms(size_t(K), 9));
   TypedTensor cache{DType::F16, {1, H, C, D}, std::vector<uint8_t>(size_t(H * C * D) * 2)};
@@ -195,14 +193,6 @@ Graph ffn(int form, bool down) {
   Value wd = g.param("wd", Shape({N, quant::row_bytes(quant::kF16, F)}, DType::U8));
   g.set_outputs({g.add(r, g.qmatmul(h, wd, quant::kF16, F))});
   return g;
-}
-
-std::vector<uint8_t> f16_rows(int64_t rows, int64_t k, uint32_t seed) {
-  const std::vector<float> wf = randoms(size_t(rows * k), seed);
-  const int64_t rb = quant::row_bytes(quant::kF16, k);
-  std::vector<uint8_t> wq(size_t(rows * rb));
-  for (int64_t j = 0; j < rows; ++j) quant::quantize(quant::kF16, wf.data() + j * k, wq.data() + j * rb, k);
-  return wq;
 }
 
 Ran run_ffn(const Graph& g, bool fuse) {

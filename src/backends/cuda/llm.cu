@@ -134,7 +134,6 @@ __device__ inline float q4_0_part(int v, float2 lo, float2 hi) {
 __device__ inline float q4_0_dot_from(const uint8_t* w, const float* x, int64_t nb, int lane, int64_t b, float acc) {
   constexpr int U = kQ4U;
   const int l = lane & 7;
-  const auto part = q4_0_part;
   for (; b + 4 * (U - 1) < nb; b += 4 * U) {
     int v[U];
     float d[U];
@@ -148,13 +147,15 @@ __device__ inline float q4_0_dot_from(const uint8_t* w, const float* x, int64_t 
       hi[u] = *reinterpret_cast<const float2*>(x + 32 * (b + 4 * u) + 16 + 2 * l);
     }
 #pragma unroll
-    for (int u = 0; u < U; ++u) acc = fmaf(d[u], part(v[u], lo[u], hi[u]), acc);
+    for (int u = 0; u < U; ++u) acc = fmaf(d[u], q4_0_part(v[u], lo[u], hi[u]), acc);
   }
   for (; b < nb; b += 4) {
     const uint8_t* blk = w + 18 * b;
     const int v = __ldg(reinterpret_cast<const unsigned short*>(blk + 2) + l);
-    acc = fmaf(scale_at(blk), part(v, *reinterpret_cast<const float2*>(x + 32 * b + 2 * l),
-                                   *reinterpret_cast<const float2*>(x + 32 * b + 16 + 2 * l)), acc);
+    acc = fmaf(scale_at(blk),
+               q4_0_part(v, *reinterpret_cast<const float2*>(x + 32 * b + 2 * l),
+                         *reinterpret_cast<const float2*>(x + 32 * b + 16 + 2 * l)),
+               acc);
   }
   return acc;
 }
@@ -164,9 +165,8 @@ __device__ inline float q4_0_dot(const uint8_t* w, const float* x, int64_t nb, i
 // A Q4_0 row's first two rounds of kQ4U blocks per lane (the whole row at k = 2048), their
 // quants and scales loaded before the kernel waits for its predecessor, as f16_prefetch;
 // q4_0_dot_prefetched then adds them in q4_0_dot's order and continues from there (same bits).
-template <int Rounds>
+template <int R>
 struct Q4Prefetch {
-  static constexpr int R = Rounds;
   int v[R][kQ4U];
   float d[R][kQ4U];
 };
@@ -416,11 +416,11 @@ __global__ void qmatmul_kernel(QMatMulArgs a, const float* x, const uint8_t* w, 
 // every block normalizes x into shared memory exactly as the norm kernel does (inv_rms in
 // the same form: a block's sum for k >= 1024, else a warp's, which each warp repeats), so
 // the product reads the same bits the norm would have stored; its warps then take output
-// rows as qmatmul_kernel does (each warp's first F16 row fetched before the wait).
+// rows as qmatmul_kernel does (each warp's first row fetched before the wait: RowFetch).
 // Glu: the product's rows are two halves, gate (from row gate_row: 0 or n / 2) and up (the
 // other); warp o takes row o of both and stores silu(gate) * up as the SwiGLU program
-// computes it (x / (1 + exp(-x)), the product rounded): y has n / 2 elements. The first
-// rows' loads are split between the two (P / 2 chunks each).
+// computes it (x / (1 + exp(-x)), the product rounded): y has n / 2 elements. The early
+// fetch is split between the two first rows (RowFetch<F, P / 2> each).
 template <int F, int P, bool Glu>
 __global__ void norm_qmatmul_kernel(QMatMulArgs a, const float* x, const float* scale, float eps, const uint8_t* w,
                                     float* y, int64_t gate_row) {
@@ -501,18 +501,19 @@ __device__ inline float cache_at(const void* base, int64_t i) {
 }
 
 // One block per (sequence, query head, query), split over the keys: warp w visits rows
-// w, w + kWarps, ... (cache rows, then the new rows up to this query) with its own running
+// w, w + W, ... (cache rows, then the new rows up to this query) with its own running
 // max and sum, the lanes splitting the head dim; the warps' partial states are then merged
 // in a fixed order (so runs repeat bit for bit). A decode step's few queries thus use
-// kWarps warps each instead of one walking the whole cache. Dl: the head dim's elements per
+// W warps each instead of one walking the whole cache. Dl: the head dim's elements per
 // lane (d <= 32 Dl), a compile-time bound so that the per-lane arrays stay in registers.
-template <bool F16, int Dl, int kWarps>
-__global__ void __launch_bounds__(32 * kWarps) kv_attention_kernel(KvAttentionArgs a, const float* q, const void* kc, const void* vc, const void* kn,
-                                    const void* vn, const int64_t* past, float* out, int* err, int step) {
+template <bool F16, int Dl, int W>
+__global__ void __launch_bounds__(32 * W)
+    kv_attention_kernel(KvAttentionArgs a, const float* q, const void* kc, const void* vc, const void* kn,
+                        const void* vn, const int64_t* past, float* out, int* err, int step) {
   dev::grid_wait();
   dev::grid_next();
-  static_assert(kWarps <= 32, "the merge takes the warps' states as the lanes of one warp");
-  __shared__ float part_m[kWarps], part_l[kWarps], part_f[kWarps], part_acc[kWarps][32 * Dl];
+  static_assert(W <= 32, "the merge takes the warps' states as the lanes of one warp");
+  __shared__ float part_m[W], part_l[W], part_f[W], part_acc[W][32 * Dl];
   const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
   const int64_t group = a.hq / a.hkv, tasks = a.b * a.hq * a.t;
   for (int64_t task = blockIdx.x; task < tasks; task += gridDim.x) {
@@ -536,14 +537,14 @@ __global__ void __launch_bounds__(32 * kWarps) kv_attention_kernel(KvAttentionAr
     float m = -INFINITY, l = 0;
     const int64_t cache_base = (b * a.hkv + hk) * a.c * a.d, new_base = (b * a.hkv + hk) * a.t * a.d;
     const int64_t n = np + t + 1;
-    // kRows of the warp's rows at a time (j, j + kWarps, ...): their K and V loads are all
+    // kRows of the warp's rows at a time (j, j + W, ...): their K and V loads are all
     // issued before any of their arithmetic, so a warp waits on memory once per kRows rows,
     // and the running max / sum are corrected once per batch.
-    for (int64_t j = warp; j < n; j += int64_t(kWarps) * kRows) {
+    for (int64_t j = warp; j < n; j += int64_t(W) * kRows) {
       float s[kRows], v[kRows][Dl];
 #pragma unroll
       for (int u = 0; u < kRows; ++u) {
-        const int64_t ju = j + int64_t(kWarps) * u;
+        const int64_t ju = j + int64_t(W) * u;
         const bool live = ju < n, cached = ju < np;
         const void* kb = cached ? kc : kn;
         const void* vb = cached ? vc : vn;
@@ -561,7 +562,7 @@ __global__ void __launch_bounds__(32 * kWarps) kv_attention_kernel(KvAttentionAr
 #pragma unroll
       for (int u = 0; u < kRows; ++u) {
         s[u] = warp_sum(s[u]);
-        if (j + int64_t(kWarps) * u < n) mn = fmaxf(mn, s[u]);
+        if (j + int64_t(W) * u < n) mn = fmaxf(mn, s[u]);
       }
       const float corr = expf(m - mn);
       l *= corr;
@@ -569,7 +570,7 @@ __global__ void __launch_bounds__(32 * kWarps) kv_attention_kernel(KvAttentionAr
       for (int r = 0; r < Dl; ++r) acc[r] *= corr;
 #pragma unroll
       for (int u = 0; u < kRows; ++u) {
-        if (j + int64_t(kWarps) * u >= n) break;
+        if (j + int64_t(W) * u >= n) break;
         const float p = expf(s[u] - mn);
         l += p;
 #pragma unroll
@@ -587,21 +588,21 @@ __global__ void __launch_bounds__(32 * kWarps) kv_attention_kernel(KvAttentionAr
     // Merge: every row was visited by exactly one warp; a warp that saw none has m = -inf.
     // The first warp finds the maximum (fmaxf: any order gives it) and each warp's factor
     // exp(m_w - max) once, lane w; the sums below then add the warps in order 0, 1, ...
-    // (bits fixed by kWarps), with no exp of their own.
+    // (bits fixed by W), with no exp of their own.
     if (warp == 0) {
-      const float mw = lane < kWarps ? part_m[lane] : -INFINITY;
+      const float mw = lane < W ? part_m[lane] : -INFINITY;
       float mx = mw;
 #pragma unroll
       for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-      if (lane < kWarps) part_f[lane] = mw == -INFINITY ? 0.0f : expf(mw - mx);
+      if (lane < W) part_f[lane] = mw == -INFINITY ? 0.0f : expf(mw - mx);
     }
     __syncthreads();
     float sum = 0;
-    for (int w = 0; w < kWarps; ++w) sum += part_m[w] == -INFINITY ? 0.0f : part_l[w] * part_f[w];
+    for (int w = 0; w < W; ++w) sum += part_m[w] == -INFINITY ? 0.0f : part_l[w] * part_f[w];
     const float inv = 1.0f / sum;
     for (int64_t e = threadIdx.x; e < a.d; e += blockDim.x) {
       float o = 0;
-      for (int w = 0; w < kWarps; ++w)
+      for (int w = 0; w < W; ++w)
         if (part_m[w] != -INFINITY) o += part_acc[w][e] * part_f[w];
       out[task * a.d + e] = o * inv;
     }
@@ -823,6 +824,9 @@ constexpr int kPrefetch = 8;
 const auto kQMatMul = [](auto f) { return &qmatmul_kernel<decltype(f)::value, kPrefetch>; };
 const auto kNormQMatMul = [](auto f) { return &norm_qmatmul_kernel<decltype(f)::value, kPrefetch, false>; };
 const auto kNormQMatMulGlu = [](auto f) { return &norm_qmatmul_kernel<decltype(f)::value, kPrefetch, true>; };
+auto norm_qmatmul_for(int format, bool glu) {
+  return glu ? for_format(format, kNormQMatMulGlu) : for_format(format, kNormQMatMul);
+}
 const auto kQMatMulId = [](auto f) { return &qmatmul_id_kernel<decltype(f)::value>; };
 
 }  // namespace
@@ -870,7 +874,7 @@ cudaError_t qmatmul(const QMatMulArgs& a, const float* x, const uint8_t* w, cons
 unsigned norm_qmatmul_grid(const QMatMulArgs& a, bool glu) {
   // As many blocks as are resident at once (each normalizes the row once, then takes rows
   // until none are left), fewer when the rows run out first.
-  const auto k = glu ? for_format(a.format, kNormQMatMulGlu) : for_format(a.format, kNormQMatMul);
+  const auto k = norm_qmatmul_for(a.format, glu);
   if (!k) return 0;  // norm_qmatmul refuses a grid of 0
   int per_sm = 1;
   if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, 32 * kWarps, size_t(a.k) * sizeof(float)) != cudaSuccess ||
@@ -884,7 +888,7 @@ unsigned norm_qmatmul_grid(const QMatMulArgs& a, bool glu) {
 cudaError_t norm_qmatmul(const QMatMulArgs& a, unsigned grid, const float* x, const float* scale, float eps,
                          const uint8_t* w, float* y, cudaStream_t s, int64_t gate_row) {
   const bool glu = gate_row >= 0;
-  const auto k = glu ? for_format(a.format, kNormQMatMulGlu) : for_format(a.format, kNormQMatMul);
+  const auto k = norm_qmatmul_for(a.format, glu);
   if (!k || a.m != 1 || a.k > kNormQMatMulMaxK || grid == 0 ||
       (glu && (a.n % 2 != 0 || (gate_row != 0 && gate_row != a.n / 2))))
     return cudaErrorInvalidValue;
@@ -916,15 +920,18 @@ cudaError_t kv_attention(const KvAttentionArgs& a, bool f16, const float* q, con
   // -> 396 (16) -> 496 tok/s (32), 128 tokens from empty unchanged (788-797 against 784-797
   // with 16). A prompt's many queries fill the device with 8 warps each.
   const bool few = tasks * 8 < int64_t(sm_count()) * 32;
-  const Fn fn = !few ? (a.d <= 64    ? (f16 ? kv_attention_kernel<true, 2, 8> : kv_attention_kernel<false, 2, 8>)
-                        : a.d <= 128 ? (f16 ? kv_attention_kernel<true, 4, 8> : kv_attention_kernel<false, 4, 8>)
-                                     : (f16 ? kv_attention_kernel<true, 8, 8> : kv_attention_kernel<false, 8, 8>))
-                     : (a.d <= 64    ? (f16 ? kv_attention_kernel<true, 2, 32> : kv_attention_kernel<false, 2, 32>)
-                        : a.d <= 128 ? (f16 ? kv_attention_kernel<true, 4, 32> : kv_attention_kernel<false, 4, 32>)
-                                     : (f16 ? kv_attention_kernel<true, 8, 16> : kv_attention_kernel<false, 8, 16>));
   const int warps = !few ? 8 : a.d > 128 ? 16 : 32;
-  return dev::launch(fn, g, 32 * warps, 0, s, a, q, kc, vc, kn,
-                     vn, past, out, err, step);
+  // The kernel for head dims up to 32 Dl, with `warps` warps per block.
+  auto with = [&](auto dl) -> Fn {
+    constexpr int Dl = decltype(dl)::value;
+    if (warps == 8) return f16 ? kv_attention_kernel<true, Dl, 8> : kv_attention_kernel<false, Dl, 8>;
+    if constexpr (Dl > 4) return f16 ? kv_attention_kernel<true, Dl, 16> : kv_attention_kernel<false, Dl, 16>;
+    else return f16 ? kv_attention_kernel<true, Dl, 32> : kv_attention_kernel<false, Dl, 32>;
+  };
+  const Fn fn = a.d <= 64    ? with(std::integral_constant<int, 2>{})
+                : a.d <= 128 ? with(std::integral_constant<int, 4>{})
+                             : with(std::integral_constant<int, 8>{});
+  return dev::launch(fn, g, 32 * warps, 0, s, a, q, kc, vc, kn, vn, past, out, err, step);
 }
 
 }  // namespace rlx::cuda

@@ -25,18 +25,24 @@ struct Readers {
   const std::vector<std::vector<Ref>>& values;
   const std::vector<char>& alias;  // [node]: an alias-only view, no step
 
+  // u seen through alias-only views: each view's input in turn, until `stop` or a value
+  // that a step computes.
+  Value through_views(Value u, Value stop) const {
+    while (u.valid() && !(u == stop) && alias[size_t(u.node)] && !g.node(u.node).inputs.empty())
+      u = g.node(u.node).inputs[0];
+    return u;
+  }
   // The index of `reader`'s input that reads `v` (itself, or a view of it at the same
   // bytes); -1 when none, -2 when more than one does.
   int fed(Value v, int32_t reader) const {
     int found = -1;
     const Node& n = g.node(reader);
     for (size_t k = 0; k < n.inputs.size(); ++k) {
-      Value u = n.inputs[k];
-      const Ref* at = u.valid() ? &values[size_t(u.node)][size_t(u.out)] : nullptr;
-      while (u.valid() && !(u == v) && alias[size_t(u.node)] && !g.node(u.node).inputs.empty())
-        u = g.node(u.node).inputs[0];
+      const Value in = n.inputs[k];
+      const Ref* at = in.valid() ? &values[size_t(in.node)][size_t(in.out)] : nullptr;
+      const Value u = through_views(in, v);
       if (!(u == v) || !at || !same_place(*at, values[size_t(v.node)][size_t(v.out)]) ||
-          g.type(n.inputs[k]).bytes() != g.type(v).bytes())
+          g.type(in).bytes() != g.type(v).bytes())
         continue;
       if (found != -1) return -2;
       found = int(k);
@@ -224,14 +230,10 @@ std::shared_ptr<Program> compile_program(opt::Plan plan, const LowerOptions& opt
     const int64_t half = int64_t(g.type(product).bytes()) / 2;
     int64_t offs[2] = {-1, -1};
     for (int t = 0; t < 2; ++t) {
-      Value u = c.inputs[size_t(t)];
-      if (!u.valid()) return std::nullopt;
-      const Ref& r = prog->values[size_t(u.node)][size_t(u.out)];
-      while (u.valid() && !(u == product) && alias[size_t(u.node)] && !g.nodes()[size_t(u.node)].inputs.empty())
-        u = g.nodes()[size_t(u.node)].inputs[0];
-      if (!(u == product) || r.segment != at.segment || r.param != at.param ||
-          int64_t(g.type(c.inputs[size_t(t)]).bytes()) != half)
-        return std::nullopt;
+      const Value in = c.inputs[size_t(t)];
+      if (!in.valid() || !(readers.through_views(in, product) == product)) return std::nullopt;
+      const Ref& r = prog->values[size_t(in.node)][size_t(in.out)];
+      if (r.segment != at.segment || r.param != at.param || int64_t(g.type(in).bytes()) != half) return std::nullopt;
       offs[t] = r.offset - at.offset;
       if (offs[t] != 0 && offs[t] != half) return std::nullopt;
     }
