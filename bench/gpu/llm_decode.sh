@@ -13,14 +13,15 @@
 # LLAMA_CPP_BIN (a folder with llama-bench and llama-quantize built with -DGGML_CUDA=ON), the
 # same models also run through llama.cpp's CUDA build (llama-bench -ngl 99, generation only,
 # the same token count), alternated with rlx, and Q4_0 as llama-quantize makes it runs on
-# both (identical bytes).
+# both (identical bytes); DEPTHS (default "0") lists the cached tokens each side-by-side
+# generation starts after (rlx llm-bench -d, llama-bench -d).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="$(cd "${1:?usage: llm_decode.sh BUILD_DIR WORK_DIR}" && pwd)"
 work="${2:?usage: llm_decode.sh BUILD_DIR WORK_DIR}"
 shared="${SHARED:-$root/../shared}"
 py="${PYTHON:-python3}"
-tokens="${TOKENS:-128}" reps="${REPS:-5}"
+tokens="${TOKENS:-128}" reps="${REPS:-5}" depths="${DEPTHS:-0}"
 rlx="$build/rlx"
 mkdir -p "$work"
 f16="$work/tinyllama-1.1b-f16.gguf" q40="$work/tinyllama-1.1b-q4_0.gguf"
@@ -91,15 +92,19 @@ fi
 if [ -n "$lbin" ]; then
   lq40="$work/tinyllama-1.1b-q4_0-llama.gguf"
   [ -s "$lq40" ] || "$lbin/llama-quantize" "$f16" "$lq40" Q4_0 >/dev/null 2>&1
-  lb_rate() {  # tok/s of llama-bench's generation row (CSV avg_ts)
-    "$lbin/llama-bench" -m "$1" -ngl 99 -p 0 -n "$tokens" -r "$reps" -o csv 2>/dev/null |
+  lb_rate() {  # MODEL DEPTH: tok/s of llama-bench's generation row (CSV avg_ts)
+    "$lbin/llama-bench" -m "$1" -ngl 99 -p 0 -n "$tokens" -d "$2" -r "$reps" -o csv 2>/dev/null |
       "$py" -c 'import csv, sys; r = [x for x in csv.DictReader(sys.stdin) if x["n_gen"] != "0"]; print("%.1f" % float(r[0]["avg_ts"]) if r else "-")'
   }
-  rlx_rate() { "$rlx" llm-bench -m "$1" --device cuda -p 0 -n "$tokens" -r "$reps" | sed -n 's/.*: \([0-9.]*\) tok\/s.*/\1/p' | head -n 1; }
+  rlx_rate() { "$rlx" llm-bench -m "$1" --device cuda -p 0 -n "$tokens" -d "$2" -r "$reps" | sed -n 's/.*: \([0-9.]*\) tok\/s.*/\1/p' | head -n 1; }
   echo "== rlx against llama.cpp's CUDA build, same GPU, generation of $tokens tokens x $reps (tok/s; alternated, two rounds)"
   printf '%-22s %10s %10s %10s %10s\n' model "rlx" "llama.cpp" "rlx" "llama.cpp"
-  for m in "$f16" "$lq40" "$q40"; do
-    name=$(basename "$m" .gguf | sed 's/tinyllama-1.1b-//')
-    printf '%-22s %10s %10s %10s %10s\n' "$name" "$(rlx_rate "$m")" "$(lb_rate "$m")" "$(rlx_rate "$m")" "$(lb_rate "$m")"
+  for d in $depths; do
+    for m in "$f16" "$lq40" "$q40"; do
+      name=$(basename "$m" .gguf | sed 's/tinyllama-1.1b-//')
+      [ "$d" = 0 ] || name="$name @ d$d"
+      printf '%-22s %10s %10s %10s %10s\n' "$name" "$(rlx_rate "$m" "$d")" "$(lb_rate "$m" "$d")" "$(rlx_rate "$m" "$d")" \
+        "$(lb_rate "$m" "$d")"
+    done
   done
 fi

@@ -142,4 +142,15 @@ inline unsigned grid_for(int64_t n, int64_t per_block) {
   return unsigned(b < 1 ? 1 : b > 65535 * 8 ? 65535 * 8 : b);
 }
 
+// The device's multiprocessors (1 when it cannot be asked), read once.
+inline int sm_count() {
+  static const int n = [] {
+    int dev = 0, c = 0;
+    return cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetAttribute(&c, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess
+               ? c
+               : 1;
+  }();
+  return n;
+}
+
 }  // namespace rlx::cuda::dev

@@ -1,7 +1,6 @@
 // LLM kernels of the CUDA backend: qmatmul / qmatmul_id over weight rows in their GGUF block
 // format (F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K decoded in registers;
-// nothing is expanded in memory; one warp per output element), kv_attention over a KV cache
-// (online softmax; a block per query, its warps splitting the keys), rotary, and cache_write
+// nothing is expanded in memory; one warp per output element), rotary, and cache_write
 // (the new rows into a cache, in place on a resident handle). f32 accumulation in a fixed
 // order per output, so runs repeat bit for bit.
 #include <cuda_fp16.h>
@@ -491,125 +490,6 @@ __global__ void qmatmul_id_kernel(QMatMulArgs a, int64_t experts, int64_t slots,
   }
 }
 
-constexpr int kMaxDimPerLane = 8;  // head dims up to 256
-constexpr int kRows = 4;  // key rows a warp of kv_attention loads at once
-
-template <bool F16>
-__device__ inline float cache_at(const void* base, int64_t i) {
-  if constexpr (F16) return __half2float(static_cast<const __half*>(base)[i]);
-  else return static_cast<const float*>(base)[i];
-}
-
-// One block per (sequence, query head, query), split over the keys: warp w visits rows
-// w, w + W, ... (cache rows, then the new rows up to this query) with its own running
-// max and sum, the lanes splitting the head dim; the warps' partial states are then merged
-// in a fixed order (so runs repeat bit for bit). A decode step's few queries thus use
-// W warps each instead of one walking the whole cache. Dl: the head dim's elements per
-// lane (d <= 32 Dl), a compile-time bound so that the per-lane arrays stay in registers.
-template <bool F16, int Dl, int W>
-__global__ void __launch_bounds__(32 * W)
-    kv_attention_kernel(KvAttentionArgs a, const float* q, const void* kc, const void* vc, const void* kn,
-                        const void* vn, const int64_t* past, float* out, int* err, int step) {
-  dev::grid_wait();
-  dev::grid_next();
-  static_assert(W <= 32, "the merge takes the warps' states as the lanes of one warp");
-  __shared__ float part_m[W], part_l[W], part_f[W], part_acc[W][32 * Dl];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
-  const int64_t group = a.hq / a.hkv, tasks = a.b * a.hq * a.t;
-  for (int64_t task = blockIdx.x; task < tasks; task += gridDim.x) {
-    const int64_t t = task % a.t, h = (task / a.t) % a.hq, b = task / (a.t * a.hq), hk = h / group;
-    const int64_t np = past[b];
-    if (np < 0 || np > a.c) {
-      if (threadIdx.x == 0) {
-        atomicCAS(err, 0, 1);
-        atomicCAS(err + 1, 0, step);
-      }
-      for (int64_t e = threadIdx.x; e < a.d; e += blockDim.x) out[task * a.d + e] = 0;
-      continue;
-    }
-    float qv[Dl], acc[Dl];
-#pragma unroll
-    for (int r = 0; r < Dl; ++r) {
-      const int64_t e = lane + 32 * r;
-      qv[r] = e < a.d ? q[task * a.d + e] * a.scale : 0.0f;
-      acc[r] = 0;
-    }
-    float m = -INFINITY, l = 0;
-    const int64_t cache_base = (b * a.hkv + hk) * a.c * a.d, new_base = (b * a.hkv + hk) * a.t * a.d;
-    const int64_t n = np + t + 1;
-    // kRows of the warp's rows at a time (j, j + W, ...): their K and V loads are all
-    // issued before any of their arithmetic, so a warp waits on memory once per kRows rows,
-    // and the running max / sum are corrected once per batch.
-    for (int64_t j = warp; j < n; j += int64_t(W) * kRows) {
-      float s[kRows], v[kRows][Dl];
-#pragma unroll
-      for (int u = 0; u < kRows; ++u) {
-        const int64_t ju = j + int64_t(W) * u;
-        const bool live = ju < n, cached = ju < np;
-        const void* kb = cached ? kc : kn;
-        const void* vb = cached ? vc : vn;
-        const int64_t row = cached ? cache_base + ju * a.d : new_base + (ju - np) * a.d;
-        s[u] = 0;
-#pragma unroll
-        for (int r = 0; r < Dl; ++r) {
-          const int64_t e = lane + 32 * r;
-          const bool in = live && e < a.d;
-          s[u] = in ? fmaf(qv[r], cache_at<F16>(kb, row + e), s[u]) : s[u];
-          v[u][r] = in ? cache_at<F16>(vb, row + e) : 0.0f;
-        }
-      }
-      float mn = m;
-#pragma unroll
-      for (int u = 0; u < kRows; ++u) {
-        s[u] = warp_sum(s[u]);
-        if (j + int64_t(W) * u < n) mn = fmaxf(mn, s[u]);
-      }
-      const float corr = expf(m - mn);
-      l *= corr;
-#pragma unroll
-      for (int r = 0; r < Dl; ++r) acc[r] *= corr;
-#pragma unroll
-      for (int u = 0; u < kRows; ++u) {
-        if (j + int64_t(W) * u >= n) break;
-        const float p = expf(s[u] - mn);
-        l += p;
-#pragma unroll
-        for (int r = 0; r < Dl; ++r) acc[r] = fmaf(p, v[u][r], acc[r]);
-      }
-      m = mn;
-    }
-    if (lane == 0) {
-      part_m[warp] = m;
-      part_l[warp] = l;
-    }
-#pragma unroll
-    for (int r = 0; r < Dl; ++r) part_acc[warp][lane + 32 * r] = acc[r];
-    __syncthreads();
-    // Merge: every row was visited by exactly one warp; a warp that saw none has m = -inf.
-    // The first warp finds the maximum (fmaxf: any order gives it) and each warp's factor
-    // exp(m_w - max) once, lane w; the sums below then add the warps in order 0, 1, ...
-    // (bits fixed by W), with no exp of their own.
-    if (warp == 0) {
-      const float mw = lane < W ? part_m[lane] : -INFINITY;
-      float mx = mw;
-#pragma unroll
-      for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-      if (lane < W) part_f[lane] = mw == -INFINITY ? 0.0f : expf(mw - mx);
-    }
-    __syncthreads();
-    float sum = 0;
-    for (int w = 0; w < W; ++w) sum += part_m[w] == -INFINITY ? 0.0f : part_l[w] * part_f[w];
-    const float inv = 1.0f / sum;
-    for (int64_t e = threadIdx.x; e < a.d; e += blockDim.x) {
-      float o = 0;
-      for (int w = 0; w < W; ++w)
-        if (part_m[w] != -INFINITY) o += part_acc[w][e] * part_f[w];
-      out[task * a.d + e] = o * inv;
-    }
-    __syncthreads();  // the partial states are rewritten by the next task
-  }
-}
-
 // Element i of the new rows [b, h, t, d] into the cache [b, h, c, d] at its sequence's
 // position past[b] + t (outside [0, c - t]: recorded in err and skipped), and into
 // `rounded` when that is not null.
@@ -788,15 +668,6 @@ cudaError_t cache_write_cast(const CacheWriteArgs& a, ET to, const void* cache, 
 
 namespace {
 
-int sm_count() {
-  static const int n = [] {
-    int dev = 0, c = 0;
-    return cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetAttribute(&c, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess
-               ? c
-               : 1;
-  }();
-  return n;
-}
 
 // make(std::integral_constant<int, F>{}) for the weight format F of a call, one of the GGUF
 // type ids the kernels are instantiated for (the formats the lowering claims: F32, F16,
@@ -882,7 +753,7 @@ unsigned norm_qmatmul_grid(const QMatMulArgs& a, bool glu) {
     cudaGetLastError();  // the failed query's own error, not a kernel's
     per_sm = 1;
   }
-  return std::min<unsigned>(dev::grid_for(glu ? a.n / 2 : a.n, kWarps), unsigned(sm_count() * per_sm));
+  return std::min<unsigned>(dev::grid_for(glu ? a.n / 2 : a.n, kWarps), unsigned(dev::sm_count() * per_sm));
 }
 
 cudaError_t norm_qmatmul(const QMatMulArgs& a, unsigned grid, const float* x, const float* scale, float eps,
@@ -903,35 +774,6 @@ cudaError_t qmatmul_id(const QMatMulArgs& a, int64_t experts, int64_t slots, boo
   if (a.m * a.n == 0) return cudaSuccess;
   k<<<dev::grid_for(a.m * a.n, kWarps), 32 * kWarps, 0, s>>>(a, experts, slots, x_per_slot, x, w, ids, ids64, y, err, step);
   return cudaGetLastError();
-}
-
-cudaError_t kv_attention(const KvAttentionArgs& a, bool f16, const float* q, const void* kc, const void* vc,
-                         const void* kn, const void* vn, const int64_t* past, float* out, int* err, int step,
-                         cudaStream_t s) {
-  const int64_t tasks = a.b * a.hq * a.t;
-  if (tasks == 0 || a.d == 0) return cudaSuccess;
-  if (a.d > 32 * kMaxDimPerLane) return cudaErrorInvalidValue;
-  const unsigned g = unsigned(std::min<int64_t>(tasks, 65535 * 8));
-  using Fn = void (*)(KvAttentionArgs, const float*, const void*, const void*, const void*, const void*, const int64_t*,
-                      float*, int*, int);
-  // Few queries (a decode step: one per head and sequence) split the keys over 32 warps each
-  // (16 for head dims over 128, whose per-lane state would not fit 32 warps' registers):
-  // TinyLlama-1.1B-shaped F16 decode on the H200 after 2,048 cached tokens 267 (8 warps)
-  // -> 396 (16) -> 496 tok/s (32), 128 tokens from empty unchanged (788-797 against 784-797
-  // with 16). A prompt's many queries fill the device with 8 warps each.
-  const bool few = tasks * 8 < int64_t(sm_count()) * 32;
-  const int warps = !few ? 8 : a.d > 128 ? 16 : 32;
-  // The kernel for head dims up to 32 Dl, with `warps` warps per block.
-  auto with = [&](auto dl) -> Fn {
-    constexpr int Dl = decltype(dl)::value;
-    if (warps == 8) return f16 ? kv_attention_kernel<true, Dl, 8> : kv_attention_kernel<false, Dl, 8>;
-    if constexpr (Dl > 4) return f16 ? kv_attention_kernel<true, Dl, 16> : kv_attention_kernel<false, Dl, 16>;
-    else return f16 ? kv_attention_kernel<true, Dl, 32> : kv_attention_kernel<false, Dl, 32>;
-  };
-  const Fn fn = a.d <= 64    ? with(std::integral_constant<int, 2>{})
-                : a.d <= 128 ? with(std::integral_constant<int, 4>{})
-                             : with(std::integral_constant<int, 8>{});
-  return dev::launch(fn, g, 32 * warps, 0, s, a, q, kc, vc, kn, vn, past, out, err, step);
 }
 
 }  // namespace rlx::cuda
