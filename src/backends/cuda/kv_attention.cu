@@ -410,7 +410,7 @@ cudaError_t kv_decode(const KvAttentionArgs& a, const float* q, const void* kc, 
   const DecodeFn fn = a.d <= 32 ? decode_for<4>(heads) : a.d <= 64 ? decode_for<8>(heads)
                       : a.d <= 128 ? decode_for<16>(heads) : decode_for<32>(heads);
   const int64_t blocks = a.b * a.hkv * ((group + heads - 1) / heads) * a.t * kDecCluster;
-  if (blocks > int64_t(1) << 31) return cudaErrorNotSupported;
+  if (blocks >= int64_t(1) << 31) return cudaErrorNotSupported;  // gridDim.x < 2^31
   cudaLaunchAttribute attr[2];
   attr[0].id = cudaLaunchAttributeClusterDimension;
   attr[0].val.clusterDim.x = kDecCluster;
