@@ -402,8 +402,6 @@ __global__ void __launch_bounds__(kTcWarps * 32)
   }
 }
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
-
 template <class T>
 cudaError_t attention_typed(const AttentionArgs& a, const void* q, const void* k, const void* v, const void* mask,
                             void* out, cudaStream_t s) {
@@ -412,7 +410,8 @@ cudaError_t attention_typed(const AttentionArgs& a, const void* q, const void* k
     bool rows16 = true;
     for (const int64_t* st : {a.qst, a.kst, a.vst, a.ost})
       for (int i = 0; i < 3; ++i) rows16 = rows16 && st[i] % 8 == 0;
-    if (a.d % 16 == 0 && a.dv % 16 == 0 && rows16 && aligned16(q) && aligned16(k) && aligned16(v) && aligned16(out)) {
+    if (a.d % 16 == 0 && a.dv % 16 == 0 && rows16 && dev::aligned16(q) && dev::aligned16(k) && dev::aligned16(v) &&
+        dev::aligned16(out)) {
       const int64_t tblocks = a.b * a.hq * ((a.sq + kTcRows - 1) / kTcRows);
       if (tblocks == 0) return cudaSuccess;
       if (a.sk <= kShortKeys)

@@ -322,7 +322,7 @@ cudaError_t add_channel_bias(ET t, const void* bias, void* y, int64_t n, int64_t
 cudaError_t pool2d(const PoolArgs& a, ET t, const void* x, void* y, cudaStream_t s) {
   const int64_t total = a.planes * a.oh * a.ow * a.c;
   if (total == 0) return cudaSuccess;
-  const bool aligned = (reinterpret_cast<uintptr_t>(x) & 15) == 0 && (reinterpret_cast<uintptr_t>(y) & 15) == 0;
+  const bool aligned = dev::aligned16(x) && dev::aligned16(y);
   return by_float(t, [&](auto z) {
     using T = decltype(z);
     constexpr int V = 16 / sizeof(T);

@@ -142,6 +142,9 @@ inline unsigned grid_for(int64_t n, int64_t per_block) {
   return unsigned(b < 1 ? 1 : b > 65535 * 8 ? 65535 * 8 : b);
 }
 
+// True when p is 16-byte aligned (a vector load's or a tensor-core tile's requirement).
+inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
 // The device's multiprocessors (1 when it cannot be asked), read once.
 inline int sm_count() {
   static const int n = [] {

@@ -186,11 +186,11 @@ __global__ void __launch_bounds__(32 * kDecWarps)
     kv_decode_kernel(KvAttentionArgs a, const float* q, const __half* kc, const __half* vc, const __half* kn,
                      const __half* vn, const int64_t* past, float* out, int* err, int step) {
   namespace cg = cooperative_groups;
-  constexpr int RS = 32 / LPR, W = kDecWarps, U = kDecUnroll, DW = 8 * LPR;
+  constexpr int RS = 32 / LPR, W = kDecWarps, C = kDecCluster, U = kDecUnroll, DW = 8 * LPR;
   __shared__ float wm[W][GM], wl[W][GM], wo[W][GM][DW];  // each warp's state
   __shared__ float bm[GM], bl[GM], bo[GM][DW];           // the block's, read by the cluster
   const cg::cluster_group cluster = cg::this_cluster();
-  const int rank = int(cluster.block_rank()), C = int(cluster.num_blocks());
+  const int rank = int(cluster.block_rank());
   const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, slot = lane / LPR, sub = lane % LPR;
   const int d = int(a.d);
   const int64_t group = a.hq / a.hkv, chunks = (group + GM - 1) / GM, gi = blockIdx.x / C;
@@ -354,17 +354,15 @@ __global__ void __launch_bounds__(32 * kDecWarps)
   // The cluster's blocks merged, in rank order; each block stores a share of the outputs.
   for (int e = rank * blockDim.x + threadIdx.x; e < heads * d; e += C * blockDim.x) {
     const int g = e / d, c = e % d;
-    float mr[kDecCluster], mx = -INFINITY;
+    float mr[C], mx = -INFINITY;
 #pragma unroll
-    for (int r = 0; r < kDecCluster; ++r) {
-      if (r >= C) break;
+    for (int r = 0; r < C; ++r) {
       mr[r] = cluster.map_shared_rank(&bm[0], r)[g];
       mx = fmaxf(mx, mr[r]);
     }
     float o = 0, sum = 0;
 #pragma unroll
-    for (int r = 0; r < kDecCluster; ++r) {
-      if (r >= C) break;
+    for (int r = 0; r < C; ++r) {
       const float f = mr[r] == -INFINITY ? 0.0f : expf(mr[r] - mx);
       o += cluster.map_shared_rank(&bo[0][0], r)[g * DW + c] * f;
       sum += cluster.map_shared_rank(&bl[0], r)[g] * f;
@@ -373,8 +371,6 @@ __global__ void __launch_bounds__(32 * kDecWarps)
   }
   cluster.sync();  // no block leaves while another still reads its shared memory
 }
-
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
 // Thread-block clusters (compute capability 9.0 and newer), asked once.
 bool clusters() {
@@ -391,10 +387,10 @@ bool clusters() {
 using DecodeFn = void (*)(KvAttentionArgs, const float*, const __half*, const __half*, const __half*, const __half*,
                           const int64_t*, float*, int*, int);
 
-// The kernel for lanes per row LPR and `heads` query heads per block (1 or 2).
+// The kernel for lanes per row LPR and `heads` query heads per block (1 or kDecHeads).
 template <int LPR>
 DecodeFn decode_for(int heads) {
-  return heads == 1 ? kv_decode_kernel<LPR, 1> : kv_decode_kernel<LPR, 2>;
+  return heads == 1 ? kv_decode_kernel<LPR, 1> : kv_decode_kernel<LPR, kDecHeads>;
 }
 
 // The by-KV-head kernel when it applies (f16 caches, head dims of whole 16-byte chunks up to
@@ -404,7 +400,7 @@ cudaError_t kv_decode(const KvAttentionArgs& a, const float* q, const void* kc, 
   if (a.d % 8 != 0 || a.d > 256 || a.hkv <= 0 || a.hq % a.hkv != 0 || !clusters())
     return cudaErrorNotSupported;
   for (const void* p : {static_cast<const void*>(q), kc, vc, kn, vn})
-    if (!aligned16(p)) return cudaErrorNotSupported;
+    if (!dev::aligned16(p)) return cudaErrorNotSupported;
   const int64_t group = a.hq / a.hkv;
   const int heads = group == 1 ? 1 : kDecHeads;
   const DecodeFn fn = a.d <= 32 ? decode_for<4>(heads) : a.d <= 64 ? decode_for<8>(heads)
@@ -439,11 +435,11 @@ cudaError_t kv_attention(const KvAttentionArgs& a, bool f16, const float* q, con
   using Fn = void (*)(KvAttentionArgs, const float*, const void*, const void*, const void*, const void*, const int64_t*,
                       float*, int*, int);
   // Few queries (a decode step: one per head and sequence) over f16 caches: by KV head.
-  // Otherwise (f32 caches, other head dims) they split the keys over 32 warps each
-  // (16 for head dims over 128, whose per-lane state would not fit 32 warps' registers):
-  // TinyLlama-1.1B-shaped F16 decode on the H200 after 2,048 cached tokens 267 (8 warps)
-  // -> 396 (16) -> 496 tok/s (32), 128 tokens from empty unchanged (788-797 against 784-797
-  // with 16). A prompt's many queries fill the device with 8 warps each.
+  // Where that kernel does not apply (f32 caches, head dims not of whole 16-byte chunks)
+  // they split the keys over 32 warps each (16 for head dims over 128, whose per-lane state
+  // would not fit 32 warps' registers; before the by-KV-head kernel this took TinyLlama's
+  // F16 decode after 2,048 cached tokens from 267 (8 warps) to 496 tok/s). A prompt's many
+  // queries fill the device with 8 warps each.
   const bool few = tasks * 8 < int64_t(dev::sm_count()) * 32;
   if (few && f16) {
     const cudaError_t e = kv_decode(a, q, kc, vc, kn, vn, past, out, err, step, s);

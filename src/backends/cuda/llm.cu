@@ -668,7 +668,6 @@ cudaError_t cache_write_cast(const CacheWriteArgs& a, ET to, const void* cache, 
 
 namespace {
 
-
 // make(std::integral_constant<int, F>{}) for the weight format F of a call, one of the GGUF
 // type ids the kernels are instantiated for (the formats the lowering claims: F32, F16,
 // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K); nullptr for any other.
