@@ -80,14 +80,34 @@ __device__ inline float block_sum(float v, float* shared) {
 // RMS normalization's 1 / rms of a row of f32 (the sum of squares by fmaf, then
 // rsqrt(mean + eps)): by one warp over its lanes (Block false), or by a block of Warps warps
 // (Block true) over its threads. The norm kernels and the fused norm + product both use it.
+// A thread's elements of a row, j = first, first + step, ... < n, kRowBatch at a time:
+// load(j) of the whole batch first, then use(j, loaded) in j's order. A row that is no
+// longer in L2 then costs one trip to memory per batch rather than per element (a decode
+// step's fused norm + product waited on eight trips in a row before its first FMA: batched,
+// TinyLlama-1.1B-shaped F16 decode on the H200 went 813-817 -> 923-949 tok/s in alternated
+// rounds, Q4_0 886 -> 1000); the arithmetic and its order are the loop's.
+constexpr int kRowBatch = 8;
+template <class Load, class Use>
+__device__ inline void row_batches(int64_t first, int64_t n, int64_t step, Load load, Use use) {
+  using V = decltype(load(first));
+  for (int64_t i = first; i < n; i += kRowBatch * step) {
+    V v[kRowBatch];
+#pragma unroll
+    for (int u = 0; u < kRowBatch; ++u)
+      if (i + u * step < n) v[u] = load(i + u * step);
+#pragma unroll
+    for (int u = 0; u < kRowBatch; ++u)
+      if (i + u * step < n) use(i + u * step, v[u]);
+  }
+}
 template <bool Block, int Warps, class T>
 __device__ inline float inv_rms(const T* x, int64_t cols, float mean, float eps, float* shared) {
   float v = 0;
   const int64_t first = Block ? threadIdx.x : (threadIdx.x & 31), step = Block ? blockDim.x : 32;
-  for (int64_t i = first; i < cols; i += step) {
-    const float d = ldf(x[i]) - mean;
+  row_batches(first, cols, step, [&](int64_t i) { return ldf(x[i]); }, [&](int64_t, float e) {
+    const float d = e - mean;
     v = fmaf(d, d, v);
-  }
+  });
   const float s = Block ? block_sum<Warps>(v, shared) : warp_sum(v);
   return rsqrtf(s / float(cols) + eps);
 }

@@ -50,20 +50,52 @@ __device__ inline float dot8_f16(uint4 u, const float4* x, float acc) {
 }
 
 // acc + the lane's chunks i, i + 32, ... (< n8) of an F16 row with x, in that order, by
-// 16-byte loads: 8 halves per lane, a warp streams 512 contiguous bytes of the row; four
-// such loads issued before their FMAs, so enough bytes are in flight per warp.
+// 16-byte loads: 8 halves per lane, a warp streams 512 contiguous bytes of the row. The
+// loads go in groups of U, all of a group's issued before its FMAs (a short last group
+// loads only the chunks the row has), so each trip to memory carries U x 512 bytes per
+// warp: the product is bound by the round trips its warps wait for, not by arithmetic.
+// TinyLlama-1.1B-shaped F16 decode on the H200, three alternated rounds: groups of 8
+// 848 / 849 / 851 tok/s, of 4 807 / 811 / 804, of 16 827 / 824 / 831 (more registers, fewer
+// warps); the loop before (groups of 4, the tail one chunk per trip) 811 / 814 / 808.
+constexpr int kF16Group = 8;
+template <int U = kF16Group>
 __device__ inline float f16_dot_from(const uint8_t* row, const float* x, int64_t n8, int64_t i, float acc) {
   const uint4* r = reinterpret_cast<const uint4*>(row);
   const float4* xv = reinterpret_cast<const float4*>(x);
-  for (; i + 96 < n8; i += 128) {
-    const uint4 u0 = __ldg(r + i), u1 = __ldg(r + i + 32), u2 = __ldg(r + i + 64), u3 = __ldg(r + i + 96);
-    acc = dot8_f16(u0, xv + 2 * i, acc);
-    acc = dot8_f16(u1, xv + 2 * (i + 32), acc);
-    acc = dot8_f16(u2, xv + 2 * (i + 64), acc);
-    acc = dot8_f16(u3, xv + 2 * (i + 96), acc);
+  for (; i < n8; i += 32 * U) {
+    uint4 u[U];
+#pragma unroll
+    for (int t = 0; t < U; ++t) u[t] = i + 32 * t < n8 ? __ldg(r + i + 32 * t) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int t = 0; t < U; ++t)
+      if (i + 32 * t < n8) acc = dot8_f16(u[t], xv + 2 * (i + 32 * t), acc);
   }
-  for (; i < n8; i += 32) acc = dot8_f16(__ldg(r + i), xv + 2 * i, acc);
   return acc;
+}
+// f16_dot_from over two rows with the same x at once (a SwiGLU's gate and up rows): each
+// group loads U / 2 chunks of both, so the trip carries as much as f16_dot_from's; each sum
+// in f16_dot_from's order (its bits).
+__device__ inline void f16_dot2_from(const uint8_t* ra, const uint8_t* rb, const float* x, int64_t n8, int64_t i,
+                                     float& a, float& b) {
+  constexpr int U = kF16Group / 2 > 0 ? kF16Group / 2 : 1;
+  const uint4* pa = reinterpret_cast<const uint4*>(ra);
+  const uint4* pb = reinterpret_cast<const uint4*>(rb);
+  const float4* xv = reinterpret_cast<const float4*>(x);
+  for (; i < n8; i += 32 * U) {
+    uint4 ua[U], ub[U];
+#pragma unroll
+    for (int t = 0; t < U; ++t) {
+      const bool in = i + 32 * t < n8;
+      ua[t] = in ? __ldg(pa + i + 32 * t) : make_uint4(0, 0, 0, 0);
+      ub[t] = in ? __ldg(pb + i + 32 * t) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int t = 0; t < U; ++t)
+      if (i + 32 * t < n8) a = dot8_f16(ua[t], xv + 2 * (i + 32 * t), a);
+#pragma unroll
+    for (int t = 0; t < U; ++t)
+      if (i + 32 * t < n8) b = dot8_f16(ub[t], xv + 2 * (i + 32 * t), b);
+  }
 }
 
 // dot(x[0..32), one 32-element block) of Q4_0 / Q4_1 / Q5_0 / Q5_1 (ggml's layouts: d, then
@@ -339,7 +371,7 @@ __device__ inline float row_dot(const uint8_t* w, const float* x, int64_t k, int
 // A warp's first F16 row, its loads issued before the kernel waits for its predecessor
 // (dev::grid_wait): the weights are no kernel's result, so the first trip to memory overlaps
 // the previous kernel's tail (and, in norm_qmatmul, the row's normalization). The row's
-// first four 16-byte chunks per lane are held in `u`; f16_dot_prefetched then walks the
+// first P 16-byte chunks per lane are held in `u`; f16_dot_prefetched then walks the
 // chunks in row_dot's order (lane, lane + 32, ...), so it gives row_dot's bits.
 template <int F>
 __device__ inline bool f16_wide(const QMatMulArgs& a, const uint8_t* w, const float* x) {
@@ -352,14 +384,19 @@ __device__ inline void f16_prefetch(const uint8_t* row, int64_t n8, int lane, ui
 #pragma unroll
   for (int t = 0; t < P; ++t) u[t] = lane + 32 * t < n8 ? __ldg(r + lane + 32 * t) : make_uint4(0, 0, 0, 0);
 }
+// The sum over the P chunks held in u (a row's first, f16_prefetch), in row_dot's order.
 template <int P>
-__device__ inline float f16_dot_prefetched(const uint4* u, const uint8_t* row, const float* x, int64_t n8, int lane) {
+__device__ inline float f16_dot_held(const uint4* u, const float* x, int64_t n8, int lane) {
   const float4* xv = reinterpret_cast<const float4*>(x);
   float acc = 0;
 #pragma unroll
   for (int t = 0; t < P; ++t)
     if (lane + 32 * t < n8) acc = dot8_f16(u[t], xv + 2 * (lane + 32 * t), acc);
-  return f16_dot_from(row, x, n8, lane + 32 * P, acc);
+  return acc;
+}
+template <int P>
+__device__ inline float f16_dot_prefetched(const uint4* u, const uint8_t* row, const float* x, int64_t n8, int lane) {
+  return f16_dot_from(row, x, n8, lane + 32 * P, f16_dot_held<P>(u, x, n8, lane));
 }
 
 // A warp's first row fetched before the kernel waits for its predecessor: P 16-byte chunks
@@ -384,6 +421,20 @@ struct RowFetch {
     if constexpr (F == 1) return f16_dot_prefetched<P>(u, w + row * a.row_bytes, x, a.k / 8, lane);
     else if constexpr (F == 2) return q4_0_dot_prefetched(q, w + row * a.row_bytes, x, a.k / 32, lane);
     else return 0.0f;
+  }
+  // dot() of this fetch's row (sa) and of `other`'s (sb) with the same x; F16 rows stream
+  // the rest of both at once (f16_dot2_from), the same bits as two dot() calls.
+  __device__ void dot2(const RowFetch& other, const QMatMulArgs& a, const uint8_t* w, const float* x, int64_t row,
+                       int64_t other_row, int lane, float& sa, float& sb) const {
+    if constexpr (F == 1) {
+      const int64_t n8 = a.k / 8;
+      sa = f16_dot_held<P>(u, x, n8, lane);
+      sb = f16_dot_held<P>(other.u, x, n8, lane);
+      f16_dot2_from(w + row * a.row_bytes, w + other_row * a.row_bytes, x, n8, lane + 32 * P, sa, sb);
+    } else {
+      sa = dot(a, w, x, row, lane);
+      sb = other.dot(a, w, x, other_row, lane);
+    }
   }
 };
 
@@ -438,17 +489,21 @@ __global__ void norm_qmatmul_kernel(QMatMulArgs a, const float* x, const float* 
   dev::grid_next();
   const float inv = a.k >= 1024 ? dev::inv_rms<true, kWarps>(x, a.k, 0.0f, eps, part)
                                 : dev::inv_rms<false, kWarps>(x, a.k, 0.0f, eps, nullptr);
-  for (int64_t i = threadIdx.x; i < a.k; i += blockDim.x) {
-    float v = (x[i] - 0.0f) * inv;
-    if (scale) v *= scale[i];
-    xs[i] = v;
-  }
+  dev::row_batches(
+      threadIdx.x, a.k, blockDim.x, [&](int64_t i) { return make_float2(x[i], scale ? scale[i] : 1.0f); },
+      [&](int64_t i, float2 e) {
+        float v = (e.x - 0.0f) * inv;
+        if (scale) v *= e.y;
+        xs[i] = v;
+      });
   __syncthreads();
   const auto glu = [](float g, float up) { return __fmul_rn(g / (1.0f + expf(-g)), up); };
   if (first.on) {
     if constexpr (Glu) {
-      const float su = warp_sum(first.dot(a, w, xs, up_row + o, lane));
-      const float sg = warp_sum(second.dot(a, w, xs, gate_row + o, lane));
+      float su, sg;
+      first.dot2(second, a, w, xs, up_row + o, gate_row + o, lane, su, sg);
+      su = warp_sum(su);
+      sg = warp_sum(sg);
       if (lane == 0) y[o] = glu(sg, su);
     } else {
       const float s = warp_sum(first.dot(a, w, xs, o, lane));
@@ -458,8 +513,15 @@ __global__ void norm_qmatmul_kernel(QMatMulArgs a, const float* x, const float* 
   }
   for (; o < rows; o += int64_t(gridDim.x) * kWarps) {
     if constexpr (Glu) {
-      const float su = warp_sum(row_dot<F>(w + (up_row + o) * a.row_bytes, xs, a.k, lane));
-      const float sg = warp_sum(row_dot<F>(w + (gate_row + o) * a.row_bytes, xs, a.k, lane));
+      float su = 0, sg = 0;
+      if (F == 1 && first.on) {  // F16 rows of whole 16-byte chunks (f16_wide): both at once
+        f16_dot2_from(w + (up_row + o) * a.row_bytes, w + (gate_row + o) * a.row_bytes, xs, a.k / 8, lane, su, sg);
+      } else {
+        su = row_dot<F>(w + (up_row + o) * a.row_bytes, xs, a.k, lane);
+        sg = row_dot<F>(w + (gate_row + o) * a.row_bytes, xs, a.k, lane);
+      }
+      su = warp_sum(su);
+      sg = warp_sum(sg);
       if (lane == 0) y[o] = glu(sg, su);
     } else {
       const float s = warp_sum(row_dot<F>(w + o * a.row_bytes, xs, a.k, lane));
@@ -706,10 +768,12 @@ bool qmatmul_format(int format) { return for_format(format, kQMatMul) != nullptr
 namespace {
 
 // Dynamic shared memory (unused by the kernel) that lets at most `blocks` blocks of a
-// kernel share a multiprocessor: the F16 product runs faster with three resident blocks
-// than with the five its registers allow (TinyLlama-1.1B-shaped F16 decode on the H200:
-// 754-758 -> 765-767 tok/s in three alternated rounds; capped at two blocks: no gain, at
-// one: 591). 0 when the device cannot be asked.
+// kernel share a multiprocessor: the F16 product runs faster with fewer resident blocks
+// than its registers allow, its rows then spread over every multiprocessor rather than
+// piled on some (TinyLlama-1.1B-shaped F16 decode on the H200, alternated rounds: three
+// blocks 754-758 -> 765-767 tok/s against five; with 8-chunk load groups and the batched
+// norm loads, two blocks 951 / 960 / 954 against three 923 / 942 / 949, four 830-839
+// against three 867-869; one block: 591). 0 when the device cannot be asked.
 size_t occupancy_cap_bytes(int blocks) {
   static const size_t per_sm = [] {
     int dev = 0, b = 0;
@@ -731,7 +795,7 @@ cudaError_t qmatmul(const QMatMulArgs& a, const float* x, const uint8_t* w, cons
   size_t smem = 0;
   if (a.format == 1) {
     static const size_t cap = [k] {
-      const size_t b = occupancy_cap_bytes(3);
+      const size_t b = occupancy_cap_bytes(2);
       return b && cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(b)) == cudaSuccess
                  ? b
                  : (cudaGetLastError(), size_t(0));

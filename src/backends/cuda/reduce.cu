@@ -113,6 +113,23 @@ __global__ void softmax_cols(bool logsm, const T* x, T* y, int64_t outer, int64_
   }
 }
 
+// y = (x - mean) * inv (* scale) (+ bias) over a thread's elements first, first + step, ...
+// of a row, loads batched (row_batches). y may be x: each element is read before it is
+// written, by the thread that writes it.
+template <class T>
+__device__ inline void normalize_row(const T* x, const T* scale, const T* bias, T* y, int64_t cols, float mean,
+                                     float inv, int64_t first, int64_t step) {
+  dev::row_batches(
+      first, cols, step,
+      [&](int64_t i) { return make_float3(ldf(x[i]), scale ? ldf(scale[i]) : 1.0f, bias ? ldf(bias[i]) : 0.0f); },
+      [&](int64_t i, float3 e) {
+        float o = (e.x - mean) * inv;
+        if (scale) o *= e.y;
+        if (bias) o += e.z;
+        y[i] = stf<T>(o);
+      });
+}
+
 template <class T>
 __global__ void norm_rows(bool rms, const T* x, const T* scale, const T* bias, T* y, int64_t rows, int64_t cols,
                           float eps) {
@@ -125,16 +142,11 @@ __global__ void norm_rows(bool rms, const T* x, const T* scale, const T* bias, T
     float mean = 0;
     if (!rms) {
       float s = 0;
-      for (int64_t i = lane; i < cols; i += 32) s += ldf(xr[i]);
+      dev::row_batches(lane, cols, 32, [&](int64_t i) { return ldf(xr[i]); }, [&](int64_t, float e) { s += e; });
       mean = warp_all(ReduceOp::Sum, s) / float(cols);
     }
     const float inv = inv_rms<false, kWarps>(xr, cols, mean, eps, nullptr);
-    for (int64_t i = lane; i < cols; i += 32) {
-      float o = (ldf(xr[i]) - mean) * inv;
-      if (scale) o *= ldf(scale[i]);
-      if (bias) o += ldf(bias[i]);
-      yr[i] = stf<T>(o);
-    }
+    normalize_row(xr, scale, bias, yr, cols, mean, inv, lane, 32);
   }
 }
 
@@ -153,16 +165,12 @@ __global__ void norm_rows_block(bool rms, const T* x, const T* scale, const T* b
     float mean = 0;
     if (!rms) {
       float s = 0;
-      for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) s += ldf(xr[i]);
+      dev::row_batches(threadIdx.x, cols, blockDim.x, [&](int64_t i) { return ldf(xr[i]); },
+                       [&](int64_t, float e) { s += e; });
       mean = block_sum<kWarps>(s, part) / float(cols);
     }
     const float inv = inv_rms<true, kWarps>(xr, cols, mean, eps, part);
-    for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) {
-      float o = (ldf(xr[i]) - mean) * inv;
-      if (scale) o *= ldf(scale[i]);
-      if (bias) o += ldf(bias[i]);
-      yr[i] = stf<T>(o);
-    }
+    normalize_row(xr, scale, bias, yr, cols, mean, inv, threadIdx.x, blockDim.x);
   }
 }
 
