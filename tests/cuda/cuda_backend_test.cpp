@@ -65,6 +65,33 @@ void expect_near_all(const std::vector<float>& got, const std::vector<float>& wa
 
 const double kTol = 4.0 * 64 * std::ldexp(1.0, -24) * 64;
 
+// Norms of long rows take the block-per-row kernel (1,024 columns and more) and a thread's
+// elements in batches of 8 with a short last batch (1,100 columns: 4 or 5 per thread of 256);
+// 100 columns the warp-per-row kernel with its tail. Tolerance: the row's C squares summed in
+// another order on each side (relative error of the sum at most C 2^-24), halved by the
+// square root, plus a few ulps of rsqrt and the products after it: 4 C 2^-24 relative to the
+// largest output covers both sides with slack.
+TEST(CudaBackend, LongRowNormsMatchCpu) {
+  REQUIRE_CUDA();
+  for (int64_t C : {100, 1100, 2048}) {
+    Graph g("norms");
+    Value x = g.input("x", Shape({3, C}, DType::F32));
+    Value scale = g.param("scale", Shape({C}, DType::F32));
+    Value bias = g.param("bias", Shape({C}, DType::F32));
+    g.set_outputs({g.layer_norm(x, scale, bias, -1, 1e-5), g.rms_norm(x, scale, -1, 1e-6)}, {"ln", "rms"});
+    CompiledGraph cpu = Session(Device::Cpu).compile(g), gpu = Session(Device::Cuda).compile(g);
+    for (CompiledGraph* n : {&cpu, &gpu}) {
+      n->set_param("scale", randoms(size_t(C), 11));
+      n->set_param("bias", randoms(size_t(C), 12));
+    }
+    const std::map<std::string, std::vector<float>> in{{"x", randoms(size_t(3 * C), 13)}};
+    auto want = cpu.run(in), got = gpu.run(in);
+    const double tol = 4.0 * double(C) * std::ldexp(1.0, -24);
+    expect_near_all(got.at(0), want.at(0), tol, "layer_norm");
+    expect_near_all(got.at(1), want.at(1), tol, "rms_norm");
+  }
+}
+
 TEST(CudaBackend, TransformerBlockMatchesCpu) {
   REQUIRE_CUDA();
   const int64_t B = 2, S = 24;

@@ -177,13 +177,15 @@ TEST(CudaStepFusion, RotariesAndCacheWritesAreOneLaunchWithTheSameBits) {
 // The feed-forward of a decode step: rms_norm, the gate/up product split in two halves,
 // silu(gate) * up (form 0; form 1: up * silu(gate), the halves swapped: [gate | up]) or
 // gelu(gate) * up (form 2: not a SwiGLU). down: the down product and the residual add follow.
+// k: the row's length (K; 2,400 takes the norms' block-per-row path, 1,024 and more, with
+// two batches of loads per thread).
 constexpr int64_t F = 160;
-Graph ffn(int form, bool down) {
-  Graph g("ffn_form" + std::to_string(form) + (down ? "_down" : ""));
-  Value x = g.input("x", Shape({1, K}, DType::F32));
-  Value scale = g.param("scale", Shape({K}, DType::F32));
-  Value wgu = g.param("wgu", Shape({2 * F, quant::row_bytes(quant::kF16, K)}, DType::U8));
-  std::vector<Value> gu = g.split(g.qmatmul(g.rms_norm(x, scale, -1, 1e-5), wgu, quant::kF16, K), -1, {F, F});
+Graph ffn(int form, bool down, int64_t k = K) {
+  Graph g("ffn_form" + std::to_string(form) + (down ? "_down" : "") + "_k" + std::to_string(k));
+  Value x = g.input("x", Shape({1, k}, DType::F32));
+  Value scale = g.param("scale", Shape({k}, DType::F32));
+  Value wgu = g.param("wgu", Shape({2 * F, quant::row_bytes(quant::kF16, k)}, DType::U8));
+  std::vector<Value> gu = g.split(g.qmatmul(g.rms_norm(x, scale, -1, 1e-5), wgu, quant::kF16, k), -1, {F, F});
   Value h = form == 0 ? g.mul(g.silu(gu[1]), gu[0]) : form == 1 ? g.mul(gu[1], g.silu(gu[0])) : g.mul(g.gelu(gu[1]), gu[0]);
   if (!down) {
     g.set_outputs({h});
@@ -195,14 +197,14 @@ Graph ffn(int form, bool down) {
   return g;
 }
 
-Ran run_ffn(const Graph& g, bool fuse) {
+Ran run_ffn(const Graph& g, bool fuse, int64_t k) {
   if (!fuse) setenv("RLX_CUDA_FUSE", "0", 1);
   CompiledGraph net = Session(Device::Cuda).compile(g);
   unsetenv("RLX_CUDA_FUSE");
-  const std::vector<uint8_t> wgu = f16_rows(2 * F, K, 36);
+  const std::vector<uint8_t> wgu = f16_rows(2 * F, k, 36);
   net.set_param_typed("wgu", wgu.data(), wgu.size(), DType::U8);
-  net.set_param("scale", randoms(size_t(K), 34));
-  std::map<std::string, TypedTensor> in{{"x", f32({1, K}, 32)}};
+  net.set_param("scale", randoms(size_t(k), 34));
+  std::map<std::string, TypedTensor> in{{"x", f32({1, k}, 32)}};
   if (g.find_input("r") >= 0) {
     const std::vector<uint8_t> wd = f16_rows(N, F, 31);
     net.set_param_typed("wd", wd.data(), wd.size(), DType::U8);
@@ -216,24 +218,26 @@ Ran run_ffn(const Graph& g, bool fuse) {
 
 TEST(CudaStepFusion, NormGateUpAndSwigluAreOneLaunchWithTheSameBits) {
   REQUIRE_CUDA();
-  for (int form = 0; form < 3; ++form)
-    for (bool down : {false, true}) {
-      const Graph g = ffn(form, down);
-      const Ran fused = run_ffn(g, true), plain = run_ffn(g, false);
-      ASSERT_EQ(fused.out.size(), 1u);
-      ASSERT_EQ(plain.out.size(), 1u);
-      EXPECT_EQ(fused.out[0].bytes, plain.out[0].bytes) << g.name();
-      // The SwiGLU joins the norm and the product (three steps, one launch); the GELU
-      // program does not (the norm still joins the product). With the down product after it,
-      // its add may join it too, as the memory plan allows.
-      const int joined = form == 2 ? 1 : 2;
-      if (down)
-        EXPECT_GE(plain.steps - fused.steps, joined) << g.name() << ": steps fused " << fused.steps << ", unfused "
-                                                     << plain.steps;
-      else
-        EXPECT_EQ(plain.steps - fused.steps, joined) << g.name() << ": steps fused " << fused.steps << ", unfused "
-                                                     << plain.steps;
-    }
+  for (int64_t k : {K, int64_t(2400)}) {
+    for (int form = 0; form < 3; ++form)
+      for (bool down : {false, true}) {
+        const Graph g = ffn(form, down, k);
+        const Ran fused = run_ffn(g, true, k), plain = run_ffn(g, false, k);
+        ASSERT_EQ(fused.out.size(), 1u);
+        ASSERT_EQ(plain.out.size(), 1u);
+        EXPECT_EQ(fused.out[0].bytes, plain.out[0].bytes) << g.name();
+        // The SwiGLU joins the norm and the product (three steps, one launch); the GELU
+        // program does not (the norm still joins the product). With the down product after it,
+        // its add may join it too, as the memory plan allows.
+        const int joined = form == 2 ? 1 : 2;
+        if (down)
+          EXPECT_GE(plain.steps - fused.steps, joined) << g.name() << ": steps fused " << fused.steps << ", unfused "
+                                                       << plain.steps;
+        else
+          EXPECT_EQ(plain.steps - fused.steps, joined) << g.name() << ": steps fused " << fused.steps << ", unfused "
+                                                       << plain.steps;
+      }
+  }
 }
 
 }  // namespace
