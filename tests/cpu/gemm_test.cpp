@@ -266,6 +266,68 @@ TEST(Gemm, HalfWidthTailsGiveTheFullPanelsBits) {
   }
 }
 
+// The row epilogue (bias per row, an addend laid out like C, ReLU) applied by the driver — in
+// the microkernel's registers on full-width tiles, as a plain pass on the rest — must give the
+// bits of the product followed by RowKernels::tile_epilogue (the pass conv used before), on
+// every path (dot: n <= 4, gemv: m <= 4, strips: m <= mc, shared-B packed: m > mc; k across
+// kc; accumulate), every ISA level, 1 and 2 threads; with a row of NaN sums, which ReLU passes
+// through, and a row of zero sums.
+TEST(Gemm, RowEpilogueGivesTheTileEpiloguesBits) {
+  ThreadPool pool(2);
+  for (Isa isa : isa_levels()) {
+    SCOPED_TRACE(std::string("isa=") + std::string(isa_name(isa)));
+    const IsaKernels& ks = isa_kernels(isa);
+    const RowKernels& rk = row_kernels(isa);
+    struct Shape3 {
+      int64_t m, n, k;
+    };
+    for (const Shape3 sh : {Shape3{3, 70, 50}, Shape3{37, 3, 90}, Shape3{2 * ks.mr + 5, 3 * ks.nr + 7, 2 * ks.kc + 9},
+                            Shape3{ks.mc + 29, 2 * ks.nr + 1, 64}}) {
+      for (int variant = 0; variant < 8; ++variant) {
+        const bool with_bias = variant & 1, with_res = variant & 2, relu = variant & 4;
+        for (bool accumulate : {false, true}) {
+          SCOPED_TRACE(testing::Message() << sh.m << "x" << sh.n << "x" << sh.k << " variant " << variant
+                                          << " accumulate " << accumulate);
+          std::vector<float> a = random_floats(size_t(sh.m * sh.k), 11), b = random_floats(size_t(sh.k * sh.n), 12);
+          // Row 0 of A zero (C's first row sums to exactly 0); a NaN in row 1 of A makes C's
+          // second row NaN.
+          std::fill(a.begin(), a.begin() + sh.k, 0.0f);
+          if (sh.m > 1) a[size_t(sh.k)] = std::nanf("");
+          std::vector<float> bias = random_floats(size_t(sh.m), 13), res = random_floats(size_t(sh.m * (sh.n + 2)), 14);
+          for (float& v : bias) v -= 0.5f;
+          for (float& v : res) v -= 0.5f;
+          const std::vector<float> c0 = random_floats(size_t(sh.m * sh.n), 15);
+          auto run = [&](bool fused, ThreadPool* tp) {
+            std::vector<float> c = c0;
+            SgemmProblem p;
+            p.m = sh.m;
+            p.n = sh.n;
+            p.k = sh.k;
+            p.a = {a.data(), DType::F32, sh.k, 1};
+            // n <= 4: B K-contiguous (stored as [n, k]), which takes the dot path.
+            p.b = sh.n <= 4 ? GemmOperand{b.data(), DType::F32, 1, sh.k} : GemmOperand{b.data(), DType::F32, sh.n, 1};
+            p.c = c.data();
+            p.ldc = sh.n;
+            p.accumulate = accumulate;
+            if (fused) p.row_epilogue = {with_bias ? bias.data() : nullptr, with_res ? res.data() : nullptr, sh.n + 2, relu};
+            sgemm(p, tp, ks);
+            if (!fused)
+              rk.tile_epilogue(c.data(), sh.n, sh.m, sh.n, with_bias ? bias.data() : nullptr,
+                               with_res ? res.data() : nullptr, sh.n + 2, relu ? Activation::Relu : Activation::None, 0);
+            return c;
+          };
+          const std::vector<float> want = run(false, nullptr);
+          for (ThreadPool* tp : {static_cast<ThreadPool*>(nullptr), &pool}) {
+            const std::vector<float> got = run(true, tp);
+            ASSERT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(float)))
+                << (tp ? "2 threads" : "1 thread");
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(Gemm, PrepackedOperandsMatchPackingInside) {
   // Shapes through the strips path (m <= mc) and the shared-B path (m > mc), with k
   // crossing kc; A row-major, B transposed, so both transposing packs are involved.

@@ -325,7 +325,13 @@ void conv_gemm_one(const ConvCfg& cfg, ThreadPool* pool, const void* x, const vo
     tile.out = og;
   }
   pr.ldc = p;
-  if (bias || tile.out || cfg.has_epilogue()) {
+  if (!tile.out && (cfg.act == Activation::None || cfg.act == Activation::Relu)) {
+    // f32 with bias, residual and ReLU only: applied in the microkernel's registers (the
+    // steps of conv_epilogue's tile_epilogue, the same bits) instead of a pass over the
+    // stored tile, which cost half as much as the products of a K = 64 conv.
+    pr.row_epilogue = {static_cast<const float*>(bias) ? static_cast<const float*>(bias) + g * mg : nullptr,
+                       static_cast<const float*>(tile.residual), p, cfg.act == Activation::Relu};
+  } else if (bias || tile.out || cfg.has_epilogue()) {
     pr.epilogue = conv_epilogue;
     pr.epilogue_ctx = &tile;
   }

@@ -1,7 +1,7 @@
 // SGEMM driver (packing, cache blocking, threading) and the blocked double-precision
-// GEMM. Loop order follows the usual five-loop scheme:
-// N blocks (nc) -> K blocks (kc, B block packed once, shared by all threads) -> M blocks
-// (mc, A block packed per task) -> nr panels -> mr panels -> microkernel.
+// GEMM. Loop order: N blocks (nc) -> K blocks (kc, B block packed once, shared by all
+// threads) -> M blocks (mc, A block packed per task) -> mr-row panels -> nr-column panels ->
+// microkernel (block_tiles says why the row panels are the outer of the two).
 #include "backends/cpu/kernels/gemm.h"
 
 #include <algorithm>
@@ -236,19 +236,53 @@ inline void compute_tile(const IsaKernels& K, int64_t rows, int64_t ncols, int64
                      });
 }
 
+// A finished tile of C (rows [i0, i0+m) x columns [j0, j0+n) at c): the row epilogue, as a
+// plain pass with the microkernel's steps (v + bias, + res, then ReLU as max(0, v): 0 only
+// where 0 > v, so NaN and -0 pass), then the caller's epilogue.
+void finish_tile(const SgemmProblem& p, float* c, int64_t ldc, int64_t i0, int64_t j0, int64_t m, int64_t n) {
+  const GemmRowEpilogue& e = p.row_epilogue;
+  if (e.any())
+    for (int64_t i = 0; i < m; ++i) {
+      float* ci = c + i * ldc;
+      const float* ri = e.res ? e.res + (i0 + i) * e.ldr + j0 : nullptr;
+      for (int64_t j = 0; j < n; ++j) {
+        float v = ci[j];
+        if (e.bias) v = v + e.bias[i0 + i];
+        if (ri) v = v + ri[j];
+        if (e.relu) v = 0.0f > v ? 0.0f : v;
+        ci[j] = v;
+      }
+    }
+  if (p.epilogue) p.epilogue(p.epilogue_ctx, c, ldc, i0, j0, m, n);
+}
+
 // The tiles of one K block of C rows [ic, ic + mc) and column panels [q0, q1): panel q's
 // columns start at j0 + q * nr (clipped to jend), its packed B at bp + q * nr * kc; A row
 // r of the block at ap + r * kc (mr-row panels). The epilogue follows the last K block.
+// Row panels outside, column panels inside: the A panel stays in L1 while B's panels stream
+// past it (the microkernel prefetches them), and C (with an epilogue's residual) is walked as
+// mr rows left to right, a dozen sequential streams. Panels outside had every tile touch mr
+// new lines in each of the block's 144 rows: ResNet-50's K = 64 convolutions (3.2 MB outputs
+// plus residuals) 0.81-0.92 -> 0.64-0.66 ms each, 1024^3 on one thread 152-188 -> 199-203
+// GFLOP/s (alternated). Each tile's arithmetic is unchanged: the same bits.
 void block_tiles(const IsaKernels& K, const SgemmProblem& p, int64_t ic, int64_t mc, int64_t j0, int64_t jend,
                  int64_t q0, int64_t q1, int64_t kc, const float* ap, const float* bp, bool acc, bool last) {
   const int mr = K.mr, nr = K.nr;
-  for (int64_t q = q0; q < q1; ++q) {
-    const int64_t j = j0 + q * nr, ncols = std::min<int64_t>(nr, jend - j);
-    for (int64_t ir = 0; ir < mc; ir += mr) {
-      const int64_t rows = std::min<int64_t>(mr, mc - ir);
+  for (int64_t ir = 0; ir < mc; ir += mr) {
+    const int64_t rows = std::min<int64_t>(mr, mc - ir);
+    for (int64_t q = q0; q < q1; ++q) {
+      const int64_t j = j0 + q * nr, ncols = std::min<int64_t>(nr, jend - j);
       float* cp = p.c + (ic + ir) * p.ldc + j;
+      if (last && ncols == nr && p.row_epilogue.any() && K.ukr_epi[rows]) {  // the epilogue in registers
+        GemmRowEpilogue e = p.row_epilogue;
+        if (e.bias) e.bias += ic + ir;
+        if (e.res) e.res += (ic + ir) * e.ldr + j;
+        K.ukr_epi[rows](kc, ap + ir * kc, bp + q * nr * kc, nr, cp, p.ldc, acc, e);
+        if (p.epilogue) p.epilogue(p.epilogue_ctx, cp, p.ldc, ic + ir, j, rows, ncols);
+        continue;
+      }
       compute_tile(K, rows, ncols, kc, ap + ir * kc, bp + q * nr * kc, nr, cp, p.ldc, acc);
-      if (last && p.epilogue) p.epilogue(p.epilogue_ctx, cp, p.ldc, ic + ir, j, rows, ncols);
+      if (last) finish_tile(p, cp, p.ldc, ic + ir, j, rows, ncols);
     }
   }
 }
@@ -256,7 +290,7 @@ void block_tiles(const IsaKernels& K, const SgemmProblem& p, int64_t ic, int64_t
 void zero_and_finish(const SgemmProblem& p) {
   for (int64_t i = 0; i < p.m; ++i)
     if (!p.accumulate) std::fill(p.c + i * p.ldc, p.c + i * p.ldc + p.n, 0.0f);
-  if (p.epilogue) p.epilogue(p.epilogue_ctx, p.c, p.ldc, 0, 0, p.m, p.n);
+  finish_tile(p, p.c, p.ldc, 0, 0, p.m, p.n);
 }
 
 // ---------------------------------------------------------------- paths
@@ -274,10 +308,8 @@ void sgemm_dot(const SgemmProblem& p, ThreadPool* pool, const IsaKernels& K) {
         const int64_t j = g * 4, cols = std::min<int64_t>(4, p.n - j);
         K.dot(p.m, cols, p.k, a, p.a.rs, b + j * p.b.cs, p.b.cs, p.c + j, p.ldc, 1, p.accumulate);
       }
-      if (p.epilogue) {
-        const int64_t j0 = g0 * 4, j1 = std::min(p.n, g1 * 4);
-        p.epilogue(p.epilogue_ctx, p.c + j0, p.ldc, 0, j0, p.m, j1 - j0);
-      }
+      const int64_t j0 = g0 * 4, j1 = std::min(p.n, g1 * 4);
+      finish_tile(p, p.c + j0, p.ldc, 0, j0, p.m, j1 - j0);
     });
     return;
   }
@@ -288,10 +320,8 @@ void sgemm_dot(const SgemmProblem& p, ThreadPool* pool, const IsaKernels& K) {
       const int64_t i = g * 4, rows = std::min<int64_t>(4, p.m - i);
       K.dot(p.n, rows, p.k, b, p.b.cs, a + i * p.a.rs, p.a.rs, p.c + i * p.ldc, 1, p.ldc, p.accumulate);
     }
-    if (p.epilogue) {
-      const int64_t i0 = g0 * 4, i1 = std::min(p.m, g1 * 4);
-      p.epilogue(p.epilogue_ctx, p.c + i0 * p.ldc, p.ldc, i0, 0, i1 - i0, p.n);
-    }
+    const int64_t i0 = g0 * 4, i1 = std::min(p.m, g1 * 4);
+    finish_tile(p, p.c + i0 * p.ldc, p.ldc, i0, 0, i1 - i0, p.n);
   });
 }
 
@@ -322,7 +352,7 @@ void sgemm_gemv(const SgemmProblem& p, ThreadPool* pool, const IsaKernels& K) {
             std::memcpy(ci, ai, size_t(w) * sizeof(float));
         }
       }
-      if (p.epilogue) p.epilogue(p.epilogue_ctx, p.c + j0, p.ldc, 0, j0, p.m, w);
+      finish_tile(p, p.c + j0, p.ldc, 0, j0, p.m, w);
     }
   });
 }

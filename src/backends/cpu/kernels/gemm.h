@@ -43,6 +43,19 @@ using GemmPackB = void (*)(const void* ctx, int64_t k0, int64_t kc, int64_t j0, 
 using GemmTileFn = void (*)(const void* ctx, float* c, int64_t ldc, int64_t i0, int64_t j0,
                             int64_t m, int64_t n);
 
+// An epilogue the driver applies to each finished tile of C in the microkernel's registers
+// (instead of a GemmTileFn pass over the stored tile): per element (i, j) of C, in this order,
+// v = the product (plus C when accumulating); v = v + bias[i]; v = v + res[i * ldr + j];
+// v = max(0, v) (ReLU, NaN and -0 passed through, as RowKernels' ReLU) — the steps of
+// RowKernels::tile_epilogue, so the same bits. Each part is optional (null / false).
+struct GemmRowEpilogue {
+  const float* bias = nullptr;  // one value per row of C
+  const float* res = nullptr;   // an addend laid out like C, row stride ldr
+  int64_t ldr = 0;
+  bool relu = false;
+  bool any() const { return bias || res || relu; }
+};
+
 struct SgemmProblem {
   int64_t m = 0, n = 0, k = 0;
   GemmOperand a, b;
@@ -53,6 +66,9 @@ struct SgemmProblem {
   bool accumulate = false;  // true: C += A*B; false: C = A*B
   GemmTileFn epilogue = nullptr;
   const void* epilogue_ctx = nullptr;
+  // Applied in registers where a tile is full width (a scalar pass with the same steps on
+  // the others), after the last K block; runs before `epilogue` when both are set.
+  GemmRowEpilogue row_epilogue;
   // Operands already packed by pack_a_full / pack_b_full (same kernels, m/n/k); when
   // set they replace a / b / pack_b, so an operand reused by many products is packed once.
   const float* a_packed = nullptr;
@@ -64,6 +80,11 @@ struct SgemmProblem {
 // B rows of nr floats at stride ldb), then c = acc, or c += acc when accumulate.
 using GemmMicroKernel = void (*)(int64_t kc, const float* a, const float* b, int64_t ldb, float* c,
                                  int64_t ldc, bool accumulate);
+// The microkernel with the row epilogue applied to the tile before it is stored (e already
+// offset to the tile: bias to its first row, res to its first element); otherwise as
+// GemmMicroKernel, the same arithmetic.
+using GemmEpiKernel = void (*)(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc,
+                               bool accumulate, const GemmRowEpilogue& e);
 // The microkernel with B rows read in place: B row k at b + off[k] (nr floats, unaligned);
 // otherwise as GemmMicroKernel, with the same arithmetic (the same bits for the same values).
 using GemmOffsetKernel = void (*)(int64_t kc, const float* a, const float* b, const int64_t* off, float* c,
@@ -93,6 +114,7 @@ struct IsaKernels {
   GemmOffsetKernel ukr_off[17] = {};    // the same, B rows by offset
   // The left nr/2 columns of a tile only, for a panel's last nr/2 or fewer columns (the same
   // arithmetic per element as the full kernels: the same bits); null where the ISA has none.
+  GemmEpiKernel ukr_epi[17] = {};      // full-width tiles with the row epilogue; null where the ISA has none
   GemmMicroKernel ukr_half[17] = {};
   GemmOffsetKernel ukr_off_half[17] = {};
   GemmDotKernel dot = nullptr;

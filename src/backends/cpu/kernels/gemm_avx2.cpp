@@ -38,6 +38,7 @@ constexpr int kMr = 6, kNr = 16;
 template <int M> constexpr GemmMicroKernel ukr = &gemm_avx2_vec::ukr_vec<M, kMr>;
 template <int M> constexpr GemmOffsetKernel ukr_off = &gemm_avx2_vec::ukr_off_vec<M, kMr>;
 template <int M> constexpr GemmMicroKernel ukr_half = &gemm_avx2_vec::ukr_half_vec<M, kMr>;
+template <int M> constexpr GemmEpiKernel ukr_epi = &gemm_avx2_vec::ukr_epi_vec<M, kMr>;
 template <int M> constexpr GemmOffsetKernel ukr_off_half = &gemm_avx2_vec::ukr_off_half_vec<M, kMr>;
 
 
@@ -113,6 +114,8 @@ IsaKernels make_table() {
   t.ukr[4] = ukr<4>; t.ukr[5] = ukr<5>; t.ukr[6] = ukr<6>;
   t.ukr_off[1] = ukr_off<1>; t.ukr_off[2] = ukr_off<2>; t.ukr_off[3] = ukr_off<3>;
   t.ukr_off[4] = ukr_off<4>; t.ukr_off[5] = ukr_off<5>; t.ukr_off[6] = ukr_off<6>;
+  t.ukr_epi[1] = ukr_epi<1>; t.ukr_epi[2] = ukr_epi<2>; t.ukr_epi[3] = ukr_epi<3>;
+  t.ukr_epi[4] = ukr_epi<4>; t.ukr_epi[5] = ukr_epi<5>; t.ukr_epi[6] = ukr_epi<6>;
   t.ukr_half[1] = ukr_half<1>; t.ukr_half[2] = ukr_half<2>; t.ukr_half[3] = ukr_half<3>;
   t.ukr_half[4] = ukr_half<4>; t.ukr_half[5] = ukr_half<5>; t.ukr_half[6] = ukr_half<6>;
   t.ukr_off_half[1] = ukr_off_half<1>; t.ukr_off_half[2] = ukr_off_half<2>; t.ukr_off_half[3] = ukr_off_half<3>;

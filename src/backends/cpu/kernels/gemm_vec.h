@@ -22,9 +22,11 @@ constexpr int64_t kPrefetchRows = 32;
 // NV: vectors per row, 2 (the full NR columns) or 1 (the left half: a panel's last W or fewer
 // columns, e.g. 112 = 3 x 32 + 16, whose right half the full kernel would compute and throw
 // away). Each lane's sum is the same FMAs in the same order either way: the same bits.
-template <int M, int Mr, bool PrefetchB = false, int NV = 2, class Row>
+// With Epi, the row epilogue (gemm.h's GemmRowEpilogue: + bias[i], + res, ReLU, in that order)
+// runs on each row's vectors between the accumulate and the store.
+template <int M, int Mr, bool PrefetchB = false, int NV = 2, bool Epi = false, class Row>
 inline __attribute__((always_inline)) void ukr_rows(int64_t kc, const float* a, Row row, float* c, int64_t ldc,
-                                                    bool accumulate) {
+                                                    bool accumulate, const GemmRowEpilogue* e = nullptr) {
   static_assert(NV == 1 || NV == 2, "one or two vectors per row");
   F c0[M], c1[M];
 #pragma GCC unroll 16
@@ -49,18 +51,40 @@ inline __attribute__((always_inline)) void ukr_rows(int64_t kc, const float* a, 
 #pragma GCC unroll 16
   for (int i = 0; i < M; ++i) {
     float* ci = c + i * ldc;
-    if (accumulate) c0[i] = V::add(V::load(ci), c0[i]);
-    V::store(ci, c0[i]);
-    if constexpr (NV == 2) {
-      if (accumulate) c1[i] = V::add(V::load(ci + W), c1[i]);
-      V::store(ci + W, c1[i]);
+    if (accumulate) {
+      c0[i] = V::add(V::load(ci), c0[i]);
+      if constexpr (NV == 2) c1[i] = V::add(V::load(ci + W), c1[i]);
     }
+    if constexpr (Epi) {
+      if (e->bias) {
+        const F bv = V::set1(e->bias[i]);
+        c0[i] = V::add(c0[i], bv);
+        if constexpr (NV == 2) c1[i] = V::add(c1[i], bv);
+      }
+      if (e->res) {
+        const float* ri = e->res + i * e->ldr;
+        c0[i] = V::add(c0[i], V::load(ri));
+        if constexpr (NV == 2) c1[i] = V::add(c1[i], V::load(ri + W));
+      }
+      if (e->relu) {
+        c0[i] = V::max(V::zero(), c0[i]);
+        if constexpr (NV == 2) c1[i] = V::max(V::zero(), c1[i]);
+      }
+    }
+    V::store(ci, c0[i]);
+    if constexpr (NV == 2) V::store(ci + W, c1[i]);
   }
 }
 
 template <int M, int Mr>
 void ukr_vec(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
   ukr_rows<M, Mr, true>(kc, a, [b, ldb](int64_t k) { return b + k * ldb; }, c, ldc, accumulate);
+}
+
+template <int M, int Mr>
+void ukr_epi_vec(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate,
+                 const GemmRowEpilogue& e) {
+  ukr_rows<M, Mr, true, 2, true>(kc, a, [b, ldb](int64_t k) { return b + k * ldb; }, c, ldc, accumulate, &e);
 }
 
 // The left W columns of the tile only (NV = 1 above); B as for ukr_vec / ukr_off_vec.
