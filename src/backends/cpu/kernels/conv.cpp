@@ -469,14 +469,16 @@ void conv_in_place(const ConvCfg& cfg, ThreadPool* pool, const float* x, const f
         off[size_t(kk)] = ((ci - ci0) * rows_in + ky * cfg.dh) * wp + (kx * cfg.dw) % sw * wpp + kx * cfg.dw / sw;
       }
       const bool acc = pc > 0, last = pc + kc == kg;
-      for (int64_t r = 0; r < nrows; ++r) {
-        const float* brow = rowbuf.data() + r * cfg.sh * wp;
-        const int64_t oy = oy0 + r;
-        for (int64_t t = 0; t < tiles; ++t) {
-          const int64_t ox0 = t * nr, ncols = std::min<int64_t>(nr, cfg.ow - ox0);
-          for (int64_t ir = 0; ir < mg; ir += mr) {
-            const int64_t rows = std::min<int64_t>(mr, mg - ir);
-            const float* a = ap + pc * mpad + ir * kc;
+      // Row panels outside, as in sgemm's block_tiles: the A panel stays in L1, C is written a
+      // dozen channel rows at a time.
+      for (int64_t ir = 0; ir < mg; ir += mr) {
+        const int64_t rows = std::min<int64_t>(mr, mg - ir);
+        const float* a = ap + pc * mpad + ir * kc;
+        for (int64_t r = 0; r < nrows; ++r) {
+          const float* brow = rowbuf.data() + r * cfg.sh * wp;
+          const int64_t oy = oy0 + r;
+          for (int64_t t = 0; t < tiles; ++t) {
+            const int64_t ox0 = t * nr, ncols = std::min<int64_t>(nr, cfg.ow - ox0);
             float* cp = og + ir * p + oy * cfg.ow + ox0;
             gemm_tile_off(K, rows, ncols, kc, a, brow + ox0, off.data(), cp, p, acc);
             if (last && (bias || cfg.has_epilogue())) conv_epilogue(&tile, cp, p, ir, oy * cfg.ow + ox0, rows, ncols);
