@@ -265,26 +265,46 @@ void finish_tile(const SgemmProblem& p, float* c, int64_t ldc, int64_t i0, int64
 // new lines in each of the block's 144 rows: ResNet-50's K = 64 convolutions (3.2 MB outputs
 // plus residuals) 0.81-0.92 -> 0.64-0.66 ms each, 1024^3 on one thread 152-188 -> 199-203
 // GFLOP/s (alternated). Each tile's arithmetic is unchanged: the same bits.
+struct InPlaceB {
+  const float* b = nullptr;  // panel q's rows at b + q * nr, row stride ld, for q < panels
+  int64_t ld = 0, panels = 0;
+};
 void block_tiles(const IsaKernels& K, const SgemmProblem& p, int64_t ic, int64_t mc, int64_t j0, int64_t jend,
-                 int64_t q0, int64_t q1, int64_t kc, const float* ap, const float* bp, bool acc, bool last) {
+                 int64_t q0, int64_t q1, int64_t kc, const float* ap, const float* bp, bool acc, bool last,
+                 InPlaceB bin = {}) {
   const int mr = K.mr, nr = K.nr;
   for (int64_t ir = 0; ir < mc; ir += mr) {
     const int64_t rows = std::min<int64_t>(mr, mc - ir);
     for (int64_t q = q0; q < q1; ++q) {
       const int64_t j = j0 + q * nr, ncols = std::min<int64_t>(nr, jend - j);
       float* cp = p.c + (ic + ir) * p.ldc + j;
+      const bool in = q < bin.panels;
+      const float* b = in ? bin.b + q * nr : bp + q * nr * kc;
+      const int64_t ldb = in ? bin.ld : nr;
       if (last && ncols == nr && p.row_epilogue.any() && K.ukr_epi[rows]) {  // the epilogue in registers
         GemmRowEpilogue e = p.row_epilogue;
         if (e.bias) e.bias += ic + ir;
         if (e.res) e.res += (ic + ir) * e.ldr + j;
-        K.ukr_epi[rows](kc, ap + ir * kc, bp + q * nr * kc, nr, cp, p.ldc, acc, e);
+        K.ukr_epi[rows](kc, ap + ir * kc, b, ldb, cp, p.ldc, acc, e);
         if (p.epilogue) p.epilogue(p.epilogue_ctx, cp, p.ldc, ic + ir, j, rows, ncols);
         continue;
       }
-      compute_tile(K, rows, ncols, kc, ap + ir * kc, bp + q * nr * kc, nr, cp, p.ldc, acc);
+      compute_tile(K, rows, ncols, kc, ap + ir * kc, b, ldb, cp, p.ldc, acc);
       if (last) finish_tile(p, cp, p.ldc, ic + ir, j, rows, ncols);
     }
   }
+}
+
+// A row-major f32 B is read where it lies (its full panels: rows of nr floats at its own row
+// stride) instead of being copied into panels first: with the row panels outside, a packed
+// panel is streamed from L2 for every tile anyway, so the copy only added a pass over B (a
+// pointwise conv's whole input). Not where the row stride is a multiple of 2 KB or more: the
+// kc rows of a panel would then share a sixteenth of the L2's sets or less and evict each other
+// (1024^3: 223 -> 181 GFLOP/s read in place). Same values, same microkernel: the same bits.
+bool b_in_place(const SgemmProblem& p) {
+  if (p.b.dtype != DType::F32 || p.b.cs != 1 || p.pack_b || p.b_packed) return false;
+  const int64_t bytes = p.b.rs * int64_t(sizeof(float));
+  return bytes > 0 && (bytes & -bytes) <= 1024;  // the largest power of two dividing the stride
 }
 
 void zero_and_finish(const SgemmProblem& p) {
@@ -395,9 +415,17 @@ void sgemm_strips(const SgemmProblem& p, ThreadPool* pool, const IsaKernels& K) 
         const bool acc = p.accumulate || pc > 0;
         const bool last = pc + kc == p.k;
         const float* bp = buf;
-        if (p.b_packed) bp = p.b_packed + pc * panels * nr + j0 * kc;
-        else pack_b_panels(K, p, pc, kc, j0, w, nr, buf);
-        block_tiles(K, p, 0, p.m, j0, p.n, 0, np, kc, ap + pc * mpad, bp, acc, last);
+        InPlaceB bin;
+        if (p.b_packed) {
+          bp = p.b_packed + pc * panels * nr + j0 * kc;
+        } else if (b_in_place(p)) {  // full panels read in place, a last partial one packed
+          bin = {static_cast<const float*>(p.b.data) + pc * p.b.rs + j0, p.b.rs, w / nr};
+          if (bin.panels < np)
+            pack_b_panels(K, p, pc, kc, j0 + bin.panels * nr, w - bin.panels * nr, nr, buf + bin.panels * nr * kc);
+        } else {
+          pack_b_panels(K, p, pc, kc, j0, w, nr, buf);
+        }
+        block_tiles(K, p, 0, p.m, j0, p.n, 0, np, kc, ap + pc * mpad, bp, acc, last, bin);
       }
     }
   });
@@ -473,8 +501,15 @@ void sgemm_packed(const SgemmProblem& p, ThreadPool* pool, const IsaKernels& K) 
       const bool acc = p.accumulate || pc > 0;
       const bool last = pc + kc == p.k;
       const float* bp = nullptr;
+      InPlaceB bin;
       if (p.b_packed) {
         bp = p.b_packed + pc * npad + jc * kc;
+      } else if (b_in_place(p)) {  // full panels read in place, a last partial one packed
+        bin = {static_cast<const float*>(p.b.data) + pc * p.b.rs + jc, p.b.rs, nc / nr};
+        float* buf = tl_pack_b.get(panels * nr * kc);
+        if (bin.panels < panels)
+          pack_b_panels(K, p, pc, kc, jc + bin.panels * nr, nc - bin.panels * nr, nr, buf + bin.panels * nr * kc);
+        bp = buf;
       } else {
         float* buf = tl_pack_b.get(panels * nr * kc);
         run_range(pool, panels, 8, [&](int64_t q0, int64_t q1) {
@@ -496,7 +531,7 @@ void sgemm_packed(const SgemmProblem& p, ThreadPool* pool, const IsaKernels& K) 
             packed = ib;
           }
           block_tiles(K, p, ic, mc, jc, jc + nc, g * panels / ngroups, (g + 1) * panels / ngroups, kc, ap, bp, acc,
-                      last);
+                      last, bin);
         }
       });
     }
