@@ -103,10 +103,19 @@ TEST(Conv2d, BasicShapes) {
   check_conv({1, 1, 13, 7, 4, 5, 5, {1, 1}, {2, 2, 2, 2}});
 }
 
+// Strided 1x1 convs without padding run as pointwise convs of the subsampled image
+// (conv.cpp's subsampled): stride 2 both ways, strides (2, 1) and (1, 3), groups, the transposed
+// product (ResNet's 7x7 shortcut, scaled down), rows of 48+ columns (which the in-place path
+// took before) and a subsample large enough to be split over the pool.
 TEST(Conv2d, PointwiseAndStridedOneByOne) {
   check_conv({2, 16, 5, 6, 7, 1, 1});
   check_conv({1, 16, 9, 7, 33, 1, 1, {2, 2}});
   check_conv({1, 8, 5, 5, 4, 1, 1, {1, 1}, {1, 0, 0, 1}});
+  check_conv({2, 12, 9, 10, 10, 1, 1, {2, 1}, {0, 0, 0, 0}, {1, 1}, 2});
+  check_conv({1, 6, 7, 17, 9, 1, 1, {1, 3}, {0, 0, 0, 0}, {1, 1}, 1, false});
+  check_conv({1, 64, 13, 13, 256, 1, 1, {2, 2}});                       // 49 positions: transposed
+  check_conv({1, 5, 8, 101, 6, 1, 1, {2, 2}});                          // 51 columns
+  check_conv({1, 64, 60, 80, 16, 1, 1, {2, 2}});                        // 64 x 1200 subsampled values
 }
 
 TEST(Conv2d, AsymmetricPadsStridesDilation) {

@@ -34,6 +34,7 @@ struct ConvCfg {
   int64_t oh = 0, ow = 0;
   int64_t sh = 1, sw = 1, pt = 0, pl = 0, dh = 1, dw = 1;
   bool pointwise = false;  // 1x1, stride 1, no padding: the image is B as is
+  bool subsample = false;  // f32 1x1, no padding, a stride above 1: a pointwise conv of the strided image (subsampled)
   bool direct = false;  // the direct kernel, not the GEMM (see build_conv)
   bool depthwise_padded = false;  // direct, f32, one input channel per output: see conv_depthwise_padded
   bool transposed = false;  // the product as C^T = cols^T W^T (see conv_gemm_transposed)
@@ -286,6 +287,29 @@ const float* im2col_rows(const ConvCfg& cfg, const float* xg, ThreadPool* pool =
 
 void conv_in_place(const ConvCfg& cfg, ThreadPool* pool, const float* x, const float* w, const float* bias,
                    const float* res, float* out, int64_t img, int64_t g);
+// A 1x1 conv without padding reads input (oy * sh, ox * sw) for output (oy, ox): with a stride
+// above 1 it is a pointwise conv of that subsample, copied once (nch planes of oh x ow) instead
+// of gathered into im2col panels or rows (ResNet's strided 1x1 shortcuts). The same values in
+// the same K order: the same bits.
+const float* subsampled(const ConvCfg& cfg, ThreadPool* pool, const float* x, int64_t nch) {
+  thread_local std::vector<float> sub;
+  const int64_t p = cfg.oh * cfg.ow;
+  sub.resize(size_t(nch * p));
+  float* d = sub.data();
+  const bool split = pool && pool->size() > 1 && nch * p >= 65536;
+  for_each_index(split ? pool : nullptr, nch, [&](int64_t ci) {
+    for (int64_t oy = 0; oy < cfg.oh; ++oy) {
+      const float* row = x + (ci * cfg.h + oy * cfg.sh) * cfg.w;
+      float* o = d + ci * p + oy * cfg.ow;
+      if (cfg.sw == 1) copy_floats(o, row, cfg.ow);
+      else if (cfg.sw == 2) copy_even_floats(o, row, cfg.ow);
+      else
+        for (int64_t ox = 0; ox < cfg.ow; ++ox) o[ox] = row[ox * cfg.sw];
+    }
+  });
+  return d;
+}
+
 
 void conv_gemm_one(const ConvCfg& cfg, ThreadPool* pool, const void* x, const void* w, const void* bias,
                    const void* res, void* out, int64_t img, int64_t g) {
@@ -311,6 +335,8 @@ void conv_gemm_one(const ConvCfg& cfg, ThreadPool* pool, const void* x, const vo
     pr.b = {im2col_rows(cfg, static_cast<const float*>(xg)), DType::F32, 1, kg};
   } else if (cfg.pointwise) {
     pr.b = {xg, cfg.type, p, 1};
+  } else if (cfg.subsample) {
+    pr.b = {subsampled(cfg, pool, static_cast<const float*>(xg), cg), DType::F32, p, 1};
   } else {
     pr.pack_b = im2col_for(cfg.type);
     pr.pack_b_ctx = &ictx;
@@ -378,6 +404,7 @@ void conv_gemm_transposed(const ConvCfg& cfg, ThreadPool* pool, const float* x, 
   pr.n = mg;
   pr.k = kg;
   if (cfg.pointwise) pr.a = {xg, DType::F32, 1, p};  // element (j, k) at x[k * p + j]
+  else if (cfg.subsample) pr.a = {subsampled(cfg, pool, xg, cfg.c), DType::F32, 1, p};
   else pr.a = {im2col_rows(cfg, xg, pool), DType::F32, kg, 1};
   pr.b = {w, DType::F32, 1, kg};  // element (k, co) at w[co * kg + k]
   if (cfg.packed)
@@ -735,8 +762,10 @@ KernelCall build_conv(const Node& node, const std::vector<const Shape*>& in, con
   const int64_t p = c.oh * c.ow;
   c.transposed = !c.direct && c.group == 1 && c.type == DType::F32 && p > kDotCols && p <= c.kernels->mc &&
                  c.cout >= 2 * p;
-  c.in_place = !c.direct && !c.transposed && !c.pointwise && c.type == DType::F32 && (c.sw == 1 || c.sw == 2) &&
-               c.ow >= kInPlaceMinCols && p > kDotCols;
+  c.subsample = !c.direct && !c.pointwise && c.kh == 1 && c.kw == 1 && a.pads == std::vector<int64_t>{0, 0, 0, 0} &&
+                c.type == DType::F32 && p > kDotCols;
+  c.in_place = !c.direct && !c.transposed && !c.pointwise && !c.subsample && c.type == DType::F32 &&
+               (c.sw == 1 || c.sw == 2) && c.ow >= kInPlaceMinCols && p > kDotCols;
   return make_call(run_conv, std::move(c));
 }
 
