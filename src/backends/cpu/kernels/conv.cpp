@@ -141,18 +141,30 @@ RLX_NO_LIBCALL void pack_im2col(const void* vctx, int64_t k0, int64_t kc, int64_
   const int64_t taps = c.kh * c.kw;
   const int64_t panels = (n + width - 1) / width, panel_stride = width * kc;
   float strided[64];  // one panel piece of a strided row, gathered first
+  // Row k = (ci, ky, kx) stepped along with r, and the first column's output position: no
+  // divisions per row (with rows of a few dozen floats, they cost as much as the copies).
+  int64_t ci = k0 / taps, ky = (k0 % taps) / c.kw, kx = k0 % c.kw;
+  const int64_t oy_first = j0 / c.ow, ox_first = j0 % c.ow;
   for (int64_t r = 0; r < kc; ++r) {
-    const int64_t k = k0 + r, ci = k / taps, ky = (k % taps) / c.kw, kx = k % c.kw;
+    if (r > 0 && ++kx == c.kw) {
+      kx = 0;
+      if (++ky == c.kh) {
+        ky = 0;
+        ++ci;
+      }
+    }
     const T* plane = x + ci * c.h * c.w;
     float* drow = dst + r * width;  // row r of panel 0
-    // Columns whose input x lies in [0, w): ox in [ox_lo, ox_hi).
+    // Columns whose input x lies in [0, w): ox in [ox_lo, ox_hi) (ConvCfg::kx_bounds).
     const int64_t off = kx * c.dw - c.pl;
-    const int64_t ox_lo = std::min(c.ow, std::max<int64_t>(0, (-off + c.sw - 1) / c.sw));
-    const int64_t ox_hi = std::max(ox_lo, std::min(c.ow, (c.w - off + c.sw - 1) / c.sw));
-    // Columns [jj, jj + len) of this row: zeros (src == nullptr) or input elements src[t * step].
-    auto put = [&](int64_t jj, const T* src, int64_t step, int64_t len) {
+    const int64_t ox_lo = c.kx_bounds[size_t(2 * kx)], ox_hi = c.kx_bounds[size_t(2 * kx + 1)];
+    // The next len columns of this row (the columns are written in order: a cursor at panel q,
+    // column o, with no division per piece): zeros (src == nullptr) or input elements
+    // src[t * step].
+    int64_t q = 0, o = 0;
+    auto put = [&](const T* src, int64_t step, int64_t len) {
       while (len > 0) {
-        const int64_t q = jj / width, o = jj - q * width, cnt = std::min(len, width - o);
+        const int64_t cnt = std::min(len, width - o);
         float* d = drow + q * panel_stride + o;
         if (!src) {
           zero_floats(d, cnt);
@@ -165,29 +177,33 @@ RLX_NO_LIBCALL void pack_im2col(const void* vctx, int64_t k0, int64_t kc, int64_
           for (int64_t t = 0; t < cnt; ++t) strided[t] = load(src + t * step);
           copy_floats(d, strided, cnt);
         }
-        jj += cnt;
+        o += cnt;
+        if (o == width) {
+          o = 0;
+          ++q;
+        }
         len -= cnt;
         if (src) src += cnt * step;
       }
     };
-    int64_t oy = j0 / c.ow, ox0 = j0 % c.ow;
+    int64_t oy = oy_first, ox0 = ox_first;
     for (int64_t jj = 0; jj < n;) {
       const int64_t cnt = std::min(c.ow - ox0, n - jj);
       const int64_t iy = oy * c.sh - c.pt + ky * c.dh;
       if (iy < 0 || iy >= c.h) {
-        put(jj, nullptr, 1, cnt);
+        put(nullptr, 1, cnt);
       } else {
         const T* row = plane + iy * c.w;
         const int64_t a = std::clamp(ox_lo - ox0, int64_t(0), cnt), b = std::clamp(ox_hi - ox0, a, cnt);
-        put(jj, nullptr, 1, a);
-        put(jj + a, row + (ox0 + a) * c.sw + off, c.sw, b - a);
-        put(jj + b, nullptr, 1, cnt - b);
+        put(nullptr, 1, a);
+        put(row + (ox0 + a) * c.sw + off, c.sw, b - a);
+        put(nullptr, 1, cnt - b);
       }
       jj += cnt;
       ox0 = 0;
       ++oy;
     }
-    put(n, nullptr, 1, panels * width - n);  // the last panel's columns past n
+    put(nullptr, 1, panels * width - n);  // the last panel's columns past n
   }
 }
 
