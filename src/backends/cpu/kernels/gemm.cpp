@@ -483,12 +483,19 @@ void sgemm_packed(const SgemmProblem& p, ThreadPool* pool, const IsaKernels& K) 
           const int64_t kc = std::min(kc_max, p.k - pc);
           const bool acc = p.accumulate || pc > 0, last = pc + kc == p.k;
           const float* bp = bfull ? bfull + pc * npad : bbuf;
-          if (!bfull) pack_b_panels(K, p, pc, kc, 0, p.n, nr, bbuf);
+          InPlaceB bin;
+          if (!bfull && b_in_place(p)) {  // full panels read in place, a last partial one packed
+            bin = {static_cast<const float*>(p.b.data) + pc * p.b.rs, p.b.rs, p.n / nr};
+            if (bin.panels < all_panels)
+              pack_b_panels(K, p, pc, kc, bin.panels * nr, p.n - bin.panels * nr, nr, bbuf + bin.panels * nr * kc);
+          } else if (!bfull) {
+            pack_b_panels(K, p, pc, kc, 0, p.n, nr, bbuf);
+          }
           for (int64_t ib = b0; ib < b1; ++ib) {
             const int64_t ic = ib * mc_max, mc = std::min(mc_max, p.m - ic);
             const float* ap = p.a_packed ? p.a_packed + pc * mpad + ic * kc : abuf;
             if (!p.a_packed) pack_a(K, p.a, ic, mc, pc, kc, mr, abuf);
-            block_tiles(K, p, ic, mc, 0, p.n, 0, all_panels, kc, ap, bp, acc, last);
+            block_tiles(K, p, ic, mc, 0, p.n, 0, all_panels, kc, ap, bp, acc, last, bin);
           }
         }
       }
