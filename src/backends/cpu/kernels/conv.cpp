@@ -34,7 +34,7 @@ struct ConvCfg {
   int64_t oh = 0, ow = 0;
   int64_t sh = 1, sw = 1, pt = 0, pl = 0, dh = 1, dw = 1;
   bool pointwise = false;  // 1x1, stride 1, no padding: the image is B as is
-  bool subsample = false;  // f32 1x1, no padding, a stride above 1: a pointwise conv of the strided image (subsampled)
+  bool subsample = false;  // f32 1x1, no padding, stride above 1: a pointwise conv of the subsampled image
   bool direct = false;  // the direct kernel, not the GEMM (see build_conv)
   bool depthwise_padded = false;  // direct, f32, one input channel per output: see conv_depthwise_padded
   bool transposed = false;  // the product as C^T = cols^T W^T (see conv_gemm_transposed)
@@ -371,7 +371,7 @@ void conv_gemm_one(const ConvCfg& cfg, ThreadPool* pool, const void* x, const vo
     // f32 with bias, residual and ReLU only: applied in the microkernel's registers (the
     // steps of conv_epilogue's tile_epilogue, the same bits) instead of a pass over the
     // stored tile, which cost half as much as the products of a K = 64 conv.
-    pr.row_epilogue = {static_cast<const float*>(bias) ? static_cast<const float*>(bias) + g * mg : nullptr,
+    pr.row_epilogue = {bias ? static_cast<const float*>(bias) + g * mg : nullptr,
                        static_cast<const float*>(tile.residual), p, cfg.act == Activation::Relu};
   } else if (bias || tile.out || cfg.has_epilogue()) {
     pr.epilogue = conv_epilogue;

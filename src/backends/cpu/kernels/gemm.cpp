@@ -14,6 +14,7 @@
 
 #include <xmmintrin.h>
 
+#include "backends/cpu/kernels/row_kernels.h"
 #include "backends/cpu/kernels/scratch.h"
 #include "backends/cpu/thread_pool.h"
 
@@ -236,23 +237,16 @@ inline void compute_tile(const IsaKernels& K, int64_t rows, int64_t ncols, int64
                      });
 }
 
-// A finished tile of C (rows [i0, i0+m) x columns [j0, j0+n) at c): the row epilogue, as a
-// plain pass with the microkernel's steps (v + bias, + res, then ReLU as max(0, v): 0 only
-// where 0 > v, so NaN and -0 pass), then the caller's epilogue.
-void finish_tile(const SgemmProblem& p, float* c, int64_t ldc, int64_t i0, int64_t j0, int64_t m, int64_t n) {
+// A finished tile of C (rows [i0, i0+m) x columns [j0, j0+n) at c) that the microkernel did
+// not finish itself: the row epilogue through RowKernels::tile_epilogue (the steps ukr_epi takes
+// in registers), then the caller's epilogue.
+void finish_tile(const IsaKernels& K, const SgemmProblem& p, float* c, int64_t ldc, int64_t i0, int64_t j0, int64_t m,
+                 int64_t n) {
   const GemmRowEpilogue& e = p.row_epilogue;
   if (e.any())
-    for (int64_t i = 0; i < m; ++i) {
-      float* ci = c + i * ldc;
-      const float* ri = e.res ? e.res + (i0 + i) * e.ldr + j0 : nullptr;
-      for (int64_t j = 0; j < n; ++j) {
-        float v = ci[j];
-        if (e.bias) v = v + e.bias[i0 + i];
-        if (ri) v = v + ri[j];
-        if (e.relu) v = 0.0f > v ? 0.0f : v;
-        ci[j] = v;
-      }
-    }
+    row_kernels(K.isa).tile_epilogue(c, ldc, m, n, e.bias ? e.bias + i0 : nullptr,
+                                     e.res ? e.res + i0 * e.ldr + j0 : nullptr, e.ldr,
+                                     e.relu ? Activation::Relu : Activation::None, 0.0f);
   if (p.epilogue) p.epilogue(p.epilogue_ctx, c, ldc, i0, j0, m, n);
 }
 
@@ -296,7 +290,7 @@ void block_tiles(const IsaKernels& K, const SgemmProblem& p, int64_t ic, int64_t
       continue;
     }
     compute_tile(K, rows, ncols, kc, ap + ir * kc, b, ldb, cp, p.ldc, acc);
-    if (last) finish_tile(p, cp, p.ldc, ic + ir, j, rows, ncols);
+    if (last) finish_tile(K, p, cp, p.ldc, ic + ir, j, rows, ncols);
   }
 }
 
@@ -312,10 +306,22 @@ bool b_in_place(const SgemmProblem& p) {
   return bytes > 0 && (bytes & -bytes) <= 1024;  // the largest power of two dividing the stride
 }
 
-void zero_and_finish(const SgemmProblem& p) {
+// Stages columns [j0, j0+n) of K block [pc, pc+kc) of a B that b_in_place takes: the full
+// panels are read in place (the result), a last partial panel is packed at its slot of buf
+// (panel q at buf + q * nr * kc), where block_tiles finds it.
+InPlaceB stage_b_in_place(const IsaKernels& K, const SgemmProblem& p, int64_t pc, int64_t kc, int64_t j0, int64_t n,
+                          float* buf) {
+  const int nr = K.nr;
+  const InPlaceB bin{static_cast<const float*>(p.b.data) + pc * p.b.rs + j0, p.b.rs, n / nr};
+  if (bin.panels * nr < n)
+    pack_b_panels(K, p, pc, kc, j0 + bin.panels * nr, n - bin.panels * nr, nr, buf + bin.panels * nr * kc);
+  return bin;
+}
+
+void zero_and_finish(const IsaKernels& K, const SgemmProblem& p) {
   for (int64_t i = 0; i < p.m; ++i)
     if (!p.accumulate) std::fill(p.c + i * p.ldc, p.c + i * p.ldc + p.n, 0.0f);
-  finish_tile(p, p.c, p.ldc, 0, 0, p.m, p.n);
+  finish_tile(K, p, p.c, p.ldc, 0, 0, p.m, p.n);
 }
 
 // ---------------------------------------------------------------- paths
@@ -334,7 +340,7 @@ void sgemm_dot(const SgemmProblem& p, ThreadPool* pool, const IsaKernels& K) {
         K.dot(p.m, cols, p.k, a, p.a.rs, b + j * p.b.cs, p.b.cs, p.c + j, p.ldc, 1, p.accumulate);
       }
       const int64_t j0 = g0 * 4, j1 = std::min(p.n, g1 * 4);
-      finish_tile(p, p.c + j0, p.ldc, 0, j0, p.m, j1 - j0);
+      finish_tile(K, p, p.c + j0, p.ldc, 0, j0, p.m, j1 - j0);
     });
     return;
   }
@@ -346,7 +352,7 @@ void sgemm_dot(const SgemmProblem& p, ThreadPool* pool, const IsaKernels& K) {
       K.dot(p.n, rows, p.k, b, p.b.cs, a + i * p.a.rs, p.a.rs, p.c + i * p.ldc, 1, p.ldc, p.accumulate);
     }
     const int64_t i0 = g0 * 4, i1 = std::min(p.m, g1 * 4);
-    finish_tile(p, p.c + i0 * p.ldc, p.ldc, i0, 0, i1 - i0, p.n);
+    finish_tile(K, p, p.c + i0 * p.ldc, p.ldc, i0, 0, i1 - i0, p.n);
   });
 }
 
@@ -377,7 +383,7 @@ void sgemm_gemv(const SgemmProblem& p, ThreadPool* pool, const IsaKernels& K) {
             std::memcpy(ci, ai, size_t(w) * sizeof(float));
         }
       }
-      finish_tile(p, p.c + j0, p.ldc, 0, j0, p.m, w);
+      finish_tile(K, p, p.c + j0, p.ldc, 0, j0, p.m, w);
     }
   });
 }
@@ -429,10 +435,8 @@ void sgemm_strips(const SgemmProblem& p, ThreadPool* pool, const IsaKernels& K) 
         InPlaceB bin;
         if (p.b_packed) {
           bp = p.b_packed + pc * panels * nr + j0 * kc;
-        } else if (b_in_place(p)) {  // full panels read in place, a last partial one packed
-          bin = {static_cast<const float*>(p.b.data) + pc * p.b.rs + j0, p.b.rs, w / nr};
-          if (bin.panels < np)
-            pack_b_panels(K, p, pc, kc, j0 + bin.panels * nr, w - bin.panels * nr, nr, buf + bin.panels * nr * kc);
+        } else if (b_in_place(p)) {
+          bin = stage_b_in_place(K, p, pc, kc, j0, w, buf);
         } else {
           pack_b_panels(K, p, pc, kc, j0, w, nr, buf);
         }
@@ -490,10 +494,8 @@ void sgemm_packed(const SgemmProblem& p, ThreadPool* pool, const IsaKernels& K) 
           const bool acc = p.accumulate || pc > 0, last = pc + kc == p.k;
           const float* bp = bfull ? bfull + pc * npad : bbuf;
           InPlaceB bin;
-          if (!bfull && b_in_place(p)) {  // full panels read in place, a last partial one packed
-            bin = {static_cast<const float*>(p.b.data) + pc * p.b.rs, p.b.rs, p.n / nr};
-            if (bin.panels < all_panels)
-              pack_b_panels(K, p, pc, kc, bin.panels * nr, p.n - bin.panels * nr, nr, bbuf + bin.panels * nr * kc);
+          if (!bfull && b_in_place(p)) {
+            bin = stage_b_in_place(K, p, pc, kc, 0, p.n, bbuf);
           } else if (!bfull) {
             pack_b_panels(K, p, pc, kc, 0, p.n, nr, bbuf);
           }
@@ -527,11 +529,9 @@ void sgemm_packed(const SgemmProblem& p, ThreadPool* pool, const IsaKernels& K) 
       InPlaceB bin;
       if (p.b_packed) {
         bp = p.b_packed + pc * npad + jc * kc;
-      } else if (b_in_place(p)) {  // full panels read in place, a last partial one packed
-        bin = {static_cast<const float*>(p.b.data) + pc * p.b.rs + jc, p.b.rs, nc / nr};
+      } else if (b_in_place(p)) {
         float* buf = tl_pack_b.get(panels * nr * kc);
-        if (bin.panels < panels)
-          pack_b_panels(K, p, pc, kc, jc + bin.panels * nr, nc - bin.panels * nr, nr, buf + bin.panels * nr * kc);
+        bin = stage_b_in_place(K, p, pc, kc, jc, nc, buf);
         bp = buf;
       } else {
         float* buf = tl_pack_b.get(panels * nr * kc);
@@ -599,7 +599,7 @@ void pack_b_full(const IsaKernels& K, const GemmOperand& b, int64_t k, int64_t n
 
 void sgemm(const SgemmProblem& p, ThreadPool* pool, const IsaKernels& K) {
   if (p.m <= 0 || p.n <= 0) return;
-  if (p.k <= 0) return zero_and_finish(p);
+  if (p.k <= 0) return zero_and_finish(K, p);
   // Tiny problems are not worth waking the pool (results do not depend on it).
   if (double(p.m) * double(p.n) * double(p.k) < 64.0 * 64.0 * 64.0) pool = nullptr;
   const bool f32_ops = p.a.dtype == DType::F32 && p.b.dtype == DType::F32 && !p.pack_b && !p.a_packed && !p.b_packed;

@@ -112,9 +112,9 @@ struct IsaKernels {
   int64_t mc = 0, kc = 0, nc = 0;       // cache blocking
   GemmMicroKernel ukr[17] = {};         // indexed by rows, 1..mr
   GemmOffsetKernel ukr_off[17] = {};    // the same, B rows by offset
+  GemmEpiKernel ukr_epi[17] = {};       // full-width tiles with the row epilogue; null where the ISA has none
   // The left nr/2 columns of a tile only, for a panel's last nr/2 or fewer columns (the same
   // arithmetic per element as the full kernels: the same bits); null where the ISA has none.
-  GemmEpiKernel ukr_epi[17] = {};      // full-width tiles with the row epilogue; null where the ISA has none
   GemmMicroKernel ukr_half[17] = {};
   GemmOffsetKernel ukr_off_half[17] = {};
   GemmDotKernel dot = nullptr;
