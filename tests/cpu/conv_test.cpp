@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -358,6 +359,73 @@ TEST(Pool2d, MaxPropagatesNaN) {
   ASSERT_EQ(out2.size(), 6u);
   for (size_t i = 0; i < out2.size(); ++i)
     EXPECT_EQ(std::isnan(out2[i]), i == 2 || i == 4 || i == 5) << i << ": " << out2[i];
+}
+
+// Width stride 2 in f32 max pooling folds each input row over kx first and then the rows
+// (conv.cpp's max_pool_plane_s2): the result must be bit for bit pool_plane's fold over (ky, kx)
+// in order, i.e. the first maximal element (so -0 and +0 as they came) and, when the window
+// holds NaNs, its last one (payload included). Values drawn from a few ties, signed zeros and
+// NaNs of distinct payloads, on every kernel table, 1 and 2 threads.
+TEST(Pool2d, StrideTwoMaxIsTheWindowFoldBitForBit) {
+  auto nan_with = [](uint32_t payload) {
+    const uint32_t bits = 0x7fc00000u | (payload & 0x3fffffu);
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+  };
+  auto bits_of = [](float f) {
+    uint32_t b;
+    std::memcpy(&b, &f, 4);
+    return b;
+  };
+  struct Case {
+    int64_t h, w;
+    PoolAttrs a;
+  };
+  const std::vector<Case> cases{
+      {13, 22, pool_attrs({3, 3}, {2, 2}, {1, 1, 1, 1})},
+      {11, 27, pool_attrs({3, 5}, {1, 2}, {2, 3, 1, 2}, {2, 1})},
+      {9, 20, pool_attrs({2, 3}, {3, 2}, {0, 1, 1, 1}, {1, 2}, true)},
+  };
+  uint32_t state = 12345;
+  auto next = [&] { return state = state * 1664525u + 1013904223u; };
+  for (const Case& k : cases) {
+    const int64_t planes = 3;
+    std::vector<float> x(size_t(planes * k.h * k.w));
+    for (float& v : x) {
+      const uint32_t r = next() >> 24;
+      v = r < 60 ? 0.0f : r < 120 ? -0.0f : r < 200 ? float(int(r % 3) - 1) : r < 240 ? 2.0f : nan_with(r);
+    }
+    Graph g;
+    auto y = g.add1(OpKind::MaxPool2d, {g.input("x", Shape({1, planes, k.h, k.w}, DType::F32))}, k.a);
+    const auto od = g.type(y).static_dims();
+    const int64_t oh = od[2], ow = od[3];
+    std::vector<uint32_t> want(size_t(planes * oh * ow));
+    for (int64_t pl = 0; pl < planes; ++pl)
+      for (int64_t oy = 0; oy < oh; ++oy)
+        for (int64_t ox = 0; ox < ow; ++ox) {
+          float acc = -std::numeric_limits<float>::infinity();
+          for (int64_t ky = 0; ky < k.a.kernel[0]; ++ky)
+            for (int64_t kx = 0; kx < k.a.kernel[1]; ++kx) {
+              const int64_t iy = oy * k.a.strides[0] - k.a.pads[0] + ky * k.a.dilations[0];
+              const int64_t ix = ox * k.a.strides[1] - k.a.pads[1] + kx * k.a.dilations[1];
+              if (iy < 0 || iy >= k.h || ix < 0 || ix >= k.w) continue;
+              const float v = x[size_t((pl * k.h + iy) * k.w + ix)];
+              if (v > acc || v != v) acc = v;
+            }
+          want[size_t((pl * oh + oy) * ow + ox)] = bits_of(acc);
+        }
+    for (const char* isa : isa_levels_here()) {
+      IsaOverride o(isa);
+      for (int threads : {1, 2}) {
+        const auto out = from_bytes<float>(run_kernel(g, y.node, {to_bytes(x)}, threads)[0]);
+        ASSERT_EQ(out.size(), want.size());
+        for (size_t i = 0; i < out.size(); ++i)
+          ASSERT_EQ(bits_of(out[i]), want[i]) << isa << " threads " << threads << " output " << i << " window "
+                                              << k.a.kernel[0] << "x" << k.a.kernel[1];
+      }
+    }
+  }
 }
 
 }  // namespace

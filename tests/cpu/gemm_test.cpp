@@ -330,10 +330,13 @@ TEST(Gemm, RowEpilogueGivesTheTileEpiloguesBits) {
 
 TEST(Gemm, PrepackedOperandsMatchPackingInside) {
   // Shapes through the strips path (m <= mc) and the shared-B path (m > mc), with k
-  // crossing kc; A row-major, B transposed, so both transposing packs are involved.
+  // crossing kc; A row-major, B transposed, so both transposing packs are involved. Packed
+  // inside, the strips path cuts M into row tiles of equal height (30 = 10 + 10 + 10, 49 =
+  // 4 x 10 + 9, 13 = 7 + 6); pre-packed A keeps mr-row tiles: the bits must not differ.
   for (Isa isa : isa_levels()) {
     const IsaKernels& ks = isa_kernels(isa);
-    for (auto [m, n, k] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{30, 70, 300}, {200, 45, 520}}) {
+    for (auto [m, n, k] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+             {30, 70, 300}, {49, 64, 530}, {13, 40, 100}, {200, 45, 520}}) {
       const std::vector<float> a = random_floats(size_t(m * k), 12), b = random_floats(size_t(n * k), 13);
       SgemmProblem p;
       p.m = m;

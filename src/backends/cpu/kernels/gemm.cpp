@@ -251,8 +251,9 @@ void finish_tile(const IsaKernels& K, const SgemmProblem& p, float* c, int64_t l
 }
 
 // The tiles of one K block of C rows [ic, ic + mc) and column panels [q0, q1): panel q's
-// columns start at j0 + q * nr (clipped to jend), its packed B at bp + q * nr * kc; A row
-// r of the block at ap + r * kc (mr-row panels). The epilogue follows the last K block.
+// columns start at j0 + q * nr (clipped to jend), its packed B at bp + q * nr * kc; row tile
+// t (rows [t * mt, t * mt + mt), mt <= mr, mr by default) reads the mr-wide A panel at
+// ap + t * mr * kc. The epilogue follows the last K block.
 // Row panels outside, column panels inside by default: the A panel stays in L1 while B's panels stream
 // past it (the microkernel prefetches them), and C (with an epilogue's residual) is walked as
 // mr rows left to right, a dozen sequential streams. Panels outside had every tile touch mr
@@ -269,13 +270,15 @@ struct InPlaceB {
 };
 void block_tiles(const IsaKernels& K, const SgemmProblem& p, int64_t ic, int64_t mc, int64_t j0, int64_t jend,
                  int64_t q0, int64_t q1, int64_t kc, const float* ap, const float* bp, bool acc, bool last,
-                 InPlaceB bin = {}) {
+                 InPlaceB bin = {}, int64_t mt = 0) {
   const int mr = K.mr, nr = K.nr;
+  if (mt == 0) mt = mr;  // rows per tile; row tile t's A panel at ap + t * mr * kc
   const bool q_outer = p.b_packed != nullptr;
-  const int64_t nir = (mc + mr - 1) / mr, nq = q1 - q0;
+  const int64_t nir = (mc + mt - 1) / mt, nq = q1 - q0;
   for (int64_t t = 0; t < nir * nq; ++t) {
-    const int64_t ir = (q_outer ? t % nir : t / nq) * mr, q = q0 + (q_outer ? t / nir : t % nq);
-    const int64_t rows = std::min<int64_t>(mr, mc - ir);
+    const int64_t it = q_outer ? t % nir : t / nq, q = q0 + (q_outer ? t / nir : t % nq);
+    const int64_t ir = it * mt, rows = std::min<int64_t>(mt, mc - ir);
+    const float* at = ap + it * mr * kc;
     const int64_t j = j0 + q * nr, ncols = std::min<int64_t>(nr, jend - j);
     float* cp = p.c + (ic + ir) * p.ldc + j;
     const bool in = q < bin.panels;
@@ -285,11 +288,11 @@ void block_tiles(const IsaKernels& K, const SgemmProblem& p, int64_t ic, int64_t
       GemmRowEpilogue e = p.row_epilogue;
       if (e.bias) e.bias += ic + ir;
       if (e.res) e.res += (ic + ir) * e.ldr + j;
-      K.ukr_epi[rows](kc, ap + ir * kc, b, ldb, cp, p.ldc, acc, e);
+      K.ukr_epi[rows](kc, at, b, ldb, cp, p.ldc, acc, e);
       if (p.epilogue) p.epilogue(p.epilogue_ctx, cp, p.ldc, ic + ir, j, rows, ncols);
       continue;
     }
-    compute_tile(K, rows, ncols, kc, ap + ir * kc, b, ldb, cp, p.ldc, acc);
+    compute_tile(K, rows, ncols, kc, at, b, ldb, cp, p.ldc, acc);
     if (last) finish_tile(K, p, cp, p.ldc, ic + ir, j, rows, ncols);
   }
 }
@@ -394,20 +397,26 @@ void sgemm_gemv(const SgemmProblem& p, ThreadPool* pool, const IsaKernels& K) {
 void sgemm_strips(const SgemmProblem& p, ThreadPool* pool, const IsaKernels& K) {
   const int mr = K.mr, nr = K.nr;
   const int64_t kc_max = K.kc;
-  const int64_t mpad = (p.m + mr - 1) / mr * mr;
+  const int64_t mpanels = (p.m + mr - 1) / mr, mpad = mpanels * mr;
+  // Row tiles of equal height when A is packed here: 49 rows (ResNet-50's transposed 7x7
+  // layers) as 10 + 10 + 10 + 10 + 9 instead of 4 x 12 + 1, whose one-row tile is a chain of
+  // dependent FMAs at a quarter of the pipes' rate. Tile t's rows are panel t (mr wide, mt
+  // filled); every row's sum is the same FMAs in the same order: the same bits.
+  const int64_t mt = p.a_packed ? mr : (p.m + mpanels - 1) / mpanels;
   const float* ap = p.a_packed;
   if (!ap) {
     // The whole of A packed once (every strip reads all of it), in (K block, row chunk)
     // pieces spread over the pool when it is big enough to be worth a fork: a serial
     // pack of a 128 x 3072 activation took 5-8 % of the product's time on two threads.
     float* buf = tl_pack_a.get(mpad * p.k);
-    const int64_t kblocks = (p.k + kc_max - 1) / kc_max, mpanels = mpad / mr;
+    const int64_t kblocks = (p.k + kc_max - 1) / kc_max;
     const int64_t chunks = pool && pool->size() > 1 && p.m * p.k >= 65536 ? std::min<int64_t>(mpanels, 4) : 1;
     run_range(pool, kblocks * chunks, 1, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t pc = (t / chunks) * kc_max, kc = std::min(kc_max, p.k - pc), q = t % chunks;
-        const int64_t i0 = q * mpanels / chunks * mr, i1 = std::min(p.m, (q + 1) * mpanels / chunks * mr);
-        if (i1 > i0) pack_a(K, p.a, i0, i1 - i0, pc, kc, mr, buf + pc * mpad + i0 * kc);
+        for (int64_t it = q * mpanels / chunks; it < (q + 1) * mpanels / chunks; ++it)
+          if (it * mt < p.m)
+            pack_a(K, p.a, it * mt, std::min(mt, p.m - it * mt), pc, kc, mr, buf + pc * mpad + it * mr * kc);
       }
     });
     ap = buf;
@@ -440,7 +449,7 @@ void sgemm_strips(const SgemmProblem& p, ThreadPool* pool, const IsaKernels& K) 
         } else {
           pack_b_panels(K, p, pc, kc, j0, w, nr, buf);
         }
-        block_tiles(K, p, 0, p.m, j0, p.n, 0, np, kc, ap + pc * mpad, bp, acc, last, bin);
+        block_tiles(K, p, 0, p.m, j0, p.n, 0, np, kc, ap + pc * mpad, bp, acc, last, bin, mt);
       }
     }
   });

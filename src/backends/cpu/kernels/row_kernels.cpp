@@ -67,11 +67,16 @@ void conv_row_scalar(float* out, int64_t taps, const float* const* src, const fl
     for (int64_t x = lo[t]; x < hi[t]; ++x) out[x] += w[t] * src[t][x];
 }
 
+void copy_even_scalar(float* d, const float* s, int64_t n) {
+  for (int64_t t = 0; t < n; ++t) d[t] = s[2 * t];
+}
+
 }  // namespace
 
 const RowKernels& row_kernels(Isa isa) {
   static const RowKernels scalar{activate_scalar_n, exp_sum_scalar, max_scalar, scale_scalar, add_scalar,
-                                 accumulate_scalar, tile_epilogue_scalar, max_taps_scalar, conv_row_scalar};
+                                 accumulate_scalar, tile_epilogue_scalar, max_taps_scalar, conv_row_scalar,
+                                 copy_even_scalar};
   if (isa == Isa::Avx512)
     if (const RowKernels* t = row_kernels_avx512()) return *t;
   if (isa == Isa::Avx512 || isa == Isa::Avx2)

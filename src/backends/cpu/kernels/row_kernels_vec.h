@@ -131,6 +131,19 @@ void max_taps(float* out, int64_t taps, const float* const* src, int64_t n) {
   }
 }
 
+// d[t] = s[2t] (contract in row_kernels.h). A full step's loads reach s[2t + 2W - 1], inside
+// [0, 2n - 2] while t + W < n; the last 1..W outputs read their 2r - 1 elements masked.
+void copy_even(float* d, const float* s, int64_t n) {
+  int64_t t = 0;
+  for (; t + W < n; t += W) V::store(d + t, V::even(V::load(s + 2 * t), V::load(s + 2 * t + W)));
+  if (t < n) {
+    const int64_t r = n - t, e = 2 * r - 1;
+    const F a = V::load_tail(s + 2 * t, V::tail(std::min<int64_t>(e, W)), 0.0f);
+    const F b = e > W ? V::load_tail(s + 2 * t + W, V::tail(e - W), 0.0f) : V::zero();
+    V::store_tail(d + t, V::tail(r), V::even(a, b));
+  }
+}
+
 // One output row of a stride-1 direct convolution (contract in row_kernels.h): the interior in
 // chunks of up to four independent accumulators (masked at the end) to hide the FMA latency,
 // the edge columns below. NV vectors of one chunk starting at column x (masked past ihi): every tap summed in registers.
