@@ -64,6 +64,9 @@ TEST(ConvFused, EveryPathGivesTheUnfusedBits) {
   const std::vector<Case> cases = {
       {"im2col GEMM", {1, 8, 9, 9}, {16, 8, 3, 3}, {2, 2}, {1, 1, 1, 1}},
       {"input rows in place", {1, 4, 6, 50}, {8, 4, 3, 3}, {1, 1}, {1, 1, 1, 1}},
+      // 48 columns (a full and a half-width tile, both with the epilogue in registers), 14
+      // channels (a 12-row and a 2-row tile), stride 2 through the phase-split rows.
+      {"input rows in place, stride 2", {1, 3, 10, 96}, {14, 3, 7, 7}, {2, 2}, {3, 3, 3, 3}},
       {"pointwise", {2, 16, 5, 5}, {24, 16, 1, 1}, {1, 1}, {0, 0, 0, 0}},
       {"transposed", {1, 32, 5, 5}, {64, 32, 3, 3}, {1, 1}, {1, 1, 1, 1}},
       {"transposed, packed weights", {1, 32, 5, 5}, {64, 32, 1, 1}, {1, 1}, {0, 0, 0, 0}, 1, true},

@@ -475,7 +475,13 @@ void conv_in_place(const ConvCfg& cfg, ThreadPool* pool, const float* x, const f
   const int64_t threads = pool ? pool->size() : 1;
   const int64_t rows_per = std::clamp<int64_t>(cfg.oh / (4 * threads), 1, 4);
   const int64_t groups = (cfg.oh + rows_per - 1) / rows_per;
-  ConvTile tile{&cfg, bias, g * mg, nullptr, res ? res + (img * cfg.cout + g * mg) * p : nullptr};
+  const float* rg = res ? res + (img * cfg.cout + g * mg) * p : nullptr;  // this group's residual planes
+  ConvTile tile{&cfg, bias, g * mg, nullptr, rg};
+  // Bias, residual and ReLU of the last K block in the microkernel's registers where the tile is
+  // full or half width (ukr_off_epi: the steps of tile_epilogue in its order, the same bits);
+  // a pass of tile_epilogue over each stored tile took about a seventh of the 7x7 stem's time.
+  const bool reg_epi = (cfg.act == Activation::None || cfg.act == Activation::Relu) &&
+                       (bias || rg || cfg.act == Activation::Relu);
   for_each_index(pool, groups, [&](int64_t gi) {
     thread_local std::vector<float> rowbuf;
     thread_local std::vector<int64_t> off;
@@ -525,6 +531,16 @@ void conv_in_place(const ConvCfg& cfg, ThreadPool* pool, const float* x, const f
           for (int64_t t = 0; t < tiles; ++t) {
             const int64_t ox0 = t * nr, ncols = std::min<int64_t>(nr, cfg.ow - ox0);
             float* cp = og + ir * p + oy * cfg.ow + ox0;
+            const GemmOffsetEpiKernel epi = !last || !reg_epi ? nullptr
+                                            : ncols == nr     ? K.ukr_off_epi[rows]
+                                            : ncols == nr / 2 ? K.ukr_off_half_epi[rows]
+                                                              : nullptr;
+            if (epi) {
+              const GemmRowEpilogue e{bias ? bias + g * mg + ir : nullptr,
+                                      rg ? rg + ir * p + oy * cfg.ow + ox0 : nullptr, p, cfg.act == Activation::Relu};
+              epi(kc, a, brow + ox0, off.data(), cp, p, acc, e);
+              continue;
+            }
             gemm_tile_off(K, rows, ncols, kc, a, brow + ox0, off.data(), cp, p, acc);
             if (last && (bias || cfg.has_epilogue())) conv_epilogue(&tile, cp, p, ir, oy * cfg.ow + ox0, rows, ncols);
           }

@@ -89,6 +89,11 @@ using GemmEpiKernel = void (*)(int64_t kc, const float* a, const float* b, int64
 // otherwise as GemmMicroKernel, with the same arithmetic (the same bits for the same values).
 using GemmOffsetKernel = void (*)(int64_t kc, const float* a, const float* b, const int64_t* off, float* c,
                                   int64_t ldc, bool accumulate);
+// The offset kernel with the row epilogue applied in registers before the store (as
+// GemmEpiKernel to GemmMicroKernel): a convolution's input rows read in place, bias, residual
+// and ReLU of its last K block.
+using GemmOffsetEpiKernel = void (*)(int64_t kc, const float* a, const float* b, const int64_t* off, float* c,
+                                     int64_t ldc, bool accumulate, const GemmRowEpilogue& e);
 // Dot-product kernel for small M with K-contiguous operands: for i < m (m <= 4) and
 // j < n (n <= 4): c[i*rsc + j*csc] (=|+=) sum_k a[i*lda + k] * b[j*ldb + k].
 using GemmDotKernel = void (*)(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
@@ -117,6 +122,9 @@ struct IsaKernels {
   // arithmetic per element as the full kernels: the same bits); null where the ISA has none.
   GemmMicroKernel ukr_half[17] = {};
   GemmOffsetKernel ukr_off_half[17] = {};
+  // ukr_off / ukr_off_half with the row epilogue; null where the ISA has none.
+  GemmOffsetEpiKernel ukr_off_epi[17] = {};
+  GemmOffsetEpiKernel ukr_off_half_epi[17] = {};
   GemmDotKernel dot = nullptr;
   GemvKernel gemv = nullptr;
   TransposePack transpose_pack = nullptr;

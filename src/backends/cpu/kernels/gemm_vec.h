@@ -99,6 +99,17 @@ void ukr_off_half_vec(int64_t kc, const float* a, const float* b, const int64_t*
 }
 
 template <int M, int Mr>
+void ukr_off_epi_vec(int64_t kc, const float* a, const float* b, const int64_t* off, float* c, int64_t ldc,
+                     bool accumulate, const GemmRowEpilogue& e) {
+  ukr_rows<M, Mr, false, 2, true>(kc, a, [b, off](int64_t k) { return b + off[k]; }, c, ldc, accumulate, &e);
+}
+template <int M, int Mr>
+void ukr_off_half_epi_vec(int64_t kc, const float* a, const float* b, const int64_t* off, float* c, int64_t ldc,
+                          bool accumulate, const GemmRowEpilogue& e) {
+  ukr_rows<M, Mr, false, 1, true>(kc, a, [b, off](int64_t k) { return b + off[k]; }, c, ldc, accumulate, &e);
+}
+
+template <int M, int Mr>
 void ukr_off_vec(int64_t kc, const float* a, const float* b, const int64_t* off, float* c, int64_t ldc,
                  bool accumulate) {
   ukr_rows<M, Mr>(kc, a, [b, off](int64_t k) { return b + off[k]; }, c, ldc, accumulate);
