@@ -386,6 +386,9 @@ TEST(Pool2d, StrideTwoMaxIsTheWindowFoldBitForBit) {
       {13, 22, pool_attrs({3, 3}, {2, 2}, {1, 1, 1, 1})},
       {11, 27, pool_attrs({3, 5}, {1, 2}, {2, 3, 1, 2}, {2, 1})},
       {9, 20, pool_attrs({2, 3}, {3, 2}, {0, 1, 1, 1}, {1, 2}, true)},
+      // Taps two columns left of the image, and an output narrower than half the width.
+      {12, 24, pool_attrs({3, 5}, {2, 2}, {1, 3, 1, 0})},
+      {10, 22, pool_attrs({3, 3}, {2, 2}, {0, 0, 0, 0})},
   };
   uint32_t state = 12345;
   auto next = [&] { return state = state * 1664525u + 1013904223u; };
