@@ -191,6 +191,37 @@ TEST(Conv2d, InputRowsReadInPlace) {
   check_conv({1, 40, 10, 50, 20, 3, 3, {1, 1}, {1, 1, 1, 1}});                 // K 360
 }
 
+// Stride 2 both ways without dilation: im2col packed from the image's four phase planes
+// (conv.cpp's pack_phase_im2col; edge columns rewritten from the image): right against the
+// reference, and the bytes of the packer that reads the image directly
+// (RLX_CPU_CONV_PHASES=0) on every kernel table and thread count. ResNet's window, odd sizes
+// with a 5x5 window and asymmetric pads over two images, K across blocks without padding, a
+// 7x7 window (taps two columns left of the image) in two groups without bias.
+TEST(Conv2d, StrideTwoFromPhasePlanes) {
+  const std::vector<ConvCase> cases{
+      {1, 8, 30, 34, 16, 3, 3, {2, 2}, {1, 1, 1, 1}},
+      {2, 6, 31, 29, 10, 5, 5, {2, 2}, {2, 2, 1, 2}},
+      {1, 40, 26, 26, 12, 3, 3, {2, 2}, {0, 0, 0, 0}},
+      {1, 8, 34, 36, 8, 7, 7, {2, 2}, {3, 3, 3, 3}, {1, 1}, 2, false},
+  };
+  for (const ConvCase& k : cases) {
+    check_conv(k);
+    const auto fx = random_floats(size_t(k.n * k.c * k.h * k.w), 21);
+    const auto fw = random_floats(size_t(k.cout * (k.c / k.group) * k.kh * k.kw), 22);
+    std::vector<std::vector<uint8_t>> in{float_bytes(fx, DType::F32), float_bytes(fw, DType::F32)};
+    if (k.bias) in.push_back(float_bytes(random_floats(size_t(k.cout), 23), DType::F32));
+    for (const char* isa : isa_levels_here()) {
+      IsaOverride o(isa);
+      for (int threads : {1, 2}) {
+        const auto phases = run_conv(k, in, threads);
+        test::EnvOverride off("RLX_CPU_CONV_PHASES", "0");
+        EXPECT_EQ(phases, run_conv(k, in, threads)) << isa << " threads " << threads << " x=[" << k.n << "," << k.c
+                                                    << "," << k.h << "," << k.w << "] k=" << k.kh << "x" << k.kw;
+      }
+    }
+  }
+}
+
 TEST(Conv2d, OtherFloatTypes) {
   for (DType t : {DType::F16, DType::BF16, DType::F64}) {
     check_conv({1, 6, 7, 7, 5, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1, true, t});

@@ -8,10 +8,12 @@
 // channel (depthwise, any multiplier) use a direct kernel. F64 uses plain loops.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include <xmmintrin.h>
 
@@ -39,6 +41,8 @@ struct ConvCfg {
   bool depthwise_padded = false;  // direct, f32, one input channel per output: see conv_depthwise_padded
   bool transposed = false;  // the product as C^T = cols^T W^T (see conv_gemm_transposed)
   bool in_place = false;    // B read from the input rows in place (see conv_in_place)
+  bool phases = false;      // im2col packed from the image's phase planes (see pack_phase_im2col)
+  int64_t dy0 = 0, phase_rows = 0;  // phase planes: row r holds output row r + dy0 (oy + dy of a tap)
   bool has_bias = false;
   // fused_conv2d's epilogue (f32, f16, bf16: applied in f32 before the output's rounding):
   // out = act(conv + bias + residual).
@@ -217,6 +221,87 @@ GemmPackB im2col_for(DType t) {
   }
 }
 
+// Stride 2 both ways without dilation (f32; ResNet's stride-2 3x3 convs): tap (ky, kx) of output
+// (oy, ox) reads input (2 (oy + dy) + py, 2 (ox + dx) + px), with qy = ky - pt = 2 dy + py
+// (py in {0, 1}) and likewise qx = kx - pl. So the image is split once into its four phase
+// planes (py, px), each `phase_rows` rows of exactly ow columns (row r: output row r + dy0;
+// zeros where the input position is outside the image), and im2col row (ci, ky, kx) over
+// output columns j = oy * ow + ox is one contiguous run of its plane, starting at row
+// dy - dy0, column dx: a panel's row is one copy. Only where ox + dx leaves [0, ow) does the
+// run read a neighbouring row (or a margin): those |dx| columns per output row are rewritten
+// from the image (or zero). pack_im2col wrote each output row as up to three pieces split at
+// panel edges, and the pieces' bookkeeping cost more than their copies (a fifth of a
+// stride-2 3x3 conv's time). The same values in the same places: the same bits.
+struct PhaseCtx {
+  const ConvCfg* cfg;
+  const float* x;       // image of this (n, group): [c/group, h, w]
+  const float* planes;  // plane (ci, py, px) at planes + ((ci * 2 + py) * 2 + px) * plane
+  int64_t plane;        // phase_rows * ow
+};
+
+inline int64_t floor_half(int64_t q) { return q >= 0 ? q / 2 : -((-q + 1) / 2); }
+
+// The phase planes of channels [0, nch) of image xg into `planes` (margin floats before and after).
+void build_phase_planes(const ConvCfg& c, ThreadPool* pool, const float* xg, int64_t nch, float* planes) {
+  const int64_t ow = c.ow, plane = c.phase_rows * ow;
+  const bool split = pool && pool->size() > 1 && nch * 4 * plane >= 65536;
+  for_each_index(split ? pool : nullptr, nch * 4, [&](int64_t t) {
+    const int64_t ci = t / 4, py = (t / 2) % 2, px = t % 2;
+    float* d = planes + t * plane;
+    // Columns c with 2c + px inside the image: c < (w - px + 1) / 2.
+    const int64_t inside = std::clamp<int64_t>((c.w - px + 1) / 2, 0, ow);
+    for (int64_t r = 0; r < c.phase_rows; ++r, d += ow) {
+      const int64_t iy = 2 * (r + c.dy0) + py;
+      if (iy < 0 || iy >= c.h) {
+        zero_floats(d, ow);
+        continue;
+      }
+      copy_even_floats(d, xg + (ci * c.h + iy) * c.w + px, inside);
+      zero_floats(d + inside, ow - inside);
+    }
+  });
+}
+
+RLX_NO_LIBCALL void pack_phase_im2col(const void* vctx, int64_t k0, int64_t kc, int64_t j0, int64_t n, int64_t width,
+                                      float* dst) {
+  const PhaseCtx& ctx = *static_cast<const PhaseCtx*>(vctx);
+  const ConvCfg& c = *ctx.cfg;
+  const int64_t taps = c.kh * c.kw, ow = c.ow;
+  const int64_t panels = (n + width - 1) / width, panel_stride = width * kc;
+  int64_t ci = k0 / taps, ky = (k0 % taps) / c.kw, kx = k0 % c.kw;
+  for (int64_t r = 0; r < kc; ++r) {
+    if (r > 0 && ++kx == c.kw) {
+      kx = 0;
+      if (++ky == c.kh) {
+        ky = 0;
+        ++ci;
+      }
+    }
+    const int64_t qy = ky - c.pt, qx = kx - c.pl, dy = floor_half(qy), dx = floor_half(qx);
+    const int64_t py = qy - 2 * dy, px = qx - 2 * dx;
+    const float* src = ctx.planes + ((ci * 2 + py) * 2 + px) * ctx.plane + (dy - c.dy0) * ow + dx + j0;
+    float* drow = dst + r * width;
+    for (int64_t q = 0; q < panels; ++q) {
+      const int64_t cnt = std::min(width, n - q * width);
+      copy_floats(drow + q * panel_stride, src + q * width, cnt);
+      if (cnt < width) zero_floats(drow + q * panel_stride + cnt, width - cnt);
+    }
+    if (dx == 0) continue;
+    // Output columns whose ox + dx leaves [0, ow): the image's value there, or zero.
+    const int64_t e0 = dx < 0 ? 0 : ow - dx, e1 = dx < 0 ? std::min(ow, -dx) : ow;
+    const float* plane = ctx.x + ci * c.h * c.w;
+    for (int64_t ox = std::max<int64_t>(e0, 0); ox < e1; ++ox) {
+      const int64_t ix = 2 * ox + qx;
+      for (int64_t j = j0 + ((ox - j0 % ow) % ow + ow) % ow; j < j0 + n; j += ow) {
+        const int64_t iy = 2 * (j / ow) + qy;
+        const float v = ix >= 0 && ix < c.w && iy >= 0 && iy < c.h ? plane[iy * c.w + ix] : 0.0f;
+        const int64_t jj = j - j0;
+        drow[(jj / width) * panel_stride + jj % width] = v;
+      }
+    }
+  }
+}
+
 // ---------------------------------------------------------------- GEMM conv
 
 struct ConvTile {
@@ -349,12 +434,23 @@ void conv_gemm_one(const ConvCfg& cfg, ThreadPool* pool, const void* x, const vo
     pr.a_packed = cfg.packed_once(packed_a_floats(*cfg.kernels, mg, kg),
                                   [&](float* d) { pack_a_full(*cfg.kernels, pr.a, mg, kg, d); });
   Im2colCtx ictx{&cfg, xg};
+  PhaseCtx pctx{};
   if (cfg.type == DType::F32 && p <= kDotCols) {  // (build_conv_info packs A only for 5+ outputs)
     pr.b = {im2col_rows(cfg, static_cast<const float*>(xg)), DType::F32, 1, kg};
   } else if (cfg.pointwise) {
     pr.b = {xg, cfg.type, p, 1};
   } else if (cfg.subsample) {
     pr.b = {subsampled(cfg, pool, static_cast<const float*>(xg), cg), DType::F32, p, 1};
+  } else if (cfg.phases) {
+    const int64_t plane = cfg.phase_rows * cfg.ow, margin = 64;  // margin >= |dx| + 1 of every tap
+    thread_local std::vector<float> planes;
+    planes.resize(size_t(cg * 4 * plane + 2 * margin));
+    std::fill(planes.begin(), planes.begin() + margin, 0.0f);
+    std::fill(planes.end() - margin, planes.end(), 0.0f);
+    build_phase_planes(cfg, pool, static_cast<const float*>(xg), cg, planes.data() + margin);
+    pctx = {&cfg, static_cast<const float*>(xg), planes.data() + margin, plane};
+    pr.pack_b = pack_phase_im2col;
+    pr.pack_b_ctx = &pctx;
   } else {
     pr.pack_b = im2col_for(cfg.type);
     pr.pack_b_ctx = &ictx;
@@ -800,6 +896,20 @@ KernelCall build_conv(const Node& node, const std::vector<const Shape*>& in, con
                 c.type == DType::F32 && p > kDotCols;
   c.in_place = !c.direct && !c.transposed && !c.pointwise && !c.subsample && c.type == DType::F32 &&
                (c.sw == 1 || c.sw == 2) && c.ow >= kInPlaceMinCols && p > kDotCols;
+  {
+    const char* env = std::getenv("RLX_CPU_CONV_PHASES");
+    int64_t dx_max = 0, dy_lo = 0, dy_hi = 0;
+    for (int64_t kx = 0; kx < c.kw; ++kx) dx_max = std::max(dx_max, std::abs(floor_half(kx - c.pl)));
+    for (int64_t ky = 0; ky < c.kh; ++ky) {
+      dy_lo = std::min(dy_lo, floor_half(ky - c.pt));
+      dy_hi = std::max(dy_hi, floor_half(ky - c.pt));
+    }
+    c.phases = !(env && std::string(env) == "0") && !c.direct && !c.in_place && !c.pointwise && !c.subsample &&
+               !c.transposed && c.type == DType::F32 && c.sh == 2 && c.sw == 2 && c.dh == 1 && c.dw == 1 &&
+               p > kDotCols && dx_max < 63;
+    c.dy0 = dy_lo;
+    c.phase_rows = c.oh + dy_hi - dy_lo;
+  }
   return make_call(run_conv, std::move(c));
 }
 
