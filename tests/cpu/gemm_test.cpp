@@ -245,7 +245,8 @@ TEST(Gemm, HalfWidthTailsGiveTheFullPanelsBits) {
       return c;
     };
     const std::vector<float> full = product(wide);
-    for (int64_t w : {nr / 2, nr / 2 - 3, int64_t(1)}) {
+    // Half-width tails (nr / 2, nr / 2 - 3) and the column kernel's (8, 4, 1: ukr_cols).
+    for (int64_t w : {nr / 2, nr / 2 - 3, int64_t(8), int64_t(4), int64_t(1)}) {
       const std::vector<float> tail = product(nr + w);
       for (int64_t i = 0; i < m; ++i)
         for (int64_t j = 0; j < nr + w; ++j)

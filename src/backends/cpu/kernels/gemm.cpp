@@ -231,6 +231,7 @@ inline void full_or_short_tile(const IsaKernels& K, int64_t rows, int64_t ncols,
 
 inline void compute_tile(const IsaKernels& K, int64_t rows, int64_t ncols, int64_t kc, const float* a,
                          const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+  if (ncols <= 8 && K.ukr_cols[ncols]) return K.ukr_cols[ncols](kc, a, b, ldb, c, ldc, accumulate, rows);
   full_or_short_tile(K, rows, ncols, c, ldc, accumulate, K.ukr_half[rows] != nullptr,
                      [&](float* d, int64_t ld, bool acc, bool half) {
                        (half ? K.ukr_half[rows] : K.ukr[rows])(kc, a, b, ldb, d, ld, acc);

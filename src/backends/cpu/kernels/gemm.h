@@ -94,6 +94,11 @@ using GemmOffsetKernel = void (*)(int64_t kc, const float* a, const float* b, co
 // and ReLU of its last K block.
 using GemmOffsetEpiKernel = void (*)(int64_t kc, const float* a, const float* b, const int64_t* off, float* c,
                                      int64_t ldc, bool accumulate, const GemmRowEpilogue& e);
+// A tile's last few columns (at most 8) with the rows as the vector: for i < rows, j < ncols
+// (the table's index), c[i*ldc + j] (=|+=) the same sum as the microkernel's, from the same
+// packed A panel and B rows (b + k*ldb).
+using GemmColsKernel = void (*)(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc,
+                                bool accumulate, int64_t rows);
 // Dot-product kernel for small M with K-contiguous operands: for i < m (m <= 4) and
 // j < n (n <= 4): c[i*rsc + j*csc] (=|+=) sum_k a[i*lda + k] * b[j*ldb + k].
 using GemmDotKernel = void (*)(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
@@ -125,6 +130,8 @@ struct IsaKernels {
   // ukr_off / ukr_off_half with the row epilogue; null where the ISA has none.
   GemmOffsetEpiKernel ukr_off_epi[17] = {};
   GemmOffsetEpiKernel ukr_off_half_epi[17] = {};
+  // Tiles of 1..8 columns (e.g. 196 = 6 x 32 + 4), indexed by columns; null where the ISA has none.
+  GemmColsKernel ukr_cols[9] = {};
   GemmDotKernel dot = nullptr;
   GemvKernel gemv = nullptr;
   TransposePack transpose_pack = nullptr;

@@ -127,6 +127,10 @@ IsaKernels make_table() {
   t.ukr_off_half_epi[1] = ukr_off_half_epi<1>; t.ukr_off_half_epi[2] = ukr_off_half_epi<2>;
   t.ukr_off_half_epi[3] = ukr_off_half_epi<3>; t.ukr_off_half_epi[4] = ukr_off_half_epi<4>;
   t.ukr_off_half_epi[5] = ukr_off_half_epi<5>; t.ukr_off_half_epi[6] = ukr_off_half_epi<6>;
+  t.ukr_cols[1] = gemm_avx2_vec::ukr_cols_vec<1, kMr>; t.ukr_cols[2] = gemm_avx2_vec::ukr_cols_vec<2, kMr>;
+  t.ukr_cols[3] = gemm_avx2_vec::ukr_cols_vec<3, kMr>; t.ukr_cols[4] = gemm_avx2_vec::ukr_cols_vec<4, kMr>;
+  t.ukr_cols[5] = gemm_avx2_vec::ukr_cols_vec<5, kMr>; t.ukr_cols[6] = gemm_avx2_vec::ukr_cols_vec<6, kMr>;
+  t.ukr_cols[7] = gemm_avx2_vec::ukr_cols_vec<7, kMr>; t.ukr_cols[8] = gemm_avx2_vec::ukr_cols_vec<8, kMr>;
   t.dot = gemm_avx2_vec::dot;
   t.gemv = gemm_avx2_vec::gemv;
   t.transpose_pack = transpose_pack;

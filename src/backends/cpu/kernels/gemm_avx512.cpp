@@ -103,6 +103,10 @@ IsaKernels make_table() {
   t.ukr_off_half_epi[7] = ukr_off_half_epi<7>; t.ukr_off_half_epi[8] = ukr_off_half_epi<8>;
   t.ukr_off_half_epi[9] = ukr_off_half_epi<9>; t.ukr_off_half_epi[10] = ukr_off_half_epi<10>;
   t.ukr_off_half_epi[11] = ukr_off_half_epi<11>; t.ukr_off_half_epi[12] = ukr_off_half_epi<12>;
+  t.ukr_cols[1] = gemm_avx512_vec::ukr_cols_vec<1, kMr>; t.ukr_cols[2] = gemm_avx512_vec::ukr_cols_vec<2, kMr>;
+  t.ukr_cols[3] = gemm_avx512_vec::ukr_cols_vec<3, kMr>; t.ukr_cols[4] = gemm_avx512_vec::ukr_cols_vec<4, kMr>;
+  t.ukr_cols[5] = gemm_avx512_vec::ukr_cols_vec<5, kMr>; t.ukr_cols[6] = gemm_avx512_vec::ukr_cols_vec<6, kMr>;
+  t.ukr_cols[7] = gemm_avx512_vec::ukr_cols_vec<7, kMr>; t.ukr_cols[8] = gemm_avx512_vec::ukr_cols_vec<8, kMr>;
   t.dot = gemm_avx512_vec::dot;
   t.gemv = gemm_avx512_vec::gemv;
   // The 8x8 transpose needs only 256-bit AVX2 ops; every CPU that passes the AVX-512

@@ -115,6 +115,35 @@ void ukr_off_vec(int64_t kc, const float* a, const float* b, const int64_t* off,
   ukr_rows<M, Mr>(kc, a, [b, off](int64_t k) { return b + off[k]; }, c, ldc, accumulate);
 }
 
+// A tile of NC <= 8 columns (a panel's last few: 196 = 6 x 32 + 4): the rows are the vector
+// (step k's Mr floats of the packed A panel, Mr <= W) and each column's B value is broadcast,
+// so a step costs NC FMAs instead of the half kernel's M, whose lanes past NC were thrown
+// away (a 4-column tail cost as much as 16 columns). Each element is the same chain of FMAs
+// over k as in ukr_rows, then added to C in the same order: the same bits.
+template <int NC, int Mr>
+void ukr_cols_vec(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate,
+                  int64_t rows) {
+  static_assert(Mr <= W, "the A panel's rows fit one vector");
+  F acc[NC];
+#pragma GCC unroll 8
+  for (int j = 0; j < NC; ++j) acc[j] = V::zero();
+  const auto ma = V::tail(Mr);
+  for (int64_t k = 0; k < kc; ++k) {
+    if ((k & 3) == 0)  // the packed A panel, as ukr_rows fetches it
+      for (int o = 0; o < 4 * Mr; o += 64 / int(sizeof(float))) __builtin_prefetch(a + kPrefetchRows * Mr + o, 0, 3);
+    const F av = V::load_tail(a, ma, 0.0f);
+    const float* bk = b + k * ldb;
+#pragma GCC unroll 8
+    for (int j = 0; j < NC; ++j) acc[j] = V::fmadd(av, V::set1(bk[j]), acc[j]);
+    a += Mr;
+  }
+  alignas(64) float t[NC][W];
+#pragma GCC unroll 8
+  for (int j = 0; j < NC; ++j) V::store(t[j], acc[j]);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int j = 0; j < NC; ++j) c[i * ldc + j] = accumulate ? c[i * ldc + j] + t[j][i] : t[j][i];
+}
+
 // Small-M products: C[i][j] (+)= dot(A row i, B row j) over k, M, N <= 4 rows each. Full
 // vectors then one masked tail, summed per (i, j) in a fixed order.
 template <int M, int N>
