@@ -23,7 +23,6 @@
 #include "backends/cpu/kernels/elementwise_types.h"
 #include "backends/cpu/kernels/gemm.h"
 #include "backends/cpu/kernels/row_kernels.h"
-#include "backends/cpu/kernels/scratch.h"
 #include "backends/cpu/thread_pool.h"
 #include "ir/op_table.h"
 
@@ -60,7 +59,7 @@ struct ConvCfg {
   // With `transposed`, the same matrix transposed, packed as the GEMM's B operand.
   struct PackedWeights {
     std::once_flag once;
-    AlignedFloats data;
+    std::vector<float> data;
   };
   std::shared_ptr<PackedWeights> packed;
   // The packed copy, made by pack(dst) into `floats` floats on first use.

@@ -15,7 +15,6 @@
 // bit-identical for any number of threads. They differ from the im2col GEMM's by rounding
 // (bounded in tests/cpu/conv_winograd_test.cpp).
 #pragma once
-#include "backends/cpu/kernels/scratch.h"
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -88,7 +87,7 @@ struct WinogradConv {
   const WinogradKernels* kernels = nullptr;
   // U: for point xi and channel chunk q, the chunk's Cin x chunk block packed as sgemm's B at
   // u + (xi * chunks + q) * u_stride.
-  std::shared_ptr<const AlignedFloats> u;
+  std::shared_ptr<const std::vector<float>> u;
   int64_t u_stride = 0;
 };
 

@@ -6,7 +6,6 @@
 #include <cstdlib>
 #include <memory>
 #include <new>
-#include <vector>
 
 namespace rlx::cpu {
 
@@ -30,27 +29,5 @@ class Scratch {
   std::unique_ptr<T, Free> data_;
   int64_t cap_ = 0;
 };
-
-// A std::vector allocator giving 64-byte aligned storage: operands packed once (conv and
-// matmul weights, Winograd's transformed weights) whose 128-byte panel rows the microkernels
-// load. From malloc most started 16, 32 or 48 bytes into a cache line (ResNet-50's: so every
-// panel row was three lines and every vector load split across two), and where depended on
-// the allocator's state. Measured on ResNet-50 (one and two threads, 11 alternated rounds),
-// the times were within the noise either way; aligned, a layer's time no longer depends on
-// where its weights happened to land.
-template <class T>
-struct CacheLineAllocator {
-  using value_type = T;
-  CacheLineAllocator() = default;
-  template <class U>
-  CacheLineAllocator(const CacheLineAllocator<U>&) {}
-  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t(64))); }
-  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t(64)); }
-  template <class U>
-  bool operator==(const CacheLineAllocator<U>&) const { return true; }
-  template <class U>
-  bool operator!=(const CacheLineAllocator<U>&) const { return false; }
-};
-using AlignedFloats = std::vector<float, CacheLineAllocator<float>>;
 
 }  // namespace rlx::cpu
