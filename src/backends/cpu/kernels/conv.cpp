@@ -132,6 +132,19 @@ RLX_NO_LIBCALL inline void zero_floats(float* d, int64_t n) {
   for (; i < n; ++i) d[i] = 0.0f;
 }
 
+// Row k = (ci, ky, kx) of the im2col matrix, stepped along one row at a time (no divisions
+// per row: with rows of a few dozen floats, they cost as much as the copies).
+struct TapCursor {
+  int64_t ci, ky, kx;
+  void next(const ConvCfg& c) {
+    if (++kx < c.kw) return;
+    kx = 0;
+    if (++ky < c.kh) return;
+    ky = 0;
+    ++ci;
+  }
+};
+
 // Writes rows [k0, k0+kc) x columns [j0, j0+n) of the im2col matrix (row k = (ci, ky, kx),
 // column j = (oy, ox)) in GEMM panel layout: panel q (columns q*width..) at
 // dst + q*width*kc, kc rows of `width` floats, zero past n. Each row is written straight
@@ -147,18 +160,12 @@ RLX_NO_LIBCALL void pack_im2col(const void* vctx, int64_t k0, int64_t kc, int64_
   const int64_t taps = c.kh * c.kw;
   const int64_t panels = (n + width - 1) / width, panel_stride = width * kc;
   float strided[64];  // one panel piece of a strided row, gathered first
-  // Row k = (ci, ky, kx) stepped along with r, and the first column's output position: no
-  // divisions per row (with rows of a few dozen floats, they cost as much as the copies).
-  int64_t ci = k0 / taps, ky = (k0 % taps) / c.kw, kx = k0 % c.kw;
+  // Row k stepped along with r, and the first column's output position: no divisions per row.
+  TapCursor tap{k0 / taps, (k0 % taps) / c.kw, k0 % c.kw};
   const int64_t oy_first = j0 / c.ow, ox_first = j0 % c.ow;
   for (int64_t r = 0; r < kc; ++r) {
-    if (r > 0 && ++kx == c.kw) {
-      kx = 0;
-      if (++ky == c.kh) {
-        ky = 0;
-        ++ci;
-      }
-    }
+    if (r > 0) tap.next(c);
+    const int64_t ci = tap.ci, ky = tap.ky, kx = tap.kx;
     const T* plane = x + ci * c.h * c.w;
     float* drow = dst + r * width;  // row r of panel 0
     // Columns whose input x lies in [0, w): ox in [ox_lo, ox_hi) (ConvCfg::kx_bounds).
@@ -268,15 +275,10 @@ RLX_NO_LIBCALL void pack_phase_im2col(const void* vctx, int64_t k0, int64_t kc, 
   const ConvCfg& c = *ctx.cfg;
   const int64_t taps = c.kh * c.kw, ow = c.ow;
   const int64_t panels = (n + width - 1) / width, panel_stride = width * kc;
-  int64_t ci = k0 / taps, ky = (k0 % taps) / c.kw, kx = k0 % c.kw;
+  TapCursor tap{k0 / taps, (k0 % taps) / c.kw, k0 % c.kw};
   for (int64_t r = 0; r < kc; ++r) {
-    if (r > 0 && ++kx == c.kw) {
-      kx = 0;
-      if (++ky == c.kh) {
-        ky = 0;
-        ++ci;
-      }
-    }
+    if (r > 0) tap.next(c);
+    const int64_t ci = tap.ci, ky = tap.ky, kx = tap.kx;
     const int64_t qy = ky - c.pt, qx = kx - c.pl, dy = floor_half(qy), dx = floor_half(qx);
     const int64_t py = qy - 2 * dy, px = qx - 2 * dx;
     const float* src = ctx.planes + ((ci * 2 + py) * 2 + px) * ctx.plane + (dy - c.dy0) * ow + dx + j0;
