@@ -15,6 +15,7 @@
 //   valid sizes. Calls from inside a pool task run serially on that thread.
 #pragma once
 #include <cstdint>
+#include <utility>
 
 #include "backends/cpu/isa.h"
 #include "rlx/attrs.h"
@@ -138,6 +139,16 @@ struct IsaKernels {
   // dst[i] = src[i] widened from F16 (bf16 == false) or BF16 to F32, i < n.
   void (*widen)(const uint16_t* src, float* dst, int64_t n, bool bf16) = nullptr;
 };
+
+// table[n] = make.template operator()<n>() for n = 1..N: an ISA's kernel table indexed by rows
+// (or columns), from one template per kernel, e.g.
+//   fill_table<kMr>(t.ukr_off_epi, []<int M>() { return &ukr_off_epi_vec<M, kMr>; });
+template <int N, class Fn, class Make>
+void fill_table(Fn* table, Make&& make) {
+  [&]<int... I>(std::integer_sequence<int, I...>) {
+    ((table[I + 1] = make.template operator()<I + 1>()), ...);
+  }(std::make_integer_sequence<int, N>{});
+}
 
 // Kernels for `isa` (a level this build lacks falls back to the next lower one).
 const IsaKernels& isa_kernels(Isa isa);

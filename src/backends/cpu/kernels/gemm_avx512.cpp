@@ -44,8 +44,6 @@ template <int M> constexpr GemmOffsetKernel ukr_off = &gemm_avx512_vec::ukr_off_
 template <int M> constexpr GemmMicroKernel ukr_half = &gemm_avx512_vec::ukr_half_vec<M, kMr>;
 template <int M> constexpr GemmEpiKernel ukr_epi = &gemm_avx512_vec::ukr_epi_vec<M, kMr>;
 template <int M> constexpr GemmOffsetKernel ukr_off_half = &gemm_avx512_vec::ukr_off_half_vec<M, kMr>;
-template <int M> constexpr GemmOffsetEpiKernel ukr_off_epi = &gemm_avx512_vec::ukr_off_epi_vec<M, kMr>;
-template <int M> constexpr GemmOffsetEpiKernel ukr_off_half_epi = &gemm_avx512_vec::ukr_off_half_epi_vec<M, kMr>;
 
 // Horizontal sum in a fixed order (determinism does not depend on the compiler's choice).
 
@@ -93,20 +91,9 @@ IsaKernels make_table() {
   t.ukr_off_half[4] = ukr_off_half<4>; t.ukr_off_half[5] = ukr_off_half<5>; t.ukr_off_half[6] = ukr_off_half<6>;
   t.ukr_off_half[7] = ukr_off_half<7>; t.ukr_off_half[8] = ukr_off_half<8>; t.ukr_off_half[9] = ukr_off_half<9>;
   t.ukr_off_half[10] = ukr_off_half<10>; t.ukr_off_half[11] = ukr_off_half<11>; t.ukr_off_half[12] = ukr_off_half<12>;
-  t.ukr_off_epi[1] = ukr_off_epi<1>; t.ukr_off_epi[2] = ukr_off_epi<2>; t.ukr_off_epi[3] = ukr_off_epi<3>;
-  t.ukr_off_epi[4] = ukr_off_epi<4>; t.ukr_off_epi[5] = ukr_off_epi<5>; t.ukr_off_epi[6] = ukr_off_epi<6>;
-  t.ukr_off_half_epi[1] = ukr_off_half_epi<1>; t.ukr_off_half_epi[2] = ukr_off_half_epi<2>;
-  t.ukr_off_half_epi[3] = ukr_off_half_epi<3>; t.ukr_off_half_epi[4] = ukr_off_half_epi<4>;
-  t.ukr_off_half_epi[5] = ukr_off_half_epi<5>; t.ukr_off_half_epi[6] = ukr_off_half_epi<6>;
-  t.ukr_off_epi[7] = ukr_off_epi<7>; t.ukr_off_epi[8] = ukr_off_epi<8>; t.ukr_off_epi[9] = ukr_off_epi<9>;
-  t.ukr_off_epi[10] = ukr_off_epi<10>; t.ukr_off_epi[11] = ukr_off_epi<11>; t.ukr_off_epi[12] = ukr_off_epi<12>;
-  t.ukr_off_half_epi[7] = ukr_off_half_epi<7>; t.ukr_off_half_epi[8] = ukr_off_half_epi<8>;
-  t.ukr_off_half_epi[9] = ukr_off_half_epi<9>; t.ukr_off_half_epi[10] = ukr_off_half_epi<10>;
-  t.ukr_off_half_epi[11] = ukr_off_half_epi<11>; t.ukr_off_half_epi[12] = ukr_off_half_epi<12>;
-  t.ukr_cols[1] = gemm_avx512_vec::ukr_cols_vec<1, kMr>; t.ukr_cols[2] = gemm_avx512_vec::ukr_cols_vec<2, kMr>;
-  t.ukr_cols[3] = gemm_avx512_vec::ukr_cols_vec<3, kMr>; t.ukr_cols[4] = gemm_avx512_vec::ukr_cols_vec<4, kMr>;
-  t.ukr_cols[5] = gemm_avx512_vec::ukr_cols_vec<5, kMr>; t.ukr_cols[6] = gemm_avx512_vec::ukr_cols_vec<6, kMr>;
-  t.ukr_cols[7] = gemm_avx512_vec::ukr_cols_vec<7, kMr>; t.ukr_cols[8] = gemm_avx512_vec::ukr_cols_vec<8, kMr>;
+  fill_table<kMr>(t.ukr_off_epi, []<int M>() { return &gemm_avx512_vec::ukr_off_epi_vec<M, kMr>; });
+  fill_table<kMr>(t.ukr_off_half_epi, []<int M>() { return &gemm_avx512_vec::ukr_off_half_epi_vec<M, kMr>; });
+  fill_table<8>(t.ukr_cols, []<int N>() { return &gemm_avx512_vec::ukr_cols_vec<N, kMr>; });
   t.dot = gemm_avx512_vec::dot;
   t.gemv = gemm_avx512_vec::gemv;
   // The 8x8 transpose needs only 256-bit AVX2 ops; every CPU that passes the AVX-512
