@@ -245,9 +245,8 @@ void finish_tile(const IsaKernels& K, const SgemmProblem& p, float* c, int64_t l
                  int64_t n) {
   const GemmRowEpilogue& e = p.row_epilogue;
   if (e.any())
-    row_kernels(K.isa).tile_epilogue(c, ldc, m, n, e.bias ? e.bias + i0 : nullptr,
-                                     e.res ? e.res + i0 * e.ldr + j0 : nullptr, e.ldr,
-                                     e.relu ? Activation::Relu : Activation::None, 0.0f);
+    K.rows->tile_epilogue(c, ldc, m, n, e.bias ? e.bias + i0 : nullptr, e.res ? e.res + i0 * e.ldr + j0 : nullptr,
+                          e.ldr, e.relu ? Activation::Relu : Activation::None, 0.0f);
   if (p.epilogue) p.epilogue(p.epilogue_ctx, c, ldc, i0, j0, m, n);
 }
 
@@ -539,15 +538,14 @@ void sgemm_packed(const SgemmProblem& p, ThreadPool* pool, const IsaKernels& K) 
       InPlaceB bin;
       if (p.b_packed) {
         bp = p.b_packed + pc * npad + jc * kc;
-      } else if (b_in_place(p)) {
-        float* buf = tl_pack_b.get(panels * nr * kc);
-        bin = stage_b_in_place(K, p, pc, kc, jc, nc, buf);
-        bp = buf;
       } else {
         float* buf = tl_pack_b.get(panels * nr * kc);
-        run_range(pool, panels, 8, [&](int64_t q0, int64_t q1) {
-          pack_b_panels(K, p, pc, kc, jc + q0 * nr, std::min(nc, q1 * nr) - q0 * nr, nr, buf + q0 * nr * kc);
-        });
+        if (b_in_place(p))
+          bin = stage_b_in_place(K, p, pc, kc, jc, nc, buf);
+        else
+          run_range(pool, panels, 8, [&](int64_t q0, int64_t q1) {
+            pack_b_panels(K, p, pc, kc, jc + q0 * nr, std::min(nc, q1 * nr) - q0 * nr, nr, buf + q0 * nr * kc);
+          });
         bp = buf;
       }
       run_range(pool, mblocks * ngroups, 1, [&](int64_t t0, int64_t t1) {

@@ -23,6 +23,8 @@
 
 namespace rlx::cpu {
 
+struct RowKernels;  // row_kernels.h
+
 class ThreadPool;
 
 // Element (i, j) of a matrix operand lives at data[i*rs + j*cs] (element units).
@@ -135,6 +137,9 @@ struct IsaKernels {
   GemmColsKernel ukr_cols[9] = {};
   GemmDotKernel dot = nullptr;
   GemvKernel gemv = nullptr;
+  // The same ISA's row kernels (row_kernels(isa)): the tile epilogue of tiles the microkernel
+  // does not finish in registers, looked up once here rather than per tile.
+  const RowKernels* rows = nullptr;
   TransposePack transpose_pack = nullptr;
   // dst[i] = src[i] widened from F16 (bf16 == false) or BF16 to F32, i < n.
   void (*widen)(const uint16_t* src, float* dst, int64_t n, bool bf16) = nullptr;

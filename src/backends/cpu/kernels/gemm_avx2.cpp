@@ -10,6 +10,7 @@
 
 #include "backends/cpu/kernels/isa_region.h"
 #include "backends/cpu/kernels/gemm.h"
+#include "backends/cpu/kernels/row_kernels.h"
 
 #define RLX_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define RLX_AVX2_INLINE RLX_AVX2 inline __attribute__((always_inline))
@@ -38,7 +39,6 @@ constexpr int kMr = 6, kNr = 16;
 template <int M> constexpr GemmMicroKernel ukr = &gemm_avx2_vec::ukr_vec<M, kMr>;
 template <int M> constexpr GemmOffsetKernel ukr_off = &gemm_avx2_vec::ukr_off_vec<M, kMr>;
 template <int M> constexpr GemmMicroKernel ukr_half = &gemm_avx2_vec::ukr_half_vec<M, kMr>;
-template <int M> constexpr GemmEpiKernel ukr_epi = &gemm_avx2_vec::ukr_epi_vec<M, kMr>;
 template <int M> constexpr GemmOffsetKernel ukr_off_half = &gemm_avx2_vec::ukr_off_half_vec<M, kMr>;
 
 
@@ -114,8 +114,7 @@ IsaKernels make_table() {
   t.ukr[4] = ukr<4>; t.ukr[5] = ukr<5>; t.ukr[6] = ukr<6>;
   t.ukr_off[1] = ukr_off<1>; t.ukr_off[2] = ukr_off<2>; t.ukr_off[3] = ukr_off<3>;
   t.ukr_off[4] = ukr_off<4>; t.ukr_off[5] = ukr_off<5>; t.ukr_off[6] = ukr_off<6>;
-  t.ukr_epi[1] = ukr_epi<1>; t.ukr_epi[2] = ukr_epi<2>; t.ukr_epi[3] = ukr_epi<3>;
-  t.ukr_epi[4] = ukr_epi<4>; t.ukr_epi[5] = ukr_epi<5>; t.ukr_epi[6] = ukr_epi<6>;
+  fill_table<kMr>(t.ukr_epi, []<int M>() { return &gemm_avx2_vec::ukr_epi_vec<M, kMr>; });
   t.ukr_half[1] = ukr_half<1>; t.ukr_half[2] = ukr_half<2>; t.ukr_half[3] = ukr_half<3>;
   t.ukr_half[4] = ukr_half<4>; t.ukr_half[5] = ukr_half<5>; t.ukr_half[6] = ukr_half<6>;
   t.ukr_off_half[1] = ukr_off_half<1>; t.ukr_off_half[2] = ukr_off_half<2>; t.ukr_off_half[3] = ukr_off_half<3>;
@@ -125,6 +124,7 @@ IsaKernels make_table() {
   fill_table<8>(t.ukr_cols, []<int N>() { return &gemm_avx2_vec::ukr_cols_vec<N, kMr>; });
   t.dot = gemm_avx2_vec::dot;
   t.gemv = gemm_avx2_vec::gemv;
+  t.rows = &row_kernels(t.isa);
   t.transpose_pack = transpose_pack;
   t.widen = widen;
   return t;

@@ -14,6 +14,7 @@
 
 #include "backends/cpu/kernels/isa_region.h"
 #include "backends/cpu/kernels/gemm.h"
+#include "backends/cpu/kernels/row_kernels.h"
 
 #define RLX_AVX512 __attribute__((target("avx512f,avx512dq,avx512vl,avx2,fma,f16c")))
 #define RLX_AVX512_INLINE RLX_AVX512 inline __attribute__((always_inline))
@@ -42,7 +43,6 @@ constexpr int kMr = 12, kNr = 32;
 template <int M> constexpr GemmMicroKernel ukr = &gemm_avx512_vec::ukr_vec<M, kMr>;
 template <int M> constexpr GemmOffsetKernel ukr_off = &gemm_avx512_vec::ukr_off_vec<M, kMr>;
 template <int M> constexpr GemmMicroKernel ukr_half = &gemm_avx512_vec::ukr_half_vec<M, kMr>;
-template <int M> constexpr GemmEpiKernel ukr_epi = &gemm_avx512_vec::ukr_epi_vec<M, kMr>;
 template <int M> constexpr GemmOffsetKernel ukr_off_half = &gemm_avx512_vec::ukr_off_half_vec<M, kMr>;
 
 // Horizontal sum in a fixed order (determinism does not depend on the compiler's choice).
@@ -80,9 +80,7 @@ IsaKernels make_table() {
   t.ukr_off[1] = ukr_off<1>; t.ukr_off[2] = ukr_off<2>; t.ukr_off[3] = ukr_off<3>; t.ukr_off[4] = ukr_off<4>;
   t.ukr_off[5] = ukr_off<5>; t.ukr_off[6] = ukr_off<6>; t.ukr_off[7] = ukr_off<7>; t.ukr_off[8] = ukr_off<8>;
   t.ukr_off[9] = ukr_off<9>; t.ukr_off[10] = ukr_off<10>; t.ukr_off[11] = ukr_off<11>; t.ukr_off[12] = ukr_off<12>;
-  t.ukr_epi[1] = ukr_epi<1>; t.ukr_epi[2] = ukr_epi<2>; t.ukr_epi[3] = ukr_epi<3>; t.ukr_epi[4] = ukr_epi<4>;
-  t.ukr_epi[5] = ukr_epi<5>; t.ukr_epi[6] = ukr_epi<6>; t.ukr_epi[7] = ukr_epi<7>; t.ukr_epi[8] = ukr_epi<8>;
-  t.ukr_epi[9] = ukr_epi<9>; t.ukr_epi[10] = ukr_epi<10>; t.ukr_epi[11] = ukr_epi<11>; t.ukr_epi[12] = ukr_epi<12>;
+  fill_table<kMr>(t.ukr_epi, []<int M>() { return &gemm_avx512_vec::ukr_epi_vec<M, kMr>; });
   t.ukr_half[1] = ukr_half<1>; t.ukr_half[2] = ukr_half<2>; t.ukr_half[3] = ukr_half<3>; t.ukr_half[4] = ukr_half<4>;
   t.ukr_half[5] = ukr_half<5>; t.ukr_half[6] = ukr_half<6>; t.ukr_half[7] = ukr_half<7>; t.ukr_half[8] = ukr_half<8>;
   t.ukr_half[9] = ukr_half<9>; t.ukr_half[10] = ukr_half<10>; t.ukr_half[11] = ukr_half<11>;
@@ -98,6 +96,7 @@ IsaKernels make_table() {
   t.gemv = gemm_avx512_vec::gemv;
   // The 8x8 transpose needs only 256-bit AVX2 ops; every CPU that passes the AVX-512
   // check (which requires AVX2 + FMA) runs the AVX2 table's one.
+  t.rows = &row_kernels(t.isa);
   t.transpose_pack = avx2_kernels()->transpose_pack;
   t.widen = widen;
   return t;

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "backends/cpu/kernels/gemm.h"
+#include "backends/cpu/kernels/row_kernels.h"
 
 namespace rlx::cpu {
 
@@ -92,6 +93,7 @@ IsaKernels make_scalar_table() {
   t.ukr_off[4] = ukr_off_scalar<4>;
   t.dot = dot_scalar;
   t.gemv = gemv_scalar;
+  t.rows = &row_kernels(t.isa);
   t.transpose_pack = transpose_pack_scalar;
   t.widen = widen_scalar;
   return t;

@@ -40,8 +40,10 @@ struct RowKernels {
   void (*conv_row)(float* out, int64_t taps, const float* const* src, const float* w, const int64_t* lo,
                    const int64_t* hi, int64_t ilo, int64_t ihi) = nullptr;
   // d[t] = s[2t] for t < n, reading s[0 .. 2n - 2] only (the last element may end a row): the
-  // width-stride-2 gathers of im2col, of strided pointwise inputs and of max pooling's phase
-  // rows, a vector of outputs per permute with masked loads at the end.
+  // width-stride-2 gathers of whole rows (strided pointwise inputs, the read-in-place conv's row
+  // buffer, max pooling's phase rows), a vector of outputs per permute with masked loads at the
+  // end. (im2col's pieces of a few dozen floats keep conv.cpp's inline copy: the call and the
+  // masks cost more there.)
   void (*copy_even)(float* d, const float* s, int64_t n) = nullptr;
 };
 
