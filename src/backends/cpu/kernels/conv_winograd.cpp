@@ -116,7 +116,7 @@ void transform_winograd_weights(WinogradConv& p, const float* w) {
     for (int64_t q = 0; q < p.chunks; ++q) {
       const int64_t n = std::min(p.chunk, p.cout - q * p.chunk);
       const GemmOperand b{full.data() + (xi * p.c) * p.cout + q * p.chunk, DType::F32, p.cout, 1};
-      pack_b_full(*p.gemm, b, p.c, n, packed->data() + (xi * p.chunks + q) * p.u_stride);
+      pack_b_full(*p.gemm, b, p.c, n, packed->data() + (q * points + xi) * p.u_stride);
     }
   p.u = std::move(packed);
 }
@@ -166,7 +166,7 @@ void run_winograd(const WinogradConv& p, ThreadPool* pool, const float* x, const
       pr.n = n;
       pr.k = p.c;
       pr.a_packed = vb + xi * block_floats;
-      pr.b_packed = p.u->data() + (xi * p.chunks + q) * p.u_stride;
+      pr.b_packed = p.u->data() + (q * points + xi) * p.u_stride;
       pr.c = mbuf + xi * xi_stride;
       pr.ldc = p.chunk;
       sgemm(pr, nullptr, K);

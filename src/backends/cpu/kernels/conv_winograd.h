@@ -86,7 +86,8 @@ struct WinogradConv {
   const IsaKernels* gemm = nullptr;
   const WinogradKernels* kernels = nullptr;
   // U: for point xi and channel chunk q, the chunk's Cin x chunk block packed as sgemm's B at
-  // u + (xi * chunks + q) * u_stride.
+  // u + (q * a*a + xi) * u_stride: a chunk's points one after another, so that the task that
+  // multiplies a chunk reads its weights as one sequential stream.
   std::shared_ptr<const std::vector<float>> u;
   int64_t u_stride = 0;
 };
