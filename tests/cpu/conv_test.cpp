@@ -420,6 +420,12 @@ TEST(Pool2d, StrideTwoMaxIsTheWindowFoldBitForBit) {
       // Taps two columns left of the image, and an output narrower than half the width.
       {12, 24, pool_attrs({3, 5}, {2, 2}, {1, 3, 1, 0})},
       {10, 22, pool_attrs({3, 3}, {2, 2}, {0, 0, 0, 0})},
+      // ResNet's 3x3 / 2 window with one column of left padding (RowKernels::max3_s2): rows of
+      // several vectors with and without a tail, an odd width whose last window loses a column,
+      // and one exactly two vectors wide.
+      {7, 70, pool_attrs({3, 3}, {2, 2}, {1, 1, 1, 1})},
+      {6, 67, pool_attrs({3, 3}, {2, 2}, {1, 1, 1, 1})},
+      {5, 32, pool_attrs({3, 3}, {2, 2}, {1, 1, 0, 0})},
   };
   uint32_t state = 12345;
   auto next = [&] { return state = state * 1664525u + 1013904223u; };

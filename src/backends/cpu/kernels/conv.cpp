@@ -1060,10 +1060,17 @@ void max_pool_plane_s2(const PoolCfg& c, const float* x, float* o) {
     const int64_t q = kx * c.dw - c.pl, half = floor_half(q);
     src[size_t(kx)] = (q - 2 * half == 0 ? ev : od) + half;
   }
+  // A 3-wide window from one column left of each stride-2 step (ResNet's pool) folds its row
+  // in registers (RowKernels::max3_s2: the same taps in the same order).
+  const bool three = c.kw == 3 && c.dw == 1 && c.pl == 1;
   auto row_max = [&](int64_t y) {  // hmax row y from input row y (even columns read r[0 .. 2we - 2], odd r[1 .. 2wo - 1])
-    c.vec->copy_even(ev, x + y * c.w, we);
-    c.vec->copy_even(od, x + y * c.w + 1, wo);
-    c.vec->max_taps(hmax.data() + y * c.ow, c.kw, src.data(), c.ow);
+    if (three) {
+      c.vec->max3_s2(hmax.data() + y * c.ow, x + y * c.w, c.w, c.ow);
+    } else {
+      c.vec->copy_even(ev, x + y * c.w, we);
+      c.vec->copy_even(od, x + y * c.w + 1, wo);
+      c.vec->max_taps(hmax.data() + y * c.ow, c.kw, src.data(), c.ow);
+    }
     have[size_t(y)] = 1;
   };
   for (int64_t oy = 0; oy < c.oh; ++oy) {

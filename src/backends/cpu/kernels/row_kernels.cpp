@@ -71,12 +71,24 @@ void copy_even_scalar(float* d, const float* s, int64_t n) {
   for (int64_t t = 0; t < n; ++t) d[t] = s[2 * t];
 }
 
+void max3_s2_scalar(float* out, const float* s, int64_t w, int64_t n) {
+  for (int64_t ox = 0; ox < n; ++ox) {
+    float a = -std::numeric_limits<float>::infinity();
+    for (int64_t c = 2 * ox - 1; c <= 2 * ox + 1; ++c) {
+      if (c < 0 || c >= w) continue;
+      const float v = s[c];
+      a = (v > a) | (v != v) ? v : a;
+    }
+    out[ox] = a;
+  }
+}
+
 }  // namespace
 
 const RowKernels& row_kernels(Isa isa) {
   static const RowKernels scalar{activate_scalar_n, exp_sum_scalar, max_scalar, scale_scalar, add_scalar,
                                  accumulate_scalar, tile_epilogue_scalar, max_taps_scalar, conv_row_scalar,
-                                 copy_even_scalar};
+                                 copy_even_scalar, max3_s2_scalar};
   if (isa == Isa::Avx512)
     if (const RowKernels* t = row_kernels_avx512()) return *t;
   if (isa == Isa::Avx512 || isa == Isa::Avx2)

@@ -144,6 +144,35 @@ void copy_even(float* d, const float* s, int64_t n) {
   }
 }
 
+// max_pool's 3-wide stride-2 row (contract in row_kernels.h). Outputs [o, o + W) read columns
+// 2o - 1 .. 2o + 2W - 1: the even and odd lanes of two loads from 2o (masked to -inf past w,
+// a skipped column for the fold: max_step keeps a against -inf) and the previous block's last
+// odd column shifted in (-inf left of the image). The first step of the fold takes the left
+// column as it is, which max_step(-inf, v) also gives bit for bit.
+void max3_s2(float* out, const float* s, int64_t w, int64_t n) {
+  const float ninf_s = -std::numeric_limits<float>::infinity();
+  F prev_odd = V::set1(ninf_s);
+  for (int64_t o = 0; o < n; o += W) {
+    const int64_t c = 2 * o;
+    F lo, hi;
+    if (c + 2 * W <= w) {
+      lo = V::load(s + c);
+      hi = V::load(s + c + W);
+    } else {
+      const int64_t r0 = std::clamp<int64_t>(w - c, 0, W), r1 = std::clamp<int64_t>(w - c - W, 0, W);
+      lo = V::load_tail(s + c, V::tail(r0), ninf_s);
+      hi = V::load_tail(s + c + W, V::tail(r1), ninf_s);
+    }
+    const F ev = V::even(lo, hi), od = V::odd(lo, hi);
+    F a = V::shift_in(od, prev_odd);
+    a = max_step(a, ev);
+    a = max_step(a, od);
+    prev_odd = od;
+    if (o + W <= n) V::store(out + o, a);
+    else V::store_tail(out + o, V::tail(n - o), a);
+  }
+}
+
 // One output row of a stride-1 direct convolution (contract in row_kernels.h): the interior in
 // chunks of up to four independent accumulators (masked at the end) to hide the FMA latency,
 // the edge columns below. NV vectors of one chunk starting at column x (masked past ihi): every tap summed in registers.

@@ -82,5 +82,15 @@ struct V {
     const __m256 t = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));  // a0 a2 b0 b2 | a4 a6 b4 b6
     return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
   }
+  // Lane l of the result: element 2l + 1 of the 2W floats a then b.
+  static F odd(F a, F b) {
+    const __m256 t = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));  // a1 a3 b1 b3 | a5 a7 b5 b7
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(t), _MM_SHUFFLE(3, 1, 2, 0)));
+  }
+  // Lane 0: the last lane of prev; lane l > 0: lane l - 1 of cur.
+  static F shift_in(F cur, F prev) {
+    const __m256i rot = _mm256_setr_epi32(7, 0, 1, 2, 3, 4, 5, 6);
+    return _mm256_blend_ps(_mm256_permutevar8x32_ps(cur, rot), _mm256_permutevar8x32_ps(prev, rot), 0x01);
+  }
   static F bit_or(F a, F b) { return _mm256_or_ps(a, b); }
 };

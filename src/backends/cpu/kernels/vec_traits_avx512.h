@@ -57,5 +57,13 @@ struct V {
   static F even(F a, F b) {
     return _mm512_permutex2var_ps(a, _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30), b);
   }
+  // Lane l of the result: element 2l + 1 of the 2W floats a then b.
+  static F odd(F a, F b) {
+    return _mm512_permutex2var_ps(a, _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31), b);
+  }
+  // Lane 0: the last lane of prev; lane l > 0: lane l - 1 of cur.
+  static F shift_in(F cur, F prev) {
+    return _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(cur), _mm512_castps_si512(prev), 15));
+  }
   static F bit_or(F a, F b) { return _mm512_or_ps(a, b); }
 };
