@@ -358,6 +358,16 @@ TEST(Gemm, PrepackedOperandsMatchPackingInside) {
       p.c = c2.data();
       sgemm(p, &pool, ks);
       EXPECT_EQ(c1, c2) << "m=" << m << " isa " << isa_name(isa);
+      // With the row epilogue in registers (pre-packed B takes the ukr_*_stream kernels).
+      const std::vector<float> bias = random_floats(size_t(m), 14);
+      p.row_epilogue = {bias.data(), nullptr, 0, true};
+      p.c = c2.data();
+      sgemm(p, &pool, ks);
+      p.a_packed = nullptr;
+      p.b_packed = nullptr;
+      p.c = c1.data();
+      sgemm(p, &pool, ks);
+      EXPECT_EQ(c1, c2) << "with the epilogue, m=" << m << " isa " << isa_name(isa);
     }
   }
 }

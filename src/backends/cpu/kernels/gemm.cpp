@@ -229,12 +229,15 @@ inline void full_or_short_tile(const IsaKernels& K, int64_t rows, int64_t ncols,
       c[i * ldc + j] = accumulate ? c[i * ldc + j] + tmp[i * K.nr + j] : tmp[i * K.nr + j];
 }
 
+// stream: B is pre-packed (the ukr_*_stream kernels where the ISA has them).
 inline void compute_tile(const IsaKernels& K, int64_t rows, int64_t ncols, int64_t kc, const float* a,
-                         const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+                         const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate, bool stream = false) {
   if (ncols <= 8 && K.ukr_cols[ncols]) return K.ukr_cols[ncols](kc, a, b, ldb, c, ldc, accumulate, rows);
-  full_or_short_tile(K, rows, ncols, c, ldc, accumulate, K.ukr_half[rows] != nullptr,
-                     [&](float* d, int64_t ld, bool acc, bool half) {
-                       (half ? K.ukr_half[rows] : K.ukr[rows])(kc, a, b, ldb, d, ld, acc);
+  const GemmMicroKernel full = stream && K.ukr_stream[rows] ? K.ukr_stream[rows] : K.ukr[rows];
+  const GemmMicroKernel half = stream && K.ukr_half_stream[rows] ? K.ukr_half_stream[rows] : K.ukr_half[rows];
+  full_or_short_tile(K, rows, ncols, c, ldc, accumulate, half != nullptr,
+                     [&](float* d, int64_t ld, bool acc, bool use_half) {
+                       (use_half ? half : full)(kc, a, b, ldb, d, ld, acc);
                      });
 }
 
@@ -288,11 +291,12 @@ void block_tiles(const IsaKernels& K, const SgemmProblem& p, int64_t ic, int64_t
       GemmRowEpilogue e = p.row_epilogue;
       if (e.bias) e.bias += ic + ir;
       if (e.res) e.res += (ic + ir) * e.ldr + j;
-      K.ukr_epi[rows](kc, at, b, ldb, cp, p.ldc, acc, e);
+      (q_outer && !in && K.ukr_epi_stream[rows] ? K.ukr_epi_stream[rows] : K.ukr_epi[rows])(kc, at, b, ldb, cp, p.ldc,
+                                                                                          acc, e);
       if (p.epilogue) p.epilogue(p.epilogue_ctx, cp, p.ldc, ic + ir, j, rows, ncols);
       continue;
     }
-    compute_tile(K, rows, ncols, kc, at, b, ldb, cp, p.ldc, acc);
+    compute_tile(K, rows, ncols, kc, at, b, ldb, cp, p.ldc, acc, q_outer && !in);
     if (last) finish_tile(K, p, cp, p.ldc, ic + ir, j, rows, ncols);
   }
 }

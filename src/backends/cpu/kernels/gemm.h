@@ -133,6 +133,12 @@ struct IsaKernels {
   // ukr_off / ukr_off_half with the row epilogue; null where the ISA has none.
   GemmOffsetEpiKernel ukr_off_epi[17] = {};
   GemmOffsetEpiKernel ukr_off_half_epi[17] = {};
+  // ukr, ukr_epi and ukr_half for pre-packed B panels (sgemm's b_packed, weights streamed from
+  // memory): the same arithmetic, the next panel prefetched while this one is computed (see
+  // gemm_vec.h); null where the ISA has none (the plain ones run).
+  GemmMicroKernel ukr_stream[17] = {};
+  GemmEpiKernel ukr_epi_stream[17] = {};
+  GemmMicroKernel ukr_half_stream[17] = {};
   // Tiles of 1..8 columns (e.g. 196 = 6 x 32 + 4), indexed by columns; null where the ISA has none.
   GemmColsKernel ukr_cols[9] = {};
   GemmDotKernel dot = nullptr;

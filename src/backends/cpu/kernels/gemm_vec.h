@@ -9,22 +9,32 @@
 // panels (row k at b + k*ldb), ukr_off_vec rows in place (b + off[k], e.g. a convolution's
 // input rows); both therefore give the same bits for the same values.
 //
-// Prefetching: the packed A panel is fetched kPrefetchRows steps ahead, and with PrefetchB (packed
-// B panels) so are B's rows. Panels are contiguous and follow each other, so this streams the
-// next panel in as well. Weights packed once are A (most convolutions) or B (the transposed
+// Prefetching: the packed A panel is fetched kPrefetchRows steps ahead, and with PrefetchB ==
+// kPrefetchBRows (B panels packed per call, or B's rows read in place) so are B's rows. Panels are
+// contiguous and follow each other, so this streams the next panel in as well. Weights packed once are A (most convolutions) or B (the transposed
 // ones, ResNet-50's 7x7 layers with 4 MB of weights each) and come from DRAM on every call of a
 // model larger than the cache; the hardware prefetcher alone left the FMAs waiting at every
 // page (a chain of eight 7x7 layers, one thread: 5.25 -> 4.40 ms; ResNet-50's 1x1 convolutions
 // with A fetched too 20.7 -> 19.9 ms). Prefetches never fault, so reading past the last panel
 // is harmless; they change no arithmetic.
 constexpr int64_t kPrefetchRows = 32;
+// B panels packed once (constant weights: sgemm's b_packed) are walked panel by panel, every
+// row tile of a panel before the next (block_tiles), and come from DRAM in a model larger than
+// the cache. kPrefetchBRows fetched only what the panel's first row tile was about to read,
+// ~4 KB ahead of a kernel that consumes a 32 KB panel in a few microseconds: the FMAs waited
+// on memory. kPrefetchBPanel fetches row k of the next panel (kc rows on) at step k of every
+// row tile instead, so the next panel arrives while this one is computed (its later row tiles'
+// prefetches hit the cache). ResNet-50's layer 4 alone (75 MB of packed weights, one thread):
+// 8.59 -> 7.81 ms. Only for pre-packed B: for B read in place, kc rows on is the next K
+// block's (ResNet-50's layers 1-2 slowed by 0.4 ms with it).
+constexpr int kPrefetchBNone = 0, kPrefetchBRows = 1, kPrefetchBPanel = 2;
 //
 // NV: vectors per row, 2 (the full NR columns) or 1 (the left half: a panel's last W or fewer
 // columns, e.g. 112 = 3 x 32 + 16, whose right half the full kernel would compute and throw
 // away). Each lane's sum is the same FMAs in the same order either way: the same bits.
 // With Epi, the row epilogue (gemm.h's GemmRowEpilogue: + bias[i], + res, ReLU, in that order)
 // runs on each row's vectors between the accumulate and the store.
-template <int M, int Mr, bool PrefetchB = false, int NV = 2, bool Epi = false, class Row>
+template <int M, int Mr, int PrefetchB = kPrefetchBNone, int NV = 2, bool Epi = false, class Row>
 inline __attribute__((always_inline)) void ukr_rows(int64_t kc, const float* a, Row row, float* c, int64_t ldc,
                                                     bool accumulate, const GemmRowEpilogue* e = nullptr) {
   static_assert(NV == 1 || NV == 2, "one or two vectors per row");
@@ -33,9 +43,9 @@ inline __attribute__((always_inline)) void ukr_rows(int64_t kc, const float* a, 
   for (int i = 0; i < M; ++i) c0[i] = c1[i] = V::zero();
   for (int64_t k = 0; k < kc; ++k) {
     const float* bk = row(k);
-    if constexpr (PrefetchB)
+    if constexpr (PrefetchB != kPrefetchBNone)
       for (int o = 0; o < NV * W; o += 64 / int(sizeof(float)))
-        __builtin_prefetch(row(k + kPrefetchRows) + o, 0, 3);
+        __builtin_prefetch(row(k + (PrefetchB == kPrefetchBPanel ? kc : kPrefetchRows)) + o, 0, 3);
     if ((k & 3) == 0)  // the packed A panel: four steps' floats every fourth step
       for (int o = 0; o < 4 * Mr; o += 64 / int(sizeof(float))) __builtin_prefetch(a + kPrefetchRows * Mr + o, 0, 3);
     const F b0 = V::load(bk);
@@ -78,19 +88,38 @@ inline __attribute__((always_inline)) void ukr_rows(int64_t kc, const float* a, 
 
 template <int M, int Mr>
 void ukr_vec(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
-  ukr_rows<M, Mr, true>(kc, a, [b, ldb](int64_t k) { return b + k * ldb; }, c, ldc, accumulate);
+  ukr_rows<M, Mr, kPrefetchBRows>(kc, a, [b, ldb](int64_t k) { return b + k * ldb; }, c, ldc, accumulate);
 }
 
 template <int M, int Mr>
 void ukr_epi_vec(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate,
                  const GemmRowEpilogue& e) {
-  ukr_rows<M, Mr, true, 2, true>(kc, a, [b, ldb](int64_t k) { return b + k * ldb; }, c, ldc, accumulate, &e);
+  ukr_rows<M, Mr, kPrefetchBRows, 2, true>(kc, a, [b, ldb](int64_t k) { return b + k * ldb; }, c, ldc, accumulate,
+                                           &e);
 }
 
 // The left W columns of the tile only (NV = 1 above); B as for ukr_vec / ukr_off_vec.
 template <int M, int Mr>
 void ukr_half_vec(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
-  ukr_rows<M, Mr, true, 1>(kc, a, [b, ldb](int64_t k) { return b + k * ldb; }, c, ldc, accumulate);
+  ukr_rows<M, Mr, kPrefetchBRows, 1>(kc, a, [b, ldb](int64_t k) { return b + k * ldb; }, c, ldc, accumulate);
+}
+
+// ukr_vec, ukr_epi_vec and ukr_half_vec over pre-packed B panels (ldb == nr, panels kc rows
+// apart), prefetching the next panel (kPrefetchBPanel): the same arithmetic.
+template <int M, int Mr>
+void ukr_stream_vec(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+  ukr_rows<M, Mr, kPrefetchBPanel>(kc, a, [b, ldb](int64_t k) { return b + k * ldb; }, c, ldc, accumulate);
+}
+template <int M, int Mr>
+void ukr_epi_stream_vec(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc,
+                        bool accumulate, const GemmRowEpilogue& e) {
+  ukr_rows<M, Mr, kPrefetchBPanel, 2, true>(kc, a, [b, ldb](int64_t k) { return b + k * ldb; }, c, ldc, accumulate,
+                                            &e);
+}
+template <int M, int Mr>
+void ukr_half_stream_vec(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc,
+                         bool accumulate) {
+  ukr_rows<M, Mr, kPrefetchBPanel, 1>(kc, a, [b, ldb](int64_t k) { return b + k * ldb; }, c, ldc, accumulate);
 }
 template <int M, int Mr>
 void ukr_off_half_vec(int64_t kc, const float* a, const float* b, const int64_t* off, float* c, int64_t ldc,
