@@ -9,24 +9,29 @@
 // panels (row k at b + k*ldb), ukr_off_vec rows in place (b + off[k], e.g. a convolution's
 // input rows); both therefore give the same bits for the same values.
 //
-// Prefetching: the packed A panel is fetched kPrefetchRows steps ahead, and with PrefetchB ==
-// kPrefetchBRows (B panels packed per call, or B's rows read in place) so are B's rows. Panels are
-// contiguous and follow each other, so this streams the next panel in as well. Weights packed once are A (most convolutions) or B (the transposed
-// ones, ResNet-50's 7x7 layers with 4 MB of weights each) and come from DRAM on every call of a
-// model larger than the cache; the hardware prefetcher alone left the FMAs waiting at every
-// page (a chain of eight 7x7 layers, one thread: 5.25 -> 4.40 ms; ResNet-50's 1x1 convolutions
-// with A fetched too 20.7 -> 19.9 ms). Prefetches never fault, so reading past the last panel
-// is harmless; they change no arithmetic.
+// Prefetching. Weights packed once are A (most convolutions) or B (the transposed ones,
+// ResNet-50's 7x7 layers with 4 MB of weights each, Winograd's transformed weights, matmuls'
+// constant right operands) and come from DRAM on every call of a model larger than the cache;
+// the hardware prefetcher alone left the FMAs waiting at every page (a chain of eight 7x7
+// layers, one thread: 5.25 -> 4.40 ms with the first prefetches). Prefetches never fault, so
+// reading past the last panel is harmless; they change no arithmetic.
+// - A: a row tile's packed panel is reused by every column tile of its sweep (or, over
+//   pre-packed B, the row tiles of a panel follow each other), and panels of one K block are
+//   contiguous: each kernel fetches the next panel's rows (kc steps on) as it goes, so the
+//   next sweep's weights arrive during this one. Fetching kPrefetchRows steps ahead in the
+//   same panel only helped the sweep's first tile, which then waited on memory: ResNet-50 one
+//   thread -0.27 ms in kernels (its layer 3, 1 MB of weights per 1x1 conv, -0.28), two -0.13.
+// - B, kPrefetchBRows (B panels packed per call, or B's rows read in place): kPrefetchRows
+//   rows ahead, which streams the next panel in as well where panels follow each other.
 constexpr int64_t kPrefetchRows = 32;
-// B panels packed once (constant weights: sgemm's b_packed) are walked panel by panel, every
-// row tile of a panel before the next (block_tiles), and come from DRAM in a model larger than
-// the cache. kPrefetchBRows fetched only what the panel's first row tile was about to read,
-// ~4 KB ahead of a kernel that consumes a 32 KB panel in a few microseconds: the FMAs waited
-// on memory. kPrefetchBPanel fetches row k of the next panel (kc rows on) at step k of every
-// row tile instead, so the next panel arrives while this one is computed (its later row tiles'
-// prefetches hit the cache). ResNet-50's layer 4 alone (75 MB of packed weights, one thread):
-// 8.59 -> 7.81 ms. Only for pre-packed B: for B read in place, kc rows on is the next K
-// block's (ResNet-50's layers 1-2 slowed by 0.4 ms with it).
+// - B, kPrefetchBPanel (B panels packed once: sgemm's b_packed), walked panel by panel, every
+//   row tile of a panel before the next (block_tiles): kPrefetchBRows fetched only what the
+//   panel's first row tile was about to read, ~4 KB ahead of a kernel that consumes a 32 KB
+//   panel in a few microseconds. Row k of the next panel (kc rows on) at step k of every row
+//   tile instead: the next panel arrives while this one is computed (its later row tiles'
+//   prefetches hit the cache). ResNet-50's layer 4 alone (75 MB of packed weights, one
+//   thread): 8.59 -> 7.81 ms. Not for B read in place, where kc rows on is the next K block
+//   (ResNet-50's layers 1-2 slowed by 0.4 ms with it).
 constexpr int kPrefetchBNone = 0, kPrefetchBRows = 1, kPrefetchBPanel = 2;
 //
 // NV: vectors per row, 2 (the full NR columns) or 1 (the left half: a panel's last W or fewer
@@ -46,8 +51,8 @@ inline __attribute__((always_inline)) void ukr_rows(int64_t kc, const float* a, 
     if constexpr (PrefetchB != kPrefetchBNone)
       for (int o = 0; o < NV * W; o += 64 / int(sizeof(float)))
         __builtin_prefetch(row(k + (PrefetchB == kPrefetchBPanel ? kc : kPrefetchRows)) + o, 0, 3);
-    if ((k & 3) == 0)  // the packed A panel: four steps' floats every fourth step
-      for (int o = 0; o < 4 * Mr; o += 64 / int(sizeof(float))) __builtin_prefetch(a + kPrefetchRows * Mr + o, 0, 3);
+    if ((k & 3) == 0)  // the next packed A panel: four steps' floats every fourth step
+      for (int o = 0; o < 4 * Mr; o += 64 / int(sizeof(float))) __builtin_prefetch(a + kc * Mr + o, 0, 3);
     const F b0 = V::load(bk);
     const F b1 = NV == 2 ? V::load(bk + W) : b0;
 #pragma GCC unroll 16
@@ -159,7 +164,7 @@ void ukr_cols_vec(int64_t kc, const float* a, const float* b, int64_t ldb, float
   const auto ma = V::tail(Mr);
   for (int64_t k = 0; k < kc; ++k) {
     if ((k & 3) == 0)  // the packed A panel, as ukr_rows fetches it
-      for (int o = 0; o < 4 * Mr; o += 64 / int(sizeof(float))) __builtin_prefetch(a + kPrefetchRows * Mr + o, 0, 3);
+      for (int o = 0; o < 4 * Mr; o += 64 / int(sizeof(float))) __builtin_prefetch(a + kc * Mr + o, 0, 3);
     const F av = V::load_tail(a, ma, 0.0f);
     const float* bk = b + k * ldb;
 #pragma GCC unroll 8
