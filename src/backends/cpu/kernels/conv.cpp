@@ -289,16 +289,20 @@ RLX_NO_LIBCALL void pack_phase_im2col(const void* vctx, int64_t k0, int64_t kc, 
       if (cnt < width) zero_floats(drow + q * panel_stride + cnt, width - cnt);
     }
     if (dx == 0) continue;
-    // Output columns whose ox + dx leaves [0, ow): the image's value there, or zero.
+    // Output columns whose ox + dx leaves [0, ow): the image's value there, or zero. Stepped a
+    // row at a time without divisions (one per element was a fifth of the packer's time).
     const int64_t e0 = dx < 0 ? 0 : ow - dx, e1 = dx < 0 ? std::min(ow, -dx) : ow;
     const float* plane = ctx.x + ci * c.h * c.w;
+    const int64_t oy0 = j0 / ow, jr = j0 - oy0 * ow;  // j0's output row and column
     for (int64_t ox = std::max<int64_t>(e0, 0); ox < e1; ++ox) {
       const int64_t ix = 2 * ox + qx;
-      for (int64_t j = j0 + ((ox - j0 % ow) % ow + ow) % ow; j < j0 + n; j += ow) {
-        const int64_t iy = 2 * (j / ow) + qy;
-        const float v = ix >= 0 && ix < c.w && iy >= 0 && iy < c.h ? plane[iy * c.w + ix] : 0.0f;
-        const int64_t jj = j - j0;
-        drow[(jj / width) * panel_stride + jj % width] = v;
+      const bool col_in = ix >= 0 && ix < c.w;
+      int64_t oy = oy0 + (ox < jr ? 1 : 0), jj = oy * ow + ox - j0;  // the first j >= j0 in column ox
+      int64_t q = jj / width, r = jj - q * width;
+      for (; jj < n; jj += ow, ++oy) {
+        const int64_t iy = 2 * oy + qy;
+        drow[q * panel_stride + r] = col_in && iy >= 0 && iy < c.h ? plane[iy * c.w + ix] : 0.0f;
+        for (r += ow; r >= width; r -= width) ++q;
       }
     }
   }
