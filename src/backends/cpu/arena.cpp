@@ -8,6 +8,7 @@
 #include <cstring>
 #include <utility>
 
+#include "backends/cpu/huge_pages.h"
 #include "rlx/error.h"
 
 namespace rlx::cpu {
@@ -36,6 +37,7 @@ Arena::Arena(int64_t bytes, int64_t alignment) {
       fail(ErrorCategory::ResourceExhausted, "cannot map an arena of ", bytes, " bytes: ", std::strerror(errno));
     data_ = static_cast<uint8_t*>(p);
     mapped_ = true;
+    if (alloc_bytes_ >= kHugeMin) advise_huge(p, alloc_bytes_);  // see huge_pages.h
     return;
   }
   alloc_bytes_ = size_t((bytes + alignment - 1) / alignment * alignment);

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <utility>
 
+#include "backends/cpu/huge_pages.h"
 #include "ir/op_table.h"
 #include "opt/memory_plan.h"
 #include "opt/plan_refs.h"
@@ -59,6 +60,11 @@ class ConstantReaders {
     g.mutable_node(c->node).attr<ConstantAttrs>().value = Blob();
     for (Program::ConstantSlot& s : prog_.constants)
       if (s.where.offset == c->begin) s.bytes = Blob();
+    // The heap keeps a freed block's pages; the derived copies come from mappings of their
+    // own (huge_pages.h), which do not reuse them, so hand them back now: otherwise the
+    // originals and the copies would all be resident at the end of the build (BERT-base's
+    // peak 530 -> 790 MB).
+    if (c->end - c->begin >= int64_t(kHugeMin)) release_free_heap();
   }
 
  private:

@@ -17,6 +17,7 @@
 
 #include <xmmintrin.h>
 
+#include "backends/cpu/huge_pages.h"
 #include "backends/cpu/isa.h"
 #include "backends/cpu/kernel.h"
 #include "backends/cpu/kernels/conv_winograd.h"
@@ -59,7 +60,7 @@ struct ConvCfg {
   // With `transposed`, the same matrix transposed, packed as the GEMM's B operand.
   struct PackedWeights {
     std::once_flag once;
-    std::vector<float> data;
+    PackedFloats data;
   };
   std::shared_ptr<PackedWeights> packed;
   // The packed copy, made by pack(dst) into `floats` floats on first use.

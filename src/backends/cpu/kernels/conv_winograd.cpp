@@ -111,7 +111,7 @@ void transform_winograd_weights(WinogradConv& p, const float* w) {
       for (int xi = 0; xi < points; ++xi) full[size_t((xi * p.c + ci) * p.cout + co)] = float(u[size_t(xi)]);
     }
   p.u_stride = packed_b_floats(*p.gemm, p.c, p.chunk);
-  auto packed = std::make_shared<std::vector<float>>(size_t(points * p.chunks * p.u_stride));
+  auto packed = std::make_shared<PackedFloats>(size_t(points * p.chunks * p.u_stride));
   for (int xi = 0; xi < points; ++xi)
     for (int64_t q = 0; q < p.chunks; ++q) {
       const int64_t n = std::min(p.chunk, p.cout - q * p.chunk);

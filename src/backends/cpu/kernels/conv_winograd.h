@@ -19,6 +19,7 @@
 #include <memory>
 #include <vector>
 
+#include "backends/cpu/huge_pages.h"
 #include "backends/cpu/isa.h"
 #include "backends/cpu/kernels/gemm.h"
 #include "rlx/attrs.h"
@@ -88,7 +89,7 @@ struct WinogradConv {
   // U: for point xi and channel chunk q, the chunk's Cin x chunk block packed as sgemm's B at
   // u + (q * a*a + xi) * u_stride: a chunk's points one after another, so that the task that
   // multiplies a chunk reads its weights as one sequential stream.
-  std::shared_ptr<const std::vector<float>> u;
+  std::shared_ptr<const PackedFloats> u;
   int64_t u_stride = 0;
 };
 
