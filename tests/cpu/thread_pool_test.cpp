@@ -74,6 +74,34 @@ TEST(ThreadPool, UsesMoreThanOneThread) {
   EXPECT_EQ(pool.size(), 2);
 }
 
+// Chunks go by home range: the caller starts at chunk 0, worker i at i * count / threads (then
+// each helps with the rest), so that jobs splitting the same data alike keep each part on one
+// thread. With a shared counter the worker's first chunk was one of the first few.
+TEST(ThreadPool, EachThreadStartsAtItsHomeRange) {
+  ThreadPool pool(2);
+  const std::thread::id caller = std::this_thread::get_id();
+  int worker_started_home = 0;
+  for (int rep = 0; rep < 20; ++rep) {
+    std::mutex m;
+    std::vector<std::pair<int64_t, std::thread::id>> order;
+    pool.parallel_for(64, 1, [&](int64_t b, int64_t) {
+      {
+        std::lock_guard<std::mutex> lk(m);
+        order.emplace_back(b, std::this_thread::get_id());
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    });
+    ASSERT_EQ(order.size(), 64u);
+    EXPECT_EQ(order[0], std::make_pair(int64_t(0), caller));
+    for (const auto& [chunk, id] : order)
+      if (id != caller) {
+        worker_started_home += chunk == 32;
+        break;
+      }
+  }
+  EXPECT_GT(worker_started_home, 0);
+}
+
 TEST(ThreadPool, SingleThreadRunsInlineOnCaller) {
   ThreadPool pool(1);
   const auto me = std::this_thread::get_id();
