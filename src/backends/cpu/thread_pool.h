@@ -1,6 +1,9 @@
 // A persistent pool of worker threads. parallel_for splits [0, n) into chunks whose
 // boundaries depend only on n and grain (never on the thread count), so reductions
 // that combine per-chunk partials in chunk order are identical for any thread count.
+// Thread t first takes the chunks of its own share [t * count / T, (t + 1) * count / T) in
+// order (the caller is thread 0), then helps with the rest: the same part of two similar
+// jobs mostly runs on the same core.
 // Nested parallel_for calls run inline. Not re-entrant across different callers:
 // one executable run at a time uses a pool (each clone gets its own pool or shares
 // one guarded by a mutex).
