@@ -514,5 +514,58 @@ TEST(ConvPrepack, ConstantWeightsGiveTheParamPathsBytes) {
   }
 }
 
+// Stride-2 convs with constant weights read their output positions from padded phase planes
+// (conv_phases_direct: the product transposed, nothing packed per call): the bytes of the same
+// conv with the weights as a param (the phase packer's GEMM), with bias, residual and ReLU or
+// leaky ReLU in the epilogue, on every ISA, at 1 and 2 threads. Output widths 9 (one row tile),
+// 15 (odd: tiles 8 + 7, or 5 + 5 + 5 for AVX2's six rows) and 29; pads 1 and, for the 5x5, 2.
+TEST(ConvPrepack, StrideTwoReadFromPhasePlanesGivesTheParamPathsBytes) {
+  struct Case {
+    int64_t m, c, h, k, pad;
+    Activation act;
+  };
+  for (const Case& k : {Case{24, 40, 18, 3, 1, Activation::Relu}, Case{40, 24, 29, 3, 1, Activation::LeakyRelu},
+                        Case{16, 20, 57, 3, 1, Activation::None}, Case{36, 12, 30, 5, 2, Activation::Relu}}) {
+    SCOPED_TRACE(::testing::Message() << "m=" << k.m << " h=" << k.h << " k=" << k.k);
+    const int64_t oh = (k.h + 2 * k.pad - k.k) / 2 + 1;
+    std::vector<float> wv(size_t(k.m * k.c * k.k * k.k)), xv(size_t(k.c * k.h * k.h)), bv(size_t(k.m)),
+        rv(size_t(k.m * oh * oh));
+    for (size_t i = 0; i < wv.size(); ++i) wv[i] = float(int(i * 7 % 13) - 6) / 8.0f;
+    for (size_t i = 0; i < xv.size(); ++i) xv[i] = float(int(i * 5 % 11) - 5) / 4.0f;
+    for (size_t i = 0; i < bv.size(); ++i) bv[i] = float(int(i * 3 % 7) - 3) / 2.0f;
+    for (size_t i = 0; i < rv.size(); ++i) rv[i] = float(int(i * 11 % 17) - 8) / 4.0f;
+    FusedConvAttrs a;
+    a.strides = {2, 2};
+    a.pads = {k.pad, k.pad, k.pad, k.pad};
+    a.activation = k.act;
+    a.alpha = k.act == Activation::LeakyRelu ? 0.125 : 0.0;
+    auto graph = [&](bool constant) {
+      Graph g(constant ? "conv_const" : "conv_param");
+      Value x = g.input("x", Shape({1, k.c, k.h, k.h}, DType::F32));
+      Value r = g.input("r", Shape({1, k.m, oh, oh}, DType::F32));
+      Value w = constant ? g.constant_f32({k.m, k.c, k.k, k.k}, wv) : g.param("w", Shape({k.m, k.c, k.k, k.k}, DType::F32));
+      Value b = constant ? g.constant_f32({k.m}, bv) : g.param("b", Shape({k.m}, DType::F32));
+      g.set_outputs({g.fused_conv2d(x, w, b, r, a)}, {"y"});
+      return g;
+    };
+    std::vector<std::vector<float>> want;
+    {
+      CompiledGraph ref = Session(Device::Cpu).compile(graph(false));
+      ref.set_param("w", wv);
+      ref.set_param("b", bv);
+      want = ref.run({{"x", xv}, {"r", rv}});
+    }
+    for (const char* isa : test::isa_levels_here()) {
+      test::IsaOverride o(isa);
+      for (int threads : {1, 2}) {
+        CompileOptions opts;
+        opts.threads = threads;
+        CompiledGraph net = Session(Device::Cpu, opts).compile(graph(true));
+        EXPECT_EQ(net.run({{"x", xv}, {"r", rv}}), want) << isa << ", " << threads << " threads";
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace rlx

@@ -81,7 +81,8 @@ void register_reduce_kernels(KernelRegistry& r);     // reduce_*, argmax/min, to
 void register_norm_kernels(KernelRegistry& r);       // softmax, log_softmax, layer/rms norm
 void register_matmul_kernels(KernelRegistry& r);     // matmul, fused_matmul
 void register_movement_kernels(KernelRegistry& r);   // transpose, slice, concat, split, gather, expand, pad, tile
-void register_conv_kernels(KernelRegistry& r);       // conv2d, pools
+void register_conv_kernels(KernelRegistry& r);       // conv2d, fused_conv2d
+void register_pool_kernels(KernelRegistry& r);       // max_pool2d, avg_pool2d
 void register_conv_integer_kernels(KernelRegistry& r);  // conv_integer
 void register_dft_kernels(KernelRegistry& r);           // dft, idft
 void register_attention_kernels(KernelRegistry& r);  // attention, rotary

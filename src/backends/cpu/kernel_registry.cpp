@@ -40,6 +40,7 @@ const KernelRegistry& kernel_registry() {
     register_matmul_kernels(r);
     register_movement_kernels(r);
     register_conv_kernels(r);
+    register_pool_kernels(r);
     register_conv_integer_kernels(r);
     register_dft_kernels(r);
     register_attention_kernels(r);

@@ -1,5 +1,5 @@
-// conv2d (NCHW, groups, stride, pads [top, left, bottom, right], dilation, bias) and
-// max/avg pooling.
+// conv2d (NCHW, groups, stride, pads [top, left, bottom, right], dilation, bias); the pools are
+// in pool.cpp.
 //
 // Float conv runs per (image, group) as a GEMM: weights [Cout/g, Cin/g*kh*kw] times the
 // virtual im2col matrix [Cin/g*kh*kw, OH*OW], which is never materialized: the GEMM's B
@@ -20,6 +20,7 @@
 #include "backends/cpu/huge_pages.h"
 #include "backends/cpu/isa.h"
 #include "backends/cpu/kernel.h"
+#include "backends/cpu/kernels/conv_element.h"
 #include "backends/cpu/kernels/conv_winograd.h"
 #include "backends/cpu/kernels/elementwise_types.h"
 #include "backends/cpu/kernels/gemm.h"
@@ -29,6 +30,8 @@
 
 namespace rlx::cpu {
 namespace {
+
+using namespace conv_element;
 
 struct ConvCfg {
   DType type = DType::F32;
@@ -43,7 +46,10 @@ struct ConvCfg {
   bool transposed = false;  // the product as C^T = cols^T W^T (see conv_gemm_transposed)
   bool in_place = false;    // B read from the input rows in place (see conv_in_place)
   bool phases = false;      // im2col packed from the image's phase planes (see pack_phase_im2col)
-  int64_t dy0 = 0, phase_rows = 0;  // phase planes: row r holds output row r + dy0 (oy + dy of a tap)
+  bool phases_direct = false;  // constant weights: the output positions read from padded phase planes (conv_phases_direct)
+  // Phase planes: row r holds output row r + dy0 (oy + dy of a tap); in conv_phases_direct's
+  // padded planes, phase_w columns, column u output column u + dx0 (ox + dx).
+  int64_t dy0 = 0, phase_rows = 0, dx0 = 0, phase_w = 0;
   bool has_bias = false;
   // fused_conv2d's epilogue (f32, f16, bf16: applied in f32 before the output's rounding):
   // out = act(conv + bias + residual).
@@ -83,19 +89,6 @@ struct ConvCfg {
 };
 
 
-// ---------------------------------------------------------------- element access
-
-struct F16 { uint16_t bits; };
-struct BF16 { uint16_t bits; };
-inline float load(const float* p) { return *p; }
-inline double load(const double* p) { return *p; }
-inline float load(const F16* p) { return f16_to_f32(p->bits); }
-inline float load(const BF16* p) { return bf16_to_f32(p->bits); }
-inline void store(float* p, float v) { *p = v; }
-inline void store(double* p, double v) { *p = v; }
-inline void store(F16* p, float v) { p->bits = f32_to_f16(v); }
-inline void store(BF16* p, float v) { p->bits = f32_to_bf16(v); }
-template <class T> using AccOf = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
 // ---------------------------------------------------------------- im2col packing
 
@@ -247,25 +240,29 @@ struct PhaseCtx {
   int64_t plane;        // phase_rows * ow
 };
 
-inline int64_t floor_half(int64_t q) { return q >= 0 ? q / 2 : -((-q + 1) / 2); }  // floor(q / 2)
 
-// The phase planes of channels [0, nch) of image xg into `planes` (margin floats before and after).
-void build_phase_planes(const ConvCfg& c, ThreadPool* pool, const float* xg, int64_t nch, float* planes) {
-  const int64_t ow = c.ow, plane = c.phase_rows * ow;
+// The phase planes of channels [0, nch) of image xg into `planes`, pw columns each, column u
+// holding output column u + col0 of the plane's phase (zero outside the image): pw = ow and
+// col0 = 0 for the packer (margin floats before and after), conv_phases_direct's padded ones.
+void build_phase_planes(const ConvCfg& c, ThreadPool* pool, const float* xg, int64_t nch, float* planes, int64_t pw,
+                        int64_t col0) {
+  const int64_t plane = c.phase_rows * pw;
   const bool split = pool && pool->size() > 1 && nch * 4 * plane >= 65536;
   for_each_index(split ? pool : nullptr, nch * 4, [&](int64_t t) {
     const int64_t ci = t / 4, py = (t / 2) % 2, px = t % 2;
     float* d = planes + t * plane;
-    // Columns c with 2c + px inside the image: c < (w - px + 1) / 2.
-    const int64_t inside = std::clamp<int64_t>((c.w - px + 1) / 2, 0, ow);
-    for (int64_t r = 0; r < c.phase_rows; ++r, d += ow) {
+    // Column u reads input column 2 (u + col0) + px: inside for u in [u0, u1).
+    const int64_t u0 = std::clamp<int64_t>(-col0, 0, pw);
+    const int64_t u1 = std::clamp<int64_t>((c.w - px + 1) / 2 - col0, u0, pw);
+    for (int64_t r = 0; r < c.phase_rows; ++r, d += pw) {
       const int64_t iy = 2 * (r + c.dy0) + py;
       if (iy < 0 || iy >= c.h) {
-        zero_floats(d, ow);
+        zero_floats(d, pw);
         continue;
       }
-      copy_even_floats(d, xg + (ci * c.h + iy) * c.w + px, inside);
-      zero_floats(d + inside, ow - inside);
+      zero_floats(d, u0);
+      copy_even_floats(d + u0, xg + (ci * c.h + iy) * c.w + 2 * (u0 + col0) + px, u1 - u0);
+      zero_floats(d + u1, pw - u1);
     }
   });
 }
@@ -307,6 +304,72 @@ RLX_NO_LIBCALL void pack_phase_im2col(const void* vctx, int64_t k0, int64_t kc, 
       }
     }
   }
+}
+
+// Stride 2 both ways with constant weights (f32, one group; ResNet-50's stride-2 3x3 convs): the
+// product transposed, C^T [positions, cout] = cols^T x W^T, with the positions as the
+// microkernel's rows read where they lie: the image split once into padded phase planes
+// (phase_w columns; column u is output column u + dx0, zero outside the image), output row oy's
+// positions ox0 .. ox0 + rows - 1 read tap (ci, ky, kx) as one run of rows floats at a fixed
+// offset per tap (ukr_arows), and the weights, packed once as B panels of nr output channels,
+// are the vectors. Nothing is packed per call; packing the im2col panels (pack_phase_im2col)
+// was a sixth of these convs' time, and the untransposed product read in place needed the
+// positions as vectors, whose runs cross rows (ukr_off over phase planes: slower than packing).
+// Tasks are (channel panel, group of output rows); each walks the K blocks outside and its row
+// tiles inside, with its C^T in a buffer, then writes it back transposed and runs the
+// epilogue. The K blocks and each element's FMA chain are the packed paths': the same bits.
+void conv_phases_direct(const ConvCfg& cfg, ThreadPool* pool, const float* xg, const float* bp, const float* bias,
+                        const float* rg, float* og) {
+  const IsaKernels& K = *cfg.kernels;
+  const int mr = K.mr, nr = K.nr;
+  const int64_t taps = cfg.kh * cfg.kw, kg = cfg.c * taps, mg = cfg.cout, p = cfg.oh * cfg.ow, ow = cfg.ow;
+  const int64_t pw = cfg.phase_w, plane = cfg.phase_rows * pw;
+  const int64_t panels = (mg + nr - 1) / nr, npad = panels * nr;
+  thread_local std::vector<float> planes;
+  thread_local std::vector<int64_t> off;
+  planes.resize(size_t(cfg.c * 4 * plane));
+  build_phase_planes(cfg, pool, xg, cfg.c, planes.data(), pw, cfg.dx0);
+  off.resize(size_t(kg));
+  TapCursor tap{0, 0, 0};
+  for (int64_t k = 0; k < kg; ++k) {
+    if (k > 0) tap.next(cfg);
+    const int64_t qy = tap.ky - cfg.pt, qx = tap.kx - cfg.pl, dy = floor_half(qy), dx = floor_half(qx);
+    off[size_t(k)] = ((tap.ci * 2 + (qy - 2 * dy)) * 2 + (qx - 2 * dx)) * plane + (dy - cfg.dy0) * pw + (dx - cfg.dx0);
+  }
+  // Row tiles of equal width: 28 positions as 10 + 9 + 9, not 12 + 12 + 4.
+  const int64_t nt = (ow + mr - 1) / mr;
+  const int64_t threads = pool ? pool->size() : 1;
+  const int64_t rgroups = std::clamp<int64_t>((4 * threads + panels - 1) / panels, 1, cfg.oh);
+  const float* pl = planes.data();
+  const int64_t* offs = off.data();
+  for_each_index(pool, panels * rgroups, [&](int64_t task) {
+    const int64_t q = task / rgroups, gi = task % rgroups;
+    const int64_t oy0 = gi * cfg.oh / rgroups, oy1 = (gi + 1) * cfg.oh / rgroups;
+    const int64_t co0 = q * nr, ncols = std::min<int64_t>(nr, mg - co0);
+    thread_local std::vector<float> cbuf;  // C^T of the task: position (oy - oy0) * ow + ox, nr channels each
+    cbuf.resize(size_t((oy1 - oy0) * ow * nr));
+    for (int64_t pc = 0; pc < kg; pc += K.kc) {
+      const int64_t kc = std::min(K.kc, kg - pc);
+      const float* b = bp + pc * npad + q * nr * kc;
+      for (int64_t oy = oy0; oy < oy1; ++oy)
+        for (int64_t t = 0; t < nt; ++t) {
+          const int64_t ox0 = t * ow / nt, rows = (t + 1) * ow / nt - ox0;
+          K.ukr_arows[rows](kc, pl + oy * pw + ox0, offs + pc, b, cbuf.data() + ((oy - oy0) * ow + ox0) * nr, nr,
+                            pc > 0);
+        }
+    }
+    // Back transposed (rows of the output are channels), then bias, residual and activation.
+    float* o = og + co0 * p + oy0 * ow;
+    const int64_t n = (oy1 - oy0) * ow;
+    for (int64_t i0 = 0; i0 < n; i0 += 16) {  // 16 positions at a time: their nr channels stay in L1
+      const int64_t i1 = std::min(n, i0 + 16);
+      for (int64_t j = 0; j < ncols; ++j)
+        for (int64_t i = i0; i < i1; ++i) o[j * p + i] = cbuf[size_t(i * nr + j)];
+    }
+    if (bias || rg || cfg.act != Activation::None)
+      cfg.rows->tile_epilogue(o, p, ncols, n, bias ? bias + co0 : nullptr, rg ? rg + co0 * p + oy0 * ow : nullptr, p,
+                              cfg.act, cfg.alpha);
+  });
 }
 
 // ---------------------------------------------------------------- GEMM conv
@@ -454,7 +517,7 @@ void conv_gemm_one(const ConvCfg& cfg, ThreadPool* pool, const void* x, const vo
     planes.resize(size_t(cg * 4 * plane + 2 * margin));
     std::fill(planes.begin(), planes.begin() + margin, 0.0f);
     std::fill(planes.end() - margin, planes.end(), 0.0f);
-    build_phase_planes(cfg, pool, static_cast<const float*>(xg), cg, planes.data() + margin);
+    build_phase_planes(cfg, pool, static_cast<const float*>(xg), cg, planes.data() + margin, cfg.ow, 0);
     pctx = {&cfg, static_cast<const float*>(xg), planes.data() + margin, plane};
     pr.pack_b = pack_phase_im2col;
     pr.pack_b_ctx = &pctx;
@@ -795,6 +858,17 @@ void run_conv(const RunCtx& ctx, const void* vcfg, void* const* bufs) {
       default: return conv_direct<float>(cfg, ctx.pool, x, w, bias, res, out, images);
     }
   }
+  if (cfg.phases_direct) {
+    const float* bp = cfg.packed_once(packed_b_floats(*cfg.kernels, cfg.c * cfg.kh * cfg.kw, cfg.cout), [&](float* d) {
+      pack_b_full(*cfg.kernels, GemmOperand{w, DType::F32, 1, cfg.c * cfg.kh * cfg.kw}, cfg.c * cfg.kh * cfg.kw,
+                  cfg.cout, d);
+    });
+    const int64_t plane = cfg.c * cfg.h * cfg.w, oplane = cfg.cout * cfg.oh * cfg.ow;
+    for (int64_t i = 0; i < images; ++i)
+      conv_phases_direct(cfg, ctx.pool, static_cast<const float*>(x) + i * plane, bp, static_cast<const float*>(bias),
+                         res ? static_cast<const float*>(res) + i * oplane : nullptr, static_cast<float*>(out) + i * oplane);
+    return;
+  }
   if (cfg.transposed) {
     for (int64_t i = 0; i < images; ++i)
       conv_gemm_transposed(cfg, ctx.pool, static_cast<const float*>(x), static_cast<const float*>(w),
@@ -816,9 +890,6 @@ void run_conv(const RunCtx& ctx, const void* vcfg, void* const* bufs) {
   for (int64_t i = 0; i < gemms; ++i) conv_gemm_one(cfg, ctx.pool, x, w, bias, res, out, i / cfg.group, i % cfg.group);
 }
 
-bool conv_float_type(DType t) {
-  return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::F64;
-}
 
 // Channels-last (nhwc) convolutions and pools take their decomposition (the NCHW kernels
 // between transposes): the CPU kernels are NCHW.
@@ -905,8 +976,12 @@ KernelCall build_conv(const Node& node, const std::vector<const Shape*>& in, con
                (c.sw == 1 || c.sw == 2) && c.ow >= kInPlaceMinCols && p > kDotCols;
   {
     const char* env = std::getenv("RLX_CPU_CONV_PHASES");
-    int64_t dx_max = 0, dy_lo = 0, dy_hi = 0;
-    for (int64_t kx = 0; kx < c.kw; ++kx) dx_max = std::max(dx_max, std::abs(floor_half(kx - c.pl)));
+    int64_t dx_max = 0, dx_lo = 0, dx_hi = 0, dy_lo = 0, dy_hi = 0;
+    for (int64_t kx = 0; kx < c.kw; ++kx) {
+      dx_max = std::max(dx_max, std::abs(floor_half(kx - c.pl)));
+      dx_lo = std::min(dx_lo, floor_half(kx - c.pl));
+      dx_hi = std::max(dx_hi, floor_half(kx - c.pl));
+    }
     for (int64_t ky = 0; ky < c.kh; ++ky) {
       dy_lo = std::min(dy_lo, floor_half(ky - c.pt));
       dy_hi = std::max(dy_hi, floor_half(ky - c.pt));
@@ -916,6 +991,8 @@ KernelCall build_conv(const Node& node, const std::vector<const Shape*>& in, con
                p > kDotCols && dx_max < 63;
     c.dy0 = dy_lo;
     c.phase_rows = c.oh + dy_hi - dy_lo;
+    c.dx0 = dx_lo;
+    c.phase_w = c.ow + dx_hi - dx_lo;
   }
   return make_call(run_conv, std::move(c));
 }
@@ -943,243 +1020,25 @@ KernelCall build_conv_info(const Node& node, const std::vector<const Shape*>& in
     wcall.absorbed = {1};
     return wcall;
   }
+  // Stride 2 both ways under kInPlaceMinCols columns: the positions read from phase planes
+  // (conv_phases_direct) where the ISA has the kernel; RLX_CPU_CONV_PHASES=0 (the plain im2col
+  // packer) or RLX_CPU_CONV_DIRECT=0 (the phase packer) keep the GEMM paths. Not where the
+  // product is transposed already (7x7 outputs: 49 positions, whose weights stream from memory
+  // through the packed path's prefetching kernels; ResNet-50's layer4 stride-2 conv 1.26 ms
+  // there against 1.35 direct, one thread).
+  const char* no_phases = std::getenv("RLX_CPU_CONV_PHASES");
+  const char* no_direct = std::getenv("RLX_CPU_CONV_DIRECT");
+  if (!(no_phases && std::string(no_phases) == "0") && !(no_direct && std::string(no_direct) == "0") &&
+      c.kernels->ukr_arows[1] && !c.in_place && !c.transposed && !c.pointwise && !c.subsample && c.sh == 2 && c.sw == 2 &&
+      c.dh == 1 && c.dw == 1 && c.oh * c.ow > kDotCols) {
+    with.phases_direct = true;
+    with.phases = false;
+    with.packed = std::make_shared<ConvCfg::PackedWeights>();
+    return make_call(run_conv, std::move(with));
+  }
   if ((c.oh * c.ow > 1024 && !c.in_place) || c.oh * c.ow <= 4) return call;
   with.packed = std::make_shared<ConvCfg::PackedWeights>();
   return make_call(run_conv, std::move(with));
-}
-
-// ---------------------------------------------------------------- pooling
-
-// Taps of one window along an axis (tap t sits at start + t*d): [lo, hi) fall inside the
-// input; `padded` counts those inside input + padding (ceil mode can put taps past the
-// trailing padding, which never count).
-struct Taps {
-  int64_t lo, hi, padded;
-};
-
-struct PoolCfg {
-  DType type = DType::F32;
-  bool is_max = true, count_include_pad = false;
-  int64_t planes = 0, h = 0, w = 0, oh = 0, ow = 0;
-  int64_t kh = 1, kw = 1, sh = 1, sw = 1, pt = 0, pl = 0, pb = 0, pr = 0, dh = 1, dw = 1;
-  // Each output row's and column's window taps, computed once at build: finding them takes
-  // divisions that cost more than the window's few compares (ResNet-50's 3x3 max pool ran
-  // at a tenth of the speed that way).
-  std::vector<Taps> rows, cols;
-  std::vector<int64_t> tap_cols;  // per kx: [lo, hi) of the output columns whose window reads tap kx inside the input
-  ew::ConvertFn to_f32 = nullptr, from_f32 = nullptr;  // half types: whole planes converted
-  const RowKernels* vec = nullptr;  // f32 max pooling's window in registers (max_taps)
-};
-
-template <class T> using PoolAcc = std::conditional_t<std::is_integral_v<T>, T, AccOf<T>>;
-template <class T> inline PoolAcc<T> pload(const T* p) {
-  if constexpr (std::is_integral_v<T>) return *p;
-  else return load(p);
-}
-template <class T> inline void pstore(T* p, PoolAcc<T> v) {
-  if constexpr (std::is_integral_v<T>) *p = v;
-  else store(p, v);
-}
-
-inline Taps window_taps(int64_t start, int64_t k, int64_t d, int64_t n, int64_t pad_begin, int64_t pad_end) {
-  auto first_at_least = [&](int64_t bound) { return bound <= start ? int64_t(0) : (bound - start + d - 1) / d; };
-  const int64_t lo = std::min(k, first_at_least(0)), hi = std::max(lo, std::min(k, first_at_least(n)));
-  const int64_t plo = std::min(k, first_at_least(-pad_begin));
-  const int64_t phi = std::max(plo, std::min(k, first_at_least(n + pad_end)));
-  return {lo, hi, phi - plo};
-}
-
-// Row by row: for each output row, each tap (ky, kx) updates the whole run of output
-// columns whose window holds it (cfg.tap_cols), so consecutive updates are independent
-// (the per-window loop was one dependent chain of compare-selects, ~10 cycles a tap).
-template <class T>
-void pool_plane(const PoolCfg& c, const T* x, T* o) {
-  using Acc = PoolAcc<T>;
-  thread_local std::vector<Acc> acc;
-  acc.resize(size_t(c.ow));
-  const Acc lowest = std::numeric_limits<Acc>::has_infinity ? -std::numeric_limits<Acc>::infinity()
-                                                            : std::numeric_limits<Acc>::lowest();
-  for (int64_t oy = 0; oy < c.oh; ++oy) {
-    const int64_t y0 = oy * c.sh - c.pt;
-    const Taps& ty = c.rows[size_t(oy)];
-    std::fill(acc.begin(), acc.end(), c.is_max ? lowest : Acc(0));
-    for (int64_t ky = ty.lo; ky < ty.hi; ++ky) {
-      const T* row = x + (y0 + ky * c.dh) * c.w;
-      for (int64_t kx = 0; kx < c.kw; ++kx) {
-        const int64_t lo = c.tap_cols[size_t(2 * kx)], hi = c.tap_cols[size_t(2 * kx + 1)];
-        const int64_t off = kx * c.dw - c.pl;  // input column of output column ox: ox * sw + off
-        if (c.is_max) {
-          for (int64_t ox = lo; ox < hi; ++ox) {
-            const Acc v = pload(row + (ox * c.sw + off));
-            const bool take = (v > acc[size_t(ox)]) | (v != v);  // NaN propagates
-            acc[size_t(ox)] = take ? v : acc[size_t(ox)];
-          }
-        } else {
-          for (int64_t ox = lo; ox < hi; ++ox) acc[size_t(ox)] += pload(row + (ox * c.sw + off));
-        }
-      }
-    }
-    for (int64_t ox = 0; ox < c.ow; ++ox) {
-      if (c.is_max) {
-        pstore(o + oy * c.ow + ox, acc[size_t(ox)]);
-      } else {
-        const Taps& tx = c.cols[size_t(ox)];
-        const int64_t count = c.count_include_pad ? ty.padded * tx.padded : (ty.hi - ty.lo) * (tx.hi - tx.lo);
-        pstore(o + oy * c.ow + ox, count > 0 ? Acc(acc[size_t(ox)] / Acc(count)) : Acc(0));
-      }
-    }
-  }
-}
-
-// f32 max pooling with width stride 2 (ResNet's 3x3 / 2 after the stem), separably: each input
-// row a window reads is split into its even and odd columns (phase rows with -inf margins, so
-// that tap kx of every output column reads a contiguous run: input column 2 * ox + q is
-// even[ox + q / 2] or odd[ox + (q - 1) / 2]; a column outside the image reads -inf, which the
-// max step never takes, as if the tap were skipped) and folded over kx into a row of ow
-// horizontal maxima; an output row is then the fold of its window's rows of those, one
-// RowKernels::max_taps call each. The same result as pool_plane's fold over (ky, kx): with a
-// strict compare the fold returns the first maximal element (-0 and +0 as they came) and
-// with NaN taken whenever it comes, the last NaN; folding each row first and then the rows
-// picks the same element. (A 9-tap fold per output row over phase copies of every row
-// before: ResNet-50's pool 0.41 -> 0.36 ms standalone on one thread.)
-void max_pool_plane_s2(const PoolCfg& c, const float* x, float* o) {
-  const int64_t we = (c.w + 1) / 2, wo = c.w / 2;
-  // Tap kx reads phase (kx - pl) mod 2 from column ox + floor((kx - pl) / 2): margins for the
-  // lowest and highest such column over every ox < ow.
-  const int64_t lm = std::max<int64_t>(0, -floor_half(-c.pl));
-  const int64_t hi = c.ow - 1 + floor_half((c.kw - 1) * c.dw - c.pl);
-  const int64_t len = lm + std::max(hi + 1, we);  // a phase row: lm margin, columns, right margin
-  thread_local std::vector<float> phase, hmax;
-  thread_local std::vector<uint8_t> have;
-  thread_local std::vector<const float*> src, rows_src;
-  phase.resize(size_t(2 * len));
-  hmax.resize(size_t(c.h * c.ow));
-  have.assign(size_t(c.h), 0);
-  src.resize(size_t(c.kw));
-  rows_src.resize(size_t(c.kh));
-  const float ninf = -std::numeric_limits<float>::infinity();
-  std::fill(phase.begin(), phase.end(), ninf);  // the margins stay -inf; the columns are rewritten per row
-  float* ev = phase.data() + lm;
-  float* od = ev + len;
-  for (int64_t kx = 0; kx < c.kw; ++kx) {
-    const int64_t q = kx * c.dw - c.pl, half = floor_half(q);
-    src[size_t(kx)] = (q - 2 * half == 0 ? ev : od) + half;
-  }
-  // A 3-wide window from one column left of each stride-2 step (ResNet's pool) folds its row
-  // in registers (RowKernels::max3_s2: the same taps in the same order).
-  const bool three = c.kw == 3 && c.dw == 1 && c.pl == 1;
-  auto row_max = [&](int64_t y) {  // hmax row y from input row y (even columns read r[0 .. 2we - 2], odd r[1 .. 2wo - 1])
-    if (three) {
-      c.vec->max3_s2(hmax.data() + y * c.ow, x + y * c.w, c.w, c.ow);
-    } else {
-      c.vec->copy_even(ev, x + y * c.w, we);
-      c.vec->copy_even(od, x + y * c.w + 1, wo);
-      c.vec->max_taps(hmax.data() + y * c.ow, c.kw, src.data(), c.ow);
-    }
-    have[size_t(y)] = 1;
-  };
-  for (int64_t oy = 0; oy < c.oh; ++oy) {
-    const int64_t y0 = oy * c.sh - c.pt;
-    const Taps& ty = c.rows[size_t(oy)];
-    int64_t taps = 0;
-    for (int64_t ky = ty.lo; ky < ty.hi; ++ky) {
-      const int64_t y = y0 + ky * c.dh;
-      if (!have[size_t(y)]) row_max(y);
-      rows_src[size_t(taps++)] = hmax.data() + y * c.ow;
-    }
-    c.vec->max_taps(o + oy * c.ow, taps, rows_src.data(), c.ow);
-  }
-}
-
-template <class T>
-void run_pool_typed(const RunCtx& ctx, const PoolCfg& c, const void* x, void* out) {
-  const bool split = std::is_same_v<T, float> && c.is_max && c.sw == 2 && c.vec;
-  for_each_index(ctx.pool, c.planes, [&](int64_t p) {
-    if constexpr (std::is_same_v<T, float>)
-      if (split)
-        return max_pool_plane_s2(c, static_cast<const float*>(x) + p * c.h * c.w,
-                                 static_cast<float*>(out) + p * c.oh * c.ow);
-    pool_plane<T>(c, static_cast<const T*>(x) + p * c.h * c.w, static_cast<T*>(out) + p * c.oh * c.ow);
-  });
-}
-
-// Half planes pool as f32 (the accumulator pool_plane<F16> uses anyway): each plane widened
-// a vector at a time, pooled, and narrowed back with the same rounding as its store; the
-// bits equal the per-element path's.
-void run_pool_half(const RunCtx& ctx, const PoolCfg& c, const void* x, void* out) {
-  for_each_index(ctx.pool, c.planes, [&](int64_t p) {
-    thread_local std::vector<float> in, res;
-    in.resize(size_t(c.h * c.w));
-    res.resize(size_t(c.oh * c.ow));
-    c.to_f32(static_cast<const uint16_t*>(x) + p * c.h * c.w, in.data(), c.h * c.w);
-    pool_plane<float>(c, in.data(), res.data());
-    c.from_f32(res.data(), static_cast<uint16_t*>(out) + p * c.oh * c.ow, c.oh * c.ow);
-  });
-}
-
-void run_pool(const RunCtx& ctx, const void* vcfg, void* const* bufs) {
-  const PoolCfg& c = *static_cast<const PoolCfg*>(vcfg);
-  const void* x = bufs[0];
-  void* out = bufs[1];
-  switch (c.type) {
-    case DType::F32: return run_pool_typed<float>(ctx, c, x, out);
-    case DType::F64: return run_pool_typed<double>(ctx, c, x, out);
-    case DType::F16:
-    case DType::BF16: return run_pool_half(ctx, c, x, out);
-    case DType::I8: return run_pool_typed<int8_t>(ctx, c, x, out);
-    case DType::I16: return run_pool_typed<int16_t>(ctx, c, x, out);
-    case DType::I32: return run_pool_typed<int32_t>(ctx, c, x, out);
-    case DType::I64: return run_pool_typed<int64_t>(ctx, c, x, out);
-    case DType::U8: return run_pool_typed<uint8_t>(ctx, c, x, out);
-    case DType::U32: return run_pool_typed<uint32_t>(ctx, c, x, out);
-    default: fail(ErrorCategory::Internal, "pool kernel called with unsupported dtype ", dtype_name(c.type));
-  }
-}
-
-bool supports_max_pool(const Node& node, const std::vector<const Shape*>& in) {
-  if (ir::is_channels_last(node)) return false;
-  return conv_float_type(in[0]->dtype()) || is_integer(in[0]->dtype());
-}
-
-bool supports_avg_pool(const Node& node, const std::vector<const Shape*>& in) {
-  if (ir::is_channels_last(node)) return false;
-  return conv_float_type(in[0]->dtype());
-}
-
-KernelCall build_pool(const Node& node, const std::vector<const Shape*>& in, const std::vector<Shape>& out) {
-  const auto& a = node.attr<PoolAttrs>();
-  const std::vector<int64_t> xd = in[0]->static_dims(), od = out[0].static_dims();
-  if (xd.size() != 4 || od.size() != 4 || a.kernel.size() != 2 || a.strides.size() != 2 || a.pads.size() != 4 ||
-      a.dilations.size() != 2)
-    fail(ErrorCategory::Shape, "node '", node.name, "' (", op_name(node.kind), "): malformed shapes or attributes");
-  PoolCfg c;
-  c.type = in[0]->dtype();
-  c.is_max = node.kind == OpKind::MaxPool2d;
-  c.count_include_pad = a.count_include_pad;
-  c.planes = xd[0] * xd[1];
-  c.h = xd[2], c.w = xd[3], c.oh = od[2], c.ow = od[3];
-  c.kh = a.kernel[0], c.kw = a.kernel[1], c.sh = a.strides[0], c.sw = a.strides[1];
-  c.pt = a.pads[0], c.pl = a.pads[1], c.pb = a.pads[2], c.pr = a.pads[3];
-  c.dh = a.dilations[0], c.dw = a.dilations[1];
-  c.vec = &row_kernels(detect_isa());
-  if (c.type == DType::F16 || c.type == DType::BF16) {
-    c.to_f32 = ew::convert_fn(c.type, DType::F32, detect_isa());
-    c.from_f32 = ew::convert_fn(DType::F32, c.type, detect_isa());
-  }
-  for (int64_t oy = 0; oy < c.oh; ++oy) c.rows.push_back(window_taps(oy * c.sh - c.pt, c.kh, c.dh, c.h, c.pt, c.pb));
-  for (int64_t ox = 0; ox < c.ow; ++ox) c.cols.push_back(window_taps(ox * c.sw - c.pl, c.kw, c.dw, c.w, c.pl, c.pr));
-  for (int64_t kx = 0; kx < c.kw; ++kx) {  // a tap is inside for a contiguous run of columns
-    int64_t lo = c.ow, hi = c.ow;
-    for (int64_t ox = 0; ox < c.ow; ++ox)
-      if (kx >= c.cols[size_t(ox)].lo && kx < c.cols[size_t(ox)].hi) {
-        if (lo == c.ow) lo = ox;
-        hi = ox + 1;
-      }
-    if (lo == c.ow) hi = lo;
-    c.tap_cols.push_back(lo);
-    c.tap_cols.push_back(hi);
-  }
-  return make_call(run_pool, std::move(c));
 }
 
 }  // namespace
@@ -1189,8 +1048,6 @@ void register_conv_kernels(KernelRegistry& r) {
   r.add_build_info(OpKind::Conv2d, build_conv_info);
   r.add(OpKind::FusedConv2d, build_conv, supports_fused_conv);
   r.add_build_info(OpKind::FusedConv2d, build_conv_info);
-  r.add(OpKind::MaxPool2d, build_pool, supports_max_pool);
-  r.add(OpKind::AvgPool2d, build_pool, supports_avg_pool);
 }
 
 }  // namespace rlx::cpu

@@ -97,6 +97,11 @@ using GemmOffsetKernel = void (*)(int64_t kc, const float* a, const float* b, co
 // and ReLU of its last K block.
 using GemmOffsetEpiKernel = void (*)(int64_t kc, const float* a, const float* b, const int64_t* off, float* c,
                                      int64_t ldc, bool accumulate, const GemmRowEpilogue& e);
+// A tile whose A rows are read in place: for i < rows (the table's index) and j < nr,
+// c[i*ldc + j] (=|+=) sum over k < kc of a[aoff[k] + i] * b[k*nr + j] (b a pre-packed panel), the
+// microkernel's arithmetic (see gemm_vec.h's ukr_arows_vec).
+using GemmARowsKernel = void (*)(int64_t kc, const float* a, const int64_t* aoff, const float* b, float* c,
+                                 int64_t ldc, bool accumulate);
 // A tile's last few columns (at most 8) with the rows as the vector: for i < rows, j < ncols
 // (the table's index), c[i*ldc + j] (=|+=) the same sum as the microkernel's, from the same
 // packed A panel and B rows (b + k*ldb).
@@ -141,6 +146,8 @@ struct IsaKernels {
   GemmMicroKernel ukr_half_stream[17] = {};
   // Tiles of 1..8 columns (e.g. 196 = 6 x 32 + 4), indexed by columns; null where the ISA has none.
   GemmColsKernel ukr_cols[9] = {};
+  // Tiles of 1..mr rows read in place (GemmARowsKernel), indexed by rows; null where the ISA has none.
+  GemmARowsKernel ukr_arows[17] = {};
   GemmDotKernel dot = nullptr;
   GemvKernel gemv = nullptr;
   // The same ISA's row kernels (row_kernels(isa)): the tile epilogue of tiles the microkernel

@@ -149,6 +149,41 @@ void ukr_off_vec(int64_t kc, const float* a, const float* b, const int64_t* off,
   ukr_rows<M, Mr>(kc, a, [b, off](int64_t k) { return b + off[k]; }, c, ldc, accumulate);
 }
 
+// A tile whose rows are read where they lie: row i of step k at a[aoff[k] + i] (a strided
+// convolution's output positions of one row as the tile's rows, broadcast from the input's phase
+// planes: nothing packed), B a pre-packed panel (row k at b + k * 2W; not prefetched: the
+// caller runs every row tile of its positions over one panel, which stays in L1). C's row i (a position) at c + i * ldc, its 2W columns (output
+// channels) contiguous. Each element is the same FMA chain over k as in ukr_rows (a * b is
+// b * a), then stored or added to C in the same way: the same bits for the same values.
+template <int M, int Mr>
+void ukr_arows_vec(int64_t kc, const float* a, const int64_t* aoff, const float* b, float* c, int64_t ldc,
+                   bool accumulate) {
+  F c0[M], c1[M];
+#pragma GCC unroll 16
+  for (int i = 0; i < M; ++i) c0[i] = c1[i] = V::zero();
+  for (int64_t k = 0; k < kc; ++k) {
+    const float* ak = a + aoff[k];
+    const float* bk = b + k * 2 * W;
+    const F b0 = V::load(bk), b1 = V::load(bk + W);
+#pragma GCC unroll 16
+    for (int i = 0; i < M; ++i) {
+      const F ai = V::set1(ak[i]);
+      c0[i] = V::fmadd(ai, b0, c0[i]);
+      c1[i] = V::fmadd(ai, b1, c1[i]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < M; ++i) {
+    float* ci = c + i * ldc;
+    if (accumulate) {
+      c0[i] = V::add(V::load(ci), c0[i]);
+      c1[i] = V::add(V::load(ci + W), c1[i]);
+    }
+    V::store(ci, c0[i]);
+    V::store(ci + W, c1[i]);
+  }
+}
+
 // A tile of NC <= 8 columns (a panel's last few: 196 = 6 x 32 + 4): the rows are the vector
 // (step k's Mr floats of the packed A panel, Mr <= W) and each column's B value is broadcast,
 // so a step costs NC FMAs instead of the half kernel's M, whose lanes past NC were thrown
