@@ -321,7 +321,7 @@ RLX_NO_LIBCALL void pack_phase_im2col(const void* vctx, int64_t k0, int64_t kc, 
 void conv_phases_direct(const ConvCfg& cfg, ThreadPool* pool, const float* xg, const float* bp, const float* bias,
                         const float* rg, float* og) {
   const IsaKernels& K = *cfg.kernels;
-  const int mr = K.mr, nr = K.nr;
+  const int nr = K.nr;
   const int64_t taps = cfg.kh * cfg.kw, kg = cfg.c * taps, mg = cfg.cout, p = cfg.oh * cfg.ow, ow = cfg.ow;
   const int64_t pw = cfg.phase_w, plane = cfg.phase_rows * pw;
   const int64_t panels = (mg + nr - 1) / nr, npad = panels * nr;
@@ -336,8 +336,8 @@ void conv_phases_direct(const ConvCfg& cfg, ThreadPool* pool, const float* xg, c
     const int64_t qy = tap.ky - cfg.pt, qx = tap.kx - cfg.pl, dy = floor_half(qy), dx = floor_half(qx);
     off[size_t(k)] = ((tap.ci * 2 + (qy - 2 * dy)) * 2 + (qx - 2 * dx)) * plane + (dy - cfg.dy0) * pw + (dx - cfg.dx0);
   }
-  // Row tiles of equal width: 28 positions as 10 + 9 + 9, not 12 + 12 + 4.
-  const int64_t nt = (ow + mr - 1) / mr;
+  // Row tiles of equal width: 28 positions as 14 + 14 (AVX-512) or 5 + 5 + 6 + 6 + 6 (AVX2).
+  const int64_t nt = (ow + K.arows_max - 1) / K.arows_max;
   const int64_t threads = pool ? pool->size() : 1;
   const int64_t rgroups = std::clamp<int64_t>((4 * threads + panels - 1) / panels, 1, cfg.oh);
   const float* pl = planes.data();

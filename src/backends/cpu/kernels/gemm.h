@@ -146,8 +146,11 @@ struct IsaKernels {
   GemmMicroKernel ukr_half_stream[17] = {};
   // Tiles of 1..8 columns (e.g. 196 = 6 x 32 + 4), indexed by columns; null where the ISA has none.
   GemmColsKernel ukr_cols[9] = {};
-  // Tiles of 1..mr rows read in place (GemmARowsKernel), indexed by rows; null where the ISA has none.
+  // Tiles of 1..arows_max rows read in place (GemmARowsKernel), indexed by rows; null where the
+  // ISA has none. Its rows are not a packed panel's, so it may take more than mr (two vectors of
+  // accumulators per row: 14 rows fill AVX-512's 32 registers but for B and the broadcast).
   GemmARowsKernel ukr_arows[17] = {};
+  int arows_max = 0;
   GemmDotKernel dot = nullptr;
   GemvKernel gemv = nullptr;
   // The same ISA's row kernels (row_kernels(isa)): the tile epilogue of tiles the microkernel

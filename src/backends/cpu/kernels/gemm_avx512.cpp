@@ -92,7 +92,8 @@ IsaKernels make_table() {
   fill_table<kMr>(t.ukr_off_epi, []<int M>() { return &gemm_avx512_vec::ukr_off_epi_vec<M, kMr>; });
   fill_table<kMr>(t.ukr_off_half_epi, []<int M>() { return &gemm_avx512_vec::ukr_off_half_epi_vec<M, kMr>; });
   fill_table<8>(t.ukr_cols, []<int N>() { return &gemm_avx512_vec::ukr_cols_vec<N, kMr>; });
-  fill_table<kMr>(t.ukr_arows, []<int M>() { return &gemm_avx512_vec::ukr_arows_vec<M, kMr>; });
+  fill_table<14>(t.ukr_arows, []<int M>() { return &gemm_avx512_vec::ukr_arows_vec<M, kMr>; });
+  t.arows_max = 14;
   fill_table<kMr>(t.ukr_stream, []<int M>() { return &gemm_avx512_vec::ukr_stream_vec<M, kMr>; });
   fill_table<kMr>(t.ukr_epi_stream, []<int M>() { return &gemm_avx512_vec::ukr_epi_stream_vec<M, kMr>; });
   fill_table<kMr>(t.ukr_half_stream, []<int M>() { return &gemm_avx512_vec::ukr_half_stream_vec<M, kMr>; });
