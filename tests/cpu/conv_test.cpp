@@ -518,14 +518,16 @@ TEST(ConvPrepack, ConstantWeightsGiveTheParamPathsBytes) {
 // (conv_phases_direct: the product transposed, nothing packed per call): the bytes of the same
 // conv with the weights as a param (the phase packer's GEMM), with bias, residual and ReLU or
 // leaky ReLU in the epilogue, on every ISA, at 1 and 2 threads. Output widths 9 (one row tile),
-// 15 (odd: tiles 8 + 7, or 5 + 5 + 5 for AVX2's six rows) and 29; pads 1 and, for the 5x5, 2.
+// 15 (odd: tiles 7 + 8, or 5 + 5 + 5 for AVX2's six rows), 29 and 14 (one tile of AVX-512's
+// largest, 14 rows); pads 1 and, for the 5x5, 2.
 TEST(ConvPrepack, StrideTwoReadFromPhasePlanesGivesTheParamPathsBytes) {
   struct Case {
     int64_t m, c, h, k, pad;
     Activation act;
   };
   for (const Case& k : {Case{24, 40, 18, 3, 1, Activation::Relu}, Case{40, 24, 29, 3, 1, Activation::LeakyRelu},
-                        Case{16, 20, 57, 3, 1, Activation::None}, Case{36, 12, 30, 5, 2, Activation::Relu}}) {
+                        Case{16, 20, 57, 3, 1, Activation::None}, Case{36, 12, 30, 5, 2, Activation::Relu},
+                        Case{32, 16, 28, 3, 1, Activation::Relu}}) {
     SCOPED_TRACE(::testing::Message() << "m=" << k.m << " h=" << k.h << " k=" << k.k);
     const int64_t oh = (k.h + 2 * k.pad - k.k) / 2 + 1;
     std::vector<float> wv(size_t(k.m * k.c * k.k * k.k)), xv(size_t(k.c * k.h * k.h)), bv(size_t(k.m)),
