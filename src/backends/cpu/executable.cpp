@@ -60,11 +60,6 @@ class ConstantReaders {
     g.mutable_node(c->node).attr<ConstantAttrs>().value = Blob();
     for (Program::ConstantSlot& s : prog_.constants)
       if (s.where.offset == c->begin) s.bytes = Blob();
-    // The heap keeps a freed block's pages; the derived copies come from mappings of their
-    // own (huge_pages.h), which do not reuse them, so hand them back now: otherwise the
-    // originals and the copies would all be resident at the end of the build (BERT-base's
-    // peak 530 -> 790 MB).
-    if (c->end - c->begin >= int64_t(kHugeMin)) release_free_heap();
   }
 
  private:
@@ -168,6 +163,11 @@ std::shared_ptr<Program> compile(opt::Plan plan) {
     t.num_bufs = uint32_t(prog->bufs.size()) - t.first_buf;
     prog->thunks.push_back(std::move(t));
   }
+  // The constants released above (and the importer's temporaries) leave free heap pages that the
+  // packed weights in mappings of their own (huge_pages.h) do not reuse: hand them back once, before
+  // the first run packs the convolutions' weights. Per released constant it cost ResNet-50's first
+  // run 200 ms (pages returned, then faulted in again by the next allocations).
+  release_free_heap();
   return prog;
 }
 

@@ -9,7 +9,6 @@
 #include <type_traits>
 #include <vector>
 
-#include "backends/cpu/huge_pages.h"
 #include "backends/cpu/isa.h"
 #include "backends/cpu/kernel.h"
 #include "backends/cpu/kernels/gemm.h"
@@ -41,7 +40,7 @@ struct MatmulCfg {
   // A constant f32 B packed once at build in sgemm's panel layout (pack_b_full), shared by
   // runs and clones; the constant itself is then released (KernelCall::absorbed). Packing B
   // on every call cost about a quarter of a transformer product's microkernel time.
-  std::shared_ptr<const PackedFloats> b_packed;
+  std::shared_ptr<const std::vector<float>> b_packed;
   const IsaKernels* kernels = nullptr;
   const RowKernels* rows = nullptr;  // the epilogue activation
 };
@@ -349,7 +348,7 @@ KernelCall build_matmul_info(const Node& node, const std::vector<const Shape*>& 
   const int64_t floats = packed_b_floats(*c.kernels, c.k, c.n);
   if (c.m <= 4 || c.n <= 4 || c.k < 16 || floats * 8 > c.k * c.n * 9) return call;
   MatmulCfg with = c;
-  auto packed = std::make_shared<PackedFloats>(size_t(floats));
+  auto packed = std::make_shared<std::vector<float>>(size_t(floats));
   pack_b_full(*c.kernels, GemmOperand{b.data(), DType::F32, c.n, 1}, c.k, c.n, packed->data());
   with.b_packed = std::move(packed);
   KernelCall out_call = make_call(run_matmul, std::move(with), call.extent_ok);
