@@ -34,13 +34,10 @@ namespace {
 
 
 constexpr int kMr = 6, kNr = 16;
+// The ukr_*_stream tables: the packed-B kernels prefetching the next panel packed once (gemm_vec.h).
+constexpr int kStream = gemm_avx2_vec::kPrefetchBPanel;
 
 // The microkernel, dot, GEMV and conv row are the shared ones (gemm_vec.h, in gemm_ISA_vec above).
-template <int M> constexpr GemmMicroKernel ukr = &gemm_avx2_vec::ukr_vec<M, kMr>;
-template <int M> constexpr GemmOffsetKernel ukr_off = &gemm_avx2_vec::ukr_off_vec<M, kMr>;
-template <int M> constexpr GemmMicroKernel ukr_half = &gemm_avx2_vec::ukr_half_vec<M, kMr>;
-template <int M> constexpr GemmOffsetKernel ukr_off_half = &gemm_avx2_vec::ukr_off_half_vec<M, kMr>;
-
 
 // 8x8 transposes on AVX registers: rows [r0, r0+8) x k [k0, k0+8) of src become eight
 // k-rows of dst. Rows past `rows` read as zero; lanes past `width` are not stored.
@@ -110,23 +107,19 @@ IsaKernels make_table() {
   t.mc = 72;  // measured best on a Xeon (Sapphire/Emerald Rapids) restricted to AVX2
   t.kc = 192;
   t.nc = 2048;
-  t.ukr[1] = ukr<1>; t.ukr[2] = ukr<2>; t.ukr[3] = ukr<3>;
-  t.ukr[4] = ukr<4>; t.ukr[5] = ukr<5>; t.ukr[6] = ukr<6>;
-  t.ukr_off[1] = ukr_off<1>; t.ukr_off[2] = ukr_off<2>; t.ukr_off[3] = ukr_off<3>;
-  t.ukr_off[4] = ukr_off<4>; t.ukr_off[5] = ukr_off<5>; t.ukr_off[6] = ukr_off<6>;
+  fill_table<kMr>(t.ukr, []<int M>() { return &gemm_avx2_vec::ukr_vec<M, kMr>; });
+  fill_table<kMr>(t.ukr_off, []<int M>() { return &gemm_avx2_vec::ukr_off_vec<M, kMr>; });
   fill_table<kMr>(t.ukr_epi, []<int M>() { return &gemm_avx2_vec::ukr_epi_vec<M, kMr>; });
-  t.ukr_half[1] = ukr_half<1>; t.ukr_half[2] = ukr_half<2>; t.ukr_half[3] = ukr_half<3>;
-  t.ukr_half[4] = ukr_half<4>; t.ukr_half[5] = ukr_half<5>; t.ukr_half[6] = ukr_half<6>;
-  t.ukr_off_half[1] = ukr_off_half<1>; t.ukr_off_half[2] = ukr_off_half<2>; t.ukr_off_half[3] = ukr_off_half<3>;
-  t.ukr_off_half[4] = ukr_off_half<4>; t.ukr_off_half[5] = ukr_off_half<5>; t.ukr_off_half[6] = ukr_off_half<6>;
+  fill_table<kMr>(t.ukr_half, []<int M>() { return &gemm_avx2_vec::ukr_half_vec<M, kMr>; });
+  fill_table<kMr>(t.ukr_off_half, []<int M>() { return &gemm_avx2_vec::ukr_off_half_vec<M, kMr>; });
   fill_table<kMr>(t.ukr_off_epi, []<int M>() { return &gemm_avx2_vec::ukr_off_epi_vec<M, kMr>; });
   fill_table<kMr>(t.ukr_off_half_epi, []<int M>() { return &gemm_avx2_vec::ukr_off_half_epi_vec<M, kMr>; });
   fill_table<8>(t.ukr_cols, []<int N>() { return &gemm_avx2_vec::ukr_cols_vec<N, kMr>; });
   fill_table<kMr>(t.ukr_arows, []<int M>() { return &gemm_avx2_vec::ukr_arows_vec<M, kMr>; });
   t.arows_max = kMr;
-  fill_table<kMr>(t.ukr_stream, []<int M>() { return &gemm_avx2_vec::ukr_stream_vec<M, kMr>; });
-  fill_table<kMr>(t.ukr_epi_stream, []<int M>() { return &gemm_avx2_vec::ukr_epi_stream_vec<M, kMr>; });
-  fill_table<kMr>(t.ukr_half_stream, []<int M>() { return &gemm_avx2_vec::ukr_half_stream_vec<M, kMr>; });
+  fill_table<kMr>(t.ukr_stream, []<int M>() { return &gemm_avx2_vec::ukr_vec<M, kMr, kStream>; });
+  fill_table<kMr>(t.ukr_epi_stream, []<int M>() { return &gemm_avx2_vec::ukr_epi_vec<M, kMr, kStream>; });
+  fill_table<kMr>(t.ukr_half_stream, []<int M>() { return &gemm_avx2_vec::ukr_half_vec<M, kMr, kStream>; });
   t.dot = gemm_avx2_vec::dot;
   t.gemv = gemm_avx2_vec::gemv;
   t.rows = &row_kernels(t.isa);

@@ -38,12 +38,10 @@ namespace {
 
 
 constexpr int kMr = 12, kNr = 32;
+// The ukr_*_stream tables: the packed-B kernels prefetching the next panel packed once (gemm_vec.h).
+constexpr int kStream = gemm_avx512_vec::kPrefetchBPanel;
 
 // The microkernel, dot, GEMV and conv row are the shared ones (gemm_vec.h, in gemm_ISA_vec above).
-template <int M> constexpr GemmMicroKernel ukr = &gemm_avx512_vec::ukr_vec<M, kMr>;
-template <int M> constexpr GemmOffsetKernel ukr_off = &gemm_avx512_vec::ukr_off_vec<M, kMr>;
-template <int M> constexpr GemmMicroKernel ukr_half = &gemm_avx512_vec::ukr_half_vec<M, kMr>;
-template <int M> constexpr GemmOffsetKernel ukr_off_half = &gemm_avx512_vec::ukr_off_half_vec<M, kMr>;
 
 // Horizontal sum in a fixed order (determinism does not depend on the compiler's choice).
 
@@ -74,29 +72,19 @@ IsaKernels make_table() {
   t.mc = 144;
   t.kc = 256;
   t.nc = 2048;
-  t.ukr[1] = ukr<1>; t.ukr[2] = ukr<2>; t.ukr[3] = ukr<3>; t.ukr[4] = ukr<4>;
-  t.ukr[5] = ukr<5>; t.ukr[6] = ukr<6>; t.ukr[7] = ukr<7>; t.ukr[8] = ukr<8>;
-  t.ukr[9] = ukr<9>; t.ukr[10] = ukr<10>; t.ukr[11] = ukr<11>; t.ukr[12] = ukr<12>;
-  t.ukr_off[1] = ukr_off<1>; t.ukr_off[2] = ukr_off<2>; t.ukr_off[3] = ukr_off<3>; t.ukr_off[4] = ukr_off<4>;
-  t.ukr_off[5] = ukr_off<5>; t.ukr_off[6] = ukr_off<6>; t.ukr_off[7] = ukr_off<7>; t.ukr_off[8] = ukr_off<8>;
-  t.ukr_off[9] = ukr_off<9>; t.ukr_off[10] = ukr_off<10>; t.ukr_off[11] = ukr_off<11>; t.ukr_off[12] = ukr_off<12>;
+  fill_table<kMr>(t.ukr, []<int M>() { return &gemm_avx512_vec::ukr_vec<M, kMr>; });
+  fill_table<kMr>(t.ukr_off, []<int M>() { return &gemm_avx512_vec::ukr_off_vec<M, kMr>; });
   fill_table<kMr>(t.ukr_epi, []<int M>() { return &gemm_avx512_vec::ukr_epi_vec<M, kMr>; });
-  t.ukr_half[1] = ukr_half<1>; t.ukr_half[2] = ukr_half<2>; t.ukr_half[3] = ukr_half<3>; t.ukr_half[4] = ukr_half<4>;
-  t.ukr_half[5] = ukr_half<5>; t.ukr_half[6] = ukr_half<6>; t.ukr_half[7] = ukr_half<7>; t.ukr_half[8] = ukr_half<8>;
-  t.ukr_half[9] = ukr_half<9>; t.ukr_half[10] = ukr_half<10>; t.ukr_half[11] = ukr_half<11>;
-  t.ukr_half[12] = ukr_half<12>;
-  t.ukr_off_half[1] = ukr_off_half<1>; t.ukr_off_half[2] = ukr_off_half<2>; t.ukr_off_half[3] = ukr_off_half<3>;
-  t.ukr_off_half[4] = ukr_off_half<4>; t.ukr_off_half[5] = ukr_off_half<5>; t.ukr_off_half[6] = ukr_off_half<6>;
-  t.ukr_off_half[7] = ukr_off_half<7>; t.ukr_off_half[8] = ukr_off_half<8>; t.ukr_off_half[9] = ukr_off_half<9>;
-  t.ukr_off_half[10] = ukr_off_half<10>; t.ukr_off_half[11] = ukr_off_half<11>; t.ukr_off_half[12] = ukr_off_half<12>;
+  fill_table<kMr>(t.ukr_half, []<int M>() { return &gemm_avx512_vec::ukr_half_vec<M, kMr>; });
+  fill_table<kMr>(t.ukr_off_half, []<int M>() { return &gemm_avx512_vec::ukr_off_half_vec<M, kMr>; });
   fill_table<kMr>(t.ukr_off_epi, []<int M>() { return &gemm_avx512_vec::ukr_off_epi_vec<M, kMr>; });
   fill_table<kMr>(t.ukr_off_half_epi, []<int M>() { return &gemm_avx512_vec::ukr_off_half_epi_vec<M, kMr>; });
   fill_table<8>(t.ukr_cols, []<int N>() { return &gemm_avx512_vec::ukr_cols_vec<N, kMr>; });
   fill_table<14>(t.ukr_arows, []<int M>() { return &gemm_avx512_vec::ukr_arows_vec<M, kMr>; });
   t.arows_max = 14;
-  fill_table<kMr>(t.ukr_stream, []<int M>() { return &gemm_avx512_vec::ukr_stream_vec<M, kMr>; });
-  fill_table<kMr>(t.ukr_epi_stream, []<int M>() { return &gemm_avx512_vec::ukr_epi_stream_vec<M, kMr>; });
-  fill_table<kMr>(t.ukr_half_stream, []<int M>() { return &gemm_avx512_vec::ukr_half_stream_vec<M, kMr>; });
+  fill_table<kMr>(t.ukr_stream, []<int M>() { return &gemm_avx512_vec::ukr_vec<M, kMr, kStream>; });
+  fill_table<kMr>(t.ukr_epi_stream, []<int M>() { return &gemm_avx512_vec::ukr_epi_vec<M, kMr, kStream>; });
+  fill_table<kMr>(t.ukr_half_stream, []<int M>() { return &gemm_avx512_vec::ukr_half_vec<M, kMr, kStream>; });
   t.dot = gemm_avx512_vec::dot;
   t.gemv = gemm_avx512_vec::gemv;
   // The 8x8 transpose needs only 256-bit AVX2 ops; every CPU that passes the AVX-512

@@ -39,30 +39,12 @@ constexpr int kPrefetchBNone = 0, kPrefetchBRows = 1, kPrefetchBPanel = 2;
 // away). Each lane's sum is the same FMAs in the same order either way: the same bits.
 // With Epi, the row epilogue (gemm.h's GemmRowEpilogue: + bias[i], + res, ReLU, in that order)
 // runs on each row's vectors between the accumulate and the store.
-template <int M, int Mr, int PrefetchB = kPrefetchBNone, int NV = 2, bool Epi = false, class Row>
-inline __attribute__((always_inline)) void ukr_rows(int64_t kc, const float* a, Row row, float* c, int64_t ldc,
-                                                    bool accumulate, const GemmRowEpilogue* e = nullptr) {
-  static_assert(NV == 1 || NV == 2, "one or two vectors per row");
-  F c0[M], c1[M];
-#pragma GCC unroll 16
-  for (int i = 0; i < M; ++i) c0[i] = c1[i] = V::zero();
-  for (int64_t k = 0; k < kc; ++k) {
-    const float* bk = row(k);
-    if constexpr (PrefetchB != kPrefetchBNone)
-      for (int o = 0; o < NV * W; o += 64 / int(sizeof(float)))
-        __builtin_prefetch(row(k + (PrefetchB == kPrefetchBPanel ? kc : kPrefetchRows)) + o, 0, 3);
-    if ((k & 3) == 0)  // the next packed A panel: four steps' floats every fourth step
-      for (int o = 0; o < 4 * Mr; o += 64 / int(sizeof(float))) __builtin_prefetch(a + kc * Mr + o, 0, 3);
-    const F b0 = V::load(bk);
-    const F b1 = NV == 2 ? V::load(bk + W) : b0;
-#pragma GCC unroll 16
-    for (int i = 0; i < M; ++i) {
-      const F ai = V::set1(a[i]);
-      c0[i] = V::fmadd(ai, b0, c0[i]);
-      if constexpr (NV == 2) c1[i] = V::fmadd(ai, b1, c1[i]);
-    }
-    a += Mr;
-  }
+//
+// A finished tile's rows (c0[i], and c1[i] with NV == 2) added to C where accumulating, then the
+// epilogue, then stored: the tail of every kernel over row accumulators.
+template <int M, int NV = 2, bool Epi = false>
+inline __attribute__((always_inline)) void store_rows(F* c0, F* c1, float* c, int64_t ldc, bool accumulate,
+                                                      const GemmRowEpilogue* e) {
 #pragma GCC unroll 16
   for (int i = 0; i < M; ++i) {
     float* ci = c + i * ldc;
@@ -91,56 +73,67 @@ inline __attribute__((always_inline)) void ukr_rows(int64_t kc, const float* a, 
   }
 }
 
-template <int M, int Mr>
-void ukr_vec(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
-  ukr_rows<M, Mr, kPrefetchBRows>(kc, a, [b, ldb](int64_t k) { return b + k * ldb; }, c, ldc, accumulate);
+template <int M, int Mr, int PrefetchB = kPrefetchBNone, int NV = 2, bool Epi = false, class Row>
+inline __attribute__((always_inline)) void ukr_rows(int64_t kc, const float* a, Row row, float* c, int64_t ldc,
+                                                    bool accumulate, const GemmRowEpilogue* e = nullptr) {
+  static_assert(NV == 1 || NV == 2, "one or two vectors per row");
+  F c0[M], c1[M];
+#pragma GCC unroll 16
+  for (int i = 0; i < M; ++i) c0[i] = c1[i] = V::zero();
+  for (int64_t k = 0; k < kc; ++k) {
+    const float* bk = row(k);
+    if constexpr (PrefetchB != kPrefetchBNone)
+      for (int o = 0; o < NV * W; o += 64 / int(sizeof(float)))
+        __builtin_prefetch(row(k + (PrefetchB == kPrefetchBPanel ? kc : kPrefetchRows)) + o, 0, 3);
+    if ((k & 3) == 0)  // the next packed A panel: four steps' floats every fourth step
+      for (int o = 0; o < 4 * Mr; o += 64 / int(sizeof(float))) __builtin_prefetch(a + kc * Mr + o, 0, 3);
+    const F b0 = V::load(bk);
+    const F b1 = NV == 2 ? V::load(bk + W) : b0;
+#pragma GCC unroll 16
+    for (int i = 0; i < M; ++i) {
+      const F ai = V::set1(a[i]);
+      c0[i] = V::fmadd(ai, b0, c0[i]);
+      if constexpr (NV == 2) c1[i] = V::fmadd(ai, b1, c1[i]);
+    }
+    a += Mr;
+  }
+  store_rows<M, NV, Epi>(c0, c1, c, ldc, accumulate, e);
 }
 
-template <int M, int Mr>
+// Packed B panels (row k at b + k*ldb). Pf: kPrefetchBRows for panels packed per call (the
+// tables' ukr, ukr_epi, ukr_half), kPrefetchBPanel for panels packed once (ldb == nr, panels kc
+// rows apart: ukr_stream, ukr_epi_stream, ukr_half_stream); the same arithmetic either way.
+template <int M, int Mr, int Pf = kPrefetchBRows>
+void ukr_vec(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+  ukr_rows<M, Mr, Pf>(kc, a, [b, ldb](int64_t k) { return b + k * ldb; }, c, ldc, accumulate);
+}
+
+template <int M, int Mr, int Pf = kPrefetchBRows>
 void ukr_epi_vec(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate,
                  const GemmRowEpilogue& e) {
-  ukr_rows<M, Mr, kPrefetchBRows, 2, true>(kc, a, [b, ldb](int64_t k) { return b + k * ldb; }, c, ldc, accumulate,
-                                           &e);
+  ukr_rows<M, Mr, Pf, 2, true>(kc, a, [b, ldb](int64_t k) { return b + k * ldb; }, c, ldc, accumulate, &e);
 }
 
 // The left W columns of the tile only (NV = 1 above); B as for ukr_vec / ukr_off_vec.
-template <int M, int Mr>
+template <int M, int Mr, int Pf = kPrefetchBRows>
 void ukr_half_vec(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
-  ukr_rows<M, Mr, kPrefetchBRows, 1>(kc, a, [b, ldb](int64_t k) { return b + k * ldb; }, c, ldc, accumulate);
-}
-
-// ukr_vec, ukr_epi_vec and ukr_half_vec over pre-packed B panels (ldb == nr, panels kc rows
-// apart), prefetching the next panel (kPrefetchBPanel): the same arithmetic.
-template <int M, int Mr>
-void ukr_stream_vec(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
-  ukr_rows<M, Mr, kPrefetchBPanel>(kc, a, [b, ldb](int64_t k) { return b + k * ldb; }, c, ldc, accumulate);
-}
-template <int M, int Mr>
-void ukr_epi_stream_vec(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc,
-                        bool accumulate, const GemmRowEpilogue& e) {
-  ukr_rows<M, Mr, kPrefetchBPanel, 2, true>(kc, a, [b, ldb](int64_t k) { return b + k * ldb; }, c, ldc, accumulate,
-                                            &e);
-}
-template <int M, int Mr>
-void ukr_half_stream_vec(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc,
-                         bool accumulate) {
-  ukr_rows<M, Mr, kPrefetchBPanel, 1>(kc, a, [b, ldb](int64_t k) { return b + k * ldb; }, c, ldc, accumulate);
+  ukr_rows<M, Mr, Pf, 1>(kc, a, [b, ldb](int64_t k) { return b + k * ldb; }, c, ldc, accumulate);
 }
 template <int M, int Mr>
 void ukr_off_half_vec(int64_t kc, const float* a, const float* b, const int64_t* off, float* c, int64_t ldc,
                       bool accumulate) {
-  ukr_rows<M, Mr, false, 1>(kc, a, [b, off](int64_t k) { return b + off[k]; }, c, ldc, accumulate);
+  ukr_rows<M, Mr, kPrefetchBNone, 1>(kc, a, [b, off](int64_t k) { return b + off[k]; }, c, ldc, accumulate);
 }
 
 template <int M, int Mr>
 void ukr_off_epi_vec(int64_t kc, const float* a, const float* b, const int64_t* off, float* c, int64_t ldc,
                      bool accumulate, const GemmRowEpilogue& e) {
-  ukr_rows<M, Mr, false, 2, true>(kc, a, [b, off](int64_t k) { return b + off[k]; }, c, ldc, accumulate, &e);
+  ukr_rows<M, Mr, kPrefetchBNone, 2, true>(kc, a, [b, off](int64_t k) { return b + off[k]; }, c, ldc, accumulate, &e);
 }
 template <int M, int Mr>
 void ukr_off_half_epi_vec(int64_t kc, const float* a, const float* b, const int64_t* off, float* c, int64_t ldc,
                           bool accumulate, const GemmRowEpilogue& e) {
-  ukr_rows<M, Mr, false, 1, true>(kc, a, [b, off](int64_t k) { return b + off[k]; }, c, ldc, accumulate, &e);
+  ukr_rows<M, Mr, kPrefetchBNone, 1, true>(kc, a, [b, off](int64_t k) { return b + off[k]; }, c, ldc, accumulate, &e);
 }
 
 template <int M, int Mr>
@@ -150,11 +143,12 @@ void ukr_off_vec(int64_t kc, const float* a, const float* b, const int64_t* off,
 }
 
 // A tile whose rows are read where they lie: row i of step k at a[aoff[k] + i] (a strided
-// convolution's output positions of one row as the tile's rows, broadcast from the input's phase
-// planes: nothing packed), B a pre-packed panel (row k at b + k * 2W; not prefetched: the
-// caller runs every row tile of its positions over one panel, which stays in L1). C's row i (a position) at c + i * ldc, its 2W columns (output
-// channels) contiguous. Each element is the same FMA chain over k as in ukr_rows (a * b is
-// b * a), then stored or added to C in the same way: the same bits for the same values.
+// convolution's output positions of one row as the tile's rows, broadcast from the input's
+// phase planes: nothing packed), B a pre-packed panel (row k at b + k * 2W; not prefetched: the
+// caller runs every row tile of its positions over one panel, which stays in L1). C's row i (a
+// position) at c + i * ldc, its 2W columns (output channels) contiguous. Each element is the
+// same FMA chain over k as in ukr_rows (a * b is b * a), then the same store_rows: the same
+// bits for the same values.
 template <int M, int Mr>
 void ukr_arows_vec(int64_t kc, const float* a, const int64_t* aoff, const float* b, float* c, int64_t ldc,
                    bool accumulate) {
@@ -172,16 +166,7 @@ void ukr_arows_vec(int64_t kc, const float* a, const int64_t* aoff, const float*
       c1[i] = V::fmadd(ai, b1, c1[i]);
     }
   }
-#pragma GCC unroll 16
-  for (int i = 0; i < M; ++i) {
-    float* ci = c + i * ldc;
-    if (accumulate) {
-      c0[i] = V::add(V::load(ci), c0[i]);
-      c1[i] = V::add(V::load(ci + W), c1[i]);
-    }
-    V::store(ci, c0[i]);
-    V::store(ci + W, c1[i]);
-  }
+  store_rows<M>(c0, c1, c, ldc, accumulate, nullptr);
 }
 
 // A tile of NC <= 8 columns (a panel's last few: 196 = 6 x 32 + 4): the rows are the vector
