@@ -67,7 +67,7 @@ struct ThreadPool::Impl {
 
   // The current job (written under m before generation is bumped).
   const std::function<void(int64_t, int64_t)>* fn = nullptr;
-  int64_t n = 0, chunk = 1, num_chunks = 0;
+  int64_t n = 0, chunk = 1;
   // Participant p's home range of chunks: the next one to take, and its end.
   struct alignas(64) Cursor {
     std::atomic<int64_t> next{0};
@@ -167,7 +167,6 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain,
     s.fn = &f;
     s.n = n;
     s.chunk = chunk;
-    s.num_chunks = count;
     for (int q = 0; q < s.threads; ++q) {
       s.cursors[q].next.store(q * count / s.threads, std::memory_order_relaxed);
       s.cursors[q].end = (q + 1) * count / s.threads;
