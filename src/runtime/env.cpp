@@ -33,7 +33,8 @@ const std::vector<EnvVar>& env_registry() {
       {"RLX_CUDA_NHWC", "0: the CUDA backend claims no channels-last (NHWC) convolution or pool, so the channels-last pass keeps them NCHW"},
       {"RLX_CUDA_JIT", "0: the CUDA backend runs fused_elementwise programs in its interpreter kernel instead of compiling each into its own kernel with NVRTC"},
       {"RLX_CPU_WINOGRAD", "0: CPU 3x3 stride-1 convolutions with constant weights take the im2col GEMM instead of Winograd; 2 or 4: Winograd with 2x2 or 4x4 output tiles wherever it applies (default: 4x4 on maps of 24x24 or more, else 2x2)"},
-      {"RLX_CPU_CONV_PHASES", "0: CPU stride-2 convolutions pack their im2col panels straight from the image instead of from its four phase planes (the same bits; to measure what the planes save)"},
+      {"RLX_CPU_CONV_PHASES", "0: CPU stride-2 convolutions pack their im2col panels straight from the image instead of from its four phase planes, and those with constant weights do not read their positions from the planes either (the same bits; to measure what the planes save)"},
+      {"RLX_CPU_CONV_DIRECT", "0: CPU stride-2 convolutions with constant weights pack im2col panels from the phase planes instead of reading their output positions from padded planes in place (the same bits; to measure what reading in place saves)"},
       {"RLX_ISA", "scalar, avx2, avx512 or native (default): the highest instruction set CPU kernels may use (never above what the CPU has)"},
   };
   return vars;

@@ -50,6 +50,7 @@ struct ConvCfg {
   // Phase planes: row r holds output row r + dy0 (oy + dy of a tap); in conv_phases_direct's
   // padded planes, phase_w columns, column u output column u + dx0 (ox + dx).
   int64_t dy0 = 0, phase_rows = 0, dx0 = 0, phase_w = 0;
+  std::vector<int64_t> phase_off;  // conv_phases_direct: tap k's offset into the padded planes (build time)
   bool has_bias = false;
   // fused_conv2d's epilogue (f32, f16, bf16: applied in f32 before the output's rounding):
   // out = act(conv + bias + residual).
@@ -326,22 +327,14 @@ void conv_phases_direct(const ConvCfg& cfg, ThreadPool* pool, const float* xg, c
   const int64_t pw = cfg.phase_w, plane = cfg.phase_rows * pw;
   const int64_t panels = (mg + nr - 1) / nr, npad = panels * nr;
   thread_local std::vector<float> planes;
-  thread_local std::vector<int64_t> off;
   planes.resize(size_t(cfg.c * 4 * plane));
   build_phase_planes(cfg, pool, xg, cfg.c, planes.data(), pw, cfg.dx0);
-  off.resize(size_t(kg));
-  TapCursor tap{0, 0, 0};
-  for (int64_t k = 0; k < kg; ++k) {
-    if (k > 0) tap.next(cfg);
-    const int64_t qy = tap.ky - cfg.pt, qx = tap.kx - cfg.pl, dy = floor_half(qy), dx = floor_half(qx);
-    off[size_t(k)] = ((tap.ci * 2 + (qy - 2 * dy)) * 2 + (qx - 2 * dx)) * plane + (dy - cfg.dy0) * pw + (dx - cfg.dx0);
-  }
   // Row tiles of equal width: 28 positions as 14 + 14 (AVX-512) or 5 + 5 + 6 + 6 + 6 (AVX2).
   const int64_t nt = (ow + K.arows_max - 1) / K.arows_max;
   const int64_t threads = pool ? pool->size() : 1;
   const int64_t rgroups = std::clamp<int64_t>((4 * threads + panels - 1) / panels, 1, cfg.oh);
   const float* pl = planes.data();
-  const int64_t* offs = off.data();
+  const int64_t* offs = cfg.phase_off.data();
   for_each_index(pool, panels * rgroups, [&](int64_t task) {
     const int64_t q = task / rgroups, gi = task % rgroups;
     const int64_t oy0 = gi * cfg.oh / rgroups, oy1 = (gi + 1) * cfg.oh / rgroups;
@@ -1020,20 +1013,27 @@ KernelCall build_conv_info(const Node& node, const std::vector<const Shape*>& in
     wcall.absorbed = {1};
     return wcall;
   }
-  // Stride 2 both ways under kInPlaceMinCols columns: the positions read from phase planes
-  // (conv_phases_direct) where the ISA has the kernel; RLX_CPU_CONV_PHASES=0 (the plain im2col
-  // packer) or RLX_CPU_CONV_DIRECT=0 (the phase packer) keep the GEMM paths. Not where the
-  // product is transposed already (7x7 outputs: 49 positions, whose weights stream from memory
+  // The convs the phase packer takes (stride 2 both ways under kInPlaceMinCols columns, not
+  // transposed): the positions read from phase planes (conv_phases_direct) where the ISA has the
+  // kernel; RLX_CPU_CONV_DIRECT=0 keeps the packer (RLX_CPU_CONV_PHASES=0 the plain im2col one).
+  // Not where the product is transposed already (7x7 outputs: 49 positions, whose weights stream from memory
   // through the packed path's prefetching kernels; ResNet-50's layer4 stride-2 conv 1.26 ms
   // there against 1.35 direct, one thread).
-  const char* no_phases = std::getenv("RLX_CPU_CONV_PHASES");
   const char* no_direct = std::getenv("RLX_CPU_CONV_DIRECT");
-  if (!(no_phases && std::string(no_phases) == "0") && !(no_direct && std::string(no_direct) == "0") &&
-      c.kernels->ukr_arows[1] && !c.in_place && !c.transposed && !c.pointwise && !c.subsample && c.sh == 2 && c.sw == 2 &&
-      c.dh == 1 && c.dw == 1 && c.oh * c.ow > kDotCols) {
+  if (c.phases && c.kernels->ukr_arows[1] && !(no_direct && std::string(no_direct) == "0")) {
     with.phases_direct = true;
     with.phases = false;
     with.packed = std::make_shared<ConvCfg::PackedWeights>();
+    // Tap k = (ci, ky, kx) reads its padded phase plane at a fixed offset from the position.
+    const int64_t plane = c.phase_rows * c.phase_w;
+    with.phase_off.resize(size_t(c.c * c.kh * c.kw));
+    TapCursor tap{0, 0, 0};
+    for (size_t k = 0; k < with.phase_off.size(); ++k) {
+      if (k > 0) tap.next(c);
+      const int64_t qy = tap.ky - c.pt, qx = tap.kx - c.pl, dy = floor_half(qy), dx = floor_half(qx);
+      with.phase_off[k] = ((tap.ci * 2 + (qy - 2 * dy)) * 2 + (qx - 2 * dx)) * plane + (dy - c.dy0) * c.phase_w +
+                          (dx - c.dx0);
+    }
     return make_call(run_conv, std::move(with));
   }
   if ((c.oh * c.ow > 1024 && !c.in_place) || c.oh * c.ow <= 4) return call;
