@@ -40,6 +40,9 @@ struct PoolCfg {
   std::vector<int64_t> tap_cols;  // per kx: [lo, hi) of the output columns whose window reads tap kx inside the input
   ew::ConvertFn to_f32 = nullptr, from_f32 = nullptr;  // half types: whole planes converted
   const RowKernels* vec = nullptr;  // f32 max pooling's window in registers (max_taps)
+  // A 3-wide window from one column left of each stride-2 step (ResNet's pool): each input row
+  // folds in registers (RowKernels::max3_s2, the same taps in the same order), no phase rows.
+  bool max3_s2 = false;
 };
 
 template <class T> using PoolAcc = std::conditional_t<std::is_integral_v<T>, T, AccOf<T>>;
@@ -128,19 +131,17 @@ void max_pool_plane_s2(const PoolCfg& c, const float* x, float* o) {
   have.assign(size_t(c.h), 0);
   src.resize(size_t(c.kw));
   rows_src.resize(size_t(c.kh));
-  const float ninf = -std::numeric_limits<float>::infinity();
-  std::fill(phase.begin(), phase.end(), ninf);  // the margins stay -inf; the columns are rewritten per row
   float* ev = phase.data() + lm;
   float* od = ev + len;
-  for (int64_t kx = 0; kx < c.kw; ++kx) {
-    const int64_t q = kx * c.dw - c.pl, half = floor_half(q);
-    src[size_t(kx)] = (q - 2 * half == 0 ? ev : od) + half;
+  if (!c.max3_s2) {
+    std::fill(phase.begin(), phase.end(), -std::numeric_limits<float>::infinity());  // margins stay -inf
+    for (int64_t kx = 0; kx < c.kw; ++kx) {
+      const int64_t q = kx * c.dw - c.pl, half = floor_half(q);
+      src[size_t(kx)] = (q - 2 * half == 0 ? ev : od) + half;
+    }
   }
-  // A 3-wide window from one column left of each stride-2 step (ResNet's pool) folds its row
-  // in registers (RowKernels::max3_s2: the same taps in the same order).
-  const bool three = c.kw == 3 && c.dw == 1 && c.pl == 1;
   auto row_max = [&](int64_t y) {  // hmax row y from input row y (even columns read r[0 .. 2we - 2], odd r[1 .. 2wo - 1])
-    if (three) {
+    if (c.max3_s2) {
       c.vec->max3_s2(hmax.data() + y * c.ow, x + y * c.w, c.w, c.ow);
     } else {
       c.vec->copy_even(ev, x + y * c.w, we);
@@ -233,6 +234,7 @@ KernelCall build_pool(const Node& node, const std::vector<const Shape*>& in, con
   c.pt = a.pads[0], c.pl = a.pads[1], c.pb = a.pads[2], c.pr = a.pads[3];
   c.dh = a.dilations[0], c.dw = a.dilations[1];
   c.vec = &row_kernels(detect_isa());
+  c.max3_s2 = c.is_max && c.sw == 2 && c.kw == 3 && c.dw == 1 && c.pl == 1;
   if (c.type == DType::F16 || c.type == DType::BF16) {
     c.to_f32 = ew::convert_fn(c.type, DType::F32, detect_isa());
     c.from_f32 = ew::convert_fn(DType::F32, c.type, detect_isa());
