@@ -89,8 +89,6 @@ struct ConvCfg {
   ew::ConvertFn to_f32 = nullptr, from_f32 = nullptr;
 };
 
-
-
 // ---------------------------------------------------------------- im2col packing
 
 struct Im2colCtx {
@@ -240,7 +238,6 @@ struct PhaseCtx {
   const float* planes;  // plane (ci, py, px) at planes + ((ci * 2 + py) * 2 + px) * plane
   int64_t plane;        // phase_rows * ow
 };
-
 
 // The phase planes of channels [0, nch) of image xg into `planes`, pw columns each, column u
 // holding output column u + col0 of the plane's phase (zero outside the image): pw = ow and
@@ -475,7 +472,6 @@ const float* subsampled(const ConvCfg& cfg, ThreadPool* pool, const float* x, in
   });
   return d;
 }
-
 
 void conv_gemm_one(const ConvCfg& cfg, ThreadPool* pool, const void* x, const void* w, const void* bias,
                    const void* res, void* out, int64_t img, int64_t g) {
@@ -882,7 +878,6 @@ void run_conv(const RunCtx& ctx, const void* vcfg, void* const* bufs) {
   }
   for (int64_t i = 0; i < gemms; ++i) conv_gemm_one(cfg, ctx.pool, x, w, bias, res, out, i / cfg.group, i % cfg.group);
 }
-
 
 // Channels-last (nhwc) convolutions and pools take their decomposition (the NCHW kernels
 // between transposes): the CPU kernels are NCHW.
