@@ -1,6 +1,10 @@
 // constant-fold: evaluates nodes whose inputs are all constants (through the runtime's
 // ConstEvaluator, so opt needs no backend) and replaces them by constants. Skips leaves,
-// nondeterministic ops, nodes with subgraphs, symbolic shapes and results over 16 MiB.
+// nondeterministic ops, nodes with subgraphs, symbolic shapes, and results over 16 MiB
+// that are larger than the constants they are made from (an Expand or Tile that would
+// grow a small constant into a big one). A result no larger than its inputs is folded at
+// any size: a weight's Transpose or Cast left in the graph would hold a second copy in
+// the arena and redo the work on every run.
 // An evaluator that answers Error(Unsupported) leaves the node as it is.
 #include "opt/passes.h"
 #include "opt/rewrite.h"
@@ -14,9 +18,11 @@ bool foldable(const Graph& dst, const Node& n, const std::vector<Value>& in) {
   if (ir::has_trait(n.kind, ir::kLeaf)) return false;
   if (!n.subgraphs.empty()) return false;
   bool any = false;
+  size_t in_bytes = 0;
   for (Value v : in) {
     if (!v.valid()) continue;
     if (dst.node(v.node).kind != OpKind::Constant) return false;
+    in_bytes += dst.type(v).bytes();
     any = true;
   }
   if (!any) return false;
@@ -25,7 +31,7 @@ bool foldable(const Graph& dst, const Node& n, const std::vector<Value>& in) {
     if (!s.is_static()) return false;
     total += s.bytes();
   }
-  return total <= kMaxFoldBytes;
+  return total <= kMaxFoldBytes || total <= in_bytes;
 }
 }  // namespace
 
