@@ -1,10 +1,11 @@
 // constant-fold: evaluates nodes whose inputs are all constants (through the runtime's
 // ConstEvaluator, so opt needs no backend) and replaces them by constants. Skips leaves,
 // nondeterministic ops, nodes with subgraphs, symbolic shapes, and results over 16 MiB
-// that are larger than the constants they are made from (an Expand or Tile that would
-// grow a small constant into a big one). A result no larger than its inputs is folded at
-// any size: a weight's Transpose or Cast left in the graph would hold a second copy in
-// the arena and redo the work on every run.
+// that are more than twice the size of the constants they are made from (an Expand or Tile
+// that would grow a small constant into a big one). Up to twice its inputs a result is
+// folded at any size: a weight's Transpose, or its Cast from f16 to f32 (legalize's casts
+// around a half node run in f32), left in the graph would hold another copy in the arena
+// and redo the work on every run.
 // An evaluator that answers Error(Unsupported) leaves the node as it is.
 #include "opt/passes.h"
 #include "opt/rewrite.h"
@@ -31,7 +32,7 @@ bool foldable(const Graph& dst, const Node& n, const std::vector<Value>& in) {
     if (!s.is_static()) return false;
     total += s.bytes();
   }
-  return total <= kMaxFoldBytes || total <= in_bytes;
+  return total <= kMaxFoldBytes || total <= 2 * in_bytes;
 }
 }  // namespace
 

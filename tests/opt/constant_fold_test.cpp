@@ -112,23 +112,24 @@ graph main {
   EXPECT_EQ(out.outputs()[1].name, "limit");
 }
 
-TEST(ConstantFold, FoldsLargeResultsNoLargerThanTheirInputs) {
-  // A 16 MiB + 4 byte constant negated: the result is no larger than its input, so it is
-  // folded (a weight's Transpose or Cast); growing it (expand to twice the size) is not.
+TEST(ConstantFold, FoldsLargeResultsUpToTwiceTheirInputs) {
+  // A 16 MiB + 4 byte constant negated and doubled: results up to twice their input are
+  // folded (a weight's Transpose, its Cast from f16 to f32); tripled, it is not.
   const int64_t n = 4194305;
   Graph g;
   Value c = g.constant(Shape({n}, DType::F32), blob(std::vector<float>(size_t(n), 2.0f)), "w");
-  g.set_outputs({g.neg(c), g.expand(c, {2, n})}, {"negw", "grow"});
+  g.set_outputs({g.neg(c), g.expand(c, {2, n}), g.expand(c, {3, n})}, {"negw", "twice", "grow"});
   RefEval ev;
   Graph out = constant_fold(g, ev.fn());
-  EXPECT_EQ(ev.calls, 1);
+  EXPECT_EQ(ev.calls, 2);
   const Node& folded = out.node(out.outputs()[0].value.node);
   ASSERT_EQ(folded.kind, OpKind::Constant);
   auto v = floats(folded.attr<ConstantAttrs>().value);
   ASSERT_EQ(v.size(), size_t(n));
   EXPECT_EQ(v.front(), -2.0f);
   EXPECT_EQ(v.back(), -2.0f);
-  EXPECT_EQ(out.node(out.outputs()[1].value.node).kind, OpKind::Expand);
+  EXPECT_EQ(out.node(out.outputs()[1].value.node).kind, OpKind::Constant);
+  EXPECT_EQ(out.node(out.outputs()[2].value.node).kind, OpKind::Expand);
 }
 
 TEST(ConstantFold, NoEvaluatorIsANoOp) {
