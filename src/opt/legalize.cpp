@@ -1,4 +1,6 @@
-// legalize: makes every node something the backend claims. For a node it does not
+// legalize: makes every node something the backend claims. An f16/bf16 node the backend
+// claims but prefers to run in f32 (BackendClaims::prefers_f32) is wrapped in casts when it
+// claims the f32 form. For a node it does not
 // claim: (1) an f16/bf16 node the backend runs in f32 is wrapped in casts; (2) else a
 // known decomposition is emitted, each primitive legalized in turn; (3) else the node
 // is unsupported. All unsupported nodes are collected and reported in one
@@ -65,6 +67,9 @@ class Legalizer final : public Emitter {
   std::vector<Value> place(Node n, int depth) {
     if (ir::has_trait(n.kind, ir::kLeaf)) return append(std::move(n));
     if (supports(n)) {
+      if (n.kind != OpKind::Cast && claims_.prefers_f32 && touches_low(n) &&
+          claims_.prefers_f32(n, input_types(rw_.dst(), n)))
+        if (auto r = try_f32(n, depth)) return *r;
       if (depth > 0) rec_->into.insert(n.kind);
       return append(std::move(n));
     }

@@ -109,6 +109,11 @@ Plan compile_pipeline(const Graph& g, const PipelineContext& ctx) {
   if (o.precision == Precision::F16 || o.precision == Precision::BF16)
     r.step("precision", [&](const Graph& x) { return apply_precision(x, o.precision, &ctx.claims); });
   r.step("legalize", [&](const Graph& x) { return legalize(x, ctx.claims, &plan.dispatch_report); });
+  // The casts legalize puts around a half node the backend runs in f32 take constants too (a
+  // conv's weights): widened once here rather than on every run, and seen as constants by
+  // the backend's build (which packs or transforms constant weights once).
+  if (o.constant_fold && ctx.evaluate)
+    r.step("constant-fold", [&](const Graph& x) { return constant_fold(x, ctx.evaluate); });
   r.step("dce", dce);
   plan.memory = plan_memory(r.graph(), o.arena_alignment);
   plan.pass_log = r.log() + "plan-memory: arena " + std::to_string(plan.memory.arena_bytes) + " bytes\n";

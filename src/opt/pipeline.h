@@ -1,6 +1,6 @@
 // The compile pipeline: bind dims -> verify -> dce -> fold-conv-affine -> constant-fold -> cse -> simplify
 // -> fuse-norms -> fuse-attention -> fuse-matmul-epilogue -> fuse-conv-epilogue -> fuse-elementwise
-// -> precision -> legalize -> dce -> plan-memory.
+// -> precision -> legalize -> constant-fold (the casts of constants legalize adds) -> dce -> plan-memory.
 // Precision runs before legalize so that norms/softmax decomposed by legalize stay in
 // f32 and half-precision nodes a backend lacks are wrapped in f32 casts by legalize.
 #pragma once
@@ -18,6 +18,10 @@ namespace rlx::opt {
 struct BackendClaims {
   std::string name;
   std::function<bool(const Node&, const std::vector<const Shape*>&)> supports;
+  // Optional: an f16 / bf16 node the backend supports but runs faster in f32 (its f32
+  // kernels better than its half ones); legalize then wraps it in casts as it wraps a half
+  // node the backend lacks. The value is the same: the f32 result rounded to the node's type.
+  std::function<bool(const Node&, const std::vector<const Shape*>&)> prefers_f32;
 };
 
 // Evaluates one node on constant inputs (used by constant-fold). Given by the runtime so

@@ -207,5 +207,36 @@ TEST(ConvWinograd, SmallConvsKeepTheGemmPath) {
   }
 }
 
+// Half convs other than depthwise ones are not claimed in f16 / bf16 (conv.cpp's
+// half_conv_native): legalize runs them in f32 between casts, with the weights widened once
+// (the constant-fold after legalize), so they take the f32 kernels, Winograd here. Their
+// output is then the f32 graph's on the same (widened) values, rounded once: the same bits,
+// which the half GEMM path (another summation order) would not give.
+TEST(ConvWinograd, HalfConvsTakeTheF32PathWithItsBits) {
+  const Case k{1, 32, 14, 14, 48};
+  for (DType t : {DType::F16, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(t));
+    auto in_t = [t](std::vector<float> v) {  // values that t holds exactly
+      const std::vector<double> d = bytes_to_doubles(float_bytes(v, t), t);
+      for (size_t i = 0; i < v.size(); ++i) v[i] = float(d[i]);
+      return v;
+    };
+    const auto x = in_t(random_floats(size_t(k.n * k.c * k.h * k.w), 11));
+    const auto w = in_t(random_floats(size_t(k.cout * k.c * 9), 12));
+    const auto b = in_t(random_floats(size_t(k.cout), 13));
+    const std::vector<float> y32 = Session(Device::Cpu).compile(conv_graph(k, w, b, nullptr)).run({{"x", x}})[0];
+
+    Graph g("half");
+    Value xv = g.input("x", Shape({k.n, k.c, k.h, k.w}, t));
+    Value wv = g.constant(Shape({k.cout, k.c, 3, 3}, t), Blob(float_bytes(w, t)));
+    Value bv = g.constant(Shape({k.cout}, t), Blob(float_bytes(b, t)));
+    g.set_outputs({g.conv2d(xv, wv, bv, {1, 1}, k.pads, {1, 1}, 1)}, {"y"});
+    CompiledGraph net = Session(Device::Cpu).compile(g);
+    const TypedTensor y = net.run_typed({{"x", TypedTensor{t, {k.n, k.c, k.h, k.w}, float_bytes(x, t)}}})[0];
+    ASSERT_EQ(y.dtype, t);
+    EXPECT_TRUE(y.bytes == float_bytes(y32, t)) << "not the f32 path's output rounded once";
+  }
+}
+
 }  // namespace
 }  // namespace rlx::test

@@ -131,6 +131,49 @@ graph main {
             "  add: native 1\n");
 }
 
+// A half node the backend claims but prefers in f32 (BackendClaims::prefers_f32) is wrapped
+// as one it lacks; where the f32 form is not claimed it stays native.
+TEST(Legalize, HalfNodePreferredInF32RunsInF32WhereClaimed) {
+  Graph g = parse(R"(
+graph main {
+  %0 = input "x" : f16[2,4]
+  %1 = exp(%0) name="e" : f16[2,4]
+  %2 = add(%1, %0) name="s" : f16[2,4]
+  outputs(%2)
+}
+)");
+  BackendClaims c = claims({K::Exp, K::Add, K::Cast});
+  c.prefers_f32 = [](const Node& n, const std::vector<const Shape*>&) { return n.kind == K::Exp; };
+  std::string report;
+  expect_graph(legalize(g, c, &report), R"(
+graph main {
+  %0 = input "x" : f16[2,4]
+  %1 = cast(%0) name="e/to_f32" : f32[2,4]
+  %2 = exp(%1) name="e/f32" : f32[2,4]
+  %3 = cast(%2) {to=f16} name="e" : f16[2,4]
+  %4 = add(%3, %0) name="s" : f16[2,4]
+  outputs(%4)
+}
+)");
+  EXPECT_EQ(report,
+            "dispatch (backend 'fake'): 1 native, 1 native in f32, 0 decomposed, 0 unsupported\n"
+            "  exp: native in f32 1\n"
+            "  add: native 1\n");
+  // The f32 exp not claimed: the preference cannot be met and the half exp stays.
+  BackendClaims half_exp = claims({K::Exp, K::Add, K::Cast}, [](const Node& n, const std::vector<const Shape*>& t) {
+    return n.kind != K::Exp || t[0]->dtype() == DType::F16;
+  });
+  half_exp.prefers_f32 = c.prefers_f32;
+  expect_graph(legalize(g, half_exp, nullptr), R"(
+graph main {
+  %0 = input "x" : f16[2,4]
+  %1 = exp(%0) name="e" : f16[2,4]
+  %2 = add(%1, %0) name="s" : f16[2,4]
+  outputs(%2)
+}
+)");
+}
+
 TEST(Legalize, GroupedCausalAttentionDecomposes) {
   Graph g = parse(R"(
 graph main {

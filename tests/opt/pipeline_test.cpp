@@ -100,6 +100,7 @@ graph main {
             "channels-last: 10 -> 10 nodes\n"
             "fuse-elementwise: 10 -> 7 nodes\n"
             "legalize: 7 -> 14 nodes\n"
+            "constant-fold: 14 -> 14 nodes\n"
             "dce: 14 -> 14 nodes\n");
   EXPECT_EQ(last.rfind("plan-memory: arena ", 0), 0u) << last;
   EXPECT_EQ(plan.fusion_report,

@@ -151,9 +151,9 @@ class CpuBackend final : public backend::Backend {
   Device device() const override { return Device::Cpu; }
   bool available(std::string*) const override { return true; }
   opt::BackendClaims claims(const CompileOptions&) const override {
-    return opt::BackendClaims{"cpu", [](const Node& n, const std::vector<const Shape*>& in) {
-                                return kernel_registry().supports(n, in);
-                              }};
+    return opt::BackendClaims{
+        "cpu", [](const Node& n, const std::vector<const Shape*>& in) { return kernel_registry().supports(n, in); },
+        [](const Node& n, const std::vector<const Shape*>& in) { return kernel_registry().prefers_f32(n, in); }};
   }
   opt::ConstEvaluator const_evaluator() const override {
     return [](const Node& node, const std::vector<Shape>& in_types, const std::vector<Blob>& in_values) {

@@ -17,6 +17,12 @@ void KernelRegistry::add_build_info(OpKind k, BuildInfoFn build_info) {
   entries_[i].build_info = build_info;
 }
 
+void KernelRegistry::add_prefers_f32(OpKind k, SupportsFn prefers) {
+  const size_t i = size_t(k);
+  RLX_CHECK(i < entries_.size() && entries_[i].build != nullptr, "add_prefers_f32 before add for ", op_name(k));
+  entries_[i].prefers_f32 = prefers;
+}
+
 const KernelEntry* KernelRegistry::find(OpKind k) const {
   const size_t i = size_t(k);
   if (i >= entries_.size() || entries_[i].build == nullptr) return nullptr;
@@ -27,6 +33,17 @@ bool KernelRegistry::supports(const Node& node, const std::vector<const Shape*>&
   const KernelEntry* e = find(node.kind);
   if (!e) return false;
   return e->supports == nullptr || e->supports(node, in);
+}
+
+bool any_half_input(const Node&, const std::vector<const Shape*>& in) {
+  for (const Shape* s : in)
+    if (s && (s->dtype() == DType::F16 || s->dtype() == DType::BF16)) return true;
+  return false;
+}
+
+bool KernelRegistry::prefers_f32(const Node& node, const std::vector<const Shape*>& in) const {
+  const KernelEntry* e = find(node.kind);
+  return e && e->prefers_f32 && e->prefers_f32(node, in);
 }
 
 const KernelRegistry& kernel_registry() {

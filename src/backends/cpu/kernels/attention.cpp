@@ -377,6 +377,7 @@ KernelCall build_rotary(const Node& node, const std::vector<const Shape*>& in, c
 
 void register_attention_kernels(KernelRegistry& r) {
   r.add(OpKind::Attention, build_attention, supports_attention);
+  r.add_prefers_f32(OpKind::Attention, any_half_input);
   r.add(OpKind::Rotary, build_rotary, supports_rotary);
 }
 

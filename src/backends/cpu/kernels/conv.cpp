@@ -887,6 +887,22 @@ bool supports_conv(const Node& node, const std::vector<const Shape*>& in) {
   return in.size() < 3 || !in[2] || in[2]->dtype() == in[0]->dtype();
 }
 
+// f16 / bf16 convs run in f32 between casts (legalize, BackendClaims::prefers_f32) except
+// where the direct kernel takes them (one input channel per group: depthwise), so that they
+// take the f32 kernels (Winograd for 3x3 stride 1, the packed GEMM paths) with the weights
+// widened once at build time (the constant-fold after legalize). The half GEMM path widens
+// its operands while packing, on every call, and has no Winograd: ISNet medium (an f16 graph,
+// 1x3x1024x1024), one thread, 1,950 -> 1,200 ms. The value is the same either way: the f32
+// result rounded once to the output's type.
+bool conv_prefers_f32(const Node& node, const std::vector<const Shape*>& in) {
+  if (!in[0] || (in[0]->dtype() != DType::F16 && in[0]->dtype() != DType::BF16) || !in[1]) return false;
+  const ConvAttrs a = node.kind == OpKind::FusedConv2d ? node.attr<FusedConvAttrs>().conv() : node.attr<ConvAttrs>();
+  const Shape& w = *in[1];
+  if (w.rank() != 4 || !w.is_static() || a.strides.size() != 2) return false;  // build_conv reports it
+  const std::vector<int64_t> wd = w.static_dims();
+  return !(wd[1] == 1 && (a.group > 1 || (a.strides[1] == 1 && wd[2] * wd[3] <= 64)));
+}
+
 // The epilogue runs on f32 rows (f16 / bf16 outputs before their rounding); f64 takes the
 // decomposition.
 bool supports_fused_conv(const Node& node, const std::vector<const Shape*>& in) {
@@ -1041,8 +1057,10 @@ KernelCall build_conv_info(const Node& node, const std::vector<const Shape*>& in
 void register_conv_kernels(KernelRegistry& r) {
   r.add(OpKind::Conv2d, build_conv, supports_conv);
   r.add_build_info(OpKind::Conv2d, build_conv_info);
+  r.add_prefers_f32(OpKind::Conv2d, conv_prefers_f32);
   r.add(OpKind::FusedConv2d, build_conv, supports_fused_conv);
   r.add_build_info(OpKind::FusedConv2d, build_conv_info);
+  r.add_prefers_f32(OpKind::FusedConv2d, conv_prefers_f32);
 }
 
 }  // namespace rlx::cpu

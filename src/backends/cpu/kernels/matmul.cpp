@@ -363,6 +363,8 @@ void register_matmul_kernels(KernelRegistry& r) {
   r.add(OpKind::FusedMatMul, build_matmul, supports_matmul);
   r.add_build_info(OpKind::MatMul, build_matmul_info);
   r.add_build_info(OpKind::FusedMatMul, build_matmul_info);
+  r.add_prefers_f32(OpKind::MatMul, any_half_input);
+  r.add_prefers_f32(OpKind::FusedMatMul, any_half_input);
 }
 
 }  // namespace rlx::cpu

@@ -276,6 +276,8 @@ void register_norm_kernels(KernelRegistry& r) {
   r.add(OpKind::LogSoftmax, build_softmax, float_input);
   r.add(OpKind::LayerNorm, build_norm, float_input);
   r.add(OpKind::RmsNorm, build_norm, float_input);
+  for (OpKind k : {OpKind::Softmax, OpKind::LogSoftmax, OpKind::LayerNorm, OpKind::RmsNorm})
+    r.add_prefers_f32(k, any_half_input);
 }
 
 }  // namespace rlx::cpu
