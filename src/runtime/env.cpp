@@ -35,6 +35,7 @@ const std::vector<EnvVar>& env_registry() {
       {"RLX_CPU_WINOGRAD", "0: CPU 3x3 stride-1 convolutions with constant weights take the im2col GEMM instead of Winograd; 2 or 4: Winograd with 2x2 or 4x4 output tiles wherever it applies (default: 4x4 on maps of 24x24 or more, else 2x2)"},
       {"RLX_CPU_CONV_PHASES", "0: CPU stride-2 convolutions pack their im2col panels straight from the image instead of from its four phase planes, and those with constant weights do not read their positions from the planes either (the same bits; to measure what the planes save)"},
       {"RLX_CPU_CONV_DIRECT", "0: CPU stride-2 convolutions with constant weights pack im2col panels from the phase planes instead of reading their output positions from padded planes in place (the same bits; to measure what reading in place saves)"},
+      {"RLX_CPU_HALF", "native: the CPU runs f16 / bf16 matmuls, convolutions, attention and norms in their half kernels (weights kept in the half type: less memory, slower) instead of in f32 between casts"},
       {"RLX_ISA", "scalar, avx2, avx512 or native (default): the highest instruction set CPU kernels may use (never above what the CPU has)"},
   };
   return vars;

@@ -235,6 +235,15 @@ TEST(ConvWinograd, HalfConvsTakeTheF32PathWithItsBits) {
     const TypedTensor y = net.run_typed({{"x", TypedTensor{t, {k.n, k.c, k.h, k.w}, float_bytes(x, t)}}})[0];
     ASSERT_EQ(y.dtype, t);
     EXPECT_TRUE(y.bytes == float_bytes(y32, t)) << "not the f32 path's output rounded once";
+    auto half_convs = [t](const CompiledGraph& c) {
+      int n = 0;
+      for (const Node& node : c.graph().nodes()) n += node.kind == OpKind::Conv2d && node.outputs[0].dtype() == t;
+      return n;
+    };
+    EXPECT_EQ(half_convs(net), 0);
+    // RLX_CPU_HALF=native keeps the half kernel (and the weights in the half type).
+    EnvOverride native("RLX_CPU_HALF", "native");
+    EXPECT_EQ(half_convs(Session(Device::Cpu).compile(g)), 1);
   }
 }
 
