@@ -372,6 +372,53 @@ TEST(Gemm, PrepackedOperandsMatchPackingInside) {
   }
 }
 
+// Pre-packed A (a convolution's weights) with many columns: two threads split the columns
+// (sgemm_packed's column ranges) and give the bits of one thread, with B read in place
+// (row-major) and packed (transposed), K across kc, M past mc, and the row epilogue.
+TEST(Gemm, PrepackedWeightsSplitByColumnsGiveOneThreadsBits) {
+  for (Isa isa : isa_levels()) {
+    const IsaKernels& ks = isa_kernels(isa);
+    for (bool b_rows : {true, false}) {
+      const int64_t m = 3 * ks.mc + 7, n = 8 * ks.nr * 2 + 5, k = ks.kc + 37;
+      const std::vector<float> a = random_floats(size_t(m * k), 21), b = random_floats(size_t(n * k), 22);
+      const std::vector<float> bias = random_floats(size_t(m), 23);
+      std::vector<float> ap(size_t(packed_a_floats(ks, m, k)));
+      SgemmProblem p;
+      p.m = m;
+      p.n = n;
+      p.k = k;
+      p.a = {a.data(), DType::F32, k, 1};
+      p.b = b_rows ? GemmOperand{b.data(), DType::F32, n, 1} : GemmOperand{b.data(), DType::F32, 1, k};
+      pack_a_full(ks, p.a, m, k, ap.data());
+      p.a_packed = ap.data();
+      p.row_epilogue = {bias.data(), nullptr, 0, true};
+      std::vector<float> one(size_t(m * n)), two(size_t(m * n));
+      p.ldc = n;
+      p.c = one.data();
+      sgemm(p, nullptr, ks);
+      ThreadPool pool(2);
+      p.c = two.data();
+      sgemm(p, &pool, ks);
+      EXPECT_EQ(one, two) << "isa " << isa_name(isa) << (b_rows ? ", B row-major" : ", B transposed");
+      // And the product itself, against a double reference: k + 1 roundings of 2^-24 (the
+      // products' FMAs and the bias add) bound the error by (k + 1) 2^-24 (sum |a b| + |bias|).
+      size_t bad = 0;
+      for (int64_t i = 0; i < m; i += 37)
+        for (int64_t j = 0; j < n; j += 11) {
+          double r = 0, mag = std::fabs(double(bias[size_t(i)]));
+          for (int64_t q = 0; q < k; ++q) {
+            const double t = double(a[size_t(i * k + q)]) * b[size_t(b_rows ? q * n + j : j * k + q)];
+            r += t;
+            mag += std::fabs(t);
+          }
+          r = std::max(0.0, r + bias[size_t(i)]);
+          bad += !(std::fabs(r - one[size_t(i * n + j)]) <= double(k + 1) * std::ldexp(1.0, -24) * mag);
+        }
+      EXPECT_EQ(bad, 0u) << "isa " << isa_name(isa);
+    }
+  }
+}
+
 TEST(Dgemm, MatchesReferenceWithStrides) {
   for (bool tb : {false, true}) {
     const int64_t m = 37, n = 29, k = 300;
