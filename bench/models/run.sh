@@ -19,6 +19,7 @@ set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="$(cd "${1:-$root/build}" && pwd)"
 rlx="$build/rlx" here="$root/bench/models"
+vmstate="$build/bench/rlx_bench_vmstate"  # the vCPUs' placement, probed before every round
 runs="${BENCH_RUNS:-20}" rounds="${BENCH_ROUNDS:-5}" warmup="${BENCH_WARMUP:-3}"
 threads="${BENCH_THREADS:-1 2}"
 wanted="${BENCH_MODELS:-det det640 rec cls vad minilm bert resnet50 isnet isnet_small}"
@@ -146,8 +147,9 @@ for key in $wanted; do
     [ "${check%% *}" = ok ] || { status=1; notes+=("$label (threads $t): outputs differ beyond rtol $rtol (lines above)"); }
     r_rss=$(mb "$(tail -n 1 "$o.rlx.rss")") o_rss=$(mb "$(tail -n 1 "$o.ort.rss")")
     # 2. Latency, interleaved: rlx, ORT, rlx, ORT, ...
-    : >"$o.r50"; : >"$o.r90"; : >"$o.rf"; : >"$o.o50"; : >"$o.o90"; : >"$o.oc"; : >"$o.of"
+    : >"$o.r50"; : >"$o.r90"; : >"$o.rf"; : >"$o.o50"; : >"$o.o90"; : >"$o.oc"; : >"$o.of"; : >"$o.rtt"
     for ((r = 0; r < rounds; ++r)); do
+      [ -x "$vmstate" ] && field rtt_ns "$("$vmstate")" >>"$o.rtt"
       out=$("$rlx" bench "$models/$file" "${feeds[@]}" --threads "$t" --runs "$mruns" --warmup "$mwarm" 2>&1)
       field p50_ms "$out" >>"$o.r50"; field p90_ms "$out" >>"$o.r90"; field first_ms "$out" >>"$o.rf"
       [ -n "$(field p50_ms "$out")" ] || notes+=("rlx bench $key (threads $t) failed: $(tail -n 1 <<<"$out")")
@@ -157,11 +159,11 @@ for key in $wanted; do
       [ -n "$(field p50_ms "$out")" ] || notes+=("ORT $key (threads $t) failed: $(tail -n 1 <<<"$out")")
     done
     r50=$(med <"$o.r50") r90=$(med <"$o.r90") rf=$(med <"$o.rf")
-    o50=$(med <"$o.o50") o90=$(med <"$o.o90") oc=$(med <"$o.oc") of=$(med <"$o.of")
+    o50=$(med <"$o.o50") o90=$(med <"$o.o90") oc=$(med <"$o.oc") of=$(med <"$o.of") rtt=$(med <"$o.rtt")
     { [ "$r50" = - ] || [ "$o50" = - ]; } && status=1
     ratio=$(awk -v a="$r50" -v b="$o50" 'BEGIN { if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f", a / b }')
-    rows+=("$(printf '%-26s %3s %8s %8s %8s %8s %7s %9s %13s %7s %7s  %s' "$label" "$t" "$r50" "$r90" "$o50" "$o90" \
-      "$ratio" "$rf" "$([ "$oc" = - ] && echo - || echo "$oc+$of")" "$r_rss" "$o_rss" "$check")")
+    rows+=("$(printf '%-26s %3s %8s %8s %8s %8s %7s %9s %13s %7s %7s %6s  %s' "$label" "$t" "$r50" "$r90" "$o50" "$o90" \
+      "$ratio" "$rf" "$([ "$oc" = - ] && echo - || echo "$oc+$of")" "$r_rss" "$o_rss" "$rtt" "$check")")
   done
 done
 
@@ -169,13 +171,15 @@ node_rss=$(/usr/bin/time -f %M node -e "require('onnxruntime-node')" 2>&1 >/dev/
 echo
 echo "== models: rlx vs ONNX Runtime 1.30 (CPU), ms; median of $rounds interleaved rounds of $runs runs (after $warmup warm-up runs)"
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores; $(date -u +%F)"
-printf '%-26s %3s %8s %8s %8s %8s %7s %9s %13s %7s %7s  %s\n' model thr "rlx p50" "rlx p90" "ORT p50" "ORT p90" \
-  rlx/ORT "rlx first" "ORT create+1st" "rlx MB" "ORT MB" "output check (worst rel. error)"
+printf '%-26s %3s %8s %8s %8s %8s %7s %9s %13s %7s %7s %6s  %s\n' model thr "rlx p50" "rlx p90" "ORT p50" "ORT p90" \
+  rlx/ORT "rlx first" "ORT create+1st" "rlx MB" "ORT MB" "rtt ns" "output check (worst rel. error)"
 printf '%s\n' "${rows[@]}"
 echo "rlx first: rlx bench's first_ms = ONNX-to-IR import + compile + first run (not the .onnx file parse)."
 echo "ORT create+1st: InferenceSession.create (read, parse, optimize, set up) + its first run."
 echo "MB: peak RSS of one load + compile + run process (GNU time %M). ORT's is the whole node process, nothing"
 echo "subtracted: node with onnxruntime-node loaded and no session takes $(mb "$node_rss") MB of it."
 echo "check: rlx vs ORT (and, for exported models, both vs PyTorch) within the rtol in run.sh; ratio > 1: rlx slower."
+echo "rtt ns: a cache line's round trip between two threads before each round (rlx_bench_vmstate), median: about 100"
+echo "when the vCPUs share a cache, 350-600 when the hypervisor has put them apart (two-thread rows then run slower)."
 [ ${#notes[@]} -eq 0 ] || { printf '%s\n' "" "${notes[@]}"; status=1; }
 exit $status
