@@ -102,20 +102,16 @@ graph main {
             "  rms_norm: decomposed 1 (into rsqrt, add, mul, reduce_mean)\n");
 }
 
-TEST(Legalize, HalfNodeRunsInF32BetweenCasts) {
-  Graph g = parse(R"(
+// A half exp and add, and the exp wrapped in f32 casts (the two tests below).
+const char* const kHalfExpAdd = R"(
 graph main {
   %0 = input "x" : f16[2,4]
   %1 = exp(%0) name="e" : f16[2,4]
   %2 = add(%1, %0) name="s" : f16[2,4]
   outputs(%2)
 }
-)");
-  Rule f32_exp_only = [](const Node& n, const std::vector<const Shape*>& t) {
-    return n.kind != K::Exp || t[0]->dtype() == DType::F32;
-  };
-  std::string report;
-  expect_graph(legalize(g, claims({K::Exp, K::Add, K::Cast}, f32_exp_only), &report), R"(
+)";
+const char* const kExpInF32 = R"(
 graph main {
   %0 = input "x" : f16[2,4]
   %1 = cast(%0) name="e/to_f32" : f32[2,4]
@@ -124,54 +120,37 @@ graph main {
   %4 = add(%3, %0) name="s" : f16[2,4]
   outputs(%4)
 }
-)");
-  EXPECT_EQ(report,
-            "dispatch (backend 'fake'): 1 native, 1 native in f32, 0 decomposed, 0 unsupported\n"
-            "  exp: native in f32 1\n"
-            "  add: native 1\n");
+)";
+const char* const kExpInF32Report =
+    "dispatch (backend 'fake'): 1 native, 1 native in f32, 0 decomposed, 0 unsupported\n"
+    "  exp: native in f32 1\n"
+    "  add: native 1\n";
+
+TEST(Legalize, HalfNodeRunsInF32BetweenCasts) {
+  Graph g = parse(kHalfExpAdd);
+  Rule f32_exp_only = [](const Node& n, const std::vector<const Shape*>& t) {
+    return n.kind != K::Exp || t[0]->dtype() == DType::F32;
+  };
+  std::string report;
+  expect_graph(legalize(g, claims({K::Exp, K::Add, K::Cast}, f32_exp_only), &report), kExpInF32);
+  EXPECT_EQ(report, kExpInF32Report);
 }
 
 // A half node the backend claims but prefers in f32 (BackendClaims::prefers_f32) is wrapped
 // as one it lacks; where the f32 form is not claimed it stays native.
 TEST(Legalize, HalfNodePreferredInF32RunsInF32WhereClaimed) {
-  Graph g = parse(R"(
-graph main {
-  %0 = input "x" : f16[2,4]
-  %1 = exp(%0) name="e" : f16[2,4]
-  %2 = add(%1, %0) name="s" : f16[2,4]
-  outputs(%2)
-}
-)");
+  Graph g = parse(kHalfExpAdd);
   BackendClaims c = claims({K::Exp, K::Add, K::Cast});
   c.prefers_f32 = [](const Node& n, const std::vector<const Shape*>&) { return n.kind == K::Exp; };
   std::string report;
-  expect_graph(legalize(g, c, &report), R"(
-graph main {
-  %0 = input "x" : f16[2,4]
-  %1 = cast(%0) name="e/to_f32" : f32[2,4]
-  %2 = exp(%1) name="e/f32" : f32[2,4]
-  %3 = cast(%2) {to=f16} name="e" : f16[2,4]
-  %4 = add(%3, %0) name="s" : f16[2,4]
-  outputs(%4)
-}
-)");
-  EXPECT_EQ(report,
-            "dispatch (backend 'fake'): 1 native, 1 native in f32, 0 decomposed, 0 unsupported\n"
-            "  exp: native in f32 1\n"
-            "  add: native 1\n");
+  expect_graph(legalize(g, c, &report), kExpInF32);
+  EXPECT_EQ(report, kExpInF32Report);
   // The f32 exp not claimed: the preference cannot be met and the half exp stays.
   BackendClaims half_exp = claims({K::Exp, K::Add, K::Cast}, [](const Node& n, const std::vector<const Shape*>& t) {
     return n.kind != K::Exp || t[0]->dtype() == DType::F16;
   });
   half_exp.prefers_f32 = c.prefers_f32;
-  expect_graph(legalize(g, half_exp, nullptr), R"(
-graph main {
-  %0 = input "x" : f16[2,4]
-  %1 = exp(%0) name="e" : f16[2,4]
-  %2 = add(%1, %0) name="s" : f16[2,4]
-  outputs(%2)
-}
-)");
+  expect_graph(legalize(g, half_exp, nullptr), kHalfExpAdd);
 }
 
 TEST(Legalize, GroupedCausalAttentionDecomposes) {

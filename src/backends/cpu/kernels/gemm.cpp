@@ -459,6 +459,25 @@ void sgemm_strips(const SgemmProblem& p, ThreadPool* pool, const IsaKernels& K) 
   });
 }
 
+// B's K block [pc, pc + kc) over columns [jc, jc + nc) for block_tiles: a pre-packed B in
+// place, a B that b_in_place takes read where it lies (bin), else packed into the calling
+// thread's buffer, its panels spread over `pool` (nullable: packed here).
+const float* b_block(const IsaKernels& K, const SgemmProblem& p, int64_t pc, int64_t kc, int64_t jc, int64_t nc,
+                     int64_t npad, ThreadPool* pool, InPlaceB& bin) {
+  const int nr = K.nr;
+  if (p.b_packed) return p.b_packed + pc * npad + jc * kc;
+  const int64_t panels = (nc + nr - 1) / nr;
+  float* buf = tl_pack_b.get(panels * nr * kc);
+  if (b_in_place(p)) {
+    bin = stage_b_in_place(K, p, pc, kc, jc, nc, buf);
+    return buf;
+  }
+  run_range(pool, panels, 8, [&](int64_t q0, int64_t q1) {
+    pack_b_panels(K, p, pc, kc, jc + q0 * nr, std::min(nc, q1 * nr) - q0 * nr, nr, buf + q0 * nr * kc);
+  });
+  return buf;
+}
+
 void sgemm_packed(const SgemmProblem& p, ThreadPool* pool, const IsaKernels& K) {
   const int mr = K.mr, nr = K.nr;
   const int64_t threads = pool ? pool->size() : 1;
@@ -542,16 +561,8 @@ void sgemm_packed(const SgemmProblem& p, ThreadPool* pool, const IsaKernels& K) 
           for (int64_t pc = 0; pc < p.k; pc += kc_max) {
             const int64_t kc = std::min(kc_max, p.k - pc);
             const bool acc = p.accumulate || pc > 0, last = pc + kc == p.k;
-            const float* bp = nullptr;
             InPlaceB bin;
-            if (p.b_packed) {
-              bp = p.b_packed + pc * npad + jc * kc;
-            } else {
-              float* buf = tl_pack_b.get(panels * nr * kc);
-              if (b_in_place(p)) bin = stage_b_in_place(K, p, pc, kc, jc, nc, buf);
-              else pack_b_panels(K, p, pc, kc, jc, nc, nr, buf);
-              bp = buf;
-            }
+            const float* bp = b_block(K, p, pc, kc, jc, nc, npad, nullptr, bin);
             for (int64_t ib = 0; ib < mblocks; ++ib) {
               const int64_t ic = ib * mc_max, mc = std::min(mc_max, p.m - ic);
               block_tiles(K, p, ic, mc, jc, jc + nc, 0, panels, kc, p.a_packed + pc * mpad + ic * kc, bp, acc, last,
@@ -578,20 +589,8 @@ void sgemm_packed(const SgemmProblem& p, ThreadPool* pool, const IsaKernels& K) 
       const int64_t kc = std::min(kc_max, p.k - pc);
       const bool acc = p.accumulate || pc > 0;
       const bool last = pc + kc == p.k;
-      const float* bp = nullptr;
       InPlaceB bin;
-      if (p.b_packed) {
-        bp = p.b_packed + pc * npad + jc * kc;
-      } else {
-        float* buf = tl_pack_b.get(panels * nr * kc);
-        if (b_in_place(p))
-          bin = stage_b_in_place(K, p, pc, kc, jc, nc, buf);
-        else
-          run_range(pool, panels, 8, [&](int64_t q0, int64_t q1) {
-            pack_b_panels(K, p, pc, kc, jc + q0 * nr, std::min(nc, q1 * nr) - q0 * nr, nr, buf + q0 * nr * kc);
-          });
-        bp = buf;
-      }
+      const float* bp = b_block(K, p, pc, kc, jc, nc, npad, pool, bin);
       run_range(pool, mblocks * ngroups, 1, [&](int64_t t0, int64_t t1) {
         float* buf = p.a_packed ? nullptr : tl_pack_a.get(((mc_max + mr - 1) / mr) * mr * kc);
         const float* ap = buf;
