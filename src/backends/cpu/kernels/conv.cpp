@@ -879,6 +879,17 @@ void run_conv(const RunCtx& ctx, const void* vcfg, void* const* bufs) {
   for (int64_t i = 0; i < gemms; ++i) conv_gemm_one(cfg, ctx.pool, x, w, bias, res, out, i / cfg.group, i % cfg.group);
 }
 
+// The direct kernel where the GEMM would mostly pack: one input channel per output channel
+// (depthwise), except for an ungrouped conv with long or strided windows (e.g. an STFT as a
+// conv: 1 channel, 256 taps, stride 128, where the taps are a GEMM's K and the direct kernel
+// would walk them one scalar at a time); and at most 4 output channels per group with unit
+// stride (e.g. the 1-channel head of a ConvTranspose over a 321x321 map: the GEMM would pack
+// the whole im2col matrix to make one row of C). cg / og: input / output channels per group,
+// sw: the width stride. build_conv's choice, and conv_prefers_f32's.
+bool takes_direct_kernel(int64_t cg, int64_t og, int64_t group, int64_t sw, int64_t taps, DType t) {
+  return (cg == 1 && (group > 1 || (sw == 1 && taps <= 64))) || (og <= 4 && sw == 1 && t == DType::F32);
+}
+
 // Channels-last (nhwc) convolutions and pools take their decomposition (the NCHW kernels
 // between transposes): the CPU kernels are NCHW.
 bool supports_conv(const Node& node, const std::vector<const Shape*>& in) {
@@ -888,7 +899,7 @@ bool supports_conv(const Node& node, const std::vector<const Shape*>& in) {
 }
 
 // f16 / bf16 convs run in f32 between casts (legalize, BackendClaims::prefers_f32) except
-// where the direct kernel takes them (one input channel per group: depthwise), so that they
+// where the direct kernel takes them (takes_direct_kernel: depthwise ones), so that they
 // take the f32 kernels (Winograd for 3x3 stride 1, the packed GEMM paths) with the weights
 // widened once at build time (the constant-fold after legalize). The half GEMM path widens
 // its operands while packing, on every call, and has no Winograd: ISNet medium (an f16 graph,
@@ -898,9 +909,9 @@ bool conv_prefers_f32(const Node& node, const std::vector<const Shape*>& in) {
   if (!in[0] || (in[0]->dtype() != DType::F16 && in[0]->dtype() != DType::BF16) || !in[1]) return false;
   const ConvAttrs a = node.kind == OpKind::FusedConv2d ? node.attr<FusedConvAttrs>().conv() : node.attr<ConvAttrs>();
   const Shape& w = *in[1];
-  if (w.rank() != 4 || !w.is_static() || a.strides.size() != 2) return false;  // build_conv reports it
+  if (w.rank() != 4 || !w.is_static() || a.strides.size() != 2 || a.group < 1) return false;  // build_conv reports it
   const std::vector<int64_t> wd = w.static_dims();
-  return !(wd[1] == 1 && (a.group > 1 || (a.strides[1] == 1 && wd[2] * wd[3] <= 64)));
+  return !takes_direct_kernel(wd[1], wd[0] / a.group, a.group, a.strides[1], wd[2] * wd[3], in[0]->dtype());
 }
 
 // The epilogue runs on f32 rows (f16 / bf16 outputs before their rounding); f64 takes the
@@ -929,15 +940,8 @@ KernelCall build_conv(const Node& node, const std::vector<const Shape*>& in, con
     fail(ErrorCategory::Shape, "node '", node.name, "' (conv2d): channels do not match group ", c.group);
   c.pointwise = c.kh == 1 && c.kw == 1 && c.sh == 1 && c.sw == 1 && a.pads == std::vector<int64_t>{0, 0, 0, 0} &&
                 c.oh == c.h && c.ow == c.w;
-  // The direct kernel where the GEMM would mostly pack: one input channel per output channel
-  // (depthwise), except for an ungrouped conv with long or strided windows (e.g. an STFT as a
-  // conv: 1 channel, 256 taps, stride 128, where the taps are a GEMM's K and the direct kernel
-  // would walk them one scalar at a time); and at most 4 output channels per group with unit
-  // stride (e.g. the 1-channel head of a ConvTranspose over a 321x321 map: the GEMM would pack
-  // the whole im2col matrix to make one row of C).
-  const int64_t cg = c.c / c.group, og = c.cout / c.group;
-  c.direct = (cg == 1 && (c.group > 1 || (c.sw == 1 && c.kh * c.kw <= 64))) ||
-             (og <= 4 && c.sw == 1 && c.type == DType::F32);
+  const int64_t cg = c.c / c.group;
+  c.direct = takes_direct_kernel(cg, c.cout / c.group, c.group, c.sw, c.kh * c.kw, c.type);
   for (int64_t kx = 0; kx < c.kw; ++kx) {
     const int64_t off = kx * c.dw - c.pl;
     const int64_t lo = std::min(c.ow, std::max<int64_t>(0, (-off + c.sw - 1) / c.sw));
