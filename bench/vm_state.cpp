@@ -45,7 +45,7 @@ RLX_FMA_TARGET double fma_rate(long iters) {
 #endif
 }
 
-// Median-free round trip: a flag bounced n times between this thread and another.
+// The mean round trip of a flag bounced n times between this thread and another.
 double round_trip_ns(int n) {
   std::atomic<int> flag{0};
   std::thread other([&] {

@@ -2,7 +2,8 @@
 // attention, rotary, elementwise arithmetic, fused elementwise programs) run in the low
 // type: their f32 operands are cast down. Reductions, softmax and norms keep f32: their
 // low operands are cast back up, except that softmax and the norms take low operands and
-// give a low result where the backend claims that form (its kernels then read and write
+// give a low result where the backend claims that form and does not prefer f32 for it
+// (BackendClaims::prefers_f32) (its kernels then read and write
 // the low type and compute the statistics in f32: what the casts around an f32 node would
 // give, less the two extra passes over memory and with scale / bias rounded to the low
 // type). Data movement follows its input. Graph inputs, params
@@ -72,7 +73,8 @@ class Precisioner {
   }
 
   // Softmax or a norm whose every float operand is f32, claimed by the backend with all of
-  // them in the low type.
+  // them in the low type and not preferred in f32 (BackendClaims::prefers_f32: legalize would
+  // only wrap the low node in casts back to f32, two passes over memory the f32 node saves).
   bool low_kept_claimed(const Node& n) const {
     if (!claims_ || !claims_->supports) return false;
     if (n.kind != OpKind::Softmax && n.kind != OpKind::LogSoftmax && n.kind != OpKind::LayerNorm &&
@@ -92,7 +94,7 @@ class Precisioner {
     for (size_t k = 0; k < n.inputs.size(); ++k) ptrs.push_back(n.inputs[k].valid() ? &low_in[k] : nullptr);
     Node c = n;
     for (Shape& o : c.outputs) o = o.with_dtype(low_);
-    return claims_->supports(c, ptrs);
+    return claims_->supports(c, ptrs) && !(claims_->prefers_f32 && claims_->prefers_f32(c, ptrs));
   }
 
   void lower(int32_t id) {

@@ -128,6 +128,12 @@ graph main {
                        return in.empty() || !in[0] || in[0]->dtype() == DType::F32;
                      }};
   expect_graph(apply_precision(parse(src), Precision::F16, &none), print_graph(apply_precision(parse(src), Precision::F16)));
+  // Claimed but preferred in f32 (the CPU's norms and softmax): the softmax stays f32, as
+  // without the claim, rather than going low for legalize to wrap back in casts.
+  BackendClaims prefers = low_softmax;
+  prefers.prefers_f32 = [](const Node& n, const std::vector<const Shape*>&) { return n.kind == OpKind::Softmax; };
+  expect_graph(apply_precision(parse(src), Precision::F16, &prefers),
+               print_graph(apply_precision(parse(src), Precision::F16)));
 }
 
 }  // namespace
