@@ -25,7 +25,7 @@ const std::vector<EnvVar>& env_registry() {
       {"RLX_ARENA_REPORT", "1 prints the memory plan (arena bytes vs lower bound, top buffers) to stderr at compile"},
       {"RLX_VERIFY", "1 verifies the graph after every pass and the memory plan, and poisons scratch memory before each run"},
       {"RLX_MAX_ARENA_BYTES", "cap in bytes on the activation arena and on the weights segment, each (suffixes K, M, G; overrides CompileOptions::max_arena_bytes; default: physical memory)"},
-      {"RLX_PROFILE", "1 times every kernel call of every run (CPU; CUDA: eager launches queued behind a wait so that they run back to back, the first run not counted) and prints the totals per op kind and the slowest calls to stderr when the executable goes"},
+      {"RLX_PROFILE", "1 times every kernel call of every run but the first (which packs weights and touches pages once; CUDA: eager launches queued behind a wait so that they run back to back) and prints the totals per op kind and the slowest calls to stderr when the executable goes"},
       {"RLX_PROFILE_TOP", "how many of the slowest calls RLX_PROFILE lists (CPU; default 8)"},
       {"RLX_CUDA_GRAPH", "0: the CUDA backend launches every kernel of every run itself instead of replaying the run captured as a CUDA Graph (to measure what replay saves)"},
       {"RLX_CUDA_CUDNN", "0: the CUDA backend runs convolutions as im2col + cuBLASLt products instead of through cuDNN"},
