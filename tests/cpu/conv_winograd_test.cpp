@@ -179,7 +179,8 @@ void check(const Case& k, int m) {
 }
 
 TEST(ConvWinograd, TwoByTwoTiles) {
-  check({1, 32, 14, 14, 48}, 2);                            // ResNet-like, whole tiles
+  check({1, 32, 14, 14, 48}, 2);                            // ResNet-like, whole tiles; 2 threads: split by tiles
+  check({1, 64, 8, 8, 200}, 2);                             // 2 threads: one block split by output channels
   check({2, 16, 9, 13, 16, {1, 1, 1, 1}, false}, 2);        // partial tiles, two images, no bias
   check({1, 20, 11, 8, 24, {0, 1, 2, 0}}, 2);               // asymmetric pads
   check({1, 16, 10, 12, 40, {0, 0, 0, 0}}, 2);              // no padding

@@ -126,19 +126,35 @@ void run_winograd(const WinogradConv& p, ThreadPool* pool, const float* x, const
   const IsaKernels& K = *p.gemm;
   const int a = alpha(p.m), points = a * a, mr = K.mr;
   const int64_t kc_max = K.kc, plane = p.oh * p.ow;
+  const int64_t threads = pool ? pool->size() : 1;
+  // Blocks are runs of whole mr-tile panels: block b holds panels [b * np / nb, (b + 1) * np / nb).
+  // The plan's, or where it has fewer than two a thread, one a thread when U is at most three
+  // times V (output channels at most three times the padded tiles): each task then transforms
+  // the V it multiplies, and reads all of U, where the split by output channels below reads
+  // half of U and the whole V, half of it written by the other thread. A line from the other
+  // core's cache costs several from L3 (75-120 ns a round trip on this VM, 350-1200 when its
+  // vCPUs sit apart); U streams from L3 or memory. ResNet-50 two threads, per node: 28x28 (128
+  // channels, U 2.4 MB, V 1.1 MB) 0.36 -> 0.29-0.32 ms each; 14x14 (256, U 4.2 MB, V 1.0 MB)
+  // 0.39 -> 0.40 and 7x7 (512: U 17 MB) 0.43 -> 0.67, so those keep the channel split.
+  // Every element's arithmetic is the same either way: the same bits.
+  const int64_t np = (p.tiles + mr - 1) / mr;
+  const bool by_tiles = threads > 1 && p.blocks < 2 * threads && np >= threads && p.cout <= 3 * np * mr;
+  const int64_t nb = by_tiles ? threads : p.blocks;
+  const int64_t block = (np + nb - 1) / nb * mr;  // the most tiles a block holds
+  auto block_t0 = [&](int64_t b) { return b * np / nb * mr; };
+  auto block_rows = [&](int64_t b) { return std::min(p.tiles, (b + 1) * np / nb * mr) - block_t0(b); };
   // V of a block: its points one after another, each in sgemm's packed A layout for the
   // block's rows (K blocks of kc, mr-row panels).
-  const int64_t block_floats = p.block * p.c;  // one point of one block
+  const int64_t block_floats = block * p.c;  // one point of one block
   const auto input = p.kernels->input[p.m == 4];
   const auto output = p.kernels->output[p.m == 4];
-  const int64_t panels_per_block = p.block / mr;
   // Input transform of panel pb of block b, channels [c0, c1), into that block's V at vb.
   auto transform_panel = [&](const float* xi, int64_t b, int64_t pb, int64_t c0, int64_t c1, float* vb) {
-    const int64_t t0 = b * p.block + pb * mr;
-    const int64_t rows_b = std::min(p.block, p.tiles - b * p.block);  // the block's tiles
+    const int64_t t0 = block_t0(b) + pb * mr;
+    const int64_t rows_b = block_rows(b);
     const int64_t mpad = (rows_b + mr - 1) / mr * mr;
-    if (pb * mr >= mpad) return;  // a panel past the last block's end
-    const int lanes = int(std::clamp<int64_t>(p.tiles - t0, 0, mr));
+    if (pb * mr >= mpad) return;  // a panel past the block's end
+    const int lanes = int(std::clamp<int64_t>(rows_b - pb * mr, 0, mr));
     int64_t y0[16], x0[16];  // each lane's patch origin
     for (int l = 0; l < lanes; ++l) {
       y0[l] = ((t0 + l) / p.tw) * p.m - p.pt;
@@ -153,13 +169,13 @@ void run_winograd(const WinogradConv& p, ThreadPool* pool, const float* x, const
   };
   // M[xi] = V[xi] U[xi] for block b and output-channel chunk q, then the output transform.
   auto multiply_and_output = [&](int64_t b, int64_t q, const float* vb, float* oi, const float* ri) {
-    const int64_t rows_b = std::min(p.block, p.tiles - b * p.block);
+    const int64_t rows_b = block_rows(b), t0 = block_t0(b);
     const int64_t n = std::min(p.chunk, p.cout - q * p.chunk);
     thread_local std::vector<float> tl_m;
-    const size_t m_floats = size_t(points * p.block * p.chunk);
+    const size_t m_floats = size_t(points * block * p.chunk);
     if (tl_m.size() < m_floats) tl_m.resize(m_floats);
     float* mbuf = tl_m.data();
-    const int64_t xi_stride = p.block * p.chunk;
+    const int64_t xi_stride = block * p.chunk;
     for (int xi = 0; xi < points; ++xi) {
       SgemmProblem pr;
       pr.m = rows_b;
@@ -175,7 +191,7 @@ void run_winograd(const WinogradConv& p, ThreadPool* pool, const float* x, const
     float* oq = oi + q * p.chunk * plane;
     const float* rq = ri ? ri + q * p.chunk * plane : nullptr;
     for (int64_t r = 0; r < rows_b; ++r) {
-      const int64_t t = b * p.block + r, ty = t / p.tw, tx = t % p.tw;
+      const int64_t t = t0 + r, ty = t / p.tw, tx = t % p.tw;
       const int rows = int(std::min<int64_t>(p.m, p.oh - ty * p.m));
       const int cols = int(std::min<int64_t>(p.m, p.ow - tx * p.m));
       const int64_t at = ty * p.m * p.ow + tx * p.m;
@@ -183,16 +199,16 @@ void run_winograd(const WinogradConv& p, ThreadPool* pool, const float* x, const
              rows, cols);
     }
   };
-  const int64_t threads = pool ? pool->size() : 1;
+  const int64_t panels_per_block = block / mr;
   for (int64_t img = 0; img < images; ++img) {
     const float* xi = x + img * p.c * p.h * p.w;
     float* oi = out + img * p.cout * plane;
     const float* ri = epi.residual ? epi.residual + img * p.cout * plane : nullptr;
-    if (p.blocks >= 2 * threads) {
+    if (nb >= 2 * threads || by_tiles) {
       // Many blocks (large maps): each task takes a block through all three steps, its V in a
       // buffer of its own that stays in cache (the V of a whole 80x80 map was 5.5 MB, written
       // to memory and read back).
-      for_each_index(pool, p.blocks, [&](int64_t b) {
+      for_each_index(pool, nb, [&](int64_t b) {
         thread_local std::vector<float> tl_vb;
         if (tl_vb.size() < size_t(points * block_floats)) tl_vb.resize(size_t(points * block_floats));
         for (int64_t pb = 0; pb < panels_per_block; ++pb) transform_panel(xi, b, pb, 0, p.c, tl_vb.data());
@@ -203,17 +219,17 @@ void run_winograd(const WinogradConv& p, ThreadPool* pool, const float* x, const
     // Few blocks: the input transform over (panel, channel group) tasks for the whole map first,
     // then the products over (block, chunk) tasks, so that every thread has work in both.
     thread_local std::vector<float> tl_v;
-    const size_t v_floats = size_t(p.blocks * points * block_floats);
+    const size_t v_floats = size_t(nb * points * block_floats);
     if (tl_v.size() < v_floats) tl_v.resize(v_floats);
     float* vbuf = tl_v.data();
     const int64_t cgroups = std::clamp<int64_t>(p.c / 32, 1, 8);
-    for_each_index(pool, p.blocks * panels_per_block * cgroups, [&](int64_t task) {
+    for_each_index(pool, nb * panels_per_block * cgroups, [&](int64_t task) {
       const int64_t pan = task / cgroups, cg = task % cgroups;
       const int64_t b = pan / panels_per_block;
       transform_panel(xi, b, pan % panels_per_block, cg * p.c / cgroups, (cg + 1) * p.c / cgroups,
                       vbuf + b * points * block_floats);
     });
-    for_each_index(pool, p.blocks * p.chunks, [&](int64_t task) {
+    for_each_index(pool, nb * p.chunks, [&](int64_t task) {
       const int64_t b = task / p.chunks;
       multiply_and_output(b, task % p.chunks, vbuf + b * points * block_floats, oi, ri);
     });
