@@ -426,6 +426,10 @@ TEST(Pool2d, StrideTwoMaxIsTheWindowFoldBitForBit) {
       {7, 70, pool_attrs({3, 3}, {2, 2}, {1, 1, 1, 1})},
       {6, 67, pool_attrs({3, 3}, {2, 2}, {1, 1, 1, 1})},
       {5, 32, pool_attrs({3, 3}, {2, 2}, {1, 1, 0, 0})},
+      // The same row step over five rows at height stride 1, and over nine (more rows than the
+      // fused output row takes: a row of horizontal maxima per input row, then max_taps).
+      {14, 40, pool_attrs({5, 3}, {1, 2}, {2, 1, 2, 1})},
+      {12, 41, pool_attrs({9, 3}, {2, 2}, {4, 1, 4, 1})},
   };
   uint32_t state = 12345;
   auto next = [&] { return state = state * 1664525u + 1013904223u; };

@@ -71,13 +71,17 @@ void copy_even_scalar(float* d, const float* s, int64_t n) {
   for (int64_t t = 0; t < n; ++t) d[t] = s[2 * t];
 }
 
-void max3_s2_scalar(float* out, const float* s, int64_t w, int64_t n) {
+void max3_s2_scalar(float* out, const float* const* rows, int64_t taps, int64_t w, int64_t n) {
   for (int64_t ox = 0; ox < n; ++ox) {
     float a = -std::numeric_limits<float>::infinity();
-    for (int64_t c = 2 * ox - 1; c <= 2 * ox + 1; ++c) {
-      if (c < 0 || c >= w) continue;
-      const float v = s[c];
-      a = (v > a) | (v != v) ? v : a;
+    for (int64_t t = 0; t < taps; ++t) {
+      float h = -std::numeric_limits<float>::infinity();
+      for (int64_t c = 2 * ox - 1; c <= 2 * ox + 1; ++c) {
+        if (c < 0 || c >= w) continue;
+        const float v = rows[t][c];
+        h = (v > h) | (v != v) ? v : h;
+      }
+      a = (h > a) | (h != h) ? h : a;
     }
     out[ox] = a;
   }

@@ -45,13 +45,17 @@ struct RowKernels {
   // end. (im2col's pieces of a few dozen floats keep conv.cpp's inline copy: the call and the
   // masks cost more there.)
   void (*copy_even)(float* d, const float* s, int64_t n) = nullptr;
-  // Max pooling's row step for a 3-wide window at width stride 2 with one column of left
-  // padding (ResNet's 3x3 / 2 pool): for ox < n, out[ox] is max_taps' fold over s[2 ox - 1],
-  // s[2 ox], s[2 ox + 1] in that order, the columns outside [0, w) skipped. Reads s[0 .. w)
-  // only. One pass in registers (even and odd columns by permutes) instead of two copy_even
-  // phase rows and a max_taps call over them.
-  void (*max3_s2)(float* out, const float* s, int64_t w, int64_t n) = nullptr;
+  // Max pooling's output row for a 3-wide window at width stride 2 with one column of left
+  // padding (ResNet's 3x3 / 2 pool) over `taps` (1 .. kMax3S2Rows) input rows: for ox < n,
+  // out[ox] is max_taps' fold, in row order, of each row's fold over rows[t][2 ox - 1],
+  // rows[t][2 ox], rows[t][2 ox + 1] in that order (the columns outside [0, w) skipped). Reads
+  // rows[t][0 .. w) only. One pass in registers (even and odd columns by permutes, every row's
+  // fold then the fold over rows) instead of a row of horizontal maxima per input row written
+  // and read back.
+  void (*max3_s2)(float* out, const float* const* rows, int64_t taps, int64_t w, int64_t n) = nullptr;
 };
+
+constexpr int64_t kMax3S2Rows = 8;
 
 // Best available for `isa` (a level this build lacks falls back to the next lower one).
 const RowKernels& row_kernels(Isa isa);

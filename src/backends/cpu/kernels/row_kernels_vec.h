@@ -144,32 +144,34 @@ void copy_even(float* d, const float* s, int64_t n) {
   }
 }
 
-// max_pool's 3-wide stride-2 row (contract in row_kernels.h). Outputs [o, o + W) read columns
-// 2o - 1 .. 2o + 2W - 1: the even and odd lanes of two loads from 2o (masked to -inf past w,
-// a skipped column for the fold: max_step keeps a against -inf) and the previous block's last
-// odd column shifted in (-inf left of the image). The first step of the fold takes the left
-// column as it is, which max_step(-inf, v) also gives bit for bit.
-void max3_s2(float* out, const float* s, int64_t w, int64_t n) {
+// max_pool's 3-wide stride-2 output row (contract in row_kernels.h). Outputs [o, o + W) of a
+// row read its columns 2o - 1 .. 2o + 2W - 1: the even and odd lanes of two loads from 2o
+// (masked to -inf past w, a skipped column for the fold: max_step keeps a against -inf) and
+// that row's previous block's last odd column shifted in (-inf left of the image). The first
+// step of a row's fold takes the left column as it is, which max_step(-inf, v) also gives bit
+// for bit; the rows' results are then folded in order from -inf, as max_taps folds them.
+void max3_s2(float* out, const float* const* rows, int64_t taps, int64_t w, int64_t n) {
   const float ninf_s = -std::numeric_limits<float>::infinity();
-  F prev_odd = V::set1(ninf_s);
+  F prev_odd[kMax3S2Rows];
+  for (int64_t t = 0; t < taps; ++t) prev_odd[t] = V::set1(ninf_s);
   for (int64_t o = 0; o < n; o += W) {
     const int64_t c = 2 * o;
-    F lo, hi;
-    if (c + 2 * W <= w) {
-      lo = V::load(s + c);
-      hi = V::load(s + c + W);
-    } else {
-      const int64_t r0 = std::clamp<int64_t>(w - c, 0, W), r1 = std::clamp<int64_t>(w - c - W, 0, W);
-      lo = V::load_tail(s + c, V::tail(r0), ninf_s);
-      hi = V::load_tail(s + c + W, V::tail(r1), ninf_s);
+    const bool full = c + 2 * W <= w;
+    const int64_t r0 = std::clamp<int64_t>(w - c, 0, W), r1 = std::clamp<int64_t>(w - c - W, 0, W);
+    F acc = V::set1(ninf_s);
+    for (int64_t t = 0; t < taps; ++t) {
+      const float* s = rows[t];
+      const F lo = full ? V::load(s + c) : V::load_tail(s + c, V::tail(r0), ninf_s);
+      const F hi = full ? V::load(s + c + W) : V::load_tail(s + c + W, V::tail(r1), ninf_s);
+      const F ev = V::even(lo, hi), od = V::odd(lo, hi);
+      F a = V::shift_in(od, prev_odd[t]);
+      a = max_step(a, ev);
+      a = max_step(a, od);
+      prev_odd[t] = od;
+      acc = max_step(acc, a);
     }
-    const F ev = V::even(lo, hi), od = V::odd(lo, hi);
-    F a = V::shift_in(od, prev_odd);
-    a = max_step(a, ev);
-    a = max_step(a, od);
-    prev_odd = od;
-    if (o + W <= n) V::store(out + o, a);
-    else V::store_tail(out + o, V::tail(n - o), a);
+    if (o + W <= n) V::store(out + o, acc);
+    else V::store_tail(out + o, V::tail(n - o), acc);
   }
 }
 
