@@ -221,6 +221,45 @@ TEST(Gemm, PackedAndStreamingPathsAgreeBitwise) {
   for (int64_t j = 0; j < 2 * n; ++j) ASSERT_EQ(small[size_t(j)], big[size_t(150 * n + j)]) << j;
 }
 
+// m <= 4 over a row-major B of few columns on two threads: the tasks take whole K blocks into
+// partial sums that are added to C in K order afterwards; every element must keep one thread's
+// bits (which adds each block's sum to C as it goes), with and without accumulate, bias and ReLU.
+TEST(Gemm, GemvSplitByKBlocksGivesOneThreadsBits) {
+  ThreadPool pool(2);
+  for (Isa isa : isa_levels()) {
+    SCOPED_TRACE(std::string("isa=") + std::string(isa_name(isa)));
+    const IsaKernels& ks = isa_kernels(isa);
+    for (int64_t m : {1, 3}) {
+      // m * n * k over 64^3, below which sgemm leaves the pool unused.
+      const int64_t n = 400, k = 4 * ks.kc + 17;
+      const std::vector<float> a = random_floats(size_t(m * k), 21), b = random_floats(size_t(k * n), 22);
+      const std::vector<float> bias = random_floats(size_t(m), 23), c0 = random_floats(size_t(m * n), 24);
+      for (bool accumulate : {false, true}) {
+        for (bool epi : {false, true}) {
+          auto run = [&](ThreadPool* tp) {
+            std::vector<float> c = c0;
+            SgemmProblem p;
+            p.m = m;
+            p.n = n;
+            p.k = k;
+            p.a = {a.data(), DType::F32, k, 1};
+            p.b = {b.data(), DType::F32, n, 1};
+            p.c = c.data();
+            p.ldc = n;
+            p.accumulate = accumulate;
+            if (epi) p.row_epilogue = {bias.data(), nullptr, 0, true};
+            sgemm(p, tp, ks);
+            return c;
+          };
+          const std::vector<float> one = run(nullptr), two = run(&pool);
+          ASSERT_EQ(0, std::memcmp(one.data(), two.data(), one.size() * sizeof(float)))
+              << "m " << m << " accumulate " << accumulate << " epi " << epi;
+        }
+      }
+    }
+  }
+}
+
 // A panel's last nr/2 or fewer columns take the half-width kernel; each of those elements must
 // be the bits it has inside a full panel: the columns of an n = nr + w product (w = nr/2, a
 // few less, 1) equal the same columns of the n = 2 nr product, on every ISA level, in place
