@@ -20,6 +20,19 @@ namespace {
 
 using test::random_floats;
 
+// C [m, n] = A [m, k] B [k, n], all three row-major f32 with no padding.
+SgemmProblem row_major(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c) {
+  SgemmProblem p;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.a = {a, DType::F32, k, 1};
+  p.b = {b, DType::F32, n, 1};
+  p.c = c;
+  p.ldc = n;
+  return p;
+}
+
 // Levels available here (scalar always; the native level and everything below it).
 std::vector<Isa> isa_levels() {
   std::vector<Isa> v{Isa::Scalar};
@@ -205,14 +218,7 @@ TEST(Gemm, PackedAndStreamingPathsAgreeBitwise) {
   const std::vector<float> a = random_floats(size_t(200 * k), 3), b = random_floats(size_t(k * n), 4);
   const IsaKernels& ks = isa_kernels(detect_isa());
   std::vector<float> big(size_t(200 * n)), small(size_t(2 * n));
-  SgemmProblem p;
-  p.m = 200;
-  p.n = n;
-  p.k = k;
-  p.a = {a.data(), DType::F32, k, 1};
-  p.b = {b.data(), DType::F32, n, 1};
-  p.c = big.data();
-  p.ldc = n;
+  SgemmProblem p = row_major(200, n, k, a.data(), b.data(), big.data());
   sgemm(p, nullptr, ks);
   p.m = 2;
   p.a.data = a.data() + 150 * k;
@@ -238,14 +244,7 @@ TEST(Gemm, GemvSplitByKBlocksGivesOneThreadsBits) {
         for (bool epi : {false, true}) {
           auto run = [&](ThreadPool* tp) {
             std::vector<float> c = c0;
-            SgemmProblem p;
-            p.m = m;
-            p.n = n;
-            p.k = k;
-            p.a = {a.data(), DType::F32, k, 1};
-            p.b = {b.data(), DType::F32, n, 1};
-            p.c = c.data();
-            p.ldc = n;
+            SgemmProblem p = row_major(m, n, k, a.data(), b.data(), c.data());
             p.accumulate = accumulate;
             if (epi) p.row_epilogue = {bias.data(), nullptr, 0, true};
             sgemm(p, tp, ks);
