@@ -302,6 +302,35 @@ TEST_F(Cli, DiffNamesTheFirstDivergingNode) {
   if (!cuda) expect_one_error_line(rlx("diff '" + file + "' --devices cpu,cuda"), "cuda backend");
 }
 
+// rlx diff on a graph with a dynamic dim: the probes need static types, so the input's dims
+// come from --shape, from its .npy file or from --bind; an input left dynamic, dims that
+// contradict the static ones and an unknown input name are each one error line.
+TEST_F(Cli, DiffTakesDynamicDimsFromShapeFilesAndBind) {
+  Graph g("dyn");
+  auto x = g.input("x", Shape(std::vector<Dim>{g.sym("B"), Dim(16)}, DType::F32));
+  std::vector<float> wv(16 * 16);
+  for (size_t i = 0; i < wv.size(); ++i) wv[i] = float((i * 37) % 17) / 17.0f - 0.5f;
+  auto w = g.param("w", Shape({16, 16}, DType::F32), Blob(f32_bytes(wv)));
+  g.set_outputs({g.reduce_sum(g.gelu(g.matmul(x, w)), {1})}, {"s"});
+  const std::string file = write_graph("dyn.rlx", g);
+  expect_one_error_line(rlx("diff '" + file + "' --precision f32,f16"), "input 'x' has a dynamic dim 0 ('B')");
+  Result sh = rlx("diff '" + file + "' --precision f32,f16 --rtol 0 --atol 0 --shape x=4,16");
+  EXPECT_EQ(sh.status, 1) << sh.out << sh.err;
+  EXPECT_NE(sh.out.find("(matmul) f32[4,16]"), std::string::npos) << sh.out;
+  std::vector<float> xv(3 * 16, 0.25f);
+  const std::string xf = write_npy("x3.npy", TypedTensor{DType::F32, {3, 16}, f32_bytes(xv)});
+  Result fi = rlx("diff '" + file + "' --precision f32,f16 --rtol 0 --atol 0 --input x=" + xf);
+  EXPECT_EQ(fi.status, 1) << fi.out << fi.err;
+  EXPECT_NE(fi.out.find("(matmul) f32[3,16]"), std::string::npos) << fi.out;
+  Result bi = rlx("diff '" + file + "' --precision f32,f32 --bind B=2");
+  EXPECT_EQ(bi.status, 0) << bi.out << bi.err;
+  EXPECT_NE(bi.out.find("no divergence"), std::string::npos) << bi.out;
+  expect_one_error_line(rlx("diff '" + file + "' --precision f32,f32 --shape x=4,15"), "input 'x' dim 1 is 16, 15 given");
+  expect_one_error_line(rlx("diff '" + file + "' --precision f32,f32 --shape z=4"), "the model has no input 'z' (inputs: x)");
+  expect_one_error_line(rlx("diff '" + file + "' --precision f32,f32 --input x=" + xf + " --shape x=3,16"),
+                        "the input is given as a file");
+}
+
 #ifdef RLX_HAVE_ONNX
 // String tensors through `rlx run`: the node suite's StringConcat model on '<U' inputs,
 // written back as '<U' (read here with the same reader the CLI uses).

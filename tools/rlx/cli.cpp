@@ -1,11 +1,13 @@
 // The command table, argument parsing, model formats and shared compile options.
 #include "cli.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <set>
 #include <sstream>
 
+#include "opt/pipeline.h"
 #include "runtime/npy.h"
 #ifdef RLX_HAVE_ONNX
 #include "rlx/onnx.h"
@@ -45,6 +47,7 @@ const std::vector<Command>& commands() {
                         {"--param", "NAME=FILE.npy", "set param NAME from FILE.npy", true},
                         {"--rtol", "R", "relative tolerance (default 1e-4; 1e-2 with a half precision)", false},
                         {"--atol", "A", "absolute tolerance (default 1e-5; 1e-2 with a half precision)", false},
+                        {"--shape", "NAME=D0,D1,...", "dims of a generated input ('scalar' for rank 0; its symbols take them)", true},
                         {"--seed", "S", "seed of the generated inputs (default 1)", false}});
       t.push_back(std::move(c));
     }
@@ -140,16 +143,74 @@ std::string command_help(const Command& cmd) {
 // ---------------------------------------------------------------- model formats
 
 namespace {
+// Every name in `dims` must be one of `inputs`.
+void check_input_names(const InputDims& dims, const std::vector<std::string>& inputs, const std::string& path) {
+  for (const auto& [name, d] : dims)
+    if (std::find(inputs.begin(), inputs.end(), name) == inputs.end()) {
+      std::string known;
+      for (const std::string& i : inputs) known += (known.empty() ? "" : ", ") + i;
+      fail(ErrorCategory::InvalidArgument, "'", path, "': the model has no input '", name, "' (inputs: ", known, ")");
+    }
+}
+
+// The symbols of each named input's dims bound to the sizes given (its static dims must equal
+// them); other inputs keep theirs.
+Graph bind_input_dims(Graph g, const InputDims& dims, const std::string& path) {
+  std::vector<std::string> names;
+  for (const Node& n : g.nodes())
+    if (n.kind == OpKind::Input) names.push_back(n.name);
+  check_input_names(dims, names, path);
+  std::map<std::string, int64_t> bound;
+  for (const Node& n : g.nodes()) {
+    if (n.kind != OpKind::Input) continue;
+    auto it = dims.find(n.name);
+    if (it == dims.end()) continue;
+    const Shape& s = n.outputs[0];
+    if (int(it->second.size()) != s.rank())
+      fail(ErrorCategory::Shape, "'", path, "': input '", n.name, "' has ", s.rank(), " dims, ", it->second.size(),
+           " given");
+    for (int i = 0; i < s.rank(); ++i) {
+      const Dim d = s.dims()[size_t(i)];
+      const int64_t v = it->second[size_t(i)];
+      if (d.is_static()) {
+        if (d.value() != v)
+          fail(ErrorCategory::Shape, "'", path, "': input '", n.name, "' dim ", i, " is ", d.value(), ", ", v, " given");
+        continue;
+      }
+      const std::string& sym = g.symbols()[size_t(d.symbol_id())];
+      if (auto b = bound.find(sym); b != bound.end() && b->second != v)
+        fail(ErrorCategory::Shape, "'", path, "': input '", n.name, "' dim ", i, " ('", sym, "') given as ", v,
+             ", another input gives it ", b->second);
+      bound[sym] = v;
+    }
+  }
+  return bound.empty() ? g : opt::bind_dims(g, bound);
+}
+
 #ifdef RLX_HAVE_ONNX
 // The model imported with its declared input dims; a model that needs concrete dims to
 // import gets its symbolic dims from --bind.
-Graph load_onnx_graph(const std::string& path, CompileOptions& opts) {
+Graph load_onnx_graph(const std::string& path, CompileOptions& opts, const InputDims& input_dims) {
   onnx::OnnxModel m = onnx::load_onnx(path);
-  if (m.has_graph) return std::move(m.graph);
+  if (m.has_graph) return bind_input_dims(std::move(m.graph), input_dims, path);
+  std::vector<std::string> names;
+  for (const onnx::OnnxValueInfo& in : m.inputs) names.push_back(in.name);
+  check_input_names(input_dims, names, path);
   std::map<std::string, std::vector<int64_t>> shapes;
   std::set<std::string> used;
   for (const onnx::OnnxValueInfo& in : m.inputs) {
     std::vector<int64_t> dims = in.dims;
+    if (auto given = input_dims.find(in.name); given != input_dims.end()) {
+      if (given->second.size() != dims.size())
+        fail(ErrorCategory::Shape, "'", path, "': input '", in.name, "' has ", dims.size(), " dims, ",
+             given->second.size(), " given");
+      for (size_t i = 0; i < dims.size(); ++i)
+        if (dims[i] >= 0 && dims[i] != given->second[i])
+          fail(ErrorCategory::Shape, "'", path, "': input '", in.name, "' dim ", i, " is ", dims[i], ", ",
+               given->second[i], " given");
+      shapes[in.name] = given->second;
+      continue;
+    }
     for (size_t i = 0; i < dims.size(); ++i) {
       if (dims[i] >= 0) continue;
       const std::string sym = i < in.dim_params.size() ? in.dim_params[i] : "";
@@ -173,7 +234,10 @@ Graph load_onnx_graph(const std::string& path, CompileOptions& opts) {
 
 const std::vector<ModelFormat>& model_formats() {
   static const std::vector<ModelFormat> table = {
-      {".rlx", "rlx text IR", [](const std::string& path, CompileOptions&) { return load_graph_file(path); }},
+      {".rlx", "rlx text IR",
+       [](const std::string& path, CompileOptions&, const InputDims& dims) {
+         return bind_input_dims(load_graph_file(path), dims, path);
+       }},
 #ifdef RLX_HAVE_ONNX
       {".onnx", "ONNX model", &load_onnx_graph},
 #endif
@@ -205,11 +269,11 @@ void set_params_from_args(CompiledGraph& net, const Args& args) {
   }
 }
 
-Graph load_model(const std::string& path, CompileOptions& opts) {
+Graph load_model(const std::string& path, CompileOptions& opts, const InputDims& input_dims) {
   const std::string ext = std::filesystem::path(path).extension().string();
   std::string known;
   for (const ModelFormat& f : model_formats()) {
-    if (f.extension == ext) return f.load(path, opts);
+    if (f.extension == ext) return f.load(path, opts, input_dims);
     known += (known.empty() ? "" : ", ") + f.extension;
   }
   fail(ErrorCategory::Unsupported, "'", path, "': unknown model file type '", ext, "' (known: ", known, ")");
@@ -245,6 +309,28 @@ double number(const Args& a, const std::string& opt, double dflt, double lo, dou
     os << "option '" << opt << "': '" << s << "' is not a number in [" << lo << ", " << hi << "]";
     throw UsageError(os.str());
   }
+}
+
+int64_t positive_int(const std::string& s, const std::string& what, int64_t lo) {
+  char* end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0' || errno != 0 || v < lo || v > (int64_t(1) << 40))
+    throw UsageError(what + " '" + s + "': expected an integer >= " + std::to_string(lo));
+  return v;
+}
+
+std::vector<int64_t> parse_dims(const std::string& text, const std::string& what) {
+  std::vector<int64_t> dims;
+  if (text == "scalar") return dims;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    dims.push_back(positive_int(text.substr(start, comma - start), what, 0));
+    start = comma + 1;
+  }
+  return dims;
 }
 
 std::pair<std::string, std::string> split_assignment(const std::string& s, const std::string& opt) {

@@ -53,16 +53,19 @@ std::string command_help(const Command& cmd);
 // `opts` carries --bind: an importer that needs concrete dims to import (ONNX models whose
 // shape arithmetic depends on symbolic input dims) resolves them through it and removes the
 // bindings it used, so that compiling the graph it returns does not look for those symbols.
+using InputDims = std::map<std::string, std::vector<int64_t>>;
 struct ModelFormat {
   std::string extension;    // ".rlx"
   std::string description;
-  Graph (*load)(const std::string& path, CompileOptions& opts) = nullptr;
+  // input_dims: sizes for named inputs, used where the file leaves a dim symbolic or unknown
+  // (a static dim must equal the size given).
+  Graph (*load)(const std::string& path, CompileOptions& opts, const InputDims& input_dims) = nullptr;
 };
 const std::vector<ModelFormat>& model_formats();
 // "Model formats: .rlx (rlx text IR), .onnx (ONNX model)" for --help texts.
 std::string model_formats_line();
 // Loads by extension; throws Error(Unsupported) naming the known extensions.
-Graph load_model(const std::string& path, CompileOptions& opts);
+Graph load_model(const std::string& path, CompileOptions& opts, const InputDims& input_dims = {});
 
 // --param NAME=FILE.npy ...: each file's dtype converts to the param's, its dims must equal
 // the param's dims (a transposed weight is an error, not a silently wrong result).
@@ -79,6 +82,10 @@ Device device_named(const std::string& name, const std::string& opt);
 
 // "name=value" -> {name, value}; throws UsageError naming `opt`.
 std::pair<std::string, std::string> split_assignment(const std::string& s, const std::string& opt);
+// An integer in [lo, 2^40]; UsageError naming `what` otherwise.
+int64_t positive_int(const std::string& s, const std::string& what, int64_t lo);
+// "D0,D1,..." (or "scalar": no dims) as sizes >= 0; UsageError naming `what` otherwise.
+std::vector<int64_t> parse_dims(const std::string& text, const std::string& what);
 
 // Command handlers (one file each).
 int cmd_check(const Args& args);

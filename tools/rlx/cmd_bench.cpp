@@ -38,28 +38,6 @@ struct InputDecl {
   std::vector<std::string> dim_names;    // symbol name per dim ("" when none)
 };
 
-int64_t positive_int(const std::string& s, const std::string& what, int64_t lo) {
-  char* end = nullptr;
-  errno = 0;
-  long long v = std::strtoll(s.c_str(), &end, 10);
-  if (s.empty() || *end != '\0' || errno != 0 || v < lo || v > (int64_t(1) << 40))
-    throw UsageError(what + " '" + s + "': expected an integer >= " + std::to_string(lo));
-  return v;
-}
-
-std::vector<int64_t> parse_dims(const std::string& text, const std::string& what) {
-  std::vector<int64_t> dims;
-  if (text == "scalar") return dims;
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t comma = text.find(',', start);
-    if (comma == std::string::npos) comma = text.size();
-    dims.push_back(positive_int(text.substr(start, comma - start), what, 0));
-    start = comma + 1;
-  }
-  return dims;
-}
-
 std::string dims_str(const std::vector<int64_t>& dims) {
   std::string s = "[";
   for (size_t i = 0; i < dims.size(); ++i) {

@@ -8,10 +8,12 @@
 #include <cmath>
 #include <cstring>
 #include <iostream>
+#include <map>
 #include <random>
 #include <set>
 
 #include "cli.h"
+#include "opt/pipeline.h"
 #include "runtime/npy.h"
 #include "runtime/typed_io.h"
 
@@ -81,7 +83,32 @@ int cmd_diff(const Args& raw) {
                                                 by_device ? "--devices" : "--precision");
   Device dev[2] = {Device::Cpu, Device::Cpu};
   CompileOptions base = compile_options_from(args);
-  Graph g = load_model(args.positional[0], base);  // drops the bindings the importer used up
+  // Every value must have a static type to be compared: the inputs' dims come from their files
+  // (--input) or --shape, the rest of the symbols from --bind, all before the probes are made.
+  std::map<std::string, TypedTensor> inputs;
+  InputDims dims;
+  for (const std::string& a : args.all("--input")) {
+    auto [name, file] = split_assignment(a, "--input");
+    inputs[name] = runtime::read_npy(file);
+    dims[name] = inputs[name].dims;
+  }
+  for (const std::string& a : args.all("--shape")) {
+    auto [name, text] = split_assignment(a, "--shape");
+    if (inputs.count(name)) throw UsageError("--shape '" + name + "': the input is given as a file (--input)");
+    dims[name] = parse_dims(text, "--shape " + name);
+  }
+  Graph g = load_model(args.positional[0], base, dims);  // drops the bindings the importer used up
+  if (!base.dim_bindings.empty()) g = opt::bind_dims(g, base.dim_bindings);
+  base.dim_bindings.clear();  // applied
+  for (const Node& n : g.nodes()) {
+    if (n.kind != OpKind::Input) continue;
+    const Shape& s = n.outputs[0];
+    for (int i = 0; i < s.rank(); ++i)
+      if (s.dims()[size_t(i)].is_symbolic())
+        throw UsageError("input '" + n.name + "' has a dynamic dim " + std::to_string(i) + " ('" +
+                         g.symbols()[size_t(s.dims()[size_t(i)].symbol_id())] + "'): give --input " + n.name +
+                         "=FILE.npy, --shape " + n.name + "=D0,D1,... or --bind SYM=N");
+  }
   CompileOptions opt[2] = {base, base};
   for (int s = 0; s < 2; ++s) {
     if (by_device) dev[s] = device_named(sides[size_t(s)], "--devices");
@@ -112,11 +139,6 @@ int cmd_diff(const Args& raw) {
   if (probes.empty()) throw UsageError("rlx diff: the model computes nothing (no node outside inputs, params, constants)");
   g.set_outputs(probes, names);
 
-  std::map<std::string, TypedTensor> inputs;
-  for (const std::string& a : args.all("--input")) {
-    auto [name, file] = split_assignment(a, "--input");
-    inputs[name] = runtime::read_npy(file);
-  }
   const uint32_t seed = uint32_t(number(args, "--seed", 1, 0, 4294967295.0));
   std::vector<TypedTensor> out[2];
   for (int s = 0; s < 2; ++s) {
