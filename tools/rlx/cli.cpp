@@ -188,8 +188,8 @@ Graph bind_input_dims(Graph g, const InputDims& dims, const std::string& path) {
 }
 
 #ifdef RLX_HAVE_ONNX
-// The model imported with its declared input dims; a model that needs concrete dims to
-// import gets its symbolic dims from --bind.
+// The model imported with its declared input dims, or those given for an input (its whole
+// shape); a model that needs concrete dims to import gets the remaining symbolic ones from --bind.
 Graph load_onnx_graph(const std::string& path, CompileOptions& opts, const InputDims& input_dims) {
   onnx::OnnxModel m = onnx::load_onnx(path);
   if (m.has_graph) return bind_input_dims(std::move(m.graph), input_dims, path);
