@@ -153,6 +153,46 @@ TEST(OnnxRunTimeShape, DetectorTailWithNonMaxSuppression) {
   expect_error([&] { import_graph(model, {}); }, ErrorCategory::Unsupported);
 }
 
+// run() of a model that compiles whole feeds the caller's tensors to the compiled graph as
+// they are; its outputs must be the general path's (run_values) in the model's output order,
+// which here is not the order they are computed in, and an input in another dtype (converted
+// by the general path) must give the same values.
+TEST(OnnxRunner, RunOfAWholeModelMatchesTheGeneralPathInOutputOrder) {
+  auto m = make_model(13);
+  add_input(m, "a", 1, {2, 3});
+  add_input(m, "b", 1, {-1, 3});
+  add_node(m, "Add", {"a", "b"}, {"s"});
+  add_node(m, "Mul", {"s", "b"}, {"p"});
+  add_node(m, "Neg", {"p"}, {"n"});
+  add_output(m, "n", 1);
+  add_output(m, "s", 1);
+  add_output(m, "p", 1);
+  std::string bytes = bytes_of(m);
+  OnnxRunner runner(load_onnx_bytes(bytes.data(), bytes.size(), "whole.onnx"));
+  const std::vector<float> a{1, 2, 3, 4, 5, 6}, b{0.5f, -1, 2, 3, -4, 0.25f};
+  std::vector<float> s(6), p(6), n(6);
+  for (size_t i = 0; i < 6; ++i) s[i] = a[i] + b[i], p[i] = s[i] * b[i], n[i] = -p[i];
+  for (int round = 0; round < 2; ++round) {  // the second run reuses the cached compiled graph
+    auto out = runner.run({{"a", f32({2, 3}, a)}, {"b", f32({2, 3}, b)}});
+    ASSERT_EQ(out.size(), 3u);
+    EXPECT_EQ(as_f32(out[0].bytes), n);
+    EXPECT_EQ(as_f32(out[1].bytes), s);
+    EXPECT_EQ(as_f32(out[2].bytes), p);
+    EXPECT_EQ(out[0].dims, (std::vector<int64_t>{2, 3}));
+    auto general = runner.run_values({{"a", OnnxValue::of(f32({2, 3}, a))}, {"b", OnnxValue::of(f32({2, 3}, b))}});
+    ASSERT_EQ(general.size(), 3u);
+    for (size_t k = 0; k < 3; ++k) EXPECT_EQ(general[k].tensor.bytes, out[k].bytes) << "output " << k;
+  }
+  std::vector<double> bd(b.begin(), b.end());
+  TypedTensor b64{DType::F64, {2, 3}, std::vector<uint8_t>(6 * sizeof(double))};
+  std::memcpy(b64.bytes.data(), bd.data(), b64.bytes.size());
+  auto conv = runner.run({{"a", f32({2, 3}, a)}, {"b", b64}});
+  EXPECT_EQ(as_f32(conv[0].bytes), n);
+  expect_error([&] { runner.run({{"a", f32({2, 3}, a)}}); }, ErrorCategory::InvalidArgument);
+  expect_error([&] { runner.run({{"a", f32({2, 3}, a)}, {"b", f32({2, 3}, b)}, {"c", f32({1}, {0})}}); },
+               ErrorCategory::InvalidArgument);
+}
+
 TEST(OnnxRunTimeShape, NonZeroIndicesFeedStaticOps) {
   // idx = NonZero(x > 0) [2, k]; t = Transpose(idx) [k, 2]; s = ReduceSum(t, axis 0)
   auto m = make_model(13);
