@@ -8,41 +8,23 @@
 //   rlx_bench_vmstate      -> "rtt_ns=R fma1_gflops=A fma2_gflops=B+C"
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <thread>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#define RLX_FMA_TARGET __attribute__((target("avx2,fma")))
-#else
-#define RLX_FMA_TARGET
-#endif
+#include "fma_loop.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// GFLOP/s of `iters` steps of 10 independent FMA chains (enough to cover the latency).
-RLX_FMA_TARGET double fma_rate(long iters) {
-#if defined(__x86_64__)
-  __m256 a[10];
-  for (int i = 0; i < 10; ++i) a[i] = _mm256_set1_ps(1.0f + float(i) * 1e-7f);
-  const __m256 b = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
+// GFLOP/s of one thread running the AVX2 FMA chains (bench/fma_loop.h) for `steps` steps.
+double fma_rate(int64_t steps) {
   const auto t0 = Clock::now();
-  for (long k = 0; k < iters; ++k)
-    for (int i = 0; i < 10; ++i) a[i] = _mm256_fmadd_ps(a[i], b, c);
+  const float r = rlx::bench::fma_loop_avx2(1.0f, steps);
   const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
-  float s[8], sum = 0;
-  for (int i = 0; i < 10; ++i) {
-    _mm256_storeu_ps(s, a[i]);
-    for (float v : s) sum += v;
-  }
-  if (sum == 1234.5f) std::printf(" ");  // keeps the chains alive
-  return double(iters) * 10 * 16 / dt / 1e9;
-#else
-  (void)iters;
-  return 0;
-#endif
+  if (r == 1234.5f) std::printf(" ");  // the result is used
+  return 2.0 * 8 * rlx::bench::kFmaChains * double(steps) / dt / 1e9;
 }
 
 // The mean round trip of a flag bounced n times between this thread and another.
@@ -69,28 +51,23 @@ double round_trip_ns(int n) {
 }  // namespace
 
 int main() {
-  const bool fma =
-#if defined(__x86_64__)
-      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-#else
-      false;
-#endif
+  const bool fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   const double rtt = round_trip_ns(20000);
-  const long iters = 4000000;
+  const int64_t steps = 3000000;
   double one = 0, two[2] = {0, 0};
   if (fma) {
-    one = fma_rate(iters);
+    one = fma_rate(steps);
     std::atomic<int> ready{0};
     std::thread t([&] {
       ready.fetch_add(1);
       while (ready.load() < 2) {
       }
-      two[1] = fma_rate(iters);
+      two[1] = fma_rate(steps);
     });
     ready.fetch_add(1);
     while (ready.load() < 2) {
     }
-    two[0] = fma_rate(iters);
+    two[0] = fma_rate(steps);
     t.join();
   }
   std::printf("rtt_ns=%.0f fma1_gflops=%.0f fma2_gflops=%.0f+%.0f\n", rtt, one, two[0], two[1]);
