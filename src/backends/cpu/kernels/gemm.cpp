@@ -363,6 +363,19 @@ void sgemm_dot(const SgemmProblem& p, ThreadPool* pool, const IsaKernels& K) {
   });
 }
 
+// One K block's sums of w columns (row i at s + i * lds) stored into C's rows at c, or added
+// to them (`add`): C is built one K block at a time, in K order.
+void add_block_sums(const SgemmProblem& p, float* c, const float* s, int64_t lds, int64_t w, bool add) {
+  for (int64_t i = 0; i < p.m; ++i) {
+    float* ci = c + i * p.ldc;
+    const float* si = s + i * lds;
+    if (add)
+      for (int64_t j = 0; j < w; ++j) ci[j] = ci[j] + si[j];
+    else
+      std::memcpy(ci, si, size_t(w) * sizeof(float));
+  }
+}
+
 // M <= 4 with a row-major f32 B: stream B rows through the gemv kernel, parallel over
 // column chunks. Per kc block the kernel sums into an L1-resident buffer that is then
 // stored or added to C: the same arithmetic as the packed path.
@@ -397,15 +410,8 @@ void sgemm_gemv(const SgemmProblem& p, ThreadPool* pool, const IsaKernels& K) {
       }
     });
     for (int64_t kb = 0; kb < kblocks; ++kb)
-      for (int64_t i = 0; i < p.m; ++i) {
-        float* ci = p.c + i * p.ldc;
-        const float* pi = parts + (kb * p.m + i) * p.n;
-        if (p.accumulate || kb > 0)
-          for (int64_t j = 0; j < p.n; ++j) ci[j] = ci[j] + pi[j];
-        else
-          std::memcpy(ci, pi, size_t(p.n) * sizeof(float));
-      }
-    for (int64_t j0 = 0; j0 < p.n; j0 += chunk) finish_tile(K, p, p.c + j0, p.ldc, 0, j0, p.m, std::min(chunk, p.n - j0));
+      add_block_sums(p, p.c, parts + kb * p.m * p.n, p.n, p.n, p.accumulate || kb > 0);
+    finish_tile(K, p, p.c, p.ldc, 0, 0, p.m, p.n);
     return;
   }
   run_range(pool, chunks, 1, [&](int64_t c0, int64_t c1) {
@@ -415,14 +421,7 @@ void sgemm_gemv(const SgemmProblem& p, ThreadPool* pool, const IsaKernels& K) {
       for (int64_t pc = 0; pc < p.k; pc += K.kc) {
         const int64_t kc = std::min(K.kc, p.k - pc);
         K.gemv(p.m, w, kc, a + pc * p.a.cs, p.a.rs, p.a.cs, b + pc * p.b.rs + j0, p.b.rs, acc);
-        for (int64_t i = 0; i < p.m; ++i) {
-          float* ci = p.c + i * p.ldc + j0;
-          const float* ai = acc + i * w;
-          if (p.accumulate || pc > 0)
-            for (int64_t j = 0; j < w; ++j) ci[j] = ci[j] + ai[j];
-          else
-            std::memcpy(ci, ai, size_t(w) * sizeof(float));
-        }
+        add_block_sums(p, p.c + j0, acc, w, w, p.accumulate || pc > 0);
       }
       finish_tile(K, p, p.c + j0, p.ldc, 0, j0, p.m, w);
     }
