@@ -274,14 +274,19 @@ TEST_F(Cli, HelpListsTheFormats) {
 // rlx diff: f32 against f16 on the CPU finds the first node that rounds differently (the
 // matmul, which runs in f16), the same policy twice finds nothing, and bad use is one
 // error line.
-TEST_F(Cli, DiffNamesTheFirstDivergingNode) {
-  Graph g("chain");
-  auto x = g.input("x", Shape({4, 16}, DType::F32));
+// g computes s = reduce_sum(gelu(x @ w), axis 1) for an input x of [rows, 16] (rows may be a
+// symbol of g).
+void add_diff_chain(Graph& g, Dim rows) {
+  auto x = g.input("x", Shape(std::vector<Dim>{rows, Dim(16)}, DType::F32));
   std::vector<float> wv(16 * 16);
   for (size_t i = 0; i < wv.size(); ++i) wv[i] = float((i * 37) % 17) / 17.0f - 0.5f;
   auto w = g.param("w", Shape({16, 16}, DType::F32), Blob(f32_bytes(wv)));
-  auto h = g.matmul(x, w);
-  g.set_outputs({g.reduce_sum(g.gelu(h), {1})}, {"s"});
+  g.set_outputs({g.reduce_sum(g.gelu(g.matmul(x, w)), {1})}, {"s"});
+}
+
+TEST_F(Cli, DiffNamesTheFirstDivergingNode) {
+  Graph g("chain");
+  add_diff_chain(g, Dim(4));
   const std::string file = write_graph("chain.rlx", g);
   Result d = rlx("diff '" + file + "' --precision f32,f16 --rtol 0 --atol 0");
   EXPECT_EQ(d.status, 1) << d.out << d.err;
@@ -307,11 +312,7 @@ TEST_F(Cli, DiffNamesTheFirstDivergingNode) {
 // contradict the static ones and an unknown input name are each one error line.
 TEST_F(Cli, DiffTakesDynamicDimsFromShapeFilesAndBind) {
   Graph g("dyn");
-  auto x = g.input("x", Shape(std::vector<Dim>{g.sym("B"), Dim(16)}, DType::F32));
-  std::vector<float> wv(16 * 16);
-  for (size_t i = 0; i < wv.size(); ++i) wv[i] = float((i * 37) % 17) / 17.0f - 0.5f;
-  auto w = g.param("w", Shape({16, 16}, DType::F32), Blob(f32_bytes(wv)));
-  g.set_outputs({g.reduce_sum(g.gelu(g.matmul(x, w)), {1})}, {"s"});
+  add_diff_chain(g, g.sym("B"));
   const std::string file = write_graph("dyn.rlx", g);
   expect_one_error_line(rlx("diff '" + file + "' --precision f32,f16"), "input 'x' has a dynamic dim 0 ('B')");
   Result sh = rlx("diff '" + file + "' --precision f32,f16 --rtol 0 --atol 0 --shape x=4,16");

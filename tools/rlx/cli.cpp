@@ -153,6 +153,19 @@ void check_input_names(const InputDims& dims, const std::vector<std::string>& in
     }
 }
 
+// The dims given for input `name` against its declared ones (-1: symbolic or unknown): the
+// same rank, and the static dims equal.
+void check_given_dims(const std::string& path, const std::string& name, const std::vector<int64_t>& declared,
+                      const std::vector<int64_t>& given) {
+  if (given.size() != declared.size())
+    fail(ErrorCategory::Shape, "'", path, "': input '", name, "' has ", declared.size(), " dims, ", given.size(),
+         " given");
+  for (size_t i = 0; i < declared.size(); ++i)
+    if (declared[i] >= 0 && declared[i] != given[i])
+      fail(ErrorCategory::Shape, "'", path, "': input '", name, "' dim ", i, " is ", declared[i], ", ", given[i],
+           " given");
+}
+
 // The symbols of each named input's dims bound to the sizes given (its static dims must equal
 // them); other inputs keep theirs.
 Graph bind_input_dims(Graph g, const InputDims& dims, const std::string& path) {
@@ -166,17 +179,13 @@ Graph bind_input_dims(Graph g, const InputDims& dims, const std::string& path) {
     auto it = dims.find(n.name);
     if (it == dims.end()) continue;
     const Shape& s = n.outputs[0];
-    if (int(it->second.size()) != s.rank())
-      fail(ErrorCategory::Shape, "'", path, "': input '", n.name, "' has ", s.rank(), " dims, ", it->second.size(),
-           " given");
+    std::vector<int64_t> declared;
+    for (const Dim& d : s.dims()) declared.push_back(d.is_static() ? d.value() : -1);
+    check_given_dims(path, n.name, declared, it->second);
     for (int i = 0; i < s.rank(); ++i) {
       const Dim d = s.dims()[size_t(i)];
       const int64_t v = it->second[size_t(i)];
-      if (d.is_static()) {
-        if (d.value() != v)
-          fail(ErrorCategory::Shape, "'", path, "': input '", n.name, "' dim ", i, " is ", d.value(), ", ", v, " given");
-        continue;
-      }
+      if (d.is_static()) continue;
       const std::string& sym = g.symbols()[size_t(d.symbol_id())];
       if (auto b = bound.find(sym); b != bound.end() && b->second != v)
         fail(ErrorCategory::Shape, "'", path, "': input '", n.name, "' dim ", i, " ('", sym, "') given as ", v,
@@ -201,13 +210,7 @@ Graph load_onnx_graph(const std::string& path, CompileOptions& opts, const Input
   for (const onnx::OnnxValueInfo& in : m.inputs) {
     std::vector<int64_t> dims = in.dims;
     if (auto given = input_dims.find(in.name); given != input_dims.end()) {
-      if (given->second.size() != dims.size())
-        fail(ErrorCategory::Shape, "'", path, "': input '", in.name, "' has ", dims.size(), " dims, ",
-             given->second.size(), " given");
-      for (size_t i = 0; i < dims.size(); ++i)
-        if (dims[i] >= 0 && dims[i] != given->second[i])
-          fail(ErrorCategory::Shape, "'", path, "': input '", in.name, "' dim ", i, " is ", dims[i], ", ",
-               given->second[i], " given");
+      check_given_dims(path, in.name, dims, given->second);
       shapes[in.name] = given->second;
       continue;
     }
