@@ -269,7 +269,7 @@ Executable::Executable(std::shared_ptr<const Program> program, int threads, std:
 }
 
 Executable::~Executable() {
-  if (!profile_ || !profile_->runs) return;
+  if (!profile_ || profile_->runs < 2) return;
   std::map<std::string, std::pair<double, int>> by_op;
   double total = 0;
   for (size_t i = 0; i < profile_->time.size(); ++i) {
@@ -281,9 +281,10 @@ Executable::~Executable() {
   std::vector<std::pair<double, std::string>> rows;
   for (const auto& [name, tc] : by_op) rows.emplace_back(tc.first, name);
   std::sort(rows.rbegin(), rows.rend());
-  const double runs = double(profile_->runs);
+  const int64_t timed = profile_->runs - 1;  // the first run is not timed
+  const double runs = double(timed);
   std::fprintf(stderr, "rlx profile (cpu, %d threads): %lld runs of %zu kernel calls; per run %.3f ms in kernels\n",
-               threads(), static_cast<long long>(profile_->runs), thunks_.size(), total / runs);
+               threads(), static_cast<long long>(timed), thunks_.size(), total / runs);
   for (const auto& [t, name] : rows)
     std::fprintf(stderr, "  %-20s %9.3f ms per run  %6.1f%%  (%d calls per run)\n", name.c_str(), t / runs,
                  100 * t / std::max(total, 1e-12), by_op.at(name).second);
@@ -372,7 +373,7 @@ void Executable::run() {
     for (const auto& [b, e] : program_->plan.memory.scratch) std::memset(arena_.data() + b, 0xFF, size_t(e - b));
   size_t i = 0;
   try {
-    if (profile_ && profile_->seen++ > 0) {
+    if (profile_ && profile_->runs++ > 0) {
       // Not the first run: it packs weights once, builds Winograd plans' buffers and touches
       // the arena's pages for the first time (ResNet-50's layer-4 convs took twice their warm
       // time averaged over 24 runs with it).
@@ -383,7 +384,6 @@ void Executable::run() {
         t.fn(*t.ctx, t.cfg, t.bufs);
         profile_->time[i] += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       }
-      ++profile_->runs;
     } else {
       for (; i < thunks_.size(); ++i) {
         const Resolved& t = thunks_[i];

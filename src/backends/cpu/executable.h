@@ -190,8 +190,7 @@ class Executable {
   // RLX_PROFILE=1: milliseconds per thunk summed over the runs, printed per op kind at the end.
   struct Profile {
     std::vector<double> time;
-    int64_t runs = 0;  // timed runs: all but the first
-    int64_t seen = 0;  // runs, the first included
+    int64_t runs = 0;  // runs started, the first (not timed) included
   };
   std::unique_ptr<Profile> profile_;
 };
