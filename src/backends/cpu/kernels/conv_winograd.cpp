@@ -86,8 +86,8 @@ bool plan_winograd(int64_t c, int64_t h, int64_t w, int64_t cout, int64_t oh, in
       p.tiles <= kMaxBlockTiles ? kMaxBlockTiles
                                 : std::clamp<int64_t>(kBlockVBytes / (a * a * c * 4) / mr * mr, mr, kMaxBlockTiles);
   const int64_t nb = (p.tiles + max_tiles - 1) / max_tiles;
-  p.block = ((p.tiles + nb - 1) / nb + mr - 1) / mr * mr;
-  p.blocks = (p.tiles + p.block - 1) / p.block;
+  const int64_t block = ((p.tiles + nb - 1) / nb + mr - 1) / mr * mr;
+  p.blocks = (p.tiles + block - 1) / block;
   // Output channels per task: four panels, or two where there are few blocks (one block of
   // 128 channels was one task: nothing for a second thread).
   p.chunk = std::min((cout + nr - 1) / nr * nr, (p.blocks < 4 ? 2 : 4) * nr);

@@ -82,7 +82,7 @@ struct WinogradConv {
   int64_t cout = 0, oh = 0, ow = 0;      // output channels and plane
   int64_t pt = 0, pl = 0;                // leading pads
   int64_t th = 0, tw = 0, tiles = 0;     // tiles per column, per row, in all
-  int64_t block = 0, blocks = 0;         // tiles per block (a multiple of mr), blocks per image
+  int64_t blocks = 0;                    // tile blocks per image: runs of whole mr-tile panels, about equal
   int64_t chunk = 0, chunks = 0;         // output channels per GEMM task (a multiple of nr)
   const IsaKernels* gemm = nullptr;
   const WinogradKernels* kernels = nullptr;
