@@ -307,7 +307,7 @@ std::optional<std::vector<TypedTensor>> OnnxRunner::Impl::run_whole(const std::m
          st->seg.outputs.size());
   std::vector<TypedTensor> out;
   out.reserve(order.size());
-  for (size_t i : order) out.push_back(res[i]);  // an output may be listed twice
+  for (size_t i : order) out.push_back(std::move(res[i]));  // moved, as the general path does
   return out;
 }
 
