@@ -127,8 +127,9 @@ void run_winograd(const WinogradConv& p, ThreadPool* pool, const float* x, const
   const int a = alpha(p.m), points = a * a, mr = K.mr;
   const int64_t kc_max = K.kc, plane = p.oh * p.ow;
   const int64_t threads = pool ? pool->size() : 1;
-  // Blocks are runs of whole mr-tile panels: block b holds panels [b * np / nb, (b + 1) * np / nb).
-  // The plan's, or where it has fewer than two a thread, one a thread when U is at most three
+  // The plan's blocks (runs of whole mr-tile panels: block b holds panels [b * np / nb, (b + 1) *
+  // np / nb)), or where it has fewer than two a thread, one a thread (tiles [b * tiles / nb,
+  // (b + 1) * tiles / nb): 49 as 24 + 25) when U is at most three
   // times V (output channels at most three times the padded tiles): each task then transforms
   // the V it multiplies, and reads all of U, where the split by output channels below reads
   // half of U and the whole V, half of it written by the other thread. A line from the other
@@ -140,9 +141,21 @@ void run_winograd(const WinogradConv& p, ThreadPool* pool, const float* x, const
   const int64_t np = (p.tiles + mr - 1) / mr;
   const bool by_tiles = threads > 1 && p.blocks < 2 * threads && np >= threads && p.cout <= 3 * np * mr;
   const int64_t nb = by_tiles ? threads : p.blocks;
-  const int64_t block = (np + nb - 1) / nb * mr;  // the most tiles a block holds
-  auto block_t0 = [&](int64_t b) { return b * np / nb * mr; };
-  auto block_rows = [&](int64_t b) { return std::min(p.tiles, (b + 1) * np / nb * mr) - block_t0(b); };
+  const int64_t block = (by_tiles ? ((p.tiles + nb - 1) / nb + mr - 1) / mr : (np + nb - 1) / nb) * mr;  // the most tiles a block holds
+  auto block_t0 = [&](int64_t b) { return by_tiles ? b * p.tiles / nb : std::min(p.tiles, b * np / nb * mr); };
+  auto block_rows = [&](int64_t b) { return block_t0(b + 1) - block_t0(b); };
+  // The tiles of each of a block's ceil(rows / mr) panels: mr, unless that leaves a last panel
+  // of under 4 tiles, whose products are chains of dependent FMAs (under 8 accumulators for 2
+  // pipes of 4 cycles' latency: one tile is a third of a full panel's time for a twelfth of
+  // its work); then equal heights, 49 as 10 + 10 + 10 + 10 + 9, 25 as 9 + 9 + 7. Not for a last
+  // panel of 4 or more (ResNet-50's 7x7 maps, 16 tiles: 8 + 8 was 7 % slower than 12 + 4, their
+  // U streaming from memory). ResNet-50 per node, alternated: one thread 14x14 F(2x2) 0.515 ->
+  // 0.505 ms; two threads 28x28 F(4x4) 0.224 -> 0.212, 14x14 0.280 -> 0.274. A row's FMAs are
+  // the same in any panel: the same bits.
+  auto block_panel_rows = [&](int64_t b) {
+    const int64_t rows = block_rows(b), panels = (rows + mr - 1) / mr, last = rows - (panels - 1) * mr;
+    return panels > 0 && last < 4 ? (rows + panels - 1) / panels : int64_t(mr);
+  };
   // V of a block: its points one after another, each in sgemm's packed A layout for the
   // block's rows (K blocks of kc, mr-row panels).
   const int64_t block_floats = block * p.c;  // one point of one block
@@ -150,11 +163,11 @@ void run_winograd(const WinogradConv& p, ThreadPool* pool, const float* x, const
   const auto output = p.kernels->output[p.m == 4];
   // Input transform of panel pb of block b, channels [c0, c1), into that block's V at vb.
   auto transform_panel = [&](const float* xi, int64_t b, int64_t pb, int64_t c0, int64_t c1, float* vb) {
-    const int64_t t0 = block_t0(b) + pb * mr;
-    const int64_t rows_b = block_rows(b);
+    const int64_t rows_b = block_rows(b), mt = block_panel_rows(b);
+    const int64_t t0 = block_t0(b) + pb * mt;
     const int64_t mpad = (rows_b + mr - 1) / mr * mr;
     if (pb * mr >= mpad) return;  // a panel past the block's end
-    const int lanes = int(std::clamp<int64_t>(rows_b - pb * mr, 0, mr));
+    const int lanes = int(std::clamp<int64_t>(rows_b - pb * mt, 0, mt));
     int64_t y0[16], x0[16];  // each lane's patch origin
     for (int l = 0; l < lanes; ++l) {
       y0[l] = ((t0 + l) / p.tw) * p.m - p.pt;
@@ -182,6 +195,7 @@ void run_winograd(const WinogradConv& p, ThreadPool* pool, const float* x, const
       pr.n = n;
       pr.k = p.c;
       pr.a_packed = vb + xi * block_floats;
+      pr.a_panel_rows = block_panel_rows(b);
       pr.b_packed = p.u->data() + (q * points + xi) * p.u_stride;
       pr.c = mbuf + xi * xi_stride;
       pr.ldc = p.chunk;

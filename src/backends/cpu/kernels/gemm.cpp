@@ -441,9 +441,11 @@ void sgemm_strips(const SgemmProblem& p, ThreadPool* pool, const IsaKernels& K) 
   const int64_t mpanels = (p.m + mr - 1) / mr, mpad = mpanels * mr;
   // Row tiles of equal height when A is packed here: 49 rows (ResNet-50's transposed 7x7
   // layers) as 10 + 10 + 10 + 10 + 9 instead of 4 x 12 + 1, whose one-row tile is a chain of
-  // dependent FMAs at a quarter of the pipes' rate. Tile t's rows are panel t (mr wide, mt
-  // filled); every row's sum is the same FMAs in the same order: the same bits.
-  const int64_t mt = p.a_packed ? mr : (p.m + mpanels - 1) / mpanels;
+  // dependent FMAs at a quarter of the pipes' rate (a pre-packed A: the heights its packer
+  // chose). Tile t's rows are panel t (mr wide, mt filled); every row's sum is the same FMAs in
+  // the same order: the same bits.
+  const int64_t mt = p.a_packed ? (p.a_panel_rows > 0 ? std::min<int64_t>(p.a_panel_rows, mr) : mr)
+                                : (p.m + mpanels - 1) / mpanels;
   const float* ap = p.a_packed;
   if (!ap) {
     // The whole of A packed once (every strip reads all of it), in (K block, row chunk)

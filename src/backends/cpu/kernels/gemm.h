@@ -76,6 +76,11 @@ struct SgemmProblem {
   // set they replace a / b / pack_b, so an operand reused by many products is packed once.
   const float* a_packed = nullptr;
   const float* b_packed = nullptr;
+  // With a_packed and m <= mc: the rows each mr-wide panel holds (panel t: rows [t * a_panel_rows,
+  // ...)), at most mr, such that there are still ceil(m / mr) panels; 0 means mr. Equal-height
+  // panels (49 rows as 10 + 10 + 10 + 10 + 9) keep a one-row tile, a chain of dependent FMAs,
+  // out of the product.
+  int64_t a_panel_rows = 0;
 };
 
 // Per-ISA kernels. Microkernel ukr[m] (1 <= m <= mr) computes an m x nr tile:
