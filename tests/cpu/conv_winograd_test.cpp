@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/isa.h"
+#include "backends/cpu/kernels/conv_winograd.h"
 #include "gemm_test_util.h"
 #include "rlx/rlx.h"
 
@@ -205,6 +207,23 @@ TEST(ConvWinograd, SmallConvsKeepTheGemmPath) {
     Blob::Weak weak;
     CompiledGraph net = Session(Device::Cpu).compile(conv_graph(k, w, b, &weak));
     EXPECT_FALSE(weak.lock().empty());
+  }
+}
+
+// The tile size the plan picks without RLX_CPU_WINOGRAD: F(4x4) on large maps and on smaller
+// ones that at least 9 of its tiles cover with little overhang, F(2x2) elsewhere (the measured
+// crossovers in plan_winograd).
+TEST(ConvWinograd, PlanPicksTheTileSizeByTheMap) {
+  EnvOverride mode("RLX_CPU_WINOGRAD", "");  // empty: the default rule
+  const cpu::Isa isa = cpu::detect_isa();
+  if (!cpu::winograd_kernels(isa)) GTEST_SKIP() << "no Winograd kernels at this ISA level";
+  const struct {
+    int64_t side, m;
+  } cases[] = {{56, 4}, {28, 4}, {24, 4}, {20, 4}, {16, 4}, {12, 4}, {14, 2}, {10, 2}, {8, 2}, {7, 2}};
+  for (const auto& k : cases) {
+    cpu::WinogradConv plan;
+    ASSERT_TRUE(cpu::plan_winograd(128, k.side, k.side, 128, k.side, k.side, 1, 1, isa, plan)) << k.side;
+    EXPECT_EQ(plan.m, k.m) << k.side << "x" << k.side;
   }
 }
 

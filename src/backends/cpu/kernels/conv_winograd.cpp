@@ -70,11 +70,17 @@ bool plan_winograd(int64_t c, int64_t h, int64_t w, int64_t cout, int64_t oh, in
   // MB) F(4x4) still won, 1.70 against 1.86 ms.
   if (mode.empty() && cout <= 32 && c * h * w * int64_t(sizeof(float)) > (int64_t(4) << 20)) return false;
   WinogradConv p;
-  // F(4x4) where the maps are large: 36 products per 16 outputs against F(2x2)'s 16 per 4.
-  // On smaller maps its GEMMs have too few rows (a 14x14 map is 16 tiles of 4x4 against 49
-  // of 2x2) and stream more transformed weights: F(2x2) (rlx_conv2d_const in bench/micro:
-  // 56x56 and 28x28 maps 2.2x and 1.7x faster with F(4x4), 14x14 1.4x slower).
-  p.m = mode == "4" ? 4 : mode == "2" ? 2 : oh * ow >= 24 * 24 ? 4 : 2;
+  // F(4x4) where the maps are large: 36 products per 16 outputs against F(2x2)'s 16 per 4
+  // (56x56 and 28x28 maps 2.2x and 1.7x faster, rlx_conv2d_const in bench/micro). On smaller
+  // maps where at least 9 of its tiles cover the map with little waste: its products at most
+  // 0.6 of F(2x2)'s (one thread, square maps, 64 / 128 / 256 channels, ms: 12x12 0.030 / 0.083
+  // / 0.285 against 0.031 / 0.101 / 0.354, 16x16 0.051 / 0.157 / 0.497 against 0.058 / 0.189
+  // / 0.657, 20x20 0.078 / 0.224 / 0.734 against 0.091 / 0.298 / 1.047). Not where its tiles
+  // are few (7x7 and 8x8: 4 tiles, rows too few for the GEMMs; 7x7x512 1.07 against 0.66 ms)
+  // or overhang the map (10x10, 14x14: 0.81 and 0.73 of F(2x2)'s products, within 5 % of it).
+  const auto products = [&](int64_t m) { return ((oh + m - 1) / m) * ((ow + m - 1) / m) * (m + 2) * (m + 2); };
+  const bool f4 = oh * ow >= 24 * 24 || (((oh + 3) / 4) * ((ow + 3) / 4) >= 9 && 5 * products(4) <= 3 * products(2));
+  p.m = mode == "4" ? 4 : mode == "2" ? 2 : f4 ? 4 : 2;
   p.c = c, p.h = h, p.w = w, p.cout = cout, p.oh = oh, p.ow = ow, p.pt = pt, p.pl = pl;
   p.th = (oh + p.m - 1) / p.m;
   p.tw = (ow + p.m - 1) / p.m;
