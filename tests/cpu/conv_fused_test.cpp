@@ -72,6 +72,7 @@ TEST(ConvFused, EveryPathGivesTheUnfusedBits) {
       {"transposed, packed weights", {1, 32, 5, 5}, {64, 32, 1, 1}, {1, 1}, {0, 0, 0, 0}, 1, true},
       {"dot (one output)", {1, 8, 3, 3}, {12, 8, 3, 3}, {1, 1}, {0, 0, 0, 0}},
       {"depthwise direct", {1, 8, 10, 10}, {8, 1, 3, 3}, {1, 1}, {1, 1, 1, 1}, 8},
+      {"depthwise direct, stride 2", {1, 8, 11, 40}, {8, 1, 5, 5}, {2, 2}, {2, 2, 2, 2}, 8},
       {"Winograd", {1, 16, 12, 12}, {32, 16, 3, 3}, {1, 1}, {1, 1, 1, 1}, 1, true},
       {"Winograd 4x4", {1, 16, 26, 25}, {20, 16, 3, 3}, {1, 1}, {1, 1, 1, 1}, 1, true},
   };

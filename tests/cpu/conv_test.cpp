@@ -145,6 +145,22 @@ TEST(Conv2d, GroupsAndDepthwise) {
   check_conv({2, 7, 9, 11, 3, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 2}});
 }
 
+// Depthwise f32 at width stride 1 or 2 (RowKernels::dw_rows, straight from the input rows, up to
+// four output rows a call): rows of one to several vector chunks with masked loads at both edges
+// and plain ones between, output heights not a multiple of four, every stride pair PP-OCRv4
+// uses, dilation and a channel multiplier at width stride 2, no padding, a 7x7 window.
+TEST(Conv2d, DepthwiseRows) {
+  check_conv({1, 24, 12, 80, 24, 5, 5, {1, 1}, {2, 2, 2, 2}, {1, 1}, 24});     // PP-OCRv4 rec's 5x5
+  check_conv({1, 16, 33, 40, 16, 3, 3, {2, 2}, {1, 1, 1, 1}, {1, 1}, 16});     // stride 2, odd height
+  check_conv({1, 8, 13, 37, 8, 5, 5, {2, 1}, {2, 2, 2, 2}, {1, 1}, 8, false});  // height stride only
+  check_conv({1, 8, 10, 70, 8, 3, 3, {1, 2}, {1, 1, 1, 1}, {1, 1}, 8});        // width stride only
+  check_conv({1, 4, 9, 50, 8, 3, 3, {1, 2}, {1, 2, 0, 1}, {2, 3}, 4});         // multiplier 2, dilation
+  check_conv({2, 6, 7, 130, 6, 7, 7, {1, 1}, {3, 3, 3, 3}, {1, 1}, 6});        // 7x7, clean chunks between
+  check_conv({1, 4, 10, 40, 4, 3, 3, {1, 1}, {0, 0, 0, 0}, {1, 1}, 4});        // no padding
+  check_conv({1, 12, 10, 10, 12, 5, 5, {1, 1}, {2, 2, 2, 2}, {1, 1}, 12});     // one masked vector a row
+  check_conv({1, 6, 5, 3, 6, 3, 3, {1, 1}, {4, 4, 4, 4}, {1, 1}, 6});          // pads wider than the map
+}
+
 TEST(Conv2d, LargerChannelsCrossBlocks) {
   check_conv({1, 64, 14, 14, 64, 3, 3, {1, 1}, {1, 1, 1, 1}});   // k = 576 > kc
   check_conv({1, 24, 9, 9, 160, 3, 3, {1, 1}, {1, 1, 1, 1}});    // m = 160 > mc: shared packed B

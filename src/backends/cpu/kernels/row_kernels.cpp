@@ -87,12 +87,29 @@ void max3_s2_scalar(float* out, const float* const* rows, int64_t taps, int64_t 
   }
 }
 
+void dw_rows_scalar(float* out, int64_t ldo, int64_t rows, const float* const* src, int64_t sh, int64_t dh,
+                    const float* w, int64_t kh, int64_t kw, int64_t sw, int64_t dw, int64_t pl, int64_t iw, int64_t ow,
+                    float bias) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t ox = 0; ox < ow; ++ox) {
+      float a = bias;
+      for (int64_t ky = 0; ky < kh; ++ky) {
+        const float* s = src[r * sh + ky * dh];
+        for (int64_t kx = 0; kx < kw; ++kx) {
+          const int64_t c = ox * sw + kx * dw - pl;
+          a += w[ky * kw + kx] * (c >= 0 && c < iw ? s[c] : 0.0f);
+        }
+      }
+      out[r * ldo + ox] = a;
+    }
+}
+
 }  // namespace
 
 const RowKernels& row_kernels(Isa isa) {
   static const RowKernels scalar{activate_scalar_n, exp_sum_scalar, max_scalar, scale_scalar, add_scalar,
                                  accumulate_scalar, tile_epilogue_scalar, max_taps_scalar, conv_row_scalar,
-                                 copy_even_scalar, max3_s2_scalar};
+                                 copy_even_scalar, max3_s2_scalar, dw_rows_scalar};
   if (isa == Isa::Avx512)
     if (const RowKernels* t = row_kernels_avx512()) return *t;
   if (isa == Isa::Avx512 || isa == Isa::Avx2)

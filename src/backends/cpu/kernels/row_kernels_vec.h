@@ -228,3 +228,102 @@ void conv_row(float* out, int64_t taps, const float* const* src, const float* w,
     }
   }
 }
+
+// R output rows x NV vectors of columns from column x of a depthwise plane at width stride SW
+// (dw_rows' contract): tap by tap in (ky, kx) order, its weight broadcast once and multiplied
+// into all R x NV accumulators (every output row reads its own input row of the tap). A chunk
+// whose loads all fall inside the rows loads plainly; the others mask each load to the row
+// (zeros outside, never read), the masks made once for all rows and taps.
+template <int R, int NV, int SW, bool Masked>
+inline void dw_chunk_body(float* out, int64_t ldo, const float* const* src, int64_t sh, int64_t dh, const float* w,
+                          int64_t kh, int64_t kw, int64_t dw, int64_t pl, int64_t iw, int64_t x, int64_t ow,
+                          float bias) {
+  F acc[R][NV];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[r][v] = V::set1(bias);
+  // Masked: load (kx, v, half) covers columns c .. c + W - 1 of a row, c = (x + v W) SW + kx dw
+  // - pl + half W, masked to [0, iw).
+  typename V::Tail mask[Masked ? kDwMaxKw : 1][NV][SW];
+  if constexpr (Masked)
+    for (int64_t kx = 0; kx < kw; ++kx)
+      for (int v = 0; v < NV; ++v)
+        for (int q = 0; q < SW; ++q) {
+          const int64_t c = (x + v * W) * SW + kx * dw - pl + q * W;
+          const int64_t lo = c < 0 ? -c : 0, hi = iw - c;
+          const int64_t a = lo < W ? lo : W, b = hi < a ? a : hi < W ? hi : W;
+          mask[kx][v][q] = V::range(a, b);
+        }
+  auto load = [&](const float* s, int64_t c, int64_t kx, int v, int q) {  // W floats of a row from column c
+    if constexpr (Masked) return V::load_tail(s + c, mask[kx][v][q], 0.0f);
+    else return V::load(s + c);
+  };
+  for (int64_t ky = 0; ky < kh; ++ky) {
+    const float* rows[R];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) rows[r] = src[r * sh + ky * dh];
+    for (int64_t kx = 0; kx < kw; ++kx) {
+      const F wv = V::set1(w[ky * kw + kx]);
+      const int64_t e = x * SW + kx * dw - pl;
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) {
+          const int64_t c = e + v * W * SW;
+          F xv;
+          if constexpr (SW == 1) xv = load(rows[r], c, kx, v, 0);
+          else xv = V::even(load(rows[r], c, kx, v, 0), load(rows[r], c + W, kx, v, 1));
+          acc[r][v] = V::fmadd(wv, xv, acc[r][v]);
+        }
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      const int64_t c = x + v * W;
+      if (c + W <= ow) V::store(out + r * ldo + c, acc[r][v]);
+      else V::store_tail(out + r * ldo + c, V::tail(ow - c), acc[r][v]);
+    }
+}
+
+// A chunk whose loads all fall inside the rows loads plainly; the others mask every load.
+template <int R, int NV, int SW>
+inline void dw_chunk(float* out, int64_t ldo, const float* const* src, int64_t sh, int64_t dh, const float* w,
+                     int64_t kh, int64_t kw, int64_t dw, int64_t pl, int64_t iw, int64_t x, int64_t ow, float bias) {
+  if (x * SW - pl >= 0 && (x + NV * W) * SW + (kw - 1) * dw - pl <= iw)
+    dw_chunk_body<R, NV, SW, false>(out, ldo, src, sh, dh, w, kh, kw, dw, pl, iw, x, ow, bias);
+  else
+    dw_chunk_body<R, NV, SW, true>(out, ldo, src, sh, dh, w, kh, kw, dw, pl, iw, x, ow, bias);
+}
+
+template <int R, int SW>
+inline void dw_rows_r(float* out, int64_t ldo, const float* const* src, int64_t sh, int64_t dh, const float* w,
+                      int64_t kh, int64_t kw, int64_t dw, int64_t pl, int64_t iw, int64_t ow, float bias) {
+  for (int64_t x = 0; x < ow; x += 4 * W) {
+    switch ((ow - x + W - 1) / W) {
+      case 1: dw_chunk<R, 1, SW>(out, ldo, src, sh, dh, w, kh, kw, dw, pl, iw, x, ow, bias); break;
+      case 2: dw_chunk<R, 2, SW>(out, ldo, src, sh, dh, w, kh, kw, dw, pl, iw, x, ow, bias); break;
+      case 3: dw_chunk<R, 3, SW>(out, ldo, src, sh, dh, w, kh, kw, dw, pl, iw, x, ow, bias); break;
+      default: dw_chunk<R, 4, SW>(out, ldo, src, sh, dh, w, kh, kw, dw, pl, iw, x, ow, bias); break;
+    }
+  }
+}
+
+template <int SW>
+void dw_rows_sw(float* out, int64_t ldo, int64_t rows, const float* const* src, int64_t sh, int64_t dh, const float* w,
+                int64_t kh, int64_t kw, int64_t dw, int64_t pl, int64_t iw, int64_t ow, float bias) {
+  switch (rows) {
+    case 1: return dw_rows_r<1, SW>(out, ldo, src, sh, dh, w, kh, kw, dw, pl, iw, ow, bias);
+    case 2: return dw_rows_r<2, SW>(out, ldo, src, sh, dh, w, kh, kw, dw, pl, iw, ow, bias);
+    case 3: return dw_rows_r<3, SW>(out, ldo, src, sh, dh, w, kh, kw, dw, pl, iw, ow, bias);
+    default: return dw_rows_r<4, SW>(out, ldo, src, sh, dh, w, kh, kw, dw, pl, iw, ow, bias);
+  }
+}
+
+void dw_rows(float* out, int64_t ldo, int64_t rows, const float* const* src, int64_t sh, int64_t dh, const float* w,
+             int64_t kh, int64_t kw, int64_t sw, int64_t dw, int64_t pl, int64_t iw, int64_t ow, float bias) {
+  if (sw == 1) dw_rows_sw<1>(out, ldo, rows, src, sh, dh, w, kh, kw, dw, pl, iw, ow, bias);
+  else dw_rows_sw<2>(out, ldo, rows, src, sh, dh, w, kh, kw, dw, pl, iw, ow, bias);
+}
