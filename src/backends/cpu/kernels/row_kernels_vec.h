@@ -288,6 +288,89 @@ inline void dw_chunk_body(float* out, int64_t ldo, const float* const* src, int6
     }
 }
 
+// Four output rows of a kh = KH window at height stride SH without dilation (PP-OCR's 3x3 and
+// 5x5, strides 1 and 2): which output rows read an input row is known at compile time, so each
+// input row's tap vectors are loaded once and multiplied into every output row that reads them
+// (a 5x5 at stride 1: 8 input rows a tap column instead of 20), in the same per-element order
+// as dw_chunk_body. The depthwise convs of 12x80 maps under 5x5 (PP-OCRv4 rec): 0.148 -> 0.121
+// ms for 240 channels, one thread.
+template <int NV, int SW, int KH, int SH, bool Masked>
+inline void dw_chunk_rows4(float* out, int64_t ldo, const float* const* src, const float* w, int64_t kw, int64_t dw,
+                           int64_t pl, int64_t iw, int64_t x, int64_t ow, float bias) {
+  constexpr int R = 4, NIN = (R - 1) * SH + KH;
+  F acc[R][NV];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[r][v] = V::set1(bias);
+  typename V::Tail mask[Masked ? kDwMaxKw : 1][NV][SW];
+  if constexpr (Masked)
+    for (int64_t kx = 0; kx < kw; ++kx)
+      for (int v = 0; v < NV; ++v)
+        for (int q = 0; q < SW; ++q) {
+          const int64_t c = (x + v * W) * SW + kx * dw - pl + q * W;
+          const int64_t lo = c < 0 ? -c : 0, hi = iw - c;
+          const int64_t a = lo < W ? lo : W, b = hi < a ? a : hi < W ? hi : W;
+          mask[kx][v][q] = V::range(a, b);
+        }
+  auto load = [&](const float* s, int64_t c, int64_t kx, int v, int q) {
+    if constexpr (Masked) return V::load_tail(s + c, mask[kx][v][q], 0.0f);
+    else return V::load(s + c);
+  };
+#pragma GCC unroll 16
+  for (int i = 0; i < NIN; ++i) {
+    const float* s = src[i];
+    for (int64_t kx = 0; kx < kw; ++kx) {
+      const int64_t e = x * SW + kx * dw - pl;
+      F xv[NV];
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) {
+        const int64_t c = e + v * W * SW;
+        if constexpr (SW == 1) xv[v] = load(s, c, kx, v, 0);
+        else xv[v] = V::even(load(s, c, kx, v, 0), load(s, c + W, kx, v, 1));
+      }
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        const int ky = i - r * SH;
+        if (ky < 0 || ky >= KH) continue;
+        const F wv = V::set1(w[ky * kw + kx]);
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) acc[r][v] = V::fmadd(wv, xv[v], acc[r][v]);
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) {
+      const int64_t c = x + v * W;
+      if (c + W <= ow) V::store(out + r * ldo + c, acc[r][v]);
+      else V::store_tail(out + r * ldo + c, V::tail(ow - c), acc[r][v]);
+    }
+}
+
+template <int NV, int SW, int KH, int SH>
+inline void dw_rows4(float* out, int64_t ldo, const float* const* src, const float* w, int64_t kw, int64_t dw,
+                     int64_t pl, int64_t iw, int64_t x, int64_t ow, float bias) {
+  if (x * SW - pl >= 0 && (x + NV * W) * SW + (kw - 1) * dw - pl <= iw)
+    dw_chunk_rows4<NV, SW, KH, SH, false>(out, ldo, src, w, kw, dw, pl, iw, x, ow, bias);
+  else
+    dw_chunk_rows4<NV, SW, KH, SH, true>(out, ldo, src, w, kw, dw, pl, iw, x, ow, bias);
+}
+
+template <int SW, int KH, int SH>
+void dw_rows4_all(float* out, int64_t ldo, const float* const* src, const float* w, int64_t kw, int64_t dw, int64_t pl,
+                  int64_t iw, int64_t ow, float bias) {
+  for (int64_t x = 0; x < ow; x += 4 * W) {
+    switch ((ow - x + W - 1) / W) {
+      case 1: dw_rows4<1, SW, KH, SH>(out, ldo, src, w, kw, dw, pl, iw, x, ow, bias); break;
+      case 2: dw_rows4<2, SW, KH, SH>(out, ldo, src, w, kw, dw, pl, iw, x, ow, bias); break;
+      case 3: dw_rows4<3, SW, KH, SH>(out, ldo, src, w, kw, dw, pl, iw, x, ow, bias); break;
+      default: dw_rows4<4, SW, KH, SH>(out, ldo, src, w, kw, dw, pl, iw, x, ow, bias); break;
+    }
+  }
+}
+
 // A chunk whose loads all fall inside the rows loads plainly; the others mask every load.
 template <int R, int NV, int SW>
 inline void dw_chunk(float* out, int64_t ldo, const float* const* src, int64_t sh, int64_t dh, const float* w,
@@ -314,6 +397,12 @@ inline void dw_rows_r(float* out, int64_t ldo, const float* const* src, int64_t 
 template <int SW>
 void dw_rows_sw(float* out, int64_t ldo, int64_t rows, const float* const* src, int64_t sh, int64_t dh, const float* w,
                 int64_t kh, int64_t kw, int64_t dw, int64_t pl, int64_t iw, int64_t ow, float bias) {
+  if (rows == 4 && dh == 1 && (kh == 3 || kh == 5) && (sh == 1 || sh == 2)) {
+    if (kh == 3 && sh == 1) return dw_rows4_all<SW, 3, 1>(out, ldo, src, w, kw, dw, pl, iw, ow, bias);
+    if (kh == 3) return dw_rows4_all<SW, 3, 2>(out, ldo, src, w, kw, dw, pl, iw, ow, bias);
+    if (sh == 1) return dw_rows4_all<SW, 5, 1>(out, ldo, src, w, kw, dw, pl, iw, ow, bias);
+    return dw_rows4_all<SW, 5, 2>(out, ldo, src, w, kw, dw, pl, iw, ow, bias);
+  }
   switch (rows) {
     case 1: return dw_rows_r<1, SW>(out, ldo, src, sh, dh, w, kh, kw, dw, pl, iw, ow, bias);
     case 2: return dw_rows_r<2, SW>(out, ldo, src, sh, dh, w, kh, kw, dw, pl, iw, ow, bias);
