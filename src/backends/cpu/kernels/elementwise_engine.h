@@ -9,7 +9,8 @@
 // the output, so unfused and fused execution compute bit-identical values.
 //
 // Results never depend on how [0, numel) is chunked, so any thread count gives the
-// same bytes.
+// same bytes. A program that is a chain (ProgramCfg::chain) runs with its running value in
+// registers instead of blocks.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -78,6 +79,14 @@ struct ProgramCfg {
   size_t out_esize = 4;
   int64_t grain = 16384;
   int64_t lead = 0, lead_elems = 0;  // output leading dim and elements per leading index
+  // Set where the program is a chain (every instruction an f32 vector op of the ISA's table on
+  // the previous result and at most one node input, the first on a non-broadcast input, the
+  // last writing the output): run_program then runs it per segment with the running value in
+  // registers, the same operations per element (the same bytes) as the blocks of instructions
+  // (but for which of two NaNs a product of them returns: the compiler may commute it).
+  ChainFn chain_fn = nullptr;
+  std::vector<ChainStep> chain;
+  int chain_seed = -1;
 };
 
 // Describes one instruction before resolution (node attrs or a FusedOp).

@@ -118,9 +118,25 @@ Span3 where_span(size_t elem_bytes);
 
 // Vectorized F32 spans (defined in elementwise_avx2.cpp / elementwise_avx512.cpp);
 // only called when the CPU has the level. Entries are null where no vector version exists.
+// One step of a chain program (ProgramCfg::chain): the running value v becomes kind(v)
+// (unary), or kind(v, x) / kind(x, v) (binary, `operand_first`) with x node input `operand`.
+struct ChainStep {
+  OpKind kind = OpKind::Identity;
+  bool binary = false, operand_first = false;
+  int32_t operand = -1;
+  OpParams params;
+};
+// Runs a chain over m elements: v = in[seed], then every step, out = v. in[i] points at
+// input i's elements of the segment (its one element where scalar[i]). Each step is the
+// vector table's own per-vector operation, so the bytes are the block engine's.
+using ChainFn = void (*)(const ChainStep* steps, int nsteps, const void* const* in, const bool* scalar, int seed,
+                         float* out, int64_t m);
+inline constexpr int kMaxChainInputs = 32;  // node inputs of a chain program (indices below this)
+
 struct F32VecTable {
   Span1 unary[kNumOpKinds] = {};
   Span2Set binary[kNumOpKinds] = {};
+  ChainFn chain = nullptr;
   ConvertFn to_f32[kNumDTypes] = {};    // F16 / BF16 / I32 / I8 / U8 -> F32
   ConvertFn from_f32[kNumDTypes] = {};  // F32 -> F16 / BF16 (round to nearest even), I32 / I8 / U8 (Cast)
 };

@@ -82,7 +82,95 @@ RLX_V2(VMax, V::select(V::isnan(a), a, V::max(a, b)))
 RLX_V2(VMin, V::select(V::isnan(a), a, V::min(a, b)))
 #undef RLX_V2
 
+// ---- chains: the running value of kU vectors in registers through every step, the steps'
+// operations the spans' functors (one switch per step per kU vectors instead of a pass over a
+// block in memory per instruction).
+constexpr int kU = 4;
+
+template <int N>
+inline void chain_group(const ChainStep* steps, int nsteps, const float* const* in, const bool* scalar, int seed,
+                        float* out, int64_t i) {
+  F v[N], b[N];
+#pragma GCC unroll 4
+  for (int u = 0; u < N; ++u) v[u] = V::load(in[seed] + i + u * W);
+  for (int s = 0; s < nsteps; ++s) {
+    const ChainStep& st = steps[s];
+    const OpParams& p = st.params;
+    if (!st.binary) {
+      switch (st.kind) {
+#define RLX_CHAIN1(K, Op) \
+  case OpKind::K:         \
+    _Pragma("GCC unroll 4") for (int u = 0; u < N; ++u) v[u] = Op::f(v[u], p); break;
+        RLX_CHAIN1(Exp, VExp) RLX_CHAIN1(Log, VLog) RLX_CHAIN1(Sigmoid, VSigmoid) RLX_CHAIN1(Tanh, VTanh)
+        RLX_CHAIN1(Erf, VErf) RLX_CHAIN1(Gelu, VGelu) RLX_CHAIN1(Silu, VSilu) RLX_CHAIN1(Relu, VRelu)
+        RLX_CHAIN1(Neg, VNeg) RLX_CHAIN1(Abs, VAbs) RLX_CHAIN1(Sqrt, VSqrt) RLX_CHAIN1(Reciprocal, VReciprocal)
+        RLX_CHAIN1(Rsqrt, VRsqrt) RLX_CHAIN1(Clip, VClip) RLX_CHAIN1(Round, VRound)
+#undef RLX_CHAIN1
+        default: break;
+      }
+      continue;
+    }
+    const float* x = in[st.operand];
+    if (scalar[st.operand]) {
+      const F bs = V::set1(*x);
+#pragma GCC unroll 4
+      for (int u = 0; u < N; ++u) b[u] = bs;
+    } else {
+#pragma GCC unroll 4
+      for (int u = 0; u < N; ++u) b[u] = V::load(x + i + u * W);
+    }
+    if (st.operand_first) {
+#pragma GCC unroll 4
+      for (int u = 0; u < N; ++u) std::swap(v[u], b[u]);
+    }
+    switch (st.kind) {
+#define RLX_CHAIN2(K, Op) \
+  case OpKind::K:         \
+    _Pragma("GCC unroll 4") for (int u = 0; u < N; ++u) v[u] = Op::f(v[u], b[u], p); break;
+      RLX_CHAIN2(Add, VAdd) RLX_CHAIN2(Sub, VSub) RLX_CHAIN2(Mul, VMul) RLX_CHAIN2(Div, VDiv) RLX_CHAIN2(Max, VMax)
+      RLX_CHAIN2(Min, VMin)
+#undef RLX_CHAIN2
+      default: break;
+    }
+  }
+#pragma GCC unroll 4
+  for (int u = 0; u < N; ++u) V::store(out + i + u * W, v[u]);
+}
+
+void run_chain(const ChainStep* steps, int nsteps, const void* const* inv, const bool* scalar, int seed, float* out,
+               int64_t m) {
+  constexpr int kMaxIn = kMaxChainInputs;
+  const float* in[kMaxIn];
+  bool used[kMaxIn] = {};
+  used[seed] = true;
+  for (int s = 0; s < nsteps; ++s)
+    if (steps[s].binary) used[steps[s].operand] = true;
+  int ni = 0;
+  for (int k = 0; k < kMaxIn; ++k)
+    if (used[k]) ni = k + 1;
+  for (int k = 0; k < ni; ++k) in[k] = used[k] ? static_cast<const float*>(inv[k]) : nullptr;
+  int64_t i = 0;
+  for (; i + kU * W <= m; i += kU * W) chain_group<kU>(steps, nsteps, in, scalar, seed, out, i);
+  for (; i + W <= m; i += W) chain_group<1>(steps, nsteps, in, scalar, seed, out, i);
+  if (i < m) {  // the tail through padded copies of the vector inputs, as the spans do
+    alignas(64) float pad[kMaxIn][W];
+    const float* pin[kMaxIn];
+    for (int k = 0; k < ni; ++k) {
+      if (!used[k] || scalar[k]) {
+        pin[k] = in[k];
+        continue;
+      }
+      for (int j = 0; j < W; ++j) pad[k][j] = i + j < m ? in[k][i + j] : 0.0f;
+      pin[k] = pad[k];
+    }
+    alignas(64) float res[W];
+    chain_group<1>(steps, nsteps, pin, scalar, seed, res, 0);
+    for (int64_t j = 0; i + j < m; ++j) out[i + j] = res[j];
+  }
+}
+
 void fill_table(F32VecTable& t) {
+  t.chain = &run_chain;
   auto u = [&](OpKind k, Span1 s) { t.unary[size_t(k)] = s; };
   u(OpKind::Exp, &map1<VExp>);
   u(OpKind::Log, &map1<VLog>);
