@@ -92,5 +92,10 @@ struct V {
     const __m256i rot = _mm256_setr_epi32(7, 0, 1, 2, 3, 4, 5, 6);
     return _mm256_blend_ps(_mm256_permutevar8x32_ps(cur, rot), _mm256_permutevar8x32_ps(prev, rot), 0x01);
   }
+  // Lane l < W - 1: lane l + 1 of v; lane W - 1: lane 0 of next.
+  static F shift_down(F v, F next) {
+    const __m256i rot = _mm256_setr_epi32(1, 2, 3, 4, 5, 6, 7, 0);
+    return _mm256_blend_ps(_mm256_permutevar8x32_ps(v, rot), _mm256_permutevar8x32_ps(next, rot), 0x80);
+  }
   static F bit_or(F a, F b) { return _mm256_or_ps(a, b); }
 };

@@ -65,5 +65,9 @@ struct V {
   static F shift_in(F cur, F prev) {
     return _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(cur), _mm512_castps_si512(prev), 15));
   }
+  // Lane l < W - 1: lane l + 1 of v; lane W - 1: lane 0 of next.
+  static F shift_down(F v, F next) {
+    return _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(next), _mm512_castps_si512(v), 1));
+  }
   static F bit_or(F a, F b) { return _mm512_or_ps(a, b); }
 };
