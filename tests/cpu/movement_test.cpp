@@ -296,7 +296,10 @@ TEST(ExpandTileKernel, BroadcastAndRepeat) {
   struct E { std::vector<int64_t> d, target; };
   for (DType t : kSizes) {
     for (const E& c : {E{{3, 1}, {2, 3, 4}}, E{{1}, {5}}, E{{4, 1, 6}, {4, 5, 6}}, E{{2, 3}, {2, 3}},
-                       E{{5, 1}, {1, 7}}, E{{1, 1, 3}, {3, 2, 1}}, E{{64, 1}, {64, 200}}}) {
+                       E{{5, 1}, {1, 7}}, E{{1, 1, 3}, {3, 2, 1}}, E{{64, 1}, {64, 200}},
+                       // A trailing 1 to 2 (a nearest 2x upsample's width; 4-byte types by pairs of
+                       // unpacks): row counts with and without a tail of the unpack's four.
+                       E{{2, 3, 7, 1}, {2, 3, 7, 2}}, E{{96, 5, 1}, {96, 5, 2}}, E{{1, 3, 1}, {1, 3, 2}}}) {
       Graph g;
       Value x = g.input("x", Shape(c.d, t));
       Value y = g.expand(x, c.target);

@@ -4,6 +4,8 @@
 // At build time size-1 output dims are folded into a base offset, neighbouring identity
 // dims are merged, and the innermost dim becomes a list of runs (memcpy, fill or
 // per-element gather). At run time each output row costs one offset sum plus its runs.
+#include <xmmintrin.h>
+
 #include "backends/cpu/kernels/elementwise_types.h"
 #include "backends/cpu/kernels/reduce_movement_common.h"
 
@@ -25,6 +27,7 @@ struct IndexCopyCfg {
   std::vector<int64_t> inner_map;        // source index per inner position (-1 fill)
   std::vector<Run> runs;
   bool all_fill = false;
+  bool repeat2 = false;                  // inner == 2 reading element 0 twice, rows at stride 1
   Bytes16 fill{};                        // fill element bytes
   int64_t rows = 1, lead = 0;            // outer rows; extent on dim 0 of size lead
 };
@@ -62,6 +65,23 @@ struct IndexCopy {
         idx[size_t(k)] = f % c.dim[size_t(k)];
         f /= c.dim[size_t(k)];
         eval(int(k));
+      }
+      if constexpr (E == 4) {
+        if (c.nd == 1 && c.map[0].empty() && !c.all_fill && c.repeat2) {
+          // Each source element twice (a nearest 2x upsample's width as an expand of a
+          // trailing 1 to 2): pairs of SSE unpacks instead of a two-element row loop.
+          // PP-OCRv4 det's 96x80x40 -> 96x80x80 0.202 -> 0.044 ms, one thread.
+          const float* src = reinterpret_cast<const float*>(x) + c.base;
+          float* out = reinterpret_cast<float*>(y);
+          int64_t r = b;
+          for (; r + 4 <= e; r += 4) {
+            const __m128 v = _mm_loadu_ps(src + r);
+            _mm_storeu_ps(out + 2 * r, _mm_unpacklo_ps(v, v));
+            _mm_storeu_ps(out + 2 * r + 4, _mm_unpackhi_ps(v, v));
+          }
+          for (; r < e; ++r) out[2 * r] = out[2 * r + 1] = src[r];
+          return;
+        }
       }
       if (c.nd == 1 && c.map[0].empty() && !c.all_fill && c.inner <= 16) {
         // One identity outer dim (what merging leaves for a pad or slice of the last
@@ -194,6 +214,8 @@ IndexCopyCfg make_cfg(const Node& node, const std::vector<int64_t>& id,
   map.pop_back();
   c.nd = int(dim.size());
   c.rows = prod(dim);
+  c.repeat2 = c.nd == 1 && map[0].empty() && stride[0] == 1 && c.inner == 2 && c.inner_map[0] == 0 &&
+              c.inner_map[1] == 0;
   c.dim = std::move(dim);
   c.stride = std::move(stride);
   c.map = std::move(map);
