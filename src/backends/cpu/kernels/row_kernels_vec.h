@@ -229,55 +229,48 @@ void conv_row(float* out, int64_t taps, const float* const* src, const float* w,
   }
 }
 
-// R output rows x NV vectors of columns from column x of a depthwise plane at width stride SW
-// (dw_rows' contract): tap by tap in (ky, kx) order, its weight broadcast once and multiplied
-// into all R x NV accumulators (every output row reads its own input row of the tap). A chunk
-// whose loads all fall inside the rows loads plainly; the others mask each load to the row
-// (zeros outside, never read), the masks made once for all rows and taps.
-template <int R, int NV, int SW, bool Masked>
-inline void dw_chunk_body(float* out, int64_t ldo, const float* const* src, int64_t sh, int64_t dh, const float* w,
-                          int64_t kh, int64_t kw, int64_t dw, int64_t pl, int64_t iw, int64_t x, int64_t ow,
-                          float bias) {
-  F acc[R][NV];
+// The input of a depthwise chunk of NV vectors of output columns from column x at width stride
+// SW: at(s, kx, v) is vector v of tap kx from input row s, with a Masked chunk's loads masked to
+// the row [0, iw) (zeros outside, never read), the masks made once for all rows and taps.
+template <int NV, int SW, bool Masked>
+struct DwLoads {
+  int64_t x0;  // the row position of vector 0 of tap 0
+  int64_t dw;
+  // Load (kx, v, half) covers positions c .. c + W - 1, c = x0 + kx dw + v W SW + half W.
+  typename V::Tail mask[Masked ? kDwMaxKw : 1][NV][SW];
+  DwLoads(int64_t x, int64_t kw, int64_t dw_, int64_t pl, int64_t iw) : x0(x * SW - pl), dw(dw_) {
+    if constexpr (Masked)
+      for (int64_t kx = 0; kx < kw; ++kx)
+        for (int v = 0; v < NV; ++v)
+          for (int q = 0; q < SW; ++q) {
+            const int64_t c = x0 + kx * dw + v * W * SW + q * W;
+            const int64_t lo = c < 0 ? -c : 0, hi = iw - c;
+            const int64_t a = lo < W ? lo : W, b = hi < a ? a : hi < W ? hi : W;
+            mask[kx][v][q] = V::range(a, b);
+          }
+  }
+  F half(const float* s, int64_t c, int64_t kx, int v, int q) const {
+    if constexpr (Masked) return V::load_tail(s + c, mask[kx][v][q], 0.0f);
+    else return V::load(s + c);
+  }
+  F at(const float* s, int64_t kx, int v) const {
+    const int64_t c = x0 + kx * dw + v * W * SW;
+    if constexpr (SW == 1) return half(s, c, kx, v, 0);
+    else return V::even(half(s, c, kx, v, 0), half(s, c + W, kx, v, 1));
+  }
+};
+
+// The accumulators of R output rows x NV vectors: set to the bias, and stored from column x
+// (the last vector masked at ow).
+template <int R, int NV>
+inline void dw_init(F (&acc)[R][NV], float bias) {
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) acc[r][v] = V::set1(bias);
-  // Masked: load (kx, v, half) covers columns c .. c + W - 1 of a row, c = (x + v W) SW + kx dw
-  // - pl + half W, masked to [0, iw).
-  typename V::Tail mask[Masked ? kDwMaxKw : 1][NV][SW];
-  if constexpr (Masked)
-    for (int64_t kx = 0; kx < kw; ++kx)
-      for (int v = 0; v < NV; ++v)
-        for (int q = 0; q < SW; ++q) {
-          const int64_t c = (x + v * W) * SW + kx * dw - pl + q * W;
-          const int64_t lo = c < 0 ? -c : 0, hi = iw - c;
-          const int64_t a = lo < W ? lo : W, b = hi < a ? a : hi < W ? hi : W;
-          mask[kx][v][q] = V::range(a, b);
-        }
-  auto load = [&](const float* s, int64_t c, int64_t kx, int v, int q) {  // W floats of a row from column c
-    if constexpr (Masked) return V::load_tail(s + c, mask[kx][v][q], 0.0f);
-    else return V::load(s + c);
-  };
-  for (int64_t ky = 0; ky < kh; ++ky) {
-    const float* rows[R];
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) rows[r] = src[r * sh + ky * dh];
-    for (int64_t kx = 0; kx < kw; ++kx) {
-      const F wv = V::set1(w[ky * kw + kx]);
-      const int64_t e = x * SW + kx * dw - pl;
-#pragma GCC unroll 4
-      for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
-        for (int v = 0; v < NV; ++v) {
-          const int64_t c = e + v * W * SW;
-          F xv;
-          if constexpr (SW == 1) xv = load(rows[r], c, kx, v, 0);
-          else xv = V::even(load(rows[r], c, kx, v, 0), load(rows[r], c + W, kx, v, 1));
-          acc[r][v] = V::fmadd(wv, xv, acc[r][v]);
-        }
-    }
-  }
+}
+template <int R, int NV>
+inline void dw_store(const F (&acc)[R][NV], float* out, int64_t ldo, int64_t x, int64_t ow) {
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
@@ -286,6 +279,31 @@ inline void dw_chunk_body(float* out, int64_t ldo, const float* const* src, int6
       if (c + W <= ow) V::store(out + r * ldo + c, acc[r][v]);
       else V::store_tail(out + r * ldo + c, V::tail(ow - c), acc[r][v]);
     }
+}
+
+// R output rows x NV vectors of columns from column x of a depthwise plane at width stride SW
+// (dw_rows' contract): tap by tap in (ky, kx) order, its weight broadcast once and multiplied
+// into all R x NV accumulators (every output row reads its own input row of the tap).
+template <int R, int NV, int SW, bool Masked>
+inline void dw_chunk_body(float* out, int64_t ldo, const float* const* src, int64_t sh, int64_t dh, const float* w,
+                          int64_t kh, int64_t kw, int64_t dw, int64_t pl, int64_t iw, int64_t x, int64_t ow,
+                          float bias) {
+  F acc[R][NV];
+  dw_init(acc, bias);
+  const DwLoads<NV, SW, Masked> in(x, kw, dw, pl, iw);
+  for (int64_t ky = 0; ky < kh; ++ky) {
+    const float* rows[R];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) rows[r] = src[r * sh + ky * dh];
+    for (int64_t kx = 0; kx < kw; ++kx) {
+      const F wv = V::set1(w[ky * kw + kx]);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) acc[r][v] = V::fmadd(wv, in.at(rows[r], kx, v), acc[r][v]);
+    }
+  }
+  dw_store(acc, out, ldo, x, ow);
 }
 
 // Four output rows of a kh = KH window at height stride SH without dilation (PP-OCR's 3x3 and
@@ -299,36 +317,15 @@ inline void dw_chunk_rows4(float* out, int64_t ldo, const float* const* src, con
                            int64_t pl, int64_t iw, int64_t x, int64_t ow, float bias) {
   constexpr int R = 4, NIN = (R - 1) * SH + KH;
   F acc[R][NV];
-#pragma GCC unroll 4
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) acc[r][v] = V::set1(bias);
-  typename V::Tail mask[Masked ? kDwMaxKw : 1][NV][SW];
-  if constexpr (Masked)
-    for (int64_t kx = 0; kx < kw; ++kx)
-      for (int v = 0; v < NV; ++v)
-        for (int q = 0; q < SW; ++q) {
-          const int64_t c = (x + v * W) * SW + kx * dw - pl + q * W;
-          const int64_t lo = c < 0 ? -c : 0, hi = iw - c;
-          const int64_t a = lo < W ? lo : W, b = hi < a ? a : hi < W ? hi : W;
-          mask[kx][v][q] = V::range(a, b);
-        }
-  auto load = [&](const float* s, int64_t c, int64_t kx, int v, int q) {
-    if constexpr (Masked) return V::load_tail(s + c, mask[kx][v][q], 0.0f);
-    else return V::load(s + c);
-  };
+  dw_init(acc, bias);
+  const DwLoads<NV, SW, Masked> in(x, kw, dw, pl, iw);
 #pragma GCC unroll 16
   for (int i = 0; i < NIN; ++i) {
     const float* s = src[i];
     for (int64_t kx = 0; kx < kw; ++kx) {
-      const int64_t e = x * SW + kx * dw - pl;
       F xv[NV];
 #pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) {
-        const int64_t c = e + v * W * SW;
-        if constexpr (SW == 1) xv[v] = load(s, c, kx, v, 0);
-        else xv[v] = V::even(load(s, c, kx, v, 0), load(s, c + W, kx, v, 1));
-      }
+      for (int v = 0; v < NV; ++v) xv[v] = in.at(s, kx, v);
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
         const int ky = i - r * SH;
@@ -339,14 +336,7 @@ inline void dw_chunk_rows4(float* out, int64_t ldo, const float* const* src, con
       }
     }
   }
-#pragma GCC unroll 4
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) {
-      const int64_t c = x + v * W;
-      if (c + W <= ow) V::store(out + r * ldo + c, acc[r][v]);
-      else V::store_tail(out + r * ldo + c, V::tail(ow - c), acc[r][v]);
-    }
+  dw_store(acc, out, ldo, x, ow);
 }
 
 template <int NV, int SW, int KH, int SH>
