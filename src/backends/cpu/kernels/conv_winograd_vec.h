@@ -163,6 +163,17 @@ void wino_output(const float* src, int64_t xi_stride, int64_t n, const float* bi
         if (act != Activation::None) v = activate_v(v, act, va);
         V::store(y[i][j], v);
       }
+    if (nn == W && rows == Mt && cols == Mt) {  // a whole tile of W channels: each tile row transposed
+      float* o = out + j0 * plane;
+#pragma GCC unroll 4
+      for (int i = 0; i < Mt; ++i) {
+        F v[Mt];
+#pragma GCC unroll 4
+        for (int j = 0; j < Mt; ++j) v[j] = V::load(y[i][j]);
+        V::template store_transposed<Mt>(v, o + i * ow, plane);
+      }
+      continue;
+    }
     for (int64_t c = 0; c < nn; ++c) {
       float* o = out + (j0 + c) * plane;
       for (int i = 0; i < rows; ++i)

@@ -70,4 +70,33 @@ struct V {
     return _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(next), _mm512_castps_si512(v), 1));
   }
   static F bit_or(F a, F b) { return _mm512_or_ps(a, b); }
+  // For c < W, o[c * ld + 0 .. M) = lane c of v[0 .. M) (M = 2 or 4): M vectors stored transposed,
+  // a run of M floats per lane (the Winograd output transform's tile rows, channels as lanes).
+  template <int M>
+  static void store_transposed(const F* v, float* o, int64_t ld) {
+    if constexpr (M == 4) {
+      const F t0 = _mm512_unpacklo_ps(v[0], v[1]), t1 = _mm512_unpackhi_ps(v[0], v[1]);
+      const F t2 = _mm512_unpacklo_ps(v[2], v[3]), t3 = _mm512_unpackhi_ps(v[2], v[3]);
+      // r[m]'s 128-bit lane k: lane 4k + m of the four vectors.
+      const F r[4] = {_mm512_shuffle_ps(t0, t2, 0x44), _mm512_shuffle_ps(t0, t2, 0xEE), _mm512_shuffle_ps(t1, t3, 0x44),
+                      _mm512_shuffle_ps(t1, t3, 0xEE)};
+      for (int m = 0; m < 4; ++m) {
+        _mm_storeu_ps(o + (0 + m) * ld, _mm512_extractf32x4_ps(r[m], 0));
+        _mm_storeu_ps(o + (4 + m) * ld, _mm512_extractf32x4_ps(r[m], 1));
+        _mm_storeu_ps(o + (8 + m) * ld, _mm512_extractf32x4_ps(r[m], 2));
+        _mm_storeu_ps(o + (12 + m) * ld, _mm512_extractf32x4_ps(r[m], 3));
+      }
+    } else {
+      // t[h]'s 128-bit lane k: lanes 4k + 2h and 4k + 2h + 1 of the pair, one in each half.
+      const F t[2] = {_mm512_unpacklo_ps(v[0], v[1]), _mm512_unpackhi_ps(v[0], v[1])};
+      for (int h = 0; h < 2; ++h) {
+        const __m128 q[4] = {_mm512_extractf32x4_ps(t[h], 0), _mm512_extractf32x4_ps(t[h], 1),
+                             _mm512_extractf32x4_ps(t[h], 2), _mm512_extractf32x4_ps(t[h], 3)};
+        for (int k = 0; k < 4; ++k) {
+          _mm_storel_pi(reinterpret_cast<__m64*>(o + (4 * k + 2 * h) * ld), q[k]);
+          _mm_storeh_pi(reinterpret_cast<__m64*>(o + (4 * k + 2 * h + 1) * ld), q[k]);
+        }
+      }
+    }
+  }
 };
