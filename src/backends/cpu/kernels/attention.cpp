@@ -109,17 +109,21 @@ void attend_block(const AttnCfg& c, const PackedKv& kv, const void* q, const voi
       const int64_t i = i0 + r;
       float* srow = S + r * c.bk;
       const int64_t valid = std::clamp<int64_t>(key_end(c, i) - j0, 0, cols);
-      R.scale(srow, valid, c.scale);
-      if (c.has_mask && valid > 0) {
-        const int64_t base = bi * c.mask_st[0] + h * c.mask_st[1] + i * c.mask_st[2] + j0 * c.mask_st[3];
-        if (c.type == DType::F32 && c.mask_st[3] == 1) {
-          const float* mp = static_cast<const float*>(mask) + base;
-          for (int64_t j = 0; j < valid; ++j) srow[j] += mp[j];
-        } else {
+      const int64_t base = bi * c.mask_st[0] + h * c.mask_st[1] + i * c.mask_st[2] + j0 * c.mask_st[3];
+      float row_max;
+      if (!c.has_mask || (c.type == DType::F32 && c.mask_st[3] == 1)) {
+        // Scale, mask and maximum in one vector pass over the row (the same values as the three;
+        // the mask's add was a baseline-ISA loop): MiniLM-L6's attention 0.230 -> 0.193 ms a
+        // layer, the model 12.76 -> 12.44 ms on one thread, 6.98 -> 6.71 on two.
+        row_max = R.scale_add_max(srow, valid, c.scale,
+                                  c.has_mask && valid > 0 ? static_cast<const float*>(mask) + base : nullptr);
+      } else {
+        R.scale(srow, valid, c.scale);
+        if (valid > 0)
           for (int64_t j = 0; j < valid; ++j) srow[j] += load_as_f32(mask, c.type, base + j * c.mask_st[3]);
-        }
+        row_max = R.max(srow, valid);
       }
-      const float m_new = std::max(sc.m[size_t(r)], R.max(srow, valid));
+      const float m_new = std::max(sc.m[size_t(r)], row_max);
       if (m_new == -INFINITY) {  // nothing visible yet: this block contributes nothing
         std::fill(srow, srow + cols, 0.0f);
         continue;

@@ -40,6 +40,13 @@ void scale_scalar(float* y, int64_t n, float s) {
   for (int64_t i = 0; i < n; ++i) y[i] *= s;
 }
 
+float scale_add_max_scalar(float* y, int64_t n, float s, const float* add) {
+  scale_scalar(y, n, s);
+  if (add)
+    for (int64_t i = 0; i < n; ++i) y[i] += add[i];
+  return max_scalar(y, n);
+}
+
 void tile_epilogue_scalar(float* c, int64_t ldc, int64_t m, int64_t n, const float* bias, const float* res,
                           int64_t ldr, Activation act, float alpha) {
   for (int64_t r = 0; r < m; ++r) {
@@ -109,7 +116,7 @@ void dw_rows_scalar(float* out, int64_t ldo, int64_t rows, const float* const* s
 const RowKernels& row_kernels(Isa isa) {
   static const RowKernels scalar{activate_scalar_n, exp_sum_scalar, max_scalar, scale_scalar, add_scalar,
                                  accumulate_scalar, tile_epilogue_scalar, max_taps_scalar, conv_row_scalar,
-                                 copy_even_scalar, max3_s2_scalar, dw_rows_scalar};
+                                 copy_even_scalar, max3_s2_scalar, scale_add_max_scalar, dw_rows_scalar};
   if (isa == Isa::Avx512)
     if (const RowKernels* t = row_kernels_avx512()) return *t;
   if (isa == Isa::Avx512 || isa == Isa::Avx2)

@@ -54,6 +54,26 @@ void scale_row(float* y, int64_t n, float s) {
   }
 }
 
+float scale_add_max_row(float* y, int64_t n, float s, const float* add) {
+  const F vs = splat(s);
+  F acc = splat(-__builtin_inff());
+  int64_t i = 0;
+  for (; i + W <= n; i += W) {
+    F v = V::mul(V::load(y + i), vs);
+    if (add) v = V::add(v, V::load(add + i));
+    V::store(y + i, v);
+    acc = V::max(acc, v);
+  }
+  if (i < n) {  // vmax_row's tail: the inactive lanes -inf
+    const auto t = V::tail(n - i);
+    F v = V::mul(V::load_tail(y + i, t, 0.0f), vs);
+    if (add) v = V::add(v, V::load_tail(add + i, t, 0.0f));
+    V::store_tail(y + i, t, v);
+    acc = V::max(acc, V::load_tail(y + i, t, -__builtin_inff()));
+  }
+  return V::hmax(acc);
+}
+
 void add_row(float* y, int64_t n, float b) {
   const F vb = splat(b);
   int64_t i = 0;

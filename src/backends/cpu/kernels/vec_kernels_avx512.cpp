@@ -43,7 +43,7 @@ const NormRows<float>* norm_rows_f32_avx512() {
 const RowKernels* row_kernels_avx512() {
   using namespace avx512_vec_kernels;
   static const RowKernels table{activate_row, exp_sum_row, max_row, scale_row, add_row, accumulate_row, tile_epilogue, max_taps,
-                                  conv_row, copy_even, max3_s2, dw_rows};
+                                  conv_row, copy_even, max3_s2, scale_add_max_row, dw_rows};
   return &table;
 }
 
