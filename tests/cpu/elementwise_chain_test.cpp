@@ -110,7 +110,8 @@ TEST(ElementwiseChain, OperandsOnTheLeftBroadcastsAndVectors) {
 TEST(ElementwiseChain, EveryUnaryStep) {
   const OpKind kinds[] = {OpKind::Abs,  OpKind::Sqrt,    OpKind::Log,  OpKind::Neg,        OpKind::Exp,
                           OpKind::Tanh, OpKind::Erf,     OpKind::Gelu, OpKind::Silu,       OpKind::Round,
-                          OpKind::Relu, OpKind::Sigmoid, OpKind::Clip, OpKind::Reciprocal, OpKind::Rsqrt};
+                          OpKind::Relu, OpKind::Sigmoid, OpKind::Clip, OpKind::Reciprocal, OpKind::Rsqrt,
+                          OpKind::HardSwish};
   std::vector<InstrSpec> p;
   for (OpKind k : kinds) {
     p.push_back(ins(k, {int32_t(p.size())}, -2, 2.5));

@@ -137,6 +137,7 @@ struct F32VecTable {
   Span1 unary[kNumOpKinds] = {};
   Span2Set binary[kNumOpKinds] = {};
   ChainFn chain = nullptr;
+  bool chain_kinds[kNumOpKinds] = {};  // the op kinds `chain` runs
   ConvertFn to_f32[kNumDTypes] = {};    // F16 / BF16 / I32 / I8 / U8 -> F32
   ConvertFn from_f32[kNumDTypes] = {};  // F32 -> F16 / BF16 (round to nearest even), I32 / I8 / U8 (Cast)
 };
