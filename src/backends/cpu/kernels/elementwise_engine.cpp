@@ -300,10 +300,8 @@ void run_range(const ProgramCfg& c, void* const* bufs, int64_t begin, int64_t en
     } else {
       for (int64_t b = 0; b < len; b += kBlock) {
         const int64_t m = std::min(kBlock, len - b);
-        for (int i = 0; i < ni; ++i) {
-          vals_ptr[i] = c.in_scalar[size_t(i)] ? base[i] : base[i] + b * int64_t(c.in_esize[size_t(i)]);
-          vals_scalar[i] = c.in_scalar[size_t(i)];
-        }
+        for (int i = 0; i < ni; ++i)
+          vals_ptr[i] = vals_scalar[i] ? base[i] : base[i] + b * int64_t(c.in_esize[size_t(i)]);
         unsigned char* out_seg = out + (pos + b) * int64_t(c.out_esize);
         for (size_t k = 0; k < c.instrs.size(); ++k) {
           const Instr& ins = c.instrs[k];
