@@ -53,6 +53,10 @@ struct RowKernels {
   // fold then the fold over rows) instead of a row of horizontal maxima per input row written
   // and read back.
   void (*max3_s2)(float* out, const float* const* rows, int64_t taps, int64_t w, int64_t n) = nullptr;
+  // Attention's score row in one pass: y[i] = y[i] * s, then + add[i] where add is given;
+  // returns max's fold of the result (the same values and maximum as scale, the add and max in
+  // turn).
+  float (*scale_add_max)(float* y, int64_t n, float s, const float* add) = nullptr;
   // Up to kDwRows output rows of a depthwise convolution's plane, width stride sw (1 or 2):
   // for r < rows and ox < ow, out[r * ldo + ox] = bias, then for ky < kh and kx < kw in that
   // order (one multiply-add each, fused in the vector tables)
@@ -61,10 +65,6 @@ struct RowKernels {
   // zeros for one outside the map), and a column outside [0, iw) reads zero (kw <= kDwMaxKw).
   // Straight from the input rows, masked loads only in the vectors at the map's edges (stride
   // 2: even lanes of pairs of loads); a call's rows share each tap's weight broadcast.
-  // Attention's score row in one pass: y[i] = y[i] * s, then + add[i] where add is given;
-  // returns max's fold of the result (the same values and maximum as scale, the add and max in
-  // turn).
-  float (*scale_add_max)(float* y, int64_t n, float s, const float* add) = nullptr;
   void (*dw_rows)(float* out, int64_t ldo, int64_t rows, const float* const* src, int64_t sh, int64_t dh,
                   const float* w, int64_t kh, int64_t kw, int64_t sw, int64_t dw, int64_t pl, int64_t iw,
                   int64_t ow, float bias) = nullptr;

@@ -359,59 +359,48 @@ inline void dw_chunk_rows4(float* out, int64_t ldo, const float* const* src, con
   dw_store(acc, out, ldo, x, ow);
 }
 
-template <int NV, int SW, int KH, int SH>
-inline void dw_rows4(float* out, int64_t ldo, const float* const* src, const float* w, int64_t kw, int64_t dw,
-                     int64_t pl, int64_t iw, int64_t x, int64_t ow, float bias) {
-  if (x * SW - pl >= 0 && (x + NV * W) * SW + (kw - 1) * dw - pl <= iw)
-    dw_chunk_rows4<NV, SW, KH, SH, false>(out, ldo, src, w, kw, dw, pl, iw, x, ow, bias);
-  else
-    dw_chunk_rows4<NV, SW, KH, SH, true>(out, ldo, src, w, kw, dw, pl, iw, x, ow, bias);
-}
-
-template <int SW, int KH, int SH>
-void dw_rows4_all(float* out, int64_t ldo, const float* const* src, const float* w, int64_t kw, int64_t dw, int64_t pl,
-                  int64_t iw, int64_t ow, float bias) {
+// Calls body.template operator()<NV, Masked>(x) for each chunk of up to four vectors of output
+// columns from column x: Masked where some load of the chunk falls outside the row [0, iw).
+template <int SW, class Body>
+inline void dw_columns(int64_t kw, int64_t dw, int64_t pl, int64_t iw, int64_t ow, Body&& body) {
   for (int64_t x = 0; x < ow; x += 4 * W) {
+    auto chunk = [&]<int NV>() {
+      if (x * SW - pl >= 0 && (x + NV * W) * SW + (kw - 1) * dw - pl <= iw) body.template operator()<NV, false>(x);
+      else body.template operator()<NV, true>(x);
+    };
     switch ((ow - x + W - 1) / W) {
-      case 1: dw_rows4<1, SW, KH, SH>(out, ldo, src, w, kw, dw, pl, iw, x, ow, bias); break;
-      case 2: dw_rows4<2, SW, KH, SH>(out, ldo, src, w, kw, dw, pl, iw, x, ow, bias); break;
-      case 3: dw_rows4<3, SW, KH, SH>(out, ldo, src, w, kw, dw, pl, iw, x, ow, bias); break;
-      default: dw_rows4<4, SW, KH, SH>(out, ldo, src, w, kw, dw, pl, iw, x, ow, bias); break;
+      case 1: chunk.template operator()<1>(); break;
+      case 2: chunk.template operator()<2>(); break;
+      case 3: chunk.template operator()<3>(); break;
+      default: chunk.template operator()<4>(); break;
     }
   }
-}
-
-// A chunk whose loads all fall inside the rows loads plainly; the others mask every load.
-template <int R, int NV, int SW>
-inline void dw_chunk(float* out, int64_t ldo, const float* const* src, int64_t sh, int64_t dh, const float* w,
-                     int64_t kh, int64_t kw, int64_t dw, int64_t pl, int64_t iw, int64_t x, int64_t ow, float bias) {
-  if (x * SW - pl >= 0 && (x + NV * W) * SW + (kw - 1) * dw - pl <= iw)
-    dw_chunk_body<R, NV, SW, false>(out, ldo, src, sh, dh, w, kh, kw, dw, pl, iw, x, ow, bias);
-  else
-    dw_chunk_body<R, NV, SW, true>(out, ldo, src, sh, dh, w, kh, kw, dw, pl, iw, x, ow, bias);
 }
 
 template <int R, int SW>
 inline void dw_rows_r(float* out, int64_t ldo, const float* const* src, int64_t sh, int64_t dh, const float* w,
                       int64_t kh, int64_t kw, int64_t dw, int64_t pl, int64_t iw, int64_t ow, float bias) {
-  for (int64_t x = 0; x < ow; x += 4 * W) {
-    switch ((ow - x + W - 1) / W) {
-      case 1: dw_chunk<R, 1, SW>(out, ldo, src, sh, dh, w, kh, kw, dw, pl, iw, x, ow, bias); break;
-      case 2: dw_chunk<R, 2, SW>(out, ldo, src, sh, dh, w, kh, kw, dw, pl, iw, x, ow, bias); break;
-      case 3: dw_chunk<R, 3, SW>(out, ldo, src, sh, dh, w, kh, kw, dw, pl, iw, x, ow, bias); break;
-      default: dw_chunk<R, 4, SW>(out, ldo, src, sh, dh, w, kh, kw, dw, pl, iw, x, ow, bias); break;
-    }
-  }
+  dw_columns<SW>(kw, dw, pl, iw, ow, [&]<int NV, bool Masked>(int64_t x) {
+    dw_chunk_body<R, NV, SW, Masked>(out, ldo, src, sh, dh, w, kh, kw, dw, pl, iw, x, ow, bias);
+  });
+}
+
+template <int SW, int KH, int SH>
+void dw_rows4(float* out, int64_t ldo, const float* const* src, const float* w, int64_t kw, int64_t dw, int64_t pl,
+              int64_t iw, int64_t ow, float bias) {
+  dw_columns<SW>(kw, dw, pl, iw, ow, [&]<int NV, bool Masked>(int64_t x) {
+    dw_chunk_rows4<NV, SW, KH, SH, Masked>(out, ldo, src, w, kw, dw, pl, iw, x, ow, bias);
+  });
 }
 
 template <int SW>
 void dw_rows_sw(float* out, int64_t ldo, int64_t rows, const float* const* src, int64_t sh, int64_t dh, const float* w,
                 int64_t kh, int64_t kw, int64_t dw, int64_t pl, int64_t iw, int64_t ow, float bias) {
   if (rows == 4 && dh == 1 && (kh == 3 || kh == 5) && (sh == 1 || sh == 2)) {
-    if (kh == 3 && sh == 1) return dw_rows4_all<SW, 3, 1>(out, ldo, src, w, kw, dw, pl, iw, ow, bias);
-    if (kh == 3) return dw_rows4_all<SW, 3, 2>(out, ldo, src, w, kw, dw, pl, iw, ow, bias);
-    if (sh == 1) return dw_rows4_all<SW, 5, 1>(out, ldo, src, w, kw, dw, pl, iw, ow, bias);
-    return dw_rows4_all<SW, 5, 2>(out, ldo, src, w, kw, dw, pl, iw, ow, bias);
+    if (kh == 3 && sh == 1) return dw_rows4<SW, 3, 1>(out, ldo, src, w, kw, dw, pl, iw, ow, bias);
+    if (kh == 3) return dw_rows4<SW, 3, 2>(out, ldo, src, w, kw, dw, pl, iw, ow, bias);
+    if (sh == 1) return dw_rows4<SW, 5, 1>(out, ldo, src, w, kw, dw, pl, iw, ow, bias);
+    return dw_rows4<SW, 5, 2>(out, ldo, src, w, kw, dw, pl, iw, ow, bias);
   }
   switch (rows) {
     case 1: return dw_rows_r<1, SW>(out, ldo, src, sh, dh, w, kh, kw, dw, pl, iw, ow, bias);
