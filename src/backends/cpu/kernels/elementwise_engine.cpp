@@ -115,7 +115,6 @@ void find_chain(ProgramCfg& cfg, const std::vector<int32_t>& last_use, DType out
     const int32_t prev = i == 0 ? -1 : ni + int32_t(i) - 1;
     if (i > 0 && last_use[i - 1] != int32_t(i)) return;  // the previous result feeds this step only
     auto vector_input = [&](int32_t a) { return a >= 0 && a < ni && !cfg.in_scalar[size_t(a)]; };
-    if (!t.chain_kinds[size_t(op.kind)]) return;
     ChainStep st;
     st.kind = op.kind;
     st.params = op.params;

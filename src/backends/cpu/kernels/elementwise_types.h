@@ -116,8 +116,6 @@ Span2Set compare_span(OpKind k, DType compute);
 // where over elements of `elem_bytes` (1, 2, 4, 8 or 16); condition is Bool storage.
 Span3 where_span(size_t elem_bytes);
 
-// Vectorized F32 spans (defined in elementwise_avx2.cpp / elementwise_avx512.cpp);
-// only called when the CPU has the level. Entries are null where no vector version exists.
 // One step of a chain program (ProgramCfg::chain): the running value v becomes kind(v)
 // (unary), or kind(v, x) / kind(x, v) (binary, `operand_first`) with x node input `operand`.
 struct ChainStep {
@@ -133,11 +131,13 @@ using ChainFn = void (*)(const ChainStep* steps, int nsteps, const void* const* 
                          float* out, int64_t m);
 inline constexpr int kMaxChainInputs = 32;  // node inputs of a chain program (indices below this)
 
+// Vectorized F32 spans (defined in elementwise_avx2.cpp / elementwise_avx512.cpp);
+// only called when the CPU has the level. Entries are null where no vector version exists.
+// `chain` runs every kind that has a vector unary or binary span.
 struct F32VecTable {
   Span1 unary[kNumOpKinds] = {};
   Span2Set binary[kNumOpKinds] = {};
   ChainFn chain = nullptr;
-  bool chain_kinds[kNumOpKinds] = {};  // the op kinds `chain` runs
   ConvertFn to_f32[kNumDTypes] = {};    // F16 / BF16 / I32 / I8 / U8 -> F32
   ConvertFn from_f32[kNumDTypes] = {};  // F32 -> F16 / BF16 (round to nearest even), I32 / I8 / U8 (Cast)
 };

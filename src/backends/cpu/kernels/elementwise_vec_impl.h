@@ -91,6 +91,14 @@ RLX_V2(VMax, V::select(V::isnan(a), a, V::max(a, b)))
 RLX_V2(VMin, V::select(V::isnan(a), a, V::min(a, b)))
 #undef RLX_V2
 
+// Every op with a vector form, once: its span in the table and its step in a chain come from
+// these lists, so that a kind the table has is a kind the chain runs.
+#define RLX_VEC_UNARY(X)                                                                                          \
+  X(Exp, VExp) X(Log, VLog) X(Sigmoid, VSigmoid) X(Tanh, VTanh) X(Erf, VErf) X(Gelu, VGelu) X(Silu, VSilu) \
+      X(Relu, VRelu) X(Neg, VNeg) X(Abs, VAbs) X(Sqrt, VSqrt) X(Reciprocal, VReciprocal) X(Rsqrt, VRsqrt)     \
+          X(Clip, VClip) X(Round, VRound) X(HardSwish, VHardSwish)
+#define RLX_VEC_BINARY(X) X(Add, VAdd) X(Sub, VSub) X(Mul, VMul) X(Div, VDiv) X(Max, VMax) X(Min, VMin)
+
 // ---- chains: the running value of kU vectors in registers through every step, the steps'
 // operations the spans' functors (one switch per step per kU vectors instead of a pass over a
 // block in memory per instruction).
@@ -110,10 +118,7 @@ inline void chain_group(const ChainStep* steps, int nsteps, const float* const* 
 #define RLX_CHAIN1(K, Op) \
   case OpKind::K:         \
     _Pragma("GCC unroll 4") for (int u = 0; u < N; ++u) v[u] = Op::f(v[u], p); break;
-        RLX_CHAIN1(Exp, VExp) RLX_CHAIN1(Log, VLog) RLX_CHAIN1(Sigmoid, VSigmoid) RLX_CHAIN1(Tanh, VTanh)
-        RLX_CHAIN1(Erf, VErf) RLX_CHAIN1(Gelu, VGelu) RLX_CHAIN1(Silu, VSilu) RLX_CHAIN1(Relu, VRelu)
-        RLX_CHAIN1(Neg, VNeg) RLX_CHAIN1(Abs, VAbs) RLX_CHAIN1(Sqrt, VSqrt) RLX_CHAIN1(Reciprocal, VReciprocal)
-        RLX_CHAIN1(Rsqrt, VRsqrt) RLX_CHAIN1(Clip, VClip) RLX_CHAIN1(Round, VRound) RLX_CHAIN1(HardSwish, VHardSwish)
+        RLX_VEC_UNARY(RLX_CHAIN1)
 #undef RLX_CHAIN1
         default: break;
       }
@@ -136,8 +141,7 @@ inline void chain_group(const ChainStep* steps, int nsteps, const float* const* 
 #define RLX_CHAIN2(K, Op) \
   case OpKind::K:         \
     _Pragma("GCC unroll 4") for (int u = 0; u < N; ++u) v[u] = Op::f(v[u], b[u], p); break;
-      RLX_CHAIN2(Add, VAdd) RLX_CHAIN2(Sub, VSub) RLX_CHAIN2(Mul, VMul) RLX_CHAIN2(Div, VDiv) RLX_CHAIN2(Max, VMax)
-      RLX_CHAIN2(Min, VMin)
+      RLX_VEC_BINARY(RLX_CHAIN2)
 #undef RLX_CHAIN2
       default: break;
     }
@@ -180,36 +184,15 @@ void run_chain(const ChainStep* steps, int nsteps, const void* const* inv, const
 
 void fill_table(F32VecTable& t) {
   t.chain = &run_chain;
-  auto u = [&](OpKind k, Span1 s) { t.unary[size_t(k)] = s; };
-  u(OpKind::Exp, &map1<VExp>);
-  u(OpKind::Log, &map1<VLog>);
-  u(OpKind::Sigmoid, &map1<VSigmoid>);
-  u(OpKind::Tanh, &map1<VTanh>);
-  u(OpKind::Erf, &map1<VErf>);
-  u(OpKind::Gelu, &map1<VGelu>);
-  u(OpKind::Silu, &map1<VSilu>);
-  u(OpKind::Relu, &map1<VRelu>);
-  u(OpKind::Neg, &map1<VNeg>);
-  u(OpKind::Abs, &map1<VAbs>);
-  u(OpKind::Sqrt, &map1<VSqrt>);
-  u(OpKind::Reciprocal, &map1<VReciprocal>);
-  u(OpKind::Rsqrt, &map1<VRsqrt>);
-  u(OpKind::Clip, &map1<VClip>);
-  u(OpKind::Round, &map1<VRound>);
-  u(OpKind::HardSwish, &map1<VHardSwish>);
-  // The kinds chain_group runs (its switches): a program step of another kind keeps the blocks.
-  for (OpKind k : {OpKind::Exp, OpKind::Log, OpKind::Sigmoid, OpKind::Tanh, OpKind::Erf, OpKind::Gelu, OpKind::Silu,
-                   OpKind::Relu, OpKind::Neg, OpKind::Abs, OpKind::Sqrt, OpKind::Reciprocal, OpKind::Rsqrt,
-                   OpKind::Clip, OpKind::Round, OpKind::HardSwish, OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Div,
-                   OpKind::Max, OpKind::Min})
-    t.chain_kinds[size_t(k)] = true;
-  t.binary[size_t(OpKind::Add)] = set2<VAdd>();
-  t.binary[size_t(OpKind::Sub)] = set2<VSub>();
-  t.binary[size_t(OpKind::Mul)] = set2<VMul>();
-  t.binary[size_t(OpKind::Div)] = set2<VDiv>();
-  t.binary[size_t(OpKind::Max)] = set2<VMax>();
-  t.binary[size_t(OpKind::Min)] = set2<VMin>();
+#define RLX_SPAN1(K, Op) t.unary[size_t(OpKind::K)] = &map1<Op>;
+#define RLX_SPAN2(K, Op) t.binary[size_t(OpKind::K)] = set2<Op>();
+  RLX_VEC_UNARY(RLX_SPAN1)
+  RLX_VEC_BINARY(RLX_SPAN2)
+#undef RLX_SPAN1
+#undef RLX_SPAN2
 }
+#undef RLX_VEC_UNARY
+#undef RLX_VEC_BINARY
 
 }  // namespace
 }  // namespace rlx::cpu::ew::RLX_VEC_NS
