@@ -119,8 +119,7 @@ void attend_block(const AttnCfg& c, const PackedKv& kv, const void* q, const voi
                                   c.has_mask && valid > 0 ? static_cast<const float*>(mask) + base : nullptr);
       } else {
         R.scale(srow, valid, c.scale);
-        if (valid > 0)
-          for (int64_t j = 0; j < valid; ++j) srow[j] += load_as_f32(mask, c.type, base + j * c.mask_st[3]);
+        for (int64_t j = 0; j < valid; ++j) srow[j] += load_as_f32(mask, c.type, base + j * c.mask_st[3]);
         row_max = R.max(srow, valid);
       }
       const float m_new = std::max(sc.m[size_t(r)], row_max);

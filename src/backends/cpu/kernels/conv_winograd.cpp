@@ -134,9 +134,9 @@ void run_winograd(const WinogradConv& p, ThreadPool* pool, const float* x, const
   const int64_t kc_max = K.kc, plane = p.oh * p.ow;
   const int64_t threads = pool ? pool->size() : 1;
   // The plan's blocks (runs of whole mr-tile panels: block b holds panels [b * np / nb, (b + 1) *
-  // np / nb)), or where it has fewer than two a thread, one a thread (tiles [b * tiles / nb,
-  // (b + 1) * tiles / nb): 49 as 24 + 25) when U is at most three
-  // times V (output channels at most three times the padded tiles): each task then transforms
+  // np / nb)), or, where it has fewer than two a thread and U is at most three times V (output
+  // channels at most three times the padded tiles), one a thread (tiles [b * tiles / nb, (b + 1)
+  // * tiles / nb): 49 as 24 + 25): each task then transforms
   // the V it multiplies, and reads all of U, where the split by output channels below reads
   // half of U and the whole V, half of it written by the other thread. A line from the other
   // core's cache costs several from L3 (75-120 ns a round trip on this VM, 350-1200 when its

@@ -119,12 +119,12 @@ void find_chain(ProgramCfg& cfg, const std::vector<int32_t>& last_use, DType out
     st.kind = op.kind;
     st.params = op.params;
     if (op.form == Form::Unary) {
-      if (!t.unary[size_t(op.kind)] || op.unary != t.unary[size_t(op.kind)]) return;
+      if (op.unary != t.unary[size_t(op.kind)]) return;  // the scalar span, or none: not a vector op
       const int32_t a = ins.args[0];
       if (i == 0 ? !vector_input(a) : a != prev) return;
       if (i == 0) seed = a;
     } else if (op.form == Form::Binary) {
-      if (!t.binary[size_t(op.kind)] || op.binary.vv != t.binary[size_t(op.kind)].vv) return;
+      if (op.binary.vv != t.binary[size_t(op.kind)].vv) return;
       const int32_t a = ins.args[0], b = ins.args[1];
       st.binary = true;
       if (i == 0) {

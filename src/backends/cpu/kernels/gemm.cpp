@@ -392,13 +392,11 @@ void sgemm_gemv(const SgemmProblem& p, ThreadPool* pool, const IsaKernels& K) {
     // Rows of B under 4 KiB a thread (ResNet-50's fc: 1000 columns): split by columns, each
     // thread read half of every row, short runs that its prefetchers lost at each page, and
     // two threads streamed barely faster than one (8 MB from memory: 0.23 ms one thread,
-    // 0.19-0.21 two). Instead each task takes whole K blocks (a contiguous run of B's rows)
-    // into partial sums of its own, which are then added to C block by block in K order, as
-    // the loop below adds its per-block sums: the same bits. The fc on two threads, in the
-    // model: 0.192 -> 0.150 ms.
-    // Whole rows a pass where the accumulator allows: the column path's chunk (half of each
-    // row here) made each task's stream runs of 2 KB at a 4 KB stride again, and the fc on two
-    // threads took what it took on one (0.224 ms; whole rows: 0.168-0.174, alternated).
+    // 0.19-0.21 two). Instead each task takes whole K blocks (a contiguous run of B's rows),
+    // whole rows a pass where the accumulator allows (not the column path's chunk, half a row
+    // here), into partial sums of its own, which are then added to C block by block in K order,
+    // as the loop below adds its per-block sums: the same bits. The fc on two threads, in the
+    // model: 0.224 -> 0.168-0.174 ms (alternated).
     const int64_t row_chunk = std::min(4096 / p.m, (p.n + 15) / 16 * 16);
     float* parts = tl_gemv_parts.get(kblocks * p.m * p.n);
     run_range(pool, kblocks, 1, [&](int64_t b0, int64_t b1) {
