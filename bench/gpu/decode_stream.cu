@@ -37,6 +37,28 @@ __device__ inline float row_sum(const uint4* r, int k8, int lane) {
   for (int o = 16; o; o >>= 1) acc += __shfl_xor_sync(~0u, acc, o);
   return acc;
 }
+// Row o's first U chunks per lane (zeros past the row or past the matrix), fetched ahead.
+template <int U>
+__device__ inline void fetch_first(const Mat& m, int o, int lane, uint4* pre) {
+  for (int t = 0; t < U; ++t)
+    pre[t] = o < m.rows && lane + 32 * t < m.k8 ? __ldg(m.w + size_t(o) * m.k8 + lane + 32 * t) : make_uint4(0, 0, 0, 0);
+}
+// Row o's sum from its fetched first chunks and the rest of the row, reduced over the warp.
+template <int U>
+__device__ inline float finish_row(const Mat& m, int o, int lane, const uint4* pre) {
+  float acc = 0;
+  for (int t = 0; t < U; ++t) acc += dot8(pre[t]);
+  const uint4* r = m.w + size_t(o) * m.k8;
+  for (int i = lane + 32 * U; i < m.k8; i += 32 * U) {
+    uint4 u[U];
+#pragma unroll
+    for (int t = 0; t < U; ++t) u[t] = i + 32 * t < m.k8 ? __ldg(r + i + 32 * t) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int t = 0; t < U; ++t) acc += dot8(u[t]);
+  }
+  for (int q = 16; q; q >>= 1) acc += __shfl_xor_sync(~0u, acc, q);
+  return acc;
+}
 template <int U>
 __global__ void one(Mat m) {
   const int lane = threadIdx.x & 31, wpb = blockDim.x / 32;
@@ -53,21 +75,11 @@ __global__ void one_pdl(Mat m) {
   const int lane = threadIdx.x & 31, wpb = blockDim.x / 32;
   int o = blockIdx.x * wpb + threadIdx.x / 32;
   uint4 pre[U];
-  for (int t = 0; t < U; ++t) pre[t] = o < m.rows && lane + 32 * t < m.k8 ? __ldg(m.w + size_t(o) * m.k8 + lane + 32 * t) : make_uint4(0, 0, 0, 0);
+  fetch_first<U>(m, o, lane, pre);
   asm volatile("griddepcontrol.wait;" ::: "memory");
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   if (o < m.rows) {
-    float acc = 0;
-    for (int t = 0; t < U; ++t) acc += dot8(pre[t]);
-    const uint4* r = m.w + size_t(o) * m.k8;
-    for (int i = lane + 32 * U; i < m.k8; i += 32 * U) {
-      uint4 u[U];
-#pragma unroll
-      for (int t = 0; t < U; ++t) u[t] = i + 32 * t < m.k8 ? __ldg(r + i + 32 * t) : make_uint4(0, 0, 0, 0);
-#pragma unroll
-      for (int t = 0; t < U; ++t) acc += dot8(u[t]);
-    }
-    for (int q = 16; q; q >>= 1) acc += __shfl_xor_sync(~0u, acc, q);
+    const float acc = finish_row<U>(m, o, lane, pre);
     if (lane == 0) m.y[o] = acc;
     o += gridDim.x * wpb;
   }
@@ -102,27 +114,12 @@ __global__ void persistent(const Mat* mats, int n) {
   const int lane = threadIdx.x & 31, wpb = blockDim.x / 32;
   const int w0 = blockIdx.x * wpb + threadIdx.x / 32, stride = gridDim.x * wpb;
   uint4 pre[U];
-  for (int t = 0; t < U; ++t) pre[t] = make_uint4(0, 0, 0, 0);
-  {
-    const Mat m = mats[0];
-    if (w0 < m.rows)
-      for (int t = 0; t < U; ++t) pre[t] = lane + 32 * t < m.k8 ? __ldg(m.w + size_t(w0) * m.k8 + lane + 32 * t) : make_uint4(0, 0, 0, 0);
-  }
+  fetch_first<U>(mats[0], w0, lane, pre);
   for (int j = 0; j < n; ++j) {
     const Mat m = mats[j];
     int o = w0;
     if (o < m.rows) {  // the prefetched first row
-      float acc = 0;
-      for (int t = 0; t < U; ++t) acc += dot8(pre[t]);
-      const uint4* r = m.w + size_t(o) * m.k8;
-      for (int i = lane + 32 * U; i < m.k8; i += 32 * U) {
-        uint4 u[U];
-#pragma unroll
-        for (int t = 0; t < U; ++t) u[t] = i + 32 * t < m.k8 ? __ldg(r + i + 32 * t) : make_uint4(0, 0, 0, 0);
-#pragma unroll
-        for (int t = 0; t < U; ++t) acc += dot8(u[t]);
-      }
-      for (int q = 16; q; q >>= 1) acc += __shfl_xor_sync(~0u, acc, q);
+      const float acc = finish_row<U>(m, o, lane, pre);
       if (lane == 0) m.y[o] = acc;
       o += stride;
     }
@@ -131,10 +128,7 @@ __global__ void persistent(const Mat* mats, int n) {
       if (lane == 0) m.y[o] = s;
     }
     if (j + 1 < n) {
-      const Mat nx = mats[j + 1];
-      for (int t = 0; t < U; ++t) pre[t] = make_uint4(0, 0, 0, 0);
-      if (w0 < nx.rows)
-        for (int t = 0; t < U; ++t) pre[t] = lane + 32 * t < nx.k8 ? __ldg(nx.w + size_t(w0) * nx.k8 + lane + 32 * t) : make_uint4(0, 0, 0, 0);
+      fetch_first<U>(mats[j + 1], w0, lane, pre);
       grid.sync();
     }
   }
@@ -159,49 +153,37 @@ int main() {
   auto report = [&](const char* what, float ms, int reps) {
     printf("%-44s %8.3f ms a step  %7.1f GB/s\n", what, ms / reps, bytes / (ms / reps * 1e-3) / 1e9);
   };
+  // The step captured once in a CUDA graph by `enqueue` (one launch per matrix), replayed 20
+  // times after 3 of warm-up.
+  auto time_graph = [&](const char* what, auto enqueue) {
+    cudaGraph_t g; cudaGraphExec_t ge;
+    cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal);
+    for (auto& m : mats) enqueue(m);
+    cudaStreamEndCapture(st, &g); cudaGraphInstantiate(&ge, g, 0);
+    for (int i = 0; i < 3; ++i) cudaGraphLaunch(ge, st);
+    cudaEventRecord(a, st);
+    for (int i = 0; i < 20; ++i) cudaGraphLaunch(ge, st);
+    cudaEventRecord(b, st); cudaEventSynchronize(b);
+    float ms; cudaEventElapsedTime(&ms, a, b);
+    report(what, ms, 20);
+    cudaGraphExecDestroy(ge); cudaGraphDestroy(g);
+  };
   for (int bps : {1, 2, 4}) {
     for (int warps : {8, 16}) {
-      // (a) one kernel per matrix, captured in a CUDA graph
-      cudaGraph_t g; cudaGraphExec_t ge;
-      cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal);
-      for (auto& m : mats) one<8><<<sms * bps, 32 * warps, 0, st>>>(m);
-      cudaStreamEndCapture(st, &g); cudaGraphInstantiate(&ge, g, 0);
-      for (int i = 0; i < 3; ++i) cudaGraphLaunch(ge, st);
-      cudaEventRecord(a, st);
-      for (int i = 0; i < 20; ++i) cudaGraphLaunch(ge, st);
-      cudaEventRecord(b, st); cudaEventSynchronize(b);
-      float ms; cudaEventElapsedTime(&ms, a, b);
-      char name[96]; snprintf(name, sizeof name, "kernel per matrix, %d blk/SM x %d warps", bps, warps);
-      report(name, ms, 20);
-      cudaGraphExecDestroy(ge); cudaGraphDestroy(g);
-      // (a2) kernel per matrix with programmatic dependent launch, in a graph
+      char name[96];
+      // (a) one kernel per matrix
+      snprintf(name, sizeof name, "kernel per matrix, %d blk/SM x %d warps", bps, warps);
+      time_graph(name, [&](const Mat& m) { one<8><<<sms * bps, 32 * warps, 0, st>>>(m); });
+      // (a2) with programmatic dependent launch
       cudaLaunchAttribute at; at.id = cudaLaunchAttributeProgrammaticStreamSerialization; at.val.programmaticStreamSerializationAllowed = 1;
-      cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal);
-      for (auto& m : mats) {
+      snprintf(name, sizeof name, "kernel per matrix + PDL, %d blk/SM x %d warps", bps, warps);
+      time_graph(name, [&](const Mat& m) {
         cudaLaunchConfig_t c = {}; c.gridDim = sms * bps; c.blockDim = 32 * warps; c.stream = st; c.attrs = &at; c.numAttrs = 1;
         cudaLaunchKernelEx(&c, one_pdl<8>, m);
-      }
-      cudaStreamEndCapture(st, &g); cudaGraphInstantiate(&ge, g, 0);
-      for (int i = 0; i < 3; ++i) cudaGraphLaunch(ge, st);
-      cudaEventRecord(a, st);
-      for (int i = 0; i < 20; ++i) cudaGraphLaunch(ge, st);
-      cudaEventRecord(b, st); cudaEventSynchronize(b);
-      cudaEventElapsedTime(&ms, a, b);
-      snprintf(name, sizeof name, "kernel per matrix + PDL, %d blk/SM x %d warps", bps, warps);
-      report(name, ms, 20);
-      cudaGraphExecDestroy(ge); cudaGraphDestroy(g);
-      // (a3) two rows a warp, kernel per matrix, graph
-      cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal);
-      for (auto& m : mats) two<<<sms * bps, 32 * warps, 0, st>>>(m);
-      cudaStreamEndCapture(st, &g); cudaGraphInstantiate(&ge, g, 0);
-      for (int i = 0; i < 3; ++i) cudaGraphLaunch(ge, st);
-      cudaEventRecord(a, st);
-      for (int i = 0; i < 20; ++i) cudaGraphLaunch(ge, st);
-      cudaEventRecord(b, st); cudaEventSynchronize(b);
-      cudaEventElapsedTime(&ms, a, b);
+      });
+      // (a3) two rows a warp
       snprintf(name, sizeof name, "two rows a warp, %d blk/SM x %d warps", bps, warps);
-      report(name, ms, 20);
-      cudaGraphExecDestroy(ge); cudaGraphDestroy(g);
+      time_graph(name, [&](const Mat& m) { two<<<sms * bps, 32 * warps, 0, st>>>(m); });
       // (b) persistent, grid-wide barriers
       int maxb = 0;
       cudaOccupancyMaxActiveBlocksPerMultiprocessor(&maxb, persistent<8>, 32 * warps, 0);
@@ -212,7 +194,7 @@ int main() {
       cudaEventRecord(a, st);
       for (int i = 0; i < 10; ++i) cudaLaunchCooperativeKernel((void*)persistent<8>, sms * bps, 32 * warps, args, 0, st);
       cudaEventRecord(b, st); cudaEventSynchronize(b);
-      cudaEventElapsedTime(&ms, a, b);
+      float ms; cudaEventElapsedTime(&ms, a, b);
       snprintf(name, sizeof name, "persistent + grid.sync, %d blk/SM x %d warps", bps, warps);
       report(name, ms, 10);
     }
