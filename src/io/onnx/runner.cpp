@@ -1,4 +1,5 @@
 // OnnxRunner: import + compile per concrete input shapes, cached by those shapes.
+#include <algorithm>
 #include <iostream>
 #include <list>
 #include <mutex>
@@ -45,6 +46,10 @@ struct Stage {
   std::set<std::string> by_value;
   int tier = 0;
   std::list<std::pair<std::string, std::shared_ptr<Stage>>> next;
+  // A first stage that is the whole model (compiled, no segment after it, its inputs the
+  // model's): for each graph output, its index among the segment's outputs (OnnxRunner::run's
+  // direct path); unset otherwise. Set once, when the stage is built.
+  std::optional<std::vector<size_t>> whole;
 };
 
 }  // namespace
@@ -197,6 +202,19 @@ std::shared_ptr<Stage> OnnxRunner::Impl::first_stage(const std::map<std::string,
   std::string key = shape_key(shapes) + "|" + value_key(values);
   if (auto st = recall(cache, key)) return st;
   auto st = build([&](Importer& im) { return im.import_main(shapes, values, split); });
+  if (st->cg && st->seg.end < 0) {
+    const std::vector<std::string> names = st->cg->input_names();
+    bool all = names.size() == model.inputs.size();
+    for (const auto& info : model.inputs)
+      all = all && std::find(names.begin(), names.end(), info.name) != names.end();
+    std::vector<size_t> order;
+    for (const auto& vo : model.source->model.graph().output()) {
+      auto pos = std::find(st->seg.outputs.begin(), st->seg.outputs.end(), vo.name());
+      all = all && pos != st->seg.outputs.end();
+      if (all) order.push_back(size_t(pos - st->seg.outputs.begin()));
+    }
+    if (all) st->whole = std::move(order);
+  }
   remember(cache, key, st);
   return st;
 }
@@ -289,18 +307,8 @@ std::optional<std::vector<TypedTensor>> OnnxRunner::Impl::run_whole(const std::m
   } catch (const ConstantRequiredError&) {
     return std::nullopt;
   }
-  if (!st || !st->cg || st->seg.end >= 0) return std::nullopt;
-  const std::vector<std::string> names = st->cg->input_names();
-  if (names.size() != inputs.size()) return std::nullopt;
-  for (const std::string& n : names)
-    if (!inputs.count(n)) return std::nullopt;
-  const pb::GraphProto& gp = model.source->model.graph();
-  std::vector<size_t> order;
-  for (const auto& vo : gp.output()) {
-    auto pos = std::find(st->seg.outputs.begin(), st->seg.outputs.end(), vo.name());
-    if (pos == st->seg.outputs.end()) return std::nullopt;
-    order.push_back(size_t(pos - st->seg.outputs.begin()));
-  }
+  if (!st || !st->whole) return std::nullopt;
+  const std::vector<size_t>& order = *st->whole;
   std::vector<TypedTensor> res = st->cg->run_typed(inputs);
   if (res.size() != st->seg.outputs.size())
     fail(ErrorCategory::Internal, model.path, ": the graph gave ", res.size(), " values, expected ",
