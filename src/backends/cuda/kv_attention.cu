@@ -151,8 +151,8 @@ __global__ void __launch_bounds__(32 * W)
 // each (LPR lanes per row, so a warp reads 32 / LPR consecutive rows per load); each lane
 // keeps the 8 query elements and 8 output sums of its dims for each of the block's GM query
 // heads, so a row, once loaded, serves both heads. The cluster's "row streams" (lane group,
-// warp, block) take rows stream, stream + NS, ... (NS streams in all), kDecUnroll rows each
-// loaded before any arithmetic; each stream runs its own online softmax. The states are
+// warp, block) take kDecUnroll rows a round each, loaded before any arithmetic, each block
+// a contiguous span of the round's rows; each stream runs its own online softmax. The states are
 // merged in a fixed order: the lane groups of a warp by an xor butterfly, the warps of a
 // block through shared memory in warp order, the blocks of the cluster by every block
 // reading the others' shared memory (distributed shared memory) in rank order. One launch,
@@ -200,7 +200,13 @@ __global__ void __launch_bounds__(32 * kDecWarps)
   const int heads = int(group - chunk * GM < GM ? group - chunk * GM : GM);
   const auto row = [&](int g) { return ((b * a.hq + h0 + g) * a.t + t) * d; };  // head g's query and output
   const bool dims = 8 * sub < d;  // the lane's 8 dims are in the head
-  const int64_t ns = int64_t(C) * W * RS, jb0 = (int64_t(rank) * W + warp) * RS;
+  // Rows in rounds of C W RS U: block `rank` takes the round's span of W RS U rows from
+  // rank * W RS U, lane group `slot` of warp `warp` the rows warp RS + slot + u NS of it (NS
+  // = W RS: a warp's RS rows are contiguous). A cache short enough that every row is in rank
+  // 0's first span is attended by that block alone (below): TinyLlama-1.1B-shaped F16 decode
+  // on the H200, 128 tokens from an empty cache, four alternated rounds: 952 / 977 / 957 /
+  // 963 tok/s against 935 / 942 / 952 / 920 without it.
+  const int64_t ns = int64_t(W) * RS, span = ns * U, jb0 = rank * span + int64_t(warp) * RS;
   const int64_t cache_base = (b * a.hkv + hk) * a.c * d, new_base = (b * a.hkv + hk) * a.t * d;
   // The first round's cache rows are fetched before the wait for the kernel before (which
   // writes this step's rows, at past and after, and the queries): rows below past were
@@ -249,9 +255,15 @@ __global__ void __launch_bounds__(32 * kDecWarps)
     }
   }
   const int64_t n = np + t + 1;
+  // Every row in rank 0's first span: the other blocks have nothing to add (their states
+  // would merge in as exp(-inf) = 0 terms), so they leave now and rank 0 stores the result
+  // from its own state, with no cluster barrier (the whole cluster sees the same n). The
+  // same bits as the merge: rank 0's terms scaled by exp(0) = 1 plus zeros.
+  const bool alone = n <= span;
+  if (alone && rank != 0) return;
   // jb is the warp's first row of the round (uniform across the warp, so every lane takes
   // part in the shuffles); the lane group's rows are jb + slot + u NS.
-  for (int64_t jb = jb0; jb < n; jb += ns * U) {
+  for (int64_t jb = jb0; jb < n; jb += int64_t(C) * span) {
     if (jb != jb0) {
       fetch(jb, np, n);
     } else {
@@ -349,6 +361,11 @@ __global__ void __launch_bounds__(32 * kDecWarps)
       bm[g] = mx;
       bl[g] = sum;
     }
+  }
+  if (alone) {
+    __syncthreads();
+    for (int e = threadIdx.x; e < heads * d; e += blockDim.x) out[row(e / d) + e % d] = bo[e / d][e % d] / bl[e / d];
+    return;
   }
   cluster.sync();  // every block's state written and visible to the cluster
   // The cluster's blocks merged, in rank order; each block stores a share of the outputs.
