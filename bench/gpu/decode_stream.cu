@@ -24,18 +24,26 @@ __device__ inline float dot8(uint4 u) {
   float2 a = __half22float2(h[0]), b = __half22float2(h[1]), c = __half22float2(h[2]), d = __half22float2(h[3]);
   return a.x + a.y + b.x + b.y + c.x + c.y + d.x + d.y;
 }
+// acc + the chunks i, i + 32, ... (< k8) of row r, U a lane at a time (a group's loads all
+// issued before its sums).
 template <int U>
-__device__ inline float row_sum(const uint4* r, int k8, int lane) {
-  float acc = 0;
-  for (int i = lane; i < k8; i += 32 * U) {
+__device__ inline float chunks_from(const uint4* r, int k8, int i, float acc) {
+  for (; i < k8; i += 32 * U) {
     uint4 u[U];
 #pragma unroll
     for (int t = 0; t < U; ++t) u[t] = i + 32 * t < k8 ? __ldg(r + i + 32 * t) : make_uint4(0, 0, 0, 0);
 #pragma unroll
     for (int t = 0; t < U; ++t) acc += dot8(u[t]);
   }
+  return acc;
+}
+__device__ inline float warp_total(float acc) {
   for (int o = 16; o; o >>= 1) acc += __shfl_xor_sync(~0u, acc, o);
   return acc;
+}
+template <int U>
+__device__ inline float row_sum(const uint4* r, int k8, int lane) {
+  return warp_total(chunks_from<U>(r, k8, lane, 0.0f));
 }
 // Row o's first U chunks per lane (zeros past the row or past the matrix), fetched ahead.
 template <int U>
@@ -43,21 +51,21 @@ __device__ inline void fetch_first(const Mat& m, int o, int lane, uint4* pre) {
   for (int t = 0; t < U; ++t)
     pre[t] = o < m.rows && lane + 32 * t < m.k8 ? __ldg(m.w + size_t(o) * m.k8 + lane + 32 * t) : make_uint4(0, 0, 0, 0);
 }
-// Row o's sum from its fetched first chunks and the rest of the row, reduced over the warp.
+// Rows o, o + stride, ... of m into m.y: the first from its chunks fetched ahead (pre) and the
+// rest of it, the others whole.
 template <int U>
-__device__ inline float finish_row(const Mat& m, int o, int lane, const uint4* pre) {
-  float acc = 0;
-  for (int t = 0; t < U; ++t) acc += dot8(pre[t]);
-  const uint4* r = m.w + size_t(o) * m.k8;
-  for (int i = lane + 32 * U; i < m.k8; i += 32 * U) {
-    uint4 u[U];
-#pragma unroll
-    for (int t = 0; t < U; ++t) u[t] = i + 32 * t < m.k8 ? __ldg(r + i + 32 * t) : make_uint4(0, 0, 0, 0);
-#pragma unroll
-    for (int t = 0; t < U; ++t) acc += dot8(u[t]);
+__device__ inline void rows_from(const Mat& m, int o, int stride, int lane, const uint4* pre) {
+  if (o < m.rows) {
+    float acc = 0;
+    for (int t = 0; t < U; ++t) acc += dot8(pre[t]);
+    acc = warp_total(chunks_from<U>(m.w + size_t(o) * m.k8, m.k8, lane + 32 * U, acc));
+    if (lane == 0) m.y[o] = acc;
+    o += stride;
   }
-  for (int q = 16; q; q >>= 1) acc += __shfl_xor_sync(~0u, acc, q);
-  return acc;
+  for (; o < m.rows; o += stride) {
+    const float s = row_sum<U>(m.w + size_t(o) * m.k8, m.k8, lane);
+    if (lane == 0) m.y[o] = s;
+  }
 }
 template <int U>
 __global__ void one(Mat m) {
@@ -78,15 +86,7 @@ __global__ void one_pdl(Mat m) {
   fetch_first<U>(m, o, lane, pre);
   asm volatile("griddepcontrol.wait;" ::: "memory");
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-  if (o < m.rows) {
-    const float acc = finish_row<U>(m, o, lane, pre);
-    if (lane == 0) m.y[o] = acc;
-    o += gridDim.x * wpb;
-  }
-  for (; o < m.rows; o += gridDim.x * wpb) {
-    float s = row_sum<U>(m.w + size_t(o) * m.k8, m.k8, lane);
-    if (lane == 0) m.y[o] = s;
-  }
+  rows_from<U>(m, o, gridDim.x * wpb, lane, pre);
 }
 // Two rows per warp at once (8 KB in flight a warp).
 __global__ void two(Mat m) {
@@ -116,17 +116,7 @@ __global__ void persistent(const Mat* mats, int n) {
   uint4 pre[U];
   fetch_first<U>(mats[0], w0, lane, pre);
   for (int j = 0; j < n; ++j) {
-    const Mat m = mats[j];
-    int o = w0;
-    if (o < m.rows) {  // the prefetched first row
-      const float acc = finish_row<U>(m, o, lane, pre);
-      if (lane == 0) m.y[o] = acc;
-      o += stride;
-    }
-    for (; o < m.rows; o += stride) {
-      float s = row_sum<U>(m.w + size_t(o) * m.k8, m.k8, lane);
-      if (lane == 0) m.y[o] = s;
-    }
+    rows_from<U>(mats[j], w0, stride, lane, pre);
     if (j + 1 < n) {
       fetch_first<U>(mats[j + 1], w0, lane, pre);
       grid.sync();
@@ -150,6 +140,15 @@ int main() {
   cudaEvent_t a, b; cudaEventCreate(&a); cudaEventCreate(&b);
   cudaStream_t st; cudaStreamCreate(&st);
   printf("SMs %d, %d matrices, %.1f MB a step\n", sms, int(mats.size()), bytes / 1e6);
+  // ms of `reps` calls of launch() on st, after `warm` untimed ones.
+  auto time_ms = [&](int warm, int reps, auto launch) {
+    for (int i = 0; i < warm; ++i) launch();
+    cudaEventRecord(a, st);
+    for (int i = 0; i < reps; ++i) launch();
+    cudaEventRecord(b, st); cudaEventSynchronize(b);
+    float ms; cudaEventElapsedTime(&ms, a, b);
+    return ms;
+  };
   auto report = [&](const char* what, float ms, int reps) {
     printf("%-44s %8.3f ms a step  %7.1f GB/s\n", what, ms / reps, bytes / (ms / reps * 1e-3) / 1e9);
   };
@@ -160,12 +159,7 @@ int main() {
     cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal);
     for (auto& m : mats) enqueue(m);
     cudaStreamEndCapture(st, &g); cudaGraphInstantiate(&ge, g, 0);
-    for (int i = 0; i < 3; ++i) cudaGraphLaunch(ge, st);
-    cudaEventRecord(a, st);
-    for (int i = 0; i < 20; ++i) cudaGraphLaunch(ge, st);
-    cudaEventRecord(b, st); cudaEventSynchronize(b);
-    float ms; cudaEventElapsedTime(&ms, a, b);
-    report(what, ms, 20);
+    report(what, time_ms(3, 20, [&] { cudaGraphLaunch(ge, st); }), 20);
     cudaGraphExecDestroy(ge); cudaGraphDestroy(g);
   };
   for (int bps : {1, 2, 4}) {
@@ -190,11 +184,9 @@ int main() {
       if (bps > maxb) { printf("persistent %d blk/SM x %d warps: not co-resident (max %d)\n", bps, warps, maxb); continue; }
       int n = int(mats.size());
       void* args[] = {&dm, &n};
-      for (int i = 0; i < 2; ++i) cudaLaunchCooperativeKernel((void*)persistent<8>, sms * bps, 32 * warps, args, 0, st);
-      cudaEventRecord(a, st);
-      for (int i = 0; i < 10; ++i) cudaLaunchCooperativeKernel((void*)persistent<8>, sms * bps, 32 * warps, args, 0, st);
-      cudaEventRecord(b, st); cudaEventSynchronize(b);
-      float ms; cudaEventElapsedTime(&ms, a, b);
+      const float ms = time_ms(2, 10, [&] {
+        cudaLaunchCooperativeKernel((void*)persistent<8>, sms * bps, 32 * warps, args, 0, st);
+      });
       snprintf(name, sizeof name, "persistent + grid.sync, %d blk/SM x %d warps", bps, warps);
       report(name, ms, 10);
     }
@@ -206,11 +198,7 @@ int main() {
     float* yy; cudaMalloc(&yy, size_t(big.rows) * 4); big.y = yy;
     auto ceil = [&](auto kern, const char* tag, Mat big) {
       for (int bps : {1, 2, 4}) for (int warps : {8, 16}) {
-        for (int i = 0; i < 3; ++i) kern<<<sms * bps, 32 * warps, 0, st>>>(big);
-        cudaEventRecord(a, st);
-        for (int i = 0; i < 10; ++i) kern<<<sms * bps, 32 * warps, 0, st>>>(big);
-        cudaEventRecord(b, st); cudaEventSynchronize(b);
-        float ms; cudaEventElapsedTime(&ms, a, b);
+        const float ms = time_ms(3, 10, [&] { kern<<<sms * bps, 32 * warps, 0, st>>>(big); });
         char name[96]; snprintf(name, sizeof name, "ceiling %s: one matrix, %d blk/SM x %d warps", tag, bps, warps);
         report(name, ms, 10);
       }
@@ -221,11 +209,7 @@ int main() {
   }
   // The copy bandwidth, as llm_decode.sh measures it (read + write)
   void *p, *q; size_t n = size_t(1) << 30; cudaMalloc(&p, n); cudaMalloc(&q, n);
-  for (int i = 0; i < 3; ++i) cudaMemcpyAsync(q, p, n, cudaMemcpyDeviceToDevice, st);
-  cudaEventRecord(a, st);
-  for (int i = 0; i < 10; ++i) cudaMemcpyAsync(q, p, n, cudaMemcpyDeviceToDevice, st);
-  cudaEventRecord(b, st); cudaEventSynchronize(b);
-  float ms; cudaEventElapsedTime(&ms, a, b);
+  const float ms = time_ms(3, 10, [&] { cudaMemcpyAsync(q, p, n, cudaMemcpyDeviceToDevice, st); });
   printf("device copy (read + write): %.1f GB/s\n", 2.0 * n * 10 / (ms * 1e-3) / 1e9);
   printf("last error: %s\n", cudaGetErrorString(cudaGetLastError()));
   return 0;
