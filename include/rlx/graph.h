@@ -119,7 +119,8 @@ class Graph {
   Value mod(Value a, Value b, bool fmod = false);
   Value where(Value cond, Value a, Value b) { return add1(OpKind::Where, {cond, a, b}); }
   Value cast(Value x, DType to);
-  Value bitcast(Value x, DType to);  // the same bytes as `to` (equal element size)
+  // The same bytes as `to`; for another element size the innermost dim (static) is rescaled.
+  Value bitcast(Value x, DType to);
   Value fused_matmul(Value a, Value b, Value bias, Activation act, double alpha = 0);
   // x @ W^T for W stored as N rows of k elements in block format `format` (rlx/quant.h), w u8[N, row bytes].
   Value qmatmul(Value x, Value w, uint32_t format, int64_t k);

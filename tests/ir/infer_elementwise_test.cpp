@@ -74,19 +74,29 @@ TEST(InferCast, ChangesOnlyDType) {
   EXPECT_EQ(g.type(g.cast(x, DType::C128)).dtype(), DType::C128);
 }
 
-TEST(InferBitCast, SameElementSizeOnly) {
+TEST(InferBitCast, SameBytesWithTheInnermostDimRescaled) {
   Graph g;
   Dim s = g.sym("s");
   auto x = g.input("x", Shape(std::vector<Dim>{s, 3}, DType::F32));
   EXPECT_EQ(g.type(g.bitcast(x, DType::I32)), Shape(std::vector<Dim>{s, 3}, DType::I32));
   EXPECT_EQ(g.type(g.bitcast(x, DType::U32)).dtype(), DType::U32);
-  try {
-    g.bitcast(x, DType::F64);
-    FAIL() << "a bitcast between element sizes 4 and 8 was accepted";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.category(), ErrorCategory::Shape) << e.what();
-    EXPECT_NE(std::string(e.what()).find("element sizes differ"), std::string::npos) << e.what();
-  }
+  // Other element sizes rescale the innermost dim: rows of 2E bytes are rows of E halves.
+  auto rows = g.input("rows", Shape(std::vector<Dim>{s, 8}, DType::U8));
+  EXPECT_EQ(g.type(g.bitcast(rows, DType::F16)), Shape(std::vector<Dim>{s, 4}, DType::F16));
+  EXPECT_EQ(g.type(g.bitcast(rows, DType::F64)), Shape(std::vector<Dim>{s, 1}, DType::F64));
+  EXPECT_EQ(g.type(g.bitcast(x, DType::I16)), Shape(std::vector<Dim>{s, 6}, DType::I16));
+  auto expect_refused = [&](Value v, DType to, const char* what) {
+    try {
+      g.bitcast(v, to);
+      FAIL() << what << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.category(), ErrorCategory::Shape) << e.what();
+      EXPECT_NE(std::string(e.what()).find("innermost dim"), std::string::npos) << e.what();
+    }
+  };
+  expect_refused(x, DType::F64, "12 bytes a row as 8-byte elements");
+  expect_refused(g.input("sym", Shape(std::vector<Dim>{3, s}, DType::U8)), DType::F16, "a symbolic innermost dim");
+  expect_refused(g.input("scalar", Shape::scalar(DType::U8)), DType::F16, "a scalar of another size");
 }
 
 TEST(InferBinary, NumpyBroadcastAndPromotion) {

@@ -56,10 +56,16 @@ std::vector<Shape> infer_bitcast(const InferCtx& ctx) {
   const DType to = ctx.node.attr<CastAttrs>().to;
   if (size_t(to) >= size_t(kNumDTypes)) ctx.error("invalid target dtype code ", int(to));
   const Shape& x = ctx.input(0);
-  if (dtype_size(x.dtype()) != dtype_size(to))
-    ctx.error("bitcast from ", dtype_name(x.dtype()), " (", dtype_size(x.dtype()), " bytes) to ", dtype_name(to), " (",
-              dtype_size(to), " bytes): element sizes differ");
-  return {x.with_dtype(to)};
+  const int64_t from_size = int64_t(dtype_size(x.dtype())), to_size = int64_t(dtype_size(to));
+  if (from_size == to_size) return {x.with_dtype(to)};
+  // Element sizes differ: the same bytes with the innermost dim rescaled (a row of 2E u8 is
+  // a row of E f16), which must then be static and hold whole elements of both types.
+  if (x.rank() == 0 || !x.dims().back().is_static() || (x.dims().back().value() * from_size) % to_size != 0)
+    ctx.error("bitcast from ", x.str(), " (", from_size, "-byte elements) to ", dtype_name(to), " (", to_size,
+              " bytes): the innermost dim must be static and its bytes a whole number of ", dtype_name(to), " elements");
+  std::vector<Dim> d = x.dims();
+  d.back() = Dim(d.back().value() * from_size / to_size);
+  return {Shape(std::move(d), to)};
 }
 
 std::vector<Shape> infer_binary(const InferCtx& ctx) {
