@@ -92,8 +92,21 @@ Value BuildCtx::vec(const std::string& tensor) {
 }
 
 Value BuildCtx::embeddings() {
-  if (!embd_.valid()) embd_ = g.input("embd", Shape({R, hp.n_embd}, DType::F32));
-  return embd_;
+  if (embd_.valid()) return embd_;
+  if (!token_ids) return embd_ = g.input("embd", Shape({R, hp.n_embd}, DType::F32));
+  // The table as stored ([n_vocab, row bytes], the param a tied output projection reads
+  // too), a row per id, its bytes read as the table's element type, widened to f32.
+  const gguf::TensorInfo& t = weight("token_embd.weight", 2, "token embeddings");
+  const DType et = t.type == gguf::TensorType::F16    ? DType::F16
+                   : t.type == gguf::TensorType::BF16 ? DType::BF16
+                   : t.type == gguf::TensorType::F32  ? DType::F32
+                                                      : DType::U8;
+  if (et == DType::U8)
+    fail(ErrorCategory::Unsupported, "llm: token ids in the graph need an f32, f16 or bf16 token_embd.weight, not ",
+         gguf::type_name(t.type));
+  Value table = param("token_embd.weight", "token_embd.weight", true, {hp.n_vocab, gguf::row_bytes(t.type, hp.n_embd)});
+  Value rows = g.bitcast(g.gather(table, g.input("token", Shape({R}, DType::I32)), 0), et);
+  return embd_ = et == DType::F32 ? rows : g.cast(rows, DType::F32);
 }
 Value BuildCtx::rope_cos() {
   if (!cos_.valid()) cos_ = g.input("rope_cos", Shape({R, hp.n_rot / 2}, DType::F32));
@@ -118,7 +131,12 @@ Value BuildCtx::v_cache(int64_t il) {
   return v;
 }
 
-void BuildCtx::finish() { g.set_outputs({logits_}, {"logits"}); }
+void BuildCtx::finish() {
+  if (!greedy_token) return g.set_outputs({logits_}, {"logits"});
+  if (!token_ids || T != 1 || all_rows)
+    fail(ErrorCategory::Internal, "llm: a greedy-token output needs token ids and one new token per sequence");
+  g.set_outputs({logits_, g.cast(g.argmax(logits_, -1, false), DType::I32)}, {"logits", "token"});
+}
 
 const std::vector<ArchSpec>& arch_registry() {
   static const std::vector<ArchSpec> r{arch_llama(), arch_qwen2(), arch_qwen3(), arch_qwen3moe(), arch_gpt2()};

@@ -40,6 +40,15 @@ class BuildCtx {
   // rows, one product instead of several (for device backends, where each is a launch and
   // the weights are copied to the device anyway; the CPU keeps them mapped in place).
   bool fuse_rows = false;
+  // The input is the token ids (i32 "token" [R]) and their rows of token_embd.weight are
+  // gathered by the graph (from the table's stored bytes: F32, F16 or BF16 tables; models
+  // with learned positions keep the host's rows). Set by the engine for every pass or none
+  // (the passes share one set of params).
+  bool token_ids = false;
+  // A second output "token" [B] (i32, like the input): each sequence's greedy next token,
+  // the argmax of its logits (the first index of the maximum; NaN ranks above numbers). A
+  // handle named "token" then feeds it to the next run without the host (token_ids, T = 1).
+  bool greedy_token = false;
 
   bool has(const std::string& tensor) const;
   // Params from GGUF tensors (names as in the file). project(x, W): x @ W^T for ggml's
@@ -55,7 +64,8 @@ class BuildCtx {
 
   // Inputs (created on first use): the token embeddings [R, n_embd] (rows of
   // token_embd.weight, plus position_embd.weight for learned positions, gathered on the
-  // host: R rows of the table, not a graph over the whole table), rotary cos/sin
+  // host: R rows of the table, not a graph over the whole table; with token_ids, gathered
+  // by the graph from the ids), rotary cos/sin
   // [R, n_rot/2] (each row at its own position), the cached lengths past i64[B], layer il's
   // K/V cache [B, Hkv, C, head_dim].
   Value embeddings();
@@ -65,8 +75,9 @@ class BuildCtx {
   Value k_cache(int64_t il);
   Value v_cache(int64_t il);
 
-  // The one output: the logits. (The new K/V rows go into the cache inputs in place, by
-  // cache_write: the caches are handles that persist across runs.)
+  // The outputs: the logits (and with greedy_token the next tokens). (The new K/V rows go
+  // into the cache inputs in place, by cache_write: the caches are handles that persist
+  // across runs.)
   void set_logits(Value v) { logits_ = v; }
   void finish();  // sets the graph outputs
 

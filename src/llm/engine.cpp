@@ -58,11 +58,13 @@ struct Engine::Impl {
     int64_t B = 1;
     int64_t slot = 0;             // B == 1: the slot its handles hold
     std::vector<int64_t> synced;  // per batch row: rows [0, synced) of its caches are current
-    std::vector<int> input_kind;  // per graph input: 0 embd, 1 cos, 2 sin, 3 past, 4 cache handle
+    std::vector<int> input_kind;  // per graph input: 0 embd, 1 cos, 2 sin, 3 past, 4 handle, 5 token ids
     std::vector<std::string> cache_names;  // handle names, layer-major: k0, v0, k1, v1, ...
     bool external = false;        // its caches are the engine's buffers, read in place
   };
-  std::map<std::tuple<int64_t, int64_t, int64_t, bool>, Pass> graphs;  // (B, T, C, all_rows)
+  // (B, T, C, all_rows, greedy): greedy passes also output each sequence's argmax token,
+  // fed back to their "token" input by a handle (generate_greedy).
+  std::map<std::tuple<int64_t, int64_t, int64_t, bool, bool>, Pass> graphs;
   // Resident handles only: per slot, rows [0, host_rows) of kc/vc are current, and the
   // pass (and its batch row) whose handles hold all pos rows, or none.
   struct Owner {
@@ -78,6 +80,7 @@ struct Engine::Impl {
   float theta_scale = 1;            // base^(-2/n_rot), in float as llama.cpp computes it
   // The embedding tables (looked up once; position_embd only for learned positions).
   const gguf::TensorInfo* tok_embd = nullptr;
+  bool token_ids = false;  // the graphs gather the embeddings from token ids (BuildCtx::token_ids)
   const gguf::TensorInfo* pos_embd = nullptr;
   int64_t tok_row_bytes = 0, pos_row_bytes = 0;
   std::vector<int64_t> all_slots;  // 0 .. slots-1, the batch pass's rows
@@ -91,7 +94,9 @@ struct Engine::Impl {
   size_t at(int64_t b, int64_t h, int64_t p) const {
     return static_cast<size_t>((b * model->hp.n_head_kv + h) * C + p) * row_bytes();
   }
-  Pass& graph(int64_t B, int64_t T, bool all_rows);
+  Pass& graph(int64_t B, int64_t T, bool all_rows, bool greedy = false);
+  void catch_up(Pass& p, const std::vector<int64_t>& slot_of);  // rows written since p last ran
+  void ran(Pass& p, int64_t T, const std::vector<int64_t>& slot_of);  // p appended T rows per sequence
   void bind_slot(Pass& p, int64_t slot);  // a one-sequence pass now holds `slot`
   bool bind_external(Pass& p, int64_t slot);  // p's caches read slot's rows (or all, B > 1) in place
   void sync(Pass& p, int64_t b, int64_t slot, int64_t from, int64_t to);
@@ -194,8 +199,8 @@ void Engine::Impl::fill_params(CompiledGraph& net, const std::vector<ParamSource
 }
 
 
-Engine::Impl::Pass& Engine::Impl::graph(int64_t B, int64_t T, bool all_rows) {
-  auto key = std::make_tuple(B, T, C, all_rows);
+Engine::Impl::Pass& Engine::Impl::graph(int64_t B, int64_t T, bool all_rows, bool greedy) {
+  auto key = std::make_tuple(B, T, C, all_rows, greedy);
   auto it = graphs.find(key);
   if (it != graphs.end()) return it->second;
   CompileOptions co;
@@ -206,6 +211,8 @@ Engine::Impl::Pass& Engine::Impl::graph(int64_t B, int64_t T, bool all_rows) {
     auto c = std::make_unique<BuildCtx>(*model, B, T, C, opts.kv_type, all_rows);
     c->repack = repack_q4;
     c->fuse_rows = opts.fuse_projections < 0 ? opts.device != Device::Cpu : opts.fuse_projections > 0;
+    c->token_ids = token_ids;
+    c->greedy_token = greedy;
     find_arch(model->hp.arch)->build(*c);
     return c;
   };
@@ -227,9 +234,14 @@ Engine::Impl::Pass& Engine::Impl::graph(int64_t B, int64_t T, bool all_rows) {
   // handles bound once here and kept in step by row-sized writes; never copied whole per run.
   const HParams& hp = model->hp;
   for (const std::string& name : p.net.input_names()) {
-    int kind = name == "embd" ? 0 : name == "rope_cos" ? 1 : name == "rope_sin" ? 2 : name == "past" ? 3 : 4;
+    int kind = name == "embd"                 ? 0
+               : name == "rope_cos"           ? 1
+               : name == "rope_sin"           ? 2
+               : name == "past"               ? 3
+               : name == "token" && !greedy ? 5
+                                              : 4;
     p.input_kind.push_back(kind);
-    if (kind != 4) continue;
+    if (kind != 4 || name == "token") continue;
     if (name.rfind("k_cache.", 0) != 0 && name.rfind("v_cache.", 0) != 0)
       fail(ErrorCategory::Internal, "llm::Engine: unexpected graph input '", name, "'");
   }
@@ -244,6 +256,8 @@ Engine::Impl::Pass& Engine::Impl::graph(int64_t B, int64_t T, bool all_rows) {
     t.bytes.assign(static_cast<size_t>(B * hp.n_head_kv * C) * row_bytes(), 0);
     for (const std::string& name : p.cache_names) p.net.bind_handle(name, t);
   }
+  if (greedy)  // the argmax output feeds the next run's "token" input on the backend's side
+    p.net.bind_handle("token", TypedTensor{DType::I32, {B}, std::vector<uint8_t>(static_cast<size_t>(B) * 4, 0)});
   auto [pos_it, ok] = graphs.emplace(key, std::move(p));
   if (!weights_owner) weights_owner = &pos_it->second.net;  // std::map nodes do not move
 #if defined(__GLIBC__)
@@ -348,17 +362,34 @@ void Engine::Impl::grow(int64_t need) {
   }
 }
 
-std::vector<float> Engine::Impl::run(Pass& p, std::span<const int32_t> tokens, const std::vector<int64_t>& slot_of) {
-  const HParams& hp = model->hp;
-  const int64_t B = p.B, R = static_cast<int64_t>(tokens.size()), T = R / B, E = hp.n_embd, half = hp.n_rot / 2;
-  for (int64_t b = 0; b < B; ++b) {  // catch up with the rows written since this pass last ran
+void Engine::Impl::catch_up(Pass& p, const std::vector<int64_t>& slot_of) {
+  for (int64_t b = 0; b < p.B; ++b) {
     const int64_t s = slot_of[static_cast<size_t>(b)];
     if (p.external || p.synced[static_cast<size_t>(b)] == pos[static_cast<size_t>(s)]) continue;
     flush(s);  // another pass holds them: through the engine's buffers
     sync(p, b, s, p.synced[static_cast<size_t>(b)], pos[static_cast<size_t>(s)]);
     p.synced[static_cast<size_t>(b)] = pos[static_cast<size_t>(s)];
   }
-  embd.resize(static_cast<size_t>(R * E));
+}
+
+// The graph wrote the new rows into its caches: the engine's buffers (external), or this
+// pass's handles, which now own the slot's rows.
+void Engine::Impl::ran(Pass& p, int64_t T, const std::vector<int64_t>& slot_of) {
+  for (int64_t b = 0; b < p.B; ++b) {
+    const int64_t s = slot_of[static_cast<size_t>(b)];
+    int64_t& ps = pos[static_cast<size_t>(s)];
+    ps += T;
+    p.synced[static_cast<size_t>(b)] = ps;
+    if (p.external) host_rows[static_cast<size_t>(s)] = ps;
+    else owner[static_cast<size_t>(s)] = Owner{&p, b};
+  }
+}
+
+std::vector<float> Engine::Impl::run(Pass& p, std::span<const int32_t> tokens, const std::vector<int64_t>& slot_of) {
+  const HParams& hp = model->hp;
+  const int64_t B = p.B, R = static_cast<int64_t>(tokens.size()), T = R / B, E = hp.n_embd, half = hp.n_rot / 2;
+  catch_up(p, slot_of);
+  embd.resize(static_cast<size_t>(token_ids ? 0 : R * E));
   cosv.resize(static_cast<size_t>(R * half));
   sinv.resize(static_cast<size_t>(R * half));
   pastv.resize(static_cast<size_t>(B));
@@ -367,7 +398,7 @@ std::vector<float> Engine::Impl::run(Pass& p, std::span<const int32_t> tokens, c
     pastv[static_cast<size_t>(b)] = base;
     for (int64_t t = 0; t < T; ++t) {
       const int64_t r = b * T + t;
-      embed_row(tokens[static_cast<size_t>(r)], base + t, embd.data() + r * E);
+      if (!token_ids) embed_row(tokens[static_cast<size_t>(r)], base + t, embd.data() + r * E);
       rope_row(base + t, cosv.data() + r * half, sinv.data() + r * half);
     }
   }
@@ -382,20 +413,12 @@ std::vector<float> Engine::Impl::run(Pass& p, std::span<const int32_t> tokens, c
       case 1: in.push_back(bytes(cosv)); break;
       case 2: in.push_back(bytes(sinv)); break;
       case 3: in.push_back(bytes(pastv)); break;
+      case 5: in.push_back(bytes(tokens)); break;
       default: in.emplace_back(); break;  // a resident cache handle
     }
   }
   std::vector<TensorView> out = p.net.run_slots(in);
-  // The graph wrote the new rows into its caches: the engine's buffers (external), or this
-  // pass's handles, which now own the slot's rows.
-  for (int64_t b = 0; b < B; ++b) {
-    const int64_t s = slot_of[static_cast<size_t>(b)];
-    int64_t& ps = pos[static_cast<size_t>(s)];
-    ps += T;
-    p.synced[static_cast<size_t>(b)] = ps;
-    if (p.external) host_rows[static_cast<size_t>(s)] = ps;
-    else owner[static_cast<size_t>(s)] = Owner{&p, b};
-  }
+  ran(p, T, slot_of);
   const float* lg = static_cast<const float*>(out[0].data);
   return std::vector<float>(lg, lg + out[0].bytes / 4);
 }
@@ -424,6 +447,9 @@ Engine::Engine(std::shared_ptr<const Model> model, EngineOptions opts) : impl_(s
     m.theta_scale = std::pow(static_cast<float>(hp.rope_base), -2.0f / static_cast<float>(hp.n_rot));
     m.tok_embd = &f.tensor("token_embd.weight");
     m.tok_row_bytes = gguf::row_bytes(m.tok_embd->type, hp.n_embd);
+    // The graphs gather the embeddings themselves where they can read the table as stored
+    // (one id a row goes in, and generate_greedy can feed a step's token to the next on the
+    // backend); learned positions and quantized tables keep the host's rows.
     if ((m.pos_embd = f.find_tensor("position_embd.weight"))) {
       if (m.pos_embd->dims.size() != 2 || m.pos_embd->dims[0] != hp.n_embd || m.pos_embd->dims[1] < m.n_ctx)
         fail(ErrorCategory::Parse, "GGUF file '", f.path(), "': position_embd.weight must be [", hp.n_embd, ", >= ",
@@ -431,6 +457,8 @@ Engine::Engine(std::shared_ptr<const Model> model, EngineOptions opts) : impl_(s
       m.pos_row_bytes = gguf::row_bytes(m.pos_embd->type, hp.n_embd);
       m.row.resize(static_cast<size_t>(hp.n_embd));
     }
+    const gguf::TensorType tt = m.tok_embd->type;
+    m.token_ids = !m.pos_embd && (tt == gguf::TensorType::F32 || tt == gguf::TensorType::F16 || tt == gguf::TensorType::BF16);
     for (int64_t s = 0; s < m.slots; ++s) m.all_slots.push_back(s);
     if (const gguf::TensorInfo* rf = m.model->file.find_tensor("rope_freqs.weight")) {
       if (rf->elements() != hp.n_rot / 2 || rf->type != gguf::TensorType::F32)
@@ -473,6 +501,17 @@ std::string Engine::load_report() const { return impl_->report; }
 int64_t Engine::compiled_graphs() const { return static_cast<int64_t>(impl_->graphs.size()); }
 
 namespace {
+// The first index of the maximum, NaN ranked above every number (the graphs' argmax).
+int64_t greedy_id(const std::vector<float>& l) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < static_cast<int64_t>(l.size()); ++i) {
+    const float v = l[static_cast<size_t>(i)], b = l[static_cast<size_t>(best)];
+    if (b != b) break;
+    if (v != v || v > b) best = i;
+  }
+  return best;
+}
+
 void check_tokens(const HParams& hp, std::span<const int32_t> tokens, const char* where) {
   for (int32_t id : tokens)
     if (id < 0 || id >= hp.n_vocab)
@@ -502,6 +541,63 @@ std::vector<float> Engine::eval(int64_t slot, std::span<const int32_t> tokens, b
 }
 
 std::vector<float> Engine::eval(std::span<const int32_t> tokens, bool all_rows) { return eval(0, tokens, all_rows); }
+
+std::vector<int32_t> Engine::generate_greedy(int32_t token, int64_t n) {
+  return detail::guard("llm::Engine::generate_greedy", [&] {
+    Impl& m = *impl_;
+    if (m.slots != 1)
+      fail(ErrorCategory::InvalidArgument, "llm::Engine::generate_greedy: one sequence only; this engine has ", m.slots);
+    const int64_t at = m.pos[0];
+    if (n < 0 || at + n > m.n_ctx)
+      fail(ErrorCategory::InvalidArgument, "llm::Engine::generate_greedy: ", n, " tokens at position ", at,
+           " exceed the context of ", m.n_ctx);
+    check_tokens(m.model->hp, std::span<const int32_t>(&token, 1), "llm::Engine::generate_greedy");
+    std::vector<int32_t> out;
+    out.reserve(static_cast<size_t>(n));
+    if (!m.token_ids) {  // the embeddings come from the host: a round trip per step
+      for (int64_t i = 0; i < n; ++i) {
+        std::vector<float> lg = eval(0, std::span<const int32_t>(&token, 1));
+        token = static_cast<int32_t>(greedy_id(lg));
+        out.push_back(token);
+      }
+      return out;
+    }
+    if (n == 0) return out;
+    m.grow(at + n);  // one bucket for every step: the pass cannot change between them
+    Impl::Pass& p = m.graph(1, 1, false, true);
+    m.bind_slot(p, 0);
+    m.one_slot[0] = 0;
+    m.catch_up(p, m.one_slot);
+    p.net.write_handle("token", 0, &token, sizeof token);
+    const int64_t half = m.model->hp.n_rot / 2;
+    const std::vector<int> token_out{1};  // outputs: logits, token
+    try {
+      for (int64_t i = 0; i < n; ++i) {
+        TypedTensor c{DType::F32, {1, half}, std::vector<uint8_t>(static_cast<size_t>(half) * 4)};
+        TypedTensor s{DType::F32, {1, half}, std::vector<uint8_t>(static_cast<size_t>(half) * 4)};
+        m.rope_row(at + i, reinterpret_cast<float*>(c.bytes.data()), reinterpret_cast<float*>(s.bytes.data()));
+        const int64_t past = at + i;
+        TypedTensor pt{DType::I64, {1}, std::vector<uint8_t>(8)};
+        std::memcpy(pt.bytes.data(), &past, 8);
+        p.net.commit_no_wait({{"rope_cos", std::move(c)}, {"rope_sin", std::move(s)}, {"past", std::move(pt)}}, token_out);
+      }
+    } catch (...) {
+      try {
+        p.net.sync_pending();  // the runs already queued end before the error goes up
+      } catch (...) {
+      }
+      throw;
+    }
+    std::vector<std::vector<TypedTensor>> runs = p.net.sync_pending();
+    m.ran(p, n, m.one_slot);
+    for (const auto& r : runs) {
+      int32_t id = 0;
+      std::memcpy(&id, r.at(0).bytes.data(), sizeof id);
+      out.push_back(id);
+    }
+    return out;
+  });
+}
 
 std::vector<float> Engine::step(std::span<const int32_t> tokens) {
   return detail::guard("llm::Engine::step", [&] {

@@ -73,6 +73,52 @@ TEST_P(ArchModels, PromptPassAgreesWithDecodeAndBatching) {
   std::filesystem::remove(path);
 }
 
+// generate_greedy gives the tokens of eval + argmax per step, whichever way it runs: the
+// graphs' own embeddings and argmax with queued runs (F16 tables), the host's (Q4_0 tables,
+// gpt2's learned positions). 300 steps from a 7-token prompt cross the first cache bucket
+// (256 rows). And its errors: several sequences, a bad token, a context overflow, each
+// leaving the engine as it was.
+TEST_P(ArchModels, GreedyGenerationEqualsEvalAndArgmax) {
+  const ArchCase c = GetParam();
+  if (!std::filesystem::exists(std::string(RLX_SHARED_DIR) + "/gguf/vocab/" + c.vocab)) GTEST_SKIP() << "no vocab files";
+  for (gguf::TensorType wt : {gguf::TensorType::F16, gguf::TensorType::Q4_0}) {
+    SCOPED_TRACE(std::string(c.name) + (wt == gguf::TensorType::F16 ? " f16" : " q4_0"));
+    const std::string path = testing::TempDir() + "/greedy-" + c.name + ".gguf";
+    write_model(c, path, wt);
+    auto model = Model::load(path);
+    std::vector<int32_t> ids = model->tokenizer->encode("Hello world, this is a test", true);
+    EngineOptions eo;
+    eo.kv_type = DType::F32;
+    eo.n_ctx = 512;
+    Engine ref(model, eo), gen(model, eo);
+    std::vector<float> lg = ref.eval(ids);
+    gen.eval(ids);
+    const int steps = 300;
+    std::vector<int32_t> want;
+    int32_t first = int32_t(std::max_element(lg.begin(), lg.end()) - lg.begin()), id = first;
+    for (int i = 0; i < steps; ++i) {
+      lg = ref.eval(std::span<const int32_t>(&id, 1));
+      id = int32_t(std::max_element(lg.begin(), lg.end()) - lg.begin());
+      want.push_back(id);
+    }
+    std::vector<int32_t> got = gen.generate_greedy(first, 100);
+    std::vector<int32_t> more = gen.generate_greedy(got.back(), steps - 100);
+    got.insert(got.end(), more.begin(), more.end());
+    EXPECT_EQ(got, want);
+    EXPECT_EQ(gen.position(), ref.position());
+    EXPECT_TRUE(gen.generate_greedy(id, 0).empty());
+    const int64_t at = gen.position();
+    EXPECT_THROW(gen.generate_greedy(int32_t(model->hp.n_vocab), 4), Error);
+    EXPECT_THROW(gen.generate_greedy(id, eo.n_ctx), Error);
+    EXPECT_EQ(gen.position(), at);
+    EngineOptions two = eo;
+    two.sequences = 2;
+    Engine both(model, two);
+    EXPECT_THROW(both.generate_greedy(id, 1), Error);
+    std::filesystem::remove(path);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, ArchModels,
                          ::testing::Values(ArchCase{"llama", "llama", "ggml-vocab-llama-spm.gguf"},
                                            ArchCase{"llama_experts", "llama", "ggml-vocab-llama-spm.gguf", 4},

@@ -97,6 +97,17 @@ void check_fixture(const std::string& name) {
     next = argmax(step.data(), V);
   }
   EXPECT_EQ(e.position(), 24);
+  // The same steps by generate_greedy (the argmax and the next token's embedding on the
+  // backend, the runs queued back to back where the graphs take token ids): the same ids,
+  // and a cache that gives the reference's last row after them.
+  Engine g(model, eo);
+  std::vector<float> last = g.eval(prompt);
+  ASSERT_EQ(argmax(last.data(), V), greedy[0]) << name;
+  std::vector<int32_t> ids = g.generate_greedy(greedy[0], 15);
+  EXPECT_EQ(ids, std::vector<int32_t>(greedy.begin() + 1, greedy.end())) << name << ": generate_greedy";
+  EXPECT_EQ(g.position(), 23);
+  std::vector<float> row = g.eval(std::span<const int32_t>(&greedy[15], 1));
+  compare(row.data(), 23);
   std::cout << name << ": 24 rows, max |logit - llama.cpp| = " << worst << "\n";
 }
 
