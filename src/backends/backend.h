@@ -57,7 +57,8 @@ class Executable {
   // changed.
   virtual bool bind_value_external(Value v, void* data, size_t bytes) = 0;
   // dst <- src on the backend's side (handles feeding an output back into an input);
-  // the two may be the same or overlapping storage.
+  // the two may be the same or overlapping storage. A device backend may queue it behind
+  // the runs without waiting: it is ordered before the next run and any read of dst.
   virtual void copy_value(Value src, Value dst, size_t bytes) = 0;
 
   // ---- params, by public name (only params the compiled graph kept are present)

@@ -112,6 +112,7 @@ class CudaExecutable final : public backend::Executable {
     if (err_host_) cudaFreeHost(err_host_);
     for (Pinned& p : pinned_)
       if (p.p) cudaFreeHost(p.p);
+    if (readback_.p) cudaFreeHost(readback_.p);
     if (profile_) print_profile();
     for (cudaEvent_t e : events_) cudaEventDestroy(e);
   }
@@ -135,8 +136,7 @@ class CudaExecutable final : public backend::Executable {
   void download(Value v, void* dst, size_t bytes) const override {
     auto* self = const_cast<CudaExecutable*>(this);
     if (!bytes) return;
-    ok(cudaMemcpyAsync(dst, self->checked(v, bytes), bytes, cudaMemcpyDeviceToHost, stream_), "download");
-    ok(cudaStreamSynchronize(stream_), "download");
+    self->read_back(self->checked(v, bytes), dst, bytes);
   }
   void upload_range(Value v, size_t offset, const void* src, size_t bytes) override {
     const size_t total = prog_->plan.graph.type(v).bytes();
@@ -158,7 +158,32 @@ class CudaExecutable final : public backend::Executable {
     if (offset > total || bytes > total - offset)
       fail(ErrorCategory::Internal, "transfer of ", bytes, " bytes at offset ", offset, " from a value of ", total, " bytes");
     if (!bytes) return;
-    ok(cudaMemcpyAsync(dst, self->checked(v, total) + offset, bytes, cudaMemcpyDeviceToHost, stream_), "download");
+    self->read_back(self->checked(v, total) + offset, dst, bytes);
+  }
+  // A read the host waits for. Up to kStagedRead bytes (a decode step's logits) go through
+  // one pinned buffer kept with the executable: the copy is then a single DMA and a memcpy,
+  // where pageable memory costs the driver's own chunked staging on every call.
+  static constexpr size_t kStagedRead = size_t(1) << 20;
+  void read_back(const uint8_t* src, void* dst, size_t bytes) {
+    if (bytes <= kStagedRead) {
+      if (readback_.bytes < bytes) {
+        if (readback_.p) cudaFreeHost(readback_.p);
+        readback_ = Pinned{};
+        if (cudaHostAlloc(&readback_.p, kStagedRead, cudaHostAllocDefault) == cudaSuccess) {
+          readback_.bytes = kStagedRead;
+        } else {  // no pinned memory: the direct copy below
+          readback_.p = nullptr;
+          cudaGetLastError();
+        }
+      }
+      if (readback_.bytes >= bytes) {
+        ok(cudaMemcpyAsync(readback_.p, src, bytes, cudaMemcpyDeviceToHost, stream_), "download");
+        ok(cudaStreamSynchronize(stream_), "download");
+        std::memcpy(dst, readback_.p, bytes);
+        return;
+      }
+    }
+    ok(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "download");
     ok(cudaStreamSynchronize(stream_), "download");
   }
   bool bind_value_external(Value, void*, size_t) override { return false; }  // device memory: not in place
@@ -170,10 +195,12 @@ class CudaExecutable final : public backend::Executable {
       DeviceMem tmp(bytes);
       ok(cudaMemcpyAsync(tmp.p, s, bytes, cudaMemcpyDeviceToDevice, stream_), "copy");
       ok(cudaMemcpyAsync(d, tmp.p, bytes, cudaMemcpyDeviceToDevice, stream_), "copy");
-    } else {
-      ok(cudaMemcpyAsync(d, s, bytes, cudaMemcpyDeviceToDevice, stream_), "copy");
+      ok(cudaStreamSynchronize(stream_), "copy");  // before tmp goes
+      return;
     }
-    ok(cudaStreamSynchronize(stream_), "copy");
+    // Queued on the stream, before any later run or read: no host wait, so a handle fed from
+    // an output (a decode step's token) does not stop pipelined runs (commit_no_wait).
+    ok(cudaMemcpyAsync(d, s, bytes, cudaMemcpyDeviceToDevice, stream_), "copy");
   }
 
   bool has_param(const std::string& name) const override { return weights_->entries.count(name) > 0; }
@@ -513,6 +540,7 @@ class CudaExecutable final : public backend::Executable {
     void* dst = nullptr;
   };
   std::vector<Pinned> pinned_;
+  Pinned readback_;  // read_back's staging
   size_t staged_ = 0;  // pinned_[0, staged_) hold copies queued since the last wait
   cublasHandle_t blas_ = nullptr;
   void* dnn_ = nullptr;  // cuDNN handle on stream_ (dnn.h), when the program uses one
