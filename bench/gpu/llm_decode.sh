@@ -2,8 +2,9 @@
 # LLM decode on a GPU: a TinyLlama-1.1B-shaped llama (random weights, real tokenizer; made by
 # ../shared/gguf/tools/make_synth_llama_gguf.py preset tinyllama-1.1b) at F16 and Q4_0 through
 # rlx on CUDA, batch 1: generation tokens/s (rlx llm-bench: greedy, one token per step, the
-# median of R repetitions after a warm-up) and the weight bandwidth that implies (the bytes of
-# every matrix a step reads: all but the token embedding table, which is gathered on the host)
+# median of R repetitions after a warm-up; with the host in the loop and by generate_greedy)
+# and the weight bandwidth that implies (the bytes of every matrix a step reads: all but the
+# token embedding table, of which a step reads one row)
 # against the device's copy bandwidth measured in the same run (PyTorch device-to-device copy
 # of 1 GiB, read + write bytes over time). Needs a GPU machine with PyTorch.
 #   bench/gpu/llm_decode.sh BUILD_DIR WORK_DIR
@@ -58,14 +59,20 @@ step_bytes() {
 
 echo "== LLM decode on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1): TinyLlama-1.1B shape, batch 1, $tokens tokens x $reps"
 echo "device copy bandwidth (read + write): $copy_bw GB/s"
-printf '%-8s %12s %14s %16s %10s\n' type "tok/s" "MB per token" "weight GB/s" "of copy"
+# Two rows per type: llm-bench's steps (each token read back by the host and fed to the next
+# step, as llama-bench's generation runs) and Engine::generate_greedy's (the argmax fed back on
+# the device, the steps queued back to back).
+printf '%-8s %-16s %10s %14s %14s %10s\n' type steps "tok/s" "MB per token" "weight GB/s" "of copy"
 for m in "$f16" "$q40"; do
   type=$(basename "$m" .gguf | sed 's/.*-//')
-  out=$("$rlx" llm-bench -m "$m" --device cuda -p 0 -n "$tokens" -r "$reps")
-  rate=$(sed -n 's/.*: \([0-9.]*\) tok\/s.*/\1/p' <<<"$out" | head -n 1)
+  out=$("$rlx" llm-bench -m "$m" --device cuda -p 0 -n "$tokens" -r "$reps" --generate-greedy)
   bytes=$(step_bytes "$m")
-  awk -v t="$type" -v r="$rate" -v b="$bytes" -v c="$copy_bw" 'BEGIN {
-    gbs = r * b / 1e9; printf "%-8s %12.1f %14.1f %16.1f %9.1f%%\n", t, r, b / 1e6, gbs, 100 * gbs / c }'
+  for how in host generate_greedy; do
+    if [ $how = host ]; then rate=$(grep -v generate_greedy <<<"$out" | sed -n 's/.*: \([0-9.]*\) tok\/s.*/\1/p' | head -n 1)
+    else rate=$(grep generate_greedy <<<"$out" | sed -n 's/.*: \([0-9.]*\) tok\/s.*/\1/p' | head -n 1); fi
+    awk -v t="$type" -v h="$how" -v r="$rate" -v b="$bytes" -v c="$copy_bw" 'BEGIN {
+      gbs = r * b / 1e9; printf "%-8s %-16s %10.1f %14.1f %14.1f %9.1f%%\n", t, h, r, b / 1e6, gbs, 100 * gbs / c }'
+  done
 done
 
 # Launch overhead: the F16 decode step with every kernel launched by the host on every step

@@ -153,8 +153,27 @@ int cmd_generate(const Args& a) {
   std::vector<float> logits = engine.eval(prompt);
   auto t1 = clock::now();
   int produced = 0;
+  // Greedy without a repetition penalty is the argmax of each step: the engine then feeds the
+  // tokens back itself (generate_greedy; on a device the steps are queued back to back), in
+  // runs of 1, 2, 4, ... up to 16 steps, the first tokens as soon as they exist. Either way
+  // the same ids (the prompt's is the sampler's).
+  const bool greedy = so.temperature == 0 && so.repeat_penalty == 1;
+  std::vector<int32_t> ahead;  // greedy: tokens generated, not yet emitted
+  size_t next = 0;
+  int run = 1;
   for (; produced < n_gen; ++produced) {
-    int32_t id = sampler.sample(logits, history);
+    int32_t id;
+    if (!greedy || produced == 0) {
+      id = sampler.sample(logits, history);
+    } else {
+      if (next == ahead.size()) {
+        const int64_t room = std::min<int64_t>({int64_t(run), int64_t(n_gen - produced), engine.context() - engine.position()});
+        ahead = engine.generate_greedy(history.back(), room);
+        next = 0;
+        run = std::min(2 * run, 16);
+      }
+      id = ahead[next++];
+    }
     history.push_back(id);
     generated.push_back(id);
     if (tok && tok->is_eog(id)) {  // end of generation: not printed
@@ -162,11 +181,12 @@ int cmd_generate(const Args& a) {
       break;
     }
     if (stream) std::cout << stream->push(id) << std::flush;
-    if (produced + 1 == n_gen || engine.position() >= engine.context()) {
+    const bool queued = greedy && next < ahead.size();  // fed already, as the run that made the next one
+    if (produced + 1 == n_gen || (!queued && engine.position() >= engine.context())) {
       ++produced;
       break;
     }
-    logits = engine.eval(std::span<const int32_t>(&id, 1));
+    if (!greedy) logits = engine.eval(std::span<const int32_t>(&id, 1));
   }
   auto t2 = clock::now();
   if (stream) std::cout << stream->flush();
@@ -300,6 +320,21 @@ int cmd_llm_bench(const Args& a) {
       std::printf("rlx tg%d%s t=%d: %.1f tok/s (median of %d)\n", N, D ? (" @ d" + std::to_string(D)).c_str() : "", t,
                   median(rate), reps);
     }
+    if (N > 0 && a.has("--generate-greedy")) {
+      // The same N greedy steps by Engine::generate_greedy: the token stays on the backend
+      // and the steps are queued without a host round trip between them where it can.
+      std::vector<double> rate;
+      for (int r = -1; r < reps; ++r) {
+        e.reset();
+        fill(D);
+        auto t0 = clock::now();
+        e.generate_greedy(int32_t(r + 3), N);
+        double s = std::chrono::duration<double>(clock::now() - t0).count();
+        if (r >= 0) rate.push_back(N / s);
+      }
+      std::printf("rlx tg%d%s t=%d: %.1f tok/s (median of %d; generate_greedy)\n", N,
+                  D ? (" @ d" + std::to_string(D)).c_str() : "", t, median(rate), reps);
+    }
     std::fflush(stdout);
   }
   // Batched decode, as llama-batched-bench measures S_TG: B sequences each holding P prompt
@@ -372,7 +407,11 @@ std::vector<Command> generate_commands() {
                        {"-r", "R", "repetitions after one warm-up; the median is printed (default 5)", false},
                        {"-B", "B,B", "also batched decode of B sequences after P prompt tokens each (aggregate tok/s)", false},
                        {"--kv-type", "f16|f32", "KV cache element type (default f16)", false},
-                       {"--device", "cpu|cuda", "the backend (default cpu)", false}},
+                       {"--device", "cpu|cuda", "the backend (default cpu)", false},
+                       {"--generate-greedy", "",
+                        "also the N steps by Engine::generate_greedy (the token fed back on the backend, the steps queued "
+                        "without waiting for each other)",
+                        false}},
                       &cmd_llm_bench});
   t.push_back(Command{"tokenize", "print the token ids of TEXT for a GGUF model's tokenizer", "-m MODEL.gguf TEXT [options]",
                       1, 1,
