@@ -92,6 +92,33 @@ TEST(CudaBackend, LongRowNormsMatchCpu) {
   }
 }
 
+// Arg-reductions over long rows (a vocabulary's logits) take the block-per-output kernel:
+// it must pick the CPU's index exactly, ties (the first, or the last with select_last) and
+// NaN (ranked above every number) included. Rows of 5,000 values from a set of 7 (many ties),
+// one row with NaNs, one of 32,000 with its maximum near the end; indices are exact in f32.
+TEST(CudaBackend, ArgReductionsOfLongRowsPickTheCpuIndex) {
+  REQUIRE_CUDA();
+  for (int64_t n : {int64_t(5000), int64_t(32000)}) {
+    Graph g("arg");
+    Value x = g.input("x", Shape({3, n}, DType::F32));
+    std::vector<Value> outs;
+    for (bool last : {false, true}) {
+      outs.push_back(g.cast(g.argmax(x, -1, false, last), DType::F32));
+      outs.push_back(g.cast(g.argmin(x, -1, false, last), DType::F32));
+    }
+    g.set_outputs(outs, {"max", "min", "max_last", "min_last"});
+    CompiledGraph cpu = Session(Device::Cpu).compile(g), gpu = Session(Device::Cuda).compile(g);
+    std::vector<float> v(size_t(3 * n));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = float(int((i * 2654435761u) % 7) - 3);
+    v[size_t(n) + 17] = std::nanf("");
+    v[size_t(n) + size_t(n) - 5] = std::nanf("");
+    v[size_t(2 * n) + size_t(n) - 3] = 9.0f;
+    const std::map<std::string, std::vector<float>> in{{"x", v}};
+    auto want = cpu.run(in), got = gpu.run(in);
+    for (size_t k = 0; k < want.size(); ++k) EXPECT_EQ(got.at(k), want.at(k)) << "n " << n << " output " << k;
+  }
+}
+
 TEST(CudaBackend, TransformerBlockMatchesCpu) {
   REQUIRE_CUDA();
   const int64_t B = 2, S = 24;

@@ -217,6 +217,56 @@ __global__ void pad_kernel(const void* xv, Iter in, PadArgs a, void* yv, Iter ou
   }
 }
 
+// (v, i) ranks before (w, j) in arg_kernel's scan order: NaN above every number (the first
+// NaN, or the last with `last`), then the larger (max) or smaller value, then the lower index
+// (the higher with `last`). A total order, so any split of the scan gives arg_kernel's answer.
+__device__ inline bool arg_before(bool is_max, bool last, float v, int64_t i, float w, int64_t j) {
+  const bool vn = v != v, wn = w != w;
+  if (vn || wn) return vn && wn ? (last ? i > j : i < j) : vn;
+  if (v != w) return is_max ? v > w : v < w;
+  return last ? i > j : i < j;
+}
+
+// One block per output for long rows (a vocabulary's logits): the threads scan strided
+// elements, kArgLoads loads in flight each before their comparisons (one load at a time left a
+// 32,000-element row at ~50 us, a memory round trip per element), then the block keeps the
+// first candidate in arg_before's order.
+constexpr int kArgThreads = 1024, kArgLoads = 8;
+__global__ void __launch_bounds__(kArgThreads) arg_block_kernel(bool is_max, bool last, const float* x, int64_t outer,
+                                                                int64_t n, int64_t inner, int64_t* y) {
+  __shared__ float sv[kArgThreads / 32];
+  __shared__ int64_t si[kArgThreads / 32];
+  const int64_t step = blockDim.x;
+  for (int64_t c = blockIdx.x; c < outer * inner; c += gridDim.x) {
+    const int64_t base = (c / inner) * n * inner + c % inner;
+    float b = 0;
+    int64_t bi = -1;
+    for (int64_t k0 = threadIdx.x; k0 < n; k0 += step * kArgLoads) {
+      float v[kArgLoads];
+#pragma unroll
+      for (int u = 0; u < kArgLoads; ++u) v[u] = k0 + u * step < n ? x[base + (k0 + u * step) * inner] : 0.0f;
+#pragma unroll
+      for (int u = 0; u < kArgLoads; ++u) {
+        const int64_t k = k0 + u * step;
+        if (k < n && (bi < 0 || arg_before(is_max, last, v[u], k, b, bi))) b = v[u], bi = k;
+      }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ov = __shfl_xor_sync(0xFFFFFFFFu, b, o);
+      const int64_t oi = __shfl_xor_sync(0xFFFFFFFFu, bi, o);
+      if (oi >= 0 && (bi < 0 || arg_before(is_max, last, ov, oi, b, bi))) b = ov, bi = oi;
+    }
+    if ((threadIdx.x & 31) == 0) sv[threadIdx.x / 32] = b, si[threadIdx.x / 32] = bi;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      for (int w = 1; w < int(blockDim.x / 32); ++w)
+        if (si[w] >= 0 && (bi < 0 || arg_before(is_max, last, sv[w], si[w], b, bi))) b = sv[w], bi = si[w];
+      y[c] = bi;
+    }
+    __syncthreads();
+  }
+}
+
 __global__ void arg_kernel(bool is_max, bool last, const float* x, int64_t outer, int64_t n, int64_t inner, int64_t* y) {
   for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c < outer * inner; c += int64_t(gridDim.x) * blockDim.x) {
     const int64_t base = (c / inner) * n * inner + c % inner;
@@ -349,6 +399,11 @@ cudaError_t pad(int elem, const void* x, const Iter& in, const PadArgs& a, void*
 cudaError_t arg_reduce(bool is_max, bool select_last, const float* x, int64_t outer, int64_t n, int64_t inner,
                        int64_t* y, cudaStream_t s) {
   if (outer * inner == 0) return cudaSuccess;
+  // A thread per output scans its row alone: for long rows with few outputs, a block each.
+  if (n >= 2048 && outer * inner <= 4096) {
+    arg_block_kernel<<<unsigned(outer * inner), kArgThreads, 0, s>>>(is_max, select_last, x, outer, n, inner, y);
+    return cudaGetLastError();
+  }
   arg_kernel<<<grid_for(outer * inner, 256), 256, 0, s>>>(is_max, select_last, x, outer, n, inner, y);
   return cudaGetLastError();
 }
