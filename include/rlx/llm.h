@@ -103,8 +103,13 @@ class Engine {
   std::unique_ptr<Impl> impl_;
 };
 
+// The greedy token of one logits row: the first index of the maximum, NaN ranked above every
+// number (the graphs' argmax, generate_greedy's); 0 for an empty row. Vectorized: a
+// vocabulary's row takes a few microseconds.
+int32_t greedy_token(std::span<const float> logits);
+
 struct SamplerOptions {
-  float temperature = 0;  // 0: greedy (argmax; lowest id on ties)
+  float temperature = 0;  // 0: greedy (greedy_token)
   int top_k = 40;         // 0: off
   float top_p = 0.95f;    // 1: off
   float min_p = 0.05f;    // 0: off

@@ -501,17 +501,6 @@ std::string Engine::load_report() const { return impl_->report; }
 int64_t Engine::compiled_graphs() const { return static_cast<int64_t>(impl_->graphs.size()); }
 
 namespace {
-// The first index of the maximum, NaN ranked above every number (the graphs' argmax).
-int64_t greedy_id(const std::vector<float>& l) {
-  int64_t best = 0;
-  for (int64_t i = 1; i < static_cast<int64_t>(l.size()); ++i) {
-    const float v = l[static_cast<size_t>(i)], b = l[static_cast<size_t>(best)];
-    if (b != b) break;
-    if (v != v || v > b) best = i;
-  }
-  return best;
-}
-
 void check_tokens(const HParams& hp, std::span<const int32_t> tokens, const char* where) {
   for (int32_t id : tokens)
     if (id < 0 || id >= hp.n_vocab)
@@ -557,7 +546,7 @@ std::vector<int32_t> Engine::generate_greedy(int32_t token, int64_t n) {
     if (!m.token_ids) {  // the embeddings come from the host: a round trip per step
       for (int64_t i = 0; i < n; ++i) {
         std::vector<float> lg = eval(0, std::span<const int32_t>(&token, 1));
-        token = static_cast<int32_t>(greedy_id(lg));
+        token = greedy_token(lg);
         out.push_back(token);
       }
       return out;

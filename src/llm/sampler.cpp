@@ -2,12 +2,62 @@
 // filters and a seeded draw (splitmix64 -> uniform in [0, 1) with 53 bits).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <unordered_set>
 
 #include "rlx/llm.h"
 
 namespace rlx::llm {
+
+int32_t greedy_token(std::span<const float> l) {
+  // The maximum in four 4-float vectors (GCC vector extensions: compare and select, at any ISA
+  // level; NaN never replaces a lane's value) and whether any NaN was seen, then the first
+  // index holding the answer (16 values compared at a time). std::max_element walked a
+  // 32,000-long row at a compare a value, ~18 us here and ~43 us on a GPU machine's host.
+  using F4 = float __attribute__((vector_size(16)));
+  using I4 = int32_t __attribute__((vector_size(16)));
+  const size_t n = l.size();
+  const float* p = l.data();
+  auto load = [p](size_t i) {
+    F4 v;
+    std::memcpy(&v, p + i, sizeof v);
+    return v;
+  };
+  const F4 lo = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+  F4 m0 = lo, m1 = lo, m2 = lo, m3 = lo;
+  I4 nan = {0, 0, 0, 0};
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const F4 a = load(i), b = load(i + 4), c = load(i + 8), d = load(i + 12);
+    m0 = a > m0 ? a : m0;
+    m1 = b > m1 ? b : m1;
+    m2 = c > m2 ? c : m2;
+    m3 = d > m3 ? d : m3;
+    nan |= (a != a) | (b != b) | (c != c) | (d != d);
+  }
+  float m = -INFINITY;
+  bool any_nan = false;
+  for (int j = 0; j < 4; ++j) {
+    for (float v : {m0[j], m1[j], m2[j], m3[j]}) m = v > m ? v : m;
+    any_nan |= nan[j] != 0;
+  }
+  for (; i < n; ++i) {
+    m = p[i] > m ? p[i] : m;
+    any_nan |= p[i] != p[i];
+  }
+  size_t k = 0;
+  if (!any_nan) {  // whole blocks of 16 without the maximum are skipped at once
+    const F4 mm = {m, m, m, m};
+    for (; k + 16 <= n; k += 16) {
+      const I4 hit = (load(k) == mm) | (load(k + 4) == mm) | (load(k + 8) == mm) | (load(k + 12) == mm);
+      if (hit[0] | hit[1] | hit[2] | hit[3]) break;
+    }
+  }
+  for (; k < n; ++k)
+    if (any_nan ? p[k] != p[k] : p[k] == m) return static_cast<int32_t>(k);
+  return 0;  // empty
+}
 
 namespace {
 uint64_t splitmix(uint64_t& s) {
@@ -39,9 +89,7 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
       v = v > 0 ? v / o_.repeat_penalty : v * o_.repeat_penalty;
     }
   }
-  if (o_.temperature == 0) {  // greedy: the first (lowest) id of the maximum
-    return static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
-  }
+  if (o_.temperature == 0) return greedy_token(l);
   std::vector<int32_t> ids(static_cast<size_t>(n));
   std::iota(ids.begin(), ids.end(), 0);
   auto by_logit = [&](int32_t a, int32_t b) {

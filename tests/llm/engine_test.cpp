@@ -3,6 +3,7 @@
 // runs end to end), an unknown architecture, and the sampler's contract.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <random>
 
@@ -70,6 +71,30 @@ TEST(LlmEngine, UnknownArchitectureIsNamed) {
     EXPECT_NE(std::string(err.what()).find("qwen3moe"), std::string::npos) << err.what();
   }
   std::filesystem::remove(path);
+}
+
+// greedy_token against its definition, element by element: rows of every length up to 70
+// (the 16-lane body and its tail) and a vocabulary's, values from a small set (many ties),
+// with and without NaN, -inf and an empty row.
+TEST(LlmSampler, GreedyTokenIsTheFirstIndexOfTheMaximum) {
+  auto reference = [](const std::vector<float>& l) {
+    for (size_t i = 0; i < l.size(); ++i)
+      if (l[i] != l[i]) return int32_t(i);  // NaN ranks above every number: the first one
+    size_t best = 0;
+    for (size_t i = 1; i < l.size(); ++i)
+      if (l[i] > l[best]) best = i;
+    return int32_t(best);
+  };
+  std::mt19937 rng(5);
+  for (size_t n : {size_t(0), size_t(1), size_t(15), size_t(16), size_t(17), size_t(70), size_t(32000)})
+    for (int trial = 0; trial < 20; ++trial) {
+      std::vector<float> l(n);
+      for (float& v : l) v = float(int(rng() % 9)) - 4.0f;
+      if (n && trial % 4 == 1) l[rng() % n] = std::nanf("");
+      if (n && trial % 4 == 2) std::fill(l.begin(), l.end(), -INFINITY);
+      if (n && trial % 4 == 3) l[n - 1] = 100.0f;
+      EXPECT_EQ(greedy_token(l), reference(l)) << "n " << n << " trial " << trial;
+    }
 }
 
 TEST(LlmSampler, GreedyTopKSeedsAndBadOptions) {

@@ -312,7 +312,7 @@ int cmd_llm_bench(const Args& a) {
         auto t0 = clock::now();
         for (int i = 0; i < N; ++i) {
           std::vector<float> lg = e.eval(std::span<const int32_t>(&id, 1));
-          id = int32_t(std::max_element(lg.begin(), lg.end()) - lg.begin());
+          id = llm::greedy_token(lg);
         }
         double s = std::chrono::duration<double>(clock::now() - t0).count();
         if (r >= 0) rate.push_back(N / s);
@@ -359,8 +359,7 @@ int cmd_llm_bench(const Args& a) {
         for (int i = 0; i < N; ++i) {
           std::vector<float> lg = e.step(ids);
           for (int b = 0; b < B; ++b)
-            ids[size_t(b)] = int32_t(std::max_element(lg.begin() + int64_t(b) * V, lg.begin() + int64_t(b + 1) * V) -
-                                     (lg.begin() + int64_t(b) * V));
+            ids[size_t(b)] = llm::greedy_token(std::span<const float>(lg.data() + int64_t(b) * V, size_t(V)));
         }
         double s = std::chrono::duration<double>(clock::now() - t0).count();
         if (r >= 0) rate.push_back(double(B) * N / s);
