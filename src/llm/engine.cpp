@@ -192,7 +192,8 @@ void Engine::Impl::fill_params(CompiledGraph& net, const std::vector<ParamSource
     first = false;
   }
   os << "): matrices read in place from the memory-mapped file in their stored block format (" << mapped
-     << " bytes, not copied), vectors copied as f32 (" << bytes << " bytes); token embeddings gathered from the mapping";
+     << " bytes, not copied), vectors copied as f32 (" << bytes << " bytes); token embeddings gathered "
+     << (token_ids ? "by the graph from the table as stored" : "by the host from the mapping");
   if (fused) os << "; q/k/v and gate/up matrices concatenated into one matrix each (" << fused << " bytes)";
   if (repacked) os << "; Q4_0 matrices repacked at load into 16-row panels for the VNNI kernel (" << repacked << " bytes)";
   report = os.str();
