@@ -448,9 +448,6 @@ Engine::Engine(std::shared_ptr<const Model> model, EngineOptions opts) : impl_(s
     m.theta_scale = std::pow(static_cast<float>(hp.rope_base), -2.0f / static_cast<float>(hp.n_rot));
     m.tok_embd = &f.tensor("token_embd.weight");
     m.tok_row_bytes = gguf::row_bytes(m.tok_embd->type, hp.n_embd);
-    // The graphs gather the embeddings themselves where they can read the table as stored
-    // (one id a row goes in, and generate_greedy can feed a step's token to the next on the
-    // backend); learned positions and quantized tables keep the host's rows.
     if ((m.pos_embd = f.find_tensor("position_embd.weight"))) {
       if (m.pos_embd->dims.size() != 2 || m.pos_embd->dims[0] != hp.n_embd || m.pos_embd->dims[1] < m.n_ctx)
         fail(ErrorCategory::Parse, "GGUF file '", f.path(), "': position_embd.weight must be [", hp.n_embd, ", >= ",
@@ -458,6 +455,9 @@ Engine::Engine(std::shared_ptr<const Model> model, EngineOptions opts) : impl_(s
       m.pos_row_bytes = gguf::row_bytes(m.pos_embd->type, hp.n_embd);
       m.row.resize(static_cast<size_t>(hp.n_embd));
     }
+    // The graphs gather the embeddings themselves where they can read the table as stored
+    // (one id a row goes in, and generate_greedy can feed a step's token to the next on the
+    // backend); learned positions and quantized tables keep the host's rows.
     const gguf::TensorType tt = m.tok_embd->type;
     m.token_ids = !m.pos_embd && (tt == gguf::TensorType::F32 || tt == gguf::TensorType::F16 || tt == gguf::TensorType::BF16);
     for (int64_t s = 0; s < m.slots; ++s) m.all_slots.push_back(s);
@@ -561,8 +561,19 @@ std::vector<int32_t> Engine::generate_greedy(int32_t token, int64_t n) {
     p.net.write_handle("token", 0, &token, sizeof token);
     const int64_t half = m.model->hp.n_rot / 2;
     const std::vector<int> token_out{1};  // outputs: logits, token
+    // At most kQueued runs wait at a time (each holds its inputs and a staged read-back until
+    // collected); the device idles once per batch, for the collection.
+    constexpr int64_t kQueued = 64;
+    auto collect = [&] {
+      for (const auto& r : p.net.sync_pending()) {
+        int32_t id = 0;
+        std::memcpy(&id, r.at(0).bytes.data(), sizeof id);
+        out.push_back(id);
+      }
+    };
     try {
       for (int64_t i = 0; i < n; ++i) {
+        if (i > 0 && i % kQueued == 0) collect();
         TypedTensor c{DType::F32, {1, half}, std::vector<uint8_t>(static_cast<size_t>(half) * 4)};
         TypedTensor s{DType::F32, {1, half}, std::vector<uint8_t>(static_cast<size_t>(half) * 4)};
         m.rope_row(at + i, reinterpret_cast<float*>(c.bytes.data()), reinterpret_cast<float*>(s.bytes.data()));
@@ -578,13 +589,8 @@ std::vector<int32_t> Engine::generate_greedy(int32_t token, int64_t n) {
       }
       throw;
     }
-    std::vector<std::vector<TypedTensor>> runs = p.net.sync_pending();
+    collect();
     m.ran(p, n, m.one_slot);
-    for (const auto& r : runs) {
-      int32_t id = 0;
-      std::memcpy(&id, r.at(0).bytes.data(), sizeof id);
-      out.push_back(id);
-    }
     return out;
   });
 }
