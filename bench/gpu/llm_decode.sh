@@ -68,8 +68,7 @@ for m in "$f16" "$q40"; do
   out=$("$rlx" llm-bench -m "$m" --device cuda -p 0 -n "$tokens" -r "$reps" --generate-greedy)
   bytes=$(step_bytes "$m")
   for how in host generate_greedy; do
-    if [ $how = host ]; then rate=$(grep -v generate_greedy <<<"$out" | sed -n 's/.*: \([0-9.]*\) tok\/s.*/\1/p' | head -n 1)
-    else rate=$(grep generate_greedy <<<"$out" | sed -n 's/.*: \([0-9.]*\) tok\/s.*/\1/p' | head -n 1); fi
+    rate=$(grep $([ $how = host ] && echo -v) generate_greedy <<<"$out" | sed -n 's/.*: \([0-9.]*\) tok\/s.*/\1/p' | head -n 1)
     awk -v t="$type" -v h="$how" -v r="$rate" -v b="$bytes" -v c="$copy_bw" 'BEGIN {
       gbs = r * b / 1e9; printf "%-8s %-16s %10.1f %14.1f %14.1f %9.1f%%\n", t, h, r, b / 1e6, gbs, 100 * gbs / c }'
   done

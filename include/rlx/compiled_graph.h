@@ -101,8 +101,9 @@ class CompiledGraph {
                                             const std::vector<int>& output_indices);
 
   // ---- pipelined runs: commit_no_wait() feeds the inputs (as run_typed does), starts the
-  // run and returns without waiting for it; the outputs listed (indices; empty: all) are
-  // copied back when it ends. Several commits queue runs back to back with no host wait
+  // run and returns without waiting for it (the inputs are copied by then: the caller may
+  // rewrite them for the next commit); the outputs listed (indices; empty: all) are copied
+  // back when it ends. Several commits queue runs back to back with no host wait
   // between them (on CUDA: one stream, the inputs of run i+1 uploaded behind run i).
   // sync_pending() waits for every committed run and returns their outputs in commit order.
   // Any other call on this graph first waits for the committed runs (their outputs stay

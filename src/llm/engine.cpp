@@ -572,15 +572,20 @@ std::vector<int32_t> Engine::generate_greedy(int32_t token, int64_t n) {
       }
     };
     try {
+      // One set of inputs, rewritten per step: commit_no_wait copies them before it returns.
+      std::map<std::string, TypedTensor> in{
+          {"rope_cos", TypedTensor{DType::F32, {1, half}, std::vector<uint8_t>(static_cast<size_t>(half) * 4)}},
+          {"rope_sin", TypedTensor{DType::F32, {1, half}, std::vector<uint8_t>(static_cast<size_t>(half) * 4)}},
+          {"past", TypedTensor{DType::I64, {1}, std::vector<uint8_t>(8)}}};
+      float* cosr = reinterpret_cast<float*>(in.at("rope_cos").bytes.data());
+      float* sinr = reinterpret_cast<float*>(in.at("rope_sin").bytes.data());
+      uint8_t* past = in.at("past").bytes.data();
       for (int64_t i = 0; i < n; ++i) {
         if (i > 0 && i % kQueued == 0) collect();
-        TypedTensor c{DType::F32, {1, half}, std::vector<uint8_t>(static_cast<size_t>(half) * 4)};
-        TypedTensor s{DType::F32, {1, half}, std::vector<uint8_t>(static_cast<size_t>(half) * 4)};
-        m.rope_row(at + i, reinterpret_cast<float*>(c.bytes.data()), reinterpret_cast<float*>(s.bytes.data()));
-        const int64_t past = at + i;
-        TypedTensor pt{DType::I64, {1}, std::vector<uint8_t>(8)};
-        std::memcpy(pt.bytes.data(), &past, 8);
-        p.net.commit_no_wait({{"rope_cos", std::move(c)}, {"rope_sin", std::move(s)}, {"past", std::move(pt)}}, token_out);
+        m.rope_row(at + i, cosr, sinr);
+        const int64_t row = at + i;
+        std::memcpy(past, &row, sizeof row);
+        p.net.commit_no_wait(in, token_out);
       }
     } catch (...) {
       try {

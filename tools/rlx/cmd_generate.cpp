@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <sstream>
@@ -303,38 +304,27 @@ int cmd_llm_bench(const Args& a) {
       }
       std::printf("rlx pp%d t=%d: %.1f tok/s (median of %d)\n", P, t, median(rate), reps);
     }
-    if (N > 0) {
-      std::vector<double> rate;
-      for (int r = -1; r < reps; ++r) {
-        e.reset();
-        fill(D);
-        int32_t id = int32_t(r + 3);
-        auto t0 = clock::now();
-        for (int i = 0; i < N; ++i) {
-          std::vector<float> lg = e.eval(std::span<const int32_t>(&id, 1));
-          id = llm::greedy_token(lg);
-        }
-        double s = std::chrono::duration<double>(clock::now() - t0).count();
-        if (r >= 0) rate.push_back(N / s);
-      }
-      std::printf("rlx tg%d%s t=%d: %.1f tok/s (median of %d)\n", N, D ? (" @ d" + std::to_string(D)).c_str() : "", t,
-                  median(rate), reps);
-    }
-    if (N > 0 && a.has("--generate-greedy")) {
-      // The same N greedy steps by Engine::generate_greedy: the token stays on the backend
-      // and the steps are queued without a host round trip between them where it can.
+    // N greedy steps from `depth` cached tokens, `decode(first, N)` timed per repetition.
+    auto tg = [&](const char* how, const std::function<void(int32_t)>& decode) {
       std::vector<double> rate;
       for (int r = -1; r < reps; ++r) {
         e.reset();
         fill(D);
         auto t0 = clock::now();
-        e.generate_greedy(int32_t(r + 3), N);
+        decode(int32_t(r + 3));
         double s = std::chrono::duration<double>(clock::now() - t0).count();
         if (r >= 0) rate.push_back(N / s);
       }
-      std::printf("rlx tg%d%s t=%d: %.1f tok/s (median of %d; generate_greedy)\n", N,
-                  D ? (" @ d" + std::to_string(D)).c_str() : "", t, median(rate), reps);
-    }
+      std::printf("rlx tg%d%s t=%d: %.1f tok/s (median of %d%s)\n", N, D ? (" @ d" + std::to_string(D)).c_str() : "", t,
+                  median(rate), reps, how);
+    };
+    if (N > 0)  // as llama-bench: one eval per token, the host picking the next one
+      tg("", [&](int32_t id) {
+        for (int i = 0; i < N; ++i) id = llm::greedy_token(e.eval(std::span<const int32_t>(&id, 1)));
+      });
+    // The same steps by Engine::generate_greedy: the token stays on the backend and the steps
+    // are queued without a host round trip between them where it can.
+    if (N > 0 && a.has("--generate-greedy")) tg("; generate_greedy", [&](int32_t id) { e.generate_greedy(id, N); });
     std::fflush(stdout);
   }
   // Batched decode, as llama-batched-bench measures S_TG: B sequences each holding P prompt
