@@ -91,16 +91,22 @@ Value BuildCtx::vec(const std::string& tensor) {
   return param(tensor, tensor, false, {t.elements()});
 }
 
+DType plain_dtype(gguf::TensorType t) {
+  switch (t) {
+    case gguf::TensorType::F32: return DType::F32;
+    case gguf::TensorType::F16: return DType::F16;
+    case gguf::TensorType::BF16: return DType::BF16;
+    default: return DType::U8;
+  }
+}
+
 Value BuildCtx::embeddings() {
   if (embd_.valid()) return embd_;
   if (!token_ids) return embd_ = g.input("embd", Shape({R, hp.n_embd}, DType::F32));
   // The table as stored ([n_vocab, row bytes], the param a tied output projection reads
   // too), a row per id, its bytes read as the table's element type, widened to f32.
   const gguf::TensorInfo& t = weight("token_embd.weight", 2, "token embeddings");
-  const DType et = t.type == gguf::TensorType::F16    ? DType::F16
-                   : t.type == gguf::TensorType::BF16 ? DType::BF16
-                   : t.type == gguf::TensorType::F32  ? DType::F32
-                                                      : DType::U8;
+  const DType et = plain_dtype(t.type);
   if (et == DType::U8)
     fail(ErrorCategory::Unsupported, "llm: token ids in the graph need an f32, f16 or bf16 token_embd.weight, not ",
          gguf::type_name(t.type));

@@ -92,6 +92,10 @@ class BuildCtx {
   Value logits_;
 };
 
+// The element type of a GGUF table whose stored rows a graph reads as they are (F32, F16,
+// BF16); U8 for block formats, which need dequantizing.
+DType plain_dtype(gguf::TensorType t);
+
 struct ArchSpec {
   std::string name;
   std::function<void(const gguf::File&, HParams&)> hparams;  // reads the family's keys

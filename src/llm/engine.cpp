@@ -458,8 +458,7 @@ Engine::Engine(std::shared_ptr<const Model> model, EngineOptions opts) : impl_(s
     // The graphs gather the embeddings themselves where they can read the table as stored
     // (one id a row goes in, and generate_greedy can feed a step's token to the next on the
     // backend); learned positions and quantized tables keep the host's rows.
-    const gguf::TensorType tt = m.tok_embd->type;
-    m.token_ids = !m.pos_embd && (tt == gguf::TensorType::F32 || tt == gguf::TensorType::F16 || tt == gguf::TensorType::BF16);
+    m.token_ids = !m.pos_embd && plain_dtype(m.tok_embd->type) != DType::U8;
     for (int64_t s = 0; s < m.slots; ++s) m.all_slots.push_back(s);
     if (const gguf::TensorInfo* rf = m.model->file.find_tensor("rope_freqs.weight")) {
       if (rf->elements() != hp.n_rot / 2 || rf->type != gguf::TensorType::F32)
