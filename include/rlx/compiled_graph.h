@@ -112,6 +112,10 @@ class CompiledGraph {
   // Handles refreshed through host memory (output-only handles, or on backends that keep
   // them on the host) cannot be pipelined: commit_no_wait refuses them.
   void commit_no_wait(const std::map<std::string, TypedTensor>& inputs, const std::vector<int>& output_indices = {});
+  // commit_no_wait that reads no output back: what the run leaves is its handles' new state
+  // (e.g. a decode loop whose tokens a handle collects, read once at the end with
+  // read_handle_range). sync_pending returns an empty output list for such a run.
+  void commit_no_wait_handles_only(const std::map<std::string, TypedTensor>& inputs);
   std::vector<std::vector<TypedTensor>> sync_pending();
   size_t pending_runs() const;
   // commit_no_wait for each input set, then sync_pending.

@@ -83,9 +83,10 @@ class Engine {
   // Greedy decoding of slot 0 of a one-sequence engine: appends `token`, then each step's
   // argmax, n runs in all; returns the n tokens (as n eval calls with an argmax after each:
   // the first index of the maximum, NaN ranked above every number). Where the graphs take
-  // token ids (f32, f16 or bf16 token tables, no learned positions) the argmax and the next
-  // token's embedding stay on the backend and the runs are queued without waiting for each
-  // other (CompiledGraph::commit_no_wait); otherwise it is eval and an argmax per step.
+  // token ids (f32, f16 or bf16 token tables, no learned positions) a step's whole state
+  // (token, position, the tokens so far, every position's rotary row) stays on the backend
+  // and the runs are queued with nothing uploaded or read between them
+  // (CompiledGraph::commit_no_wait_handles_only); otherwise it is eval and an argmax per step.
   // Error(InvalidArgument) as eval's, or for an engine of several sequences.
   std::vector<int32_t> generate_greedy(int32_t token, int64_t n);
   int64_t position(int64_t slot = 0) const;

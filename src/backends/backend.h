@@ -60,6 +60,15 @@ class Executable {
   // the two may be the same or overlapping storage. A device backend may queue it behind
   // the runs without waiting: it is ordered before the next run and any read of dst.
   virtual void copy_value(Value src, Value dst, size_t bytes) = 0;
+  // Copies (dst <- src, as copy_value) that end every run from now on, done by the run
+  // itself (a device backend records them with its schedule), replacing the set given
+  // before: the handles that feed an output back into an input. Returns false when the
+  // backend leaves them to the caller (copy_value after each run); nothing changed then.
+  struct RunCopy {
+    Value src, dst;
+    size_t bytes = 0;
+  };
+  virtual bool set_run_copies(const std::vector<RunCopy>& copies) { return copies.empty(); }
 
   // ---- params, by public name (only params the compiled graph kept are present)
   virtual bool has_param(const std::string& name) const = 0;

@@ -114,12 +114,17 @@ Value BuildCtx::embeddings() {
   Value rows = g.bitcast(g.gather(table, g.input("token", Shape({R}, DType::I32)), 0), et);
   return embd_ = et == DType::F32 ? rows : g.cast(rows, DType::F32);
 }
+Value BuildCtx::rope_row(const char* table) {
+  return g.gather(g.input(table, Shape({C, hp.n_rot / 2}, DType::F32)), past(), 0);  // [B = R, n_rot/2]
+}
 Value BuildCtx::rope_cos() {
-  if (!cos_.valid()) cos_ = g.input("rope_cos", Shape({R, hp.n_rot / 2}, DType::F32));
+  if (!cos_.valid())
+    cos_ = greedy_token ? rope_row("rope_cos.table") : g.input("rope_cos", Shape({R, hp.n_rot / 2}, DType::F32));
   return cos_;
 }
 Value BuildCtx::rope_sin() {
-  if (!sin_.valid()) sin_ = g.input("rope_sin", Shape({R, hp.n_rot / 2}, DType::F32));
+  if (!sin_.valid())
+    sin_ = greedy_token ? rope_row("rope_sin.table") : g.input("rope_sin", Shape({R, hp.n_rot / 2}, DType::F32));
   return sin_;
 }
 Value BuildCtx::past() {
@@ -139,9 +144,14 @@ Value BuildCtx::v_cache(int64_t il) {
 
 void BuildCtx::finish() {
   if (!greedy_token) return g.set_outputs({logits_}, {"logits"});
-  if (!token_ids || T != 1 || all_rows)
-    fail(ErrorCategory::Internal, "llm: a greedy-token output needs token ids and one new token per sequence");
-  g.set_outputs({logits_, g.cast(g.argmax(logits_, -1, false), DType::I32)}, {"logits", "token"});
+  if (!token_ids || T != 1 || B != 1 || all_rows)
+    fail(ErrorCategory::Internal, "llm: a greedy step needs token ids and one sequence of one new token");
+  // The token goes through the "generated" list (written at past, read back from there), so
+  // the write is part of what the outputs depend on.
+  Value token = g.reshape(g.cast(g.argmax(logits_, -1, false), DType::I32), {1, 1, 1, 1});
+  Value generated = g.cache_write(g.input("generated", Shape({1, 1, C, 1}, DType::I32)), token, past());
+  Value next = g.gather(g.reshape(generated, {C}), past(), 0);  // [1]
+  g.set_outputs({logits_, next, g.add(past(), g.scalar(1, DType::I64))}, {"logits", "token", "past"});
 }
 
 const std::vector<ArchSpec>& arch_registry() {

@@ -45,9 +45,14 @@ class BuildCtx {
   // with learned positions keep the host's rows). Set by the engine for every pass or none
   // (the passes share one set of params).
   bool token_ids = false;
-  // A second output "token" [B] (i32, like the input): each sequence's greedy next token,
-  // the argmax of its logits (the first index of the maximum; NaN ranks above numbers). A
-  // handle named "token" then feeds it to the next run without the host (token_ids, T = 1).
+  // A step that runs without the host (token_ids, B = T = 1): the output "token" [1] (i32,
+  // like the input) is the greedy next token, the argmax of the logits (the first index of
+  // the maximum; NaN ranks above numbers), also written at position past of the input
+  // "generated" i32[1, 1, C, 1] (in place: a handle that collects the tokens); the output
+  // "past" is past + 1; the rotary rows are gathered at past from the inputs
+  // "rope_cos.table" / "rope_sin.table" [C, n_rot/2] (every position's row, bound once).
+  // Handles named "token" and "past" then feed each run's outputs to the next on the
+  // backend's side, so consecutive runs need nothing from the host.
   bool greedy_token = false;
 
   bool has(const std::string& tensor) const;
@@ -87,6 +92,7 @@ class BuildCtx {
   Value param(const std::string& name, const std::string& tensor, bool raw, std::vector<int64_t> dims);
   const gguf::TensorInfo& weight(const std::string& tensor, size_t rank, const char* what) const;
   std::vector<ParamSource> params_;
+  Value rope_row(const char* table);  // greedy_token: a row of the table at past
   Value embd_, cos_, sin_, past_;
   std::vector<Value> kc_, vc_;
   Value logits_;

@@ -62,8 +62,8 @@ struct Engine::Impl {
     std::vector<std::string> cache_names;  // handle names, layer-major: k0, v0, k1, v1, ...
     bool external = false;        // its caches are the engine's buffers, read in place
   };
-  // (B, T, C, all_rows, greedy): greedy passes also output each sequence's argmax token,
-  // fed back to their "token" input by a handle (generate_greedy).
+  // (B, T, C, all_rows, greedy): a greedy pass is generate_greedy's step, its state in
+  // handles (BuildCtx::greedy_token).
   std::map<std::tuple<int64_t, int64_t, int64_t, bool, bool>, Pass> graphs;
   // Resident handles only: per slot, rows [0, host_rows) of kc/vc are current, and the
   // pass (and its batch row) whose handles hold all pos rows, or none.
@@ -234,15 +234,23 @@ Engine::Impl::Pass& Engine::Impl::graph(int64_t B, int64_t T, bool all_rows, boo
   // The caches: the engine's buffers read in place, or (a backend that cannot) resident
   // handles bound once here and kept in step by row-sized writes; never copied whole per run.
   const HParams& hp = model->hp;
+  // A greedy step's own state is handles (BuildCtx::greedy_token): nothing goes in per run.
+  auto step_state = [&](const std::string& name) {
+    return greedy && (name == "token" || name == "past" || name == "generated" || name == "rope_cos.table" ||
+                      name == "rope_sin.table");
+  };
+  std::vector<std::string> state;
   for (const std::string& name : p.net.input_names()) {
-    int kind = name == "embd"                 ? 0
-               : name == "rope_cos"           ? 1
-               : name == "rope_sin"           ? 2
-               : name == "past"               ? 3
-               : name == "token" && !greedy ? 5
-                                              : 4;
+    int kind = step_state(name)       ? 4
+               : name == "embd"     ? 0
+               : name == "rope_cos" ? 1
+               : name == "rope_sin" ? 2
+               : name == "past"     ? 3
+               : name == "token"    ? 5
+                                    : 4;
     p.input_kind.push_back(kind);
-    if (kind != 4 || name == "token") continue;
+    if (step_state(name)) state.push_back(name);
+    if (kind != 4 || step_state(name)) continue;
     if (name.rfind("k_cache.", 0) != 0 && name.rfind("v_cache.", 0) != 0)
       fail(ErrorCategory::Internal, "llm::Engine: unexpected graph input '", name, "'");
   }
@@ -257,8 +265,26 @@ Engine::Impl::Pass& Engine::Impl::graph(int64_t B, int64_t T, bool all_rows, boo
     t.bytes.assign(static_cast<size_t>(B * hp.n_head_kv * C) * row_bytes(), 0);
     for (const std::string& name : p.cache_names) p.net.bind_handle(name, t);
   }
-  if (greedy)  // the argmax output feeds the next run's "token" input on the backend's side
-    p.net.bind_handle("token", TypedTensor{DType::I32, {B}, std::vector<uint8_t>(static_cast<size_t>(B) * 4, 0)});
+  // The token and position outputs feed the next run's inputs on the backend's side; the
+  // rotary rows of every position of the bucket are bound once (rope_row's bits, as the
+  // host loop computes them per step).
+  const int64_t half = hp.n_rot / 2;
+  for (const std::string& name : state) {
+    TypedTensor t;
+    if (name == "token") t = TypedTensor{DType::I32, {1}, std::vector<uint8_t>(4, 0)};
+    else if (name == "past") t = TypedTensor{DType::I64, {1}, std::vector<uint8_t>(8, 0)};
+    else if (name == "generated") t = TypedTensor{DType::I32, {1, 1, C, 1}, std::vector<uint8_t>(static_cast<size_t>(C) * 4, 0)};
+    else t = TypedTensor{DType::F32, {C, half}, std::vector<uint8_t>(static_cast<size_t>(C * half) * 4)};
+    if (name == "rope_cos.table" || name == "rope_sin.table") {
+      std::vector<float> c(static_cast<size_t>(half)), sn(c.size());
+      for (int64_t r = 0; r < C; ++r) {
+        rope_row(r, c.data(), sn.data());
+        std::memcpy(t.bytes.data() + static_cast<size_t>(r * half) * 4, (name == "rope_cos.table" ? c : sn).data(),
+                    static_cast<size_t>(half) * 4);
+      }
+    }
+    p.net.bind_handle(name, t);
+  }
   auto [pos_it, ok] = graphs.emplace(key, std::move(p));
   if (!weights_owner) weights_owner = &pos_it->second.net;  // std::map nodes do not move
 #if defined(__GLIBC__)
@@ -557,35 +583,15 @@ std::vector<int32_t> Engine::generate_greedy(int32_t token, int64_t n) {
     m.bind_slot(p, 0);
     m.one_slot[0] = 0;
     m.catch_up(p, m.one_slot);
+    // The step's state (token, position, the tokens so far) stays on the backend: the runs
+    // go out back to back with nothing uploaded or read between them, and the tokens come
+    // back once, from the "generated" handle.
     p.net.write_handle("token", 0, &token, sizeof token);
-    const int64_t half = m.model->hp.n_rot / 2;
-    const std::vector<int> token_out{1};  // outputs: logits, token
-    // At most kQueued runs wait at a time (each holds its inputs and a staged read-back until
-    // collected); the device idles once per batch, for the collection.
-    constexpr int64_t kQueued = 64;
-    auto collect = [&] {
-      for (const auto& r : p.net.sync_pending()) {
-        int32_t id = 0;
-        std::memcpy(&id, r.at(0).bytes.data(), sizeof id);
-        out.push_back(id);
-      }
-    };
+    p.net.write_handle("past", 0, &at, sizeof at);
     try {
-      // One set of inputs, rewritten per step: commit_no_wait copies them before it returns.
-      std::map<std::string, TypedTensor> in{
-          {"rope_cos", TypedTensor{DType::F32, {1, half}, std::vector<uint8_t>(static_cast<size_t>(half) * 4)}},
-          {"rope_sin", TypedTensor{DType::F32, {1, half}, std::vector<uint8_t>(static_cast<size_t>(half) * 4)}},
-          {"past", TypedTensor{DType::I64, {1}, std::vector<uint8_t>(8)}}};
-      float* cosr = reinterpret_cast<float*>(in.at("rope_cos").bytes.data());
-      float* sinr = reinterpret_cast<float*>(in.at("rope_sin").bytes.data());
-      uint8_t* past = in.at("past").bytes.data();
-      for (int64_t i = 0; i < n; ++i) {
-        if (i > 0 && i % kQueued == 0) collect();
-        m.rope_row(at + i, cosr, sinr);
-        const int64_t row = at + i;
-        std::memcpy(past, &row, sizeof row);
-        p.net.commit_no_wait(in, token_out);
-      }
+      const std::map<std::string, TypedTensor> none;
+      for (int64_t i = 0; i < n; ++i) p.net.commit_no_wait_handles_only(none);
+      p.net.sync_pending();
     } catch (...) {
       try {
         p.net.sync_pending();  // the runs already queued end before the error goes up
@@ -593,7 +599,8 @@ std::vector<int32_t> Engine::generate_greedy(int32_t token, int64_t n) {
       }
       throw;
     }
-    collect();
+    out.resize(static_cast<size_t>(n));
+    p.net.read_handle_range("generated", static_cast<size_t>(at) * 4, out.data(), static_cast<size_t>(n) * 4);
     m.ran(p, n, m.one_slot);
     return out;
   });

@@ -60,7 +60,10 @@ std::vector<TypedTensor> CompiledGraph::run_read_outputs(const std::map<std::str
 
 void CompiledGraph::commit_no_wait(const std::map<std::string, TypedTensor>& inputs,
                                    const std::vector<int>& output_indices) {
-  detail::guard("CompiledGraph::commit_no_wait", [&] { need(impl_).commit_no_wait(inputs, output_indices); });
+  detail::guard("CompiledGraph::commit_no_wait", [&] { need(impl_).commit_no_wait(inputs, &output_indices); });
+}
+void CompiledGraph::commit_no_wait_handles_only(const std::map<std::string, TypedTensor>& inputs) {
+  detail::guard("CompiledGraph::commit_no_wait_handles_only", [&] { need(impl_).commit_no_wait(inputs, nullptr); });
 }
 std::vector<std::vector<TypedTensor>> CompiledGraph::sync_pending() {
   return detail::guard("CompiledGraph::sync_pending", [&] { return need(impl_).sync_pending(); });
@@ -72,7 +75,7 @@ std::vector<std::vector<TypedTensor>> CompiledGraph::run_pipelined(
     const std::vector<std::map<std::string, TypedTensor>>& runs, const std::vector<int>& output_indices) {
   return detail::guard("CompiledGraph::run_pipelined", [&] {
     runtime::Instance& in = need(impl_);
-    for (const auto& r : runs) in.commit_no_wait(r, output_indices);
+    for (const auto& r : runs) in.commit_no_wait(r, &output_indices);
     return in.sync_pending();
   });
 }

@@ -129,6 +129,7 @@ std::unique_ptr<Instance> Instance::clone() const {
   c->handle_index_ = handle_index_;
   c->params_ready_ = params_ready_;
   c->slot_views_.resize(slot_views_.size());
+  c->offer_run_copies();
   return c;
 }
 
@@ -334,10 +335,12 @@ void Instance::refresh_handles() {
     const Port& out = iface_->outputs[size_t(h.output)];
     if (!out.stored) continue;
     const size_t n = out.slot.bytes();
-    if (h.input >= 0 && iface_->inputs[size_t(h.input)].stored)
-      exe_->copy_value(out.value, iface_->inputs[size_t(h.input)].value, n);  // stays on the backend's side
-    else
+    if (backend_copied(h)) {
+      if (!run_copies_)  // (else the run made the copy itself)
+        exe_->copy_value(out.value, iface_->inputs[size_t(h.input)].value, n);  // stays on the backend's side
+    } else {
       exe_->download(out.value, h.store.data(), n);
+    }
   }
 }
 
@@ -476,6 +479,26 @@ void Instance::store_handle(Handle h) {
     handles_[size_t(k)] = std::move(h);
   }
   if (handles_[size_t(k)].input >= 0) input_handle_[size_t(handles_[size_t(k)].input)] = k;
+  offer_run_copies();
+}
+
+// A handle whose output and input both have storage on the backend is refreshed by a copy
+// there after every run; the executable may make those copies part of the run itself (a
+// device backend records them with its schedule: no separate copy per run). All or none.
+void Instance::offer_run_copies() {
+  std::vector<backend::Executable::RunCopy> copies;
+  for (const Handle& h : handles_)
+    if (backend_copied(h)) {
+      const Port& out = iface_->outputs[size_t(h.output)];
+      copies.push_back({out.value, iface_->inputs[size_t(h.input)].value, out.slot.bytes()});
+    }
+  run_copies_ = !copies.empty() && exe_->set_run_copies(copies);
+  if (!run_copies_) exe_->set_run_copies({});
+}
+
+bool Instance::backend_copied(const Handle& h) const {
+  return h.output >= 0 && h.input >= 0 && iface_->outputs[size_t(h.output)].stored &&
+         iface_->inputs[size_t(h.input)].stored;
 }
 
 TypedTensor Instance::read_handle(const std::string& name) const {
@@ -617,8 +640,8 @@ TypedTensor Instance::output_tensor(const Port& p) {
   return t;
 }
 
-void Instance::commit_no_wait(const std::map<std::string, TypedTensor>& inputs, const std::vector<int>& only) {
-  check_output_indices(only);
+void Instance::commit_no_wait(const std::map<std::string, TypedTensor>& inputs, const std::vector<int>* only) {
+  if (only) check_output_indices(*only);
   for (const Handle& h : handles_)
     if (h.output >= 0 && iface_->outputs[size_t(h.output)].stored &&
         !(h.input >= 0 && iface_->inputs[size_t(h.input)].stored))
@@ -632,10 +655,10 @@ void Instance::commit_no_wait(const std::map<std::string, TypedTensor>& inputs, 
     r.ports.push_back(p.stored ? &p : nullptr);
     r.slots.emplace_back(p.stored ? p.slot.bytes() : 0);
   };
-  if (only.empty()) {
+  if (only && only->empty()) {
     for (const Port& p : iface_->outputs) add(p);
-  } else {
-    for (int k : only) add(iface_->outputs[size_t(k)]);
+  } else if (only) {
+    for (int k : *only) add(iface_->outputs[size_t(k)]);
   }
   exe_->run_async();
   ++in_flight_;

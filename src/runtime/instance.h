@@ -82,7 +82,8 @@ class Instance {
   void release_scratch();
 
   // Pipelined runs (compiled_graph.h). Every other method settles the queue first.
-  void commit_no_wait(const std::map<std::string, TypedTensor>& inputs, const std::vector<int>& only);
+  // only == nullptr: no output is read back (commit_no_wait_handles_only).
+  void commit_no_wait(const std::map<std::string, TypedTensor>& inputs, const std::vector<int>* only);
   std::vector<std::vector<TypedTensor>> sync_pending();
   size_t pending_runs() const;
 
@@ -127,6 +128,10 @@ class Instance {
   // find_handle, or Error naming `what`, with the byte range checked against the handle's state.
   int handle_range(const char* what, const std::string& name, size_t byte_offset, size_t nbytes) const;
   void store_handle(Handle h);  // adds or replaces the handle of h.name, links its input
+  // Offers the backend-side handle copies (output -> input, both stored) to the executable
+  // as copies its runs make themselves (set_run_copies); run_copies_ says it took them.
+  void offer_run_copies();
+  bool backend_copied(const Handle& h) const;  // output -> input, both stored on the backend
   // Waits for the committed runs and converts their outputs (kept in pending_); on a run's
   // error drops them and rethrows.
   void settle() const;
@@ -148,6 +153,7 @@ class Instance {
   std::vector<Handle> handles_;
   std::unordered_map<std::string, int> handle_index_;  // name -> index into handles_ (row writes look up per call)
   mutable bool params_ready_ = false;  // all params of this graph known to be set
+  bool run_copies_ = false;  // the executable's runs refresh the backend-side handles themselves
 };
 
 }  // namespace rlx::runtime

@@ -98,7 +98,9 @@ TEST(CudaBackend, LongRowNormsMatchCpu) {
 // one row with NaNs, one of 32,000 with its maximum near the end; indices are exact in f32.
 TEST(CudaBackend, ArgReductionsOfLongRowsPickTheCpuIndex) {
   REQUIRE_CUDA();
-  for (int64_t n : {int64_t(5000), int64_t(32000)}) {
+  // 5,000: one block per row; 9,001 and 32,000: a cluster of blocks per row (its last
+  // span shorter), with NaNs and the maximum in different blocks' spans.
+  for (int64_t n : {int64_t(5000), int64_t(9001), int64_t(32000)}) {
     Graph g("arg");
     Value x = g.input("x", Shape({3, n}, DType::F32));
     std::vector<Value> outs;
@@ -117,6 +119,59 @@ TEST(CudaBackend, ArgReductionsOfLongRowsPickTheCpuIndex) {
     auto want = cpu.run(in), got = gpu.run(in);
     for (size_t k = 0; k < want.size(); ++k) EXPECT_EQ(got.at(k), want.at(k)) << "n " << n << " output " << k;
   }
+  // Along the first axis (strided rows: [n, 3], argmax over n).
+  Graph g("arg_cols");
+  const int64_t n = 20000;
+  Value x = g.input("x", Shape({n, 3}, DType::F32));
+  g.set_outputs({g.cast(g.argmax(x, 0, false), DType::F32), g.cast(g.argmin(x, 0, false, true), DType::F32)},
+                {"max", "min_last"});
+  CompiledGraph cpu = Session(Device::Cpu).compile(g), gpu = Session(Device::Cuda).compile(g);
+  std::vector<float> v(size_t(3 * n));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = float(int((i * 40503u) % 11) - 5);
+  v[3 * 15000 + 1] = 7.0f;
+  const std::map<std::string, std::vector<float>> in{{"x", v}};
+  auto want = cpu.run(in), got = gpu.run(in);
+  for (size_t k = 0; k < want.size(); ++k) EXPECT_EQ(got.at(k), want.at(k)) << "columns, output " << k;
+}
+
+// Handles fed from outputs (a decode loop's token and position) are copied by the run itself,
+// inside the replayed graph: small ones by the run's last kernel, one over 64 KB by a copy.
+// Pipelined runs with nothing read back, plain runs between them, and a clone all leave
+// what the CPU's runs leave.
+TEST(CudaBackend, HandleCopiesRideWithTheRun) {
+  REQUIRE_CUDA();
+  const int64_t big = 20000;  // 80 KB: past the run-end kernel's copies
+  Graph g("loop");
+  Value kv = g.input("kv", Shape({big}, DType::F32));
+  Value n = g.input("n", Shape({1}, DType::I64));
+  Value x = g.input("x", Shape({big}, DType::F32));
+  Value next = g.add(kv, x);
+  g.set_outputs({next, g.add(n, g.scalar(1, DType::I64)), g.reduce_sum(next, {0}, false)}, {"kv", "n", "sum"});
+  const std::map<std::string, TypedTensor> step{{"x", cuda_test::random_f32({big}, 11)}};
+  auto setup = [&](CompiledGraph& net) {
+    net.bind_handle("kv", TypedTensor{DType::F32, {big}, std::vector<uint8_t>(size_t(big) * 4, 0)});
+    net.bind_handle("n", TypedTensor{DType::I64, {1}, std::vector<uint8_t>(8, 0)});
+  };
+  CompiledGraph cpu = Session(Device::Cpu).compile(g), gpu = Session(Device::Cuda).compile(g);
+  setup(cpu);
+  setup(gpu);
+  for (int r = 0; r < 5; ++r) {  // eager, capture, replays
+    auto a = cpu.run_typed(step), b = gpu.run_typed(step);
+    EXPECT_EQ(b[1].bytes, a[1].bytes) << "run " << r;
+  }
+  for (int r = 0; r < 4; ++r) {
+    cpu.commit_no_wait_handles_only(step);
+    gpu.commit_no_wait_handles_only(step);
+  }
+  EXPECT_EQ(gpu.sync_pending().size(), 4u);
+  cpu.sync_pending();
+  EXPECT_EQ(gpu.read_handle("n").bytes, cpu.read_handle("n").bytes);
+  EXPECT_EQ(gpu.read_handle("kv").bytes, cpu.read_handle("kv").bytes);  // sums of the same f32 adds
+  CompiledGraph twin = gpu.clone(), cpu_twin = cpu.clone();
+  twin.run_typed(step);
+  cpu_twin.run_typed(step);
+  EXPECT_EQ(twin.read_handle("n").bytes, cpu_twin.read_handle("n").bytes);
+  EXPECT_EQ(gpu.read_handle("n").bytes, cpu.read_handle("n").bytes);  // the original did not move
 }
 
 TEST(CudaBackend, TransformerBlockMatchesCpu) {

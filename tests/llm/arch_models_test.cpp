@@ -106,6 +106,9 @@ TEST_P(ArchModels, GreedyGenerationEqualsEvalAndArgmax) {
     got.insert(got.end(), more.begin(), more.end());
     EXPECT_EQ(got, want);
     EXPECT_EQ(gen.position(), ref.position());
+    // The host loop carries on from the rows the greedy steps left in their handles.
+    EXPECT_EQ(gen.eval(std::span<const int32_t>(&id, 1)), ref.eval(std::span<const int32_t>(&id, 1)));
+    EXPECT_EQ(gen.position(), ref.position());
     EXPECT_TRUE(gen.generate_greedy(id, 0).empty());
     const int64_t at = gen.position();
     EXPECT_THROW(gen.generate_greedy(int32_t(model->hp.n_vocab), 4), Error);

@@ -107,5 +107,29 @@ TEST(Pipelined, BackendSideHandlesAccumulateAndHostSideOnesAreRefused) {
   EXPECT_EQ(other.pending_runs(), 0u);
 }
 
+// A decode-loop shape: the runs' state is handles only (kv accumulates, n counts the runs),
+// committed with nothing read back; each run's outputs list is empty and the handles hold
+// what that many sequential runs leave.
+TEST(Pipelined, HandlesOnlyCommitsReadNothingBack) {
+  Graph g("loop");
+  Value kv = g.input("kv", Shape({4}, DType::F32));
+  Value n = g.input("n", Shape({1}, DType::I64));
+  Value x = g.input("x", Shape({4}, DType::F32));
+  g.set_outputs({g.add(kv, x), g.add(n, g.scalar(1, DType::I64))}, {"kv", "n"});
+  CompiledGraph net = Session(Device::Cpu).compile(g);
+  net.bind_handle("kv", typed<float>(DType::F32, {4}, {0, 0, 0, 0}));
+  net.bind_handle("n", typed<int64_t>(DType::I64, {1}, {5}));
+  const std::map<std::string, TypedTensor> step{{"x", typed<float>(DType::F32, {4}, {1, 2, 3, 4})}};
+  for (int r = 0; r < 3; ++r) net.commit_no_wait_handles_only(step);
+  EXPECT_EQ(net.pending_runs(), 3u);
+  auto got = net.sync_pending();
+  ASSERT_EQ(got.size(), 3u);
+  for (const auto& r : got) EXPECT_TRUE(r.empty());
+  EXPECT_EQ(unpack<float>(net.read_handle("kv").bytes), (std::vector<float>{3, 6, 9, 12}));
+  EXPECT_EQ(unpack<int64_t>(net.read_handle("n").bytes), (std::vector<int64_t>{8}));
+  expect_error([&] { net.commit_no_wait_handles_only({}); }, ErrorCategory::InvalidArgument, "missing input 'x'");
+  EXPECT_EQ(net.pending_runs(), 0u);
+}
+
 }  // namespace
 }  // namespace rlx::test

@@ -203,6 +203,21 @@ class CudaExecutable final : public backend::Executable {
     ok(cudaMemcpyAsync(d, s, bytes, cudaMemcpyDeviceToDevice, stream_), "copy");
   }
 
+  // Kept as values (their storage is the arena's, fixed for the executable's life) and
+  // made by end_run, inside the recorded graph.
+  bool set_run_copies(const std::vector<RunCopy>& copies) override {
+    std::vector<RunCopy> keep;
+    for (const RunCopy& c : copies) {
+      const uint8_t *s = checked(c.src, c.bytes), *d = checked(c.dst, c.bytes);
+      if (s == d || !c.bytes) continue;
+      if (s < d + c.bytes && d < s + c.bytes) return false;  // overlapping: copy_value's temporary
+      keep.push_back(c);
+    }
+    run_copies_ = std::move(keep);
+    drop_graph();
+    return true;
+  }
+
   bool has_param(const std::string& name) const override { return weights_->entries.count(name) > 0; }
   uint8_t* param_host_data(const std::string&) override { return nullptr; }
   void write_param(const std::string& name, size_t offset, const void* src, size_t bytes) override {
@@ -346,9 +361,16 @@ class CudaExecutable final : public backend::Executable {
     ok(cudaMemsetAsync(arena_->p, 0, arena_->bytes, stream_), "arena");
     err_ = std::make_unique<DeviceMem>(2 * sizeof(int));
     ok(cudaMemsetAsync(err_->p, 0, err_->bytes, stream_), "error record");
-    // The record's host copy: pinned, so the run itself copies it back (a graph may hold
-    // that copy) and finish() needs one wait, not three.
-    if (!err_host_) ok(cudaHostAlloc(reinterpret_cast<void**>(&err_host_), 2 * sizeof(int), cudaHostAllocDefault), "error record");
+    // The record's host copy: pinned and mapped for the device, so the run's last kernel
+    // stores it there (run_end; a graph holds that launch) and finish() needs one wait.
+    if (!err_host_) {
+      ok(cudaHostAlloc(reinterpret_cast<void**>(&err_host_), 2 * sizeof(int), cudaHostAllocMapped), "error record");
+      err_host_[0] = err_host_[1] = 0;
+      if (cudaHostGetDevicePointer(reinterpret_cast<void**>(&err_mapped_), err_host_, 0) != cudaSuccess) {
+        err_mapped_ = nullptr;  // the record then comes back by a copy
+        cudaGetLastError();
+      }
+    }
     ok(cudaStreamSynchronize(stream_), "setup");
     resolve();
   }
@@ -375,7 +397,26 @@ class CudaExecutable final : public backend::Executable {
       ctx.step = int(i) + 1;
       s.fn(ctx, ptrs_.data() + s.first);
     }
-    ok(cudaMemcpyAsync(err_host_, err_->p, 2 * sizeof(int), cudaMemcpyDeviceToHost, stream_), "error record");
+    end_run();
+  }
+  // The run's last work: the handles' copies (set_run_copies) and the error record to the host.
+  void end_run() {
+    RunEnd e;
+    for (const RunCopy& c : run_copies_) {
+      uint8_t *s = checked(c.src, c.bytes), *d = checked(c.dst, c.bytes);
+      if (c.bytes > RunEnd::kMaxBytes || e.n == RunEnd::kMaxCopies) {
+        ok(cudaMemcpyAsync(d, s, c.bytes, cudaMemcpyDeviceToDevice, stream_), "handle copy");
+        continue;
+      }
+      e.src[e.n] = s;
+      e.dst[e.n] = d;
+      e.bytes[e.n++] = uint32_t(c.bytes);
+    }
+    e.err = static_cast<const int*>(err_->p);
+    e.err_host = err_mapped_;
+    if (!err_mapped_)
+      ok(cudaMemcpyAsync(err_host_, err_->p, 2 * sizeof(int), cudaMemcpyDeviceToHost, stream_), "error record");
+    ok(run_end(e, stream_), "run end");
   }
   void launch() {
     if (!graph_ && ran_once_ && replay_) capture();
@@ -446,7 +487,7 @@ class CudaExecutable final : public backend::Executable {
       prog_->steps[i].fn(ctx, ptrs_.data() + prog_->steps[i].first);
       ok(cudaEventRecord(events_[i + 1], stream_), "profile event");
     }
-    ok(cudaMemcpyAsync(err_host_, err_->p, 2 * sizeof(int), cudaMemcpyDeviceToHost, stream_), "error record");
+    end_run();
     queue_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     finish();
     // The first run pays one-time costs (kernel modules loaded on first launch, cuBLASLt's
@@ -546,6 +587,8 @@ class CudaExecutable final : public backend::Executable {
   void* dnn_ = nullptr;  // cuDNN handle on stream_ (dnn.h), when the program uses one
   cudaGraphExec_t graph_ = nullptr;
   int* err_host_ = nullptr;  // pinned: the run copies the error record here
+  int* err_mapped_ = nullptr;  // err_host_ as the device sees it (nullptr: a copy instead)
+  std::vector<RunCopy> run_copies_;
   // RLX_PROFILE
   bool profile_ = [] {
     const char* v = std::getenv("RLX_PROFILE");

@@ -609,6 +609,22 @@ cudaError_t spin(int64_t ns, cudaStream_t s) {
   return cudaGetLastError();
 }
 
+namespace {
+// Copies of at most RunEnd::kMaxBytes each, byte by byte over one block (a handful of bytes
+// in practice: a launch, not bandwidth, is what they cost).
+__global__ void run_end_kernel(RunEnd e) {
+  dev::grid_wait();
+  for (int c = 0; c < e.n; ++c)
+    for (uint32_t i = threadIdx.x; i < e.bytes[c]; i += blockDim.x) e.dst[c][i] = e.src[c][i];
+  if (e.err_host && threadIdx.x < 2) e.err_host[threadIdx.x] = e.err[threadIdx.x];
+}
+}  // namespace
+
+cudaError_t run_end(const RunEnd& e, cudaStream_t s) {
+  if (e.n == 0 && !e.err_host) return cudaSuccess;
+  return dev::launch(run_end_kernel, 1, 256, 0, s, e);
+}
+
 cudaError_t cast(ET from, ET to, const void* x, void* y, int64_t n, cudaStream_t s) {
   if (n == 0) return cudaSuccess;
   switch (from) {
@@ -624,6 +640,17 @@ cudaError_t cast(ET from, ET to, const void* x, void* y, int64_t n, cudaStream_t
     case ET::Bool: return cast_from(to, static_cast<const bool*>(x), y, n, s);
   }
   return cudaErrorInvalidValue;
+}
+
+bool clusters() {
+  static const bool ok = [] {
+    int dev = 0, v = 0;
+    const bool r = cudaGetDevice(&dev) == cudaSuccess &&
+                   cudaDeviceGetAttribute(&v, cudaDevAttrClusterLaunch, dev) == cudaSuccess && v != 0;
+    cudaGetLastError();
+    return r;
+  }();
+  return ok;
 }
 
 bool pdl_enabled() {

@@ -14,6 +14,8 @@ namespace rlx::cuda {
 // True when kernels may be launched with programmatic dependent launch (device_util.cuh):
 // a device of compute capability 9.0 or newer and RLX_CUDA_PDL not 0. Read once.
 bool pdl_enabled();
+// Thread-block clusters (compute capability 9.0 and newer), asked once.
+bool clusters();
 // The launch configuration of a kernel that begins by waiting for its predecessor
 // (griddepcontrol.wait): allowed to start early when pdl_enabled(). `attr` is the storage
 // for the attribute and must outlive the launch call.
@@ -120,6 +122,20 @@ cudaError_t fused(ET t, const FusedArgs& a, const FusedPtrs& p, void* y, cudaStr
 // y = (to) x over n elements.
 // Keeps the stream busy for about `ns` nanoseconds (RLX_PROFILE queues a run behind it).
 cudaError_t spin(int64_t ns, cudaStream_t s);
+// The end of a run (backend.cpp), one launch: small device copies (the handles an output
+// feeds back into an input: a decode step's token and position) and the run's error record
+// into host memory mapped for the device (err_host; nullptr: not copied here).
+struct RunEnd {
+  static constexpr int kMaxCopies = 8;
+  static constexpr uint32_t kMaxBytes = 1u << 16;  // larger copies go through cudaMemcpyAsync
+  const uint8_t* src[kMaxCopies] = {};
+  uint8_t* dst[kMaxCopies] = {};
+  uint32_t bytes[kMaxCopies] = {};
+  int n = 0;
+  const int* err = nullptr;
+  int* err_host = nullptr;
+};
+cudaError_t run_end(const RunEnd& e, cudaStream_t s);
 cudaError_t cast(ET from, ET to, const void* x, void* y, int64_t n, cudaStream_t s);
 // y[so(i)] = x[sx(i)] for every i of `it`, elements of `elem` bytes (1, 2, 4, 8):
 // transpose, slice, expand, concat and split pieces.

@@ -389,18 +389,6 @@ __global__ void __launch_bounds__(32 * kDecWarps)
   cluster.sync();  // no block leaves while another still reads its shared memory
 }
 
-// Thread-block clusters (compute capability 9.0 and newer), asked once.
-bool clusters() {
-  static const bool ok = [] {
-    int dev = 0, v = 0;
-    const bool r = cudaGetDevice(&dev) == cudaSuccess &&
-                   cudaDeviceGetAttribute(&v, cudaDevAttrClusterLaunch, dev) == cudaSuccess && v != 0;
-    cudaGetLastError();
-    return r;
-  }();
-  return ok;
-}
-
 using DecodeFn = void (*)(KvAttentionArgs, const float*, const __half*, const __half*, const __half*, const __half*,
                           const int64_t*, float*, int*, int);
 
