@@ -135,7 +135,8 @@ TEST(CudaBackend, ArgReductionsOfLongRowsPickTheCpuIndex) {
 }
 
 // Handles fed from outputs (a decode loop's token and position) are copied by the run itself,
-// inside the replayed graph: small ones by the run's last kernel, one over 64 KB by a copy.
+// inside the replayed graph: small ones by the run's last kernel (8 bytes by bytes, 1 KB by
+// 16-byte units), one over 64 KB by a copy.
 // Pipelined runs with nothing read back, plain runs between them, and a clone all leave
 // what the CPU's runs leave.
 TEST(CudaBackend, HandleCopiesRideWithTheRun) {
@@ -144,13 +145,17 @@ TEST(CudaBackend, HandleCopiesRideWithTheRun) {
   Graph g("loop");
   Value kv = g.input("kv", Shape({big}, DType::F32));
   Value n = g.input("n", Shape({1}, DType::I64));
+  Value acc = g.input("acc", Shape({256}, DType::F32));
   Value x = g.input("x", Shape({big}, DType::F32));
   Value next = g.add(kv, x);
-  g.set_outputs({next, g.add(n, g.scalar(1, DType::I64)), g.reduce_sum(next, {0}, false)}, {"kv", "n", "sum"});
+  g.set_outputs({next, g.add(n, g.scalar(1, DType::I64)), g.reduce_sum(next, {0}, false),
+                 g.add(acc, g.slice(x, {0}, {256}, {0}, {1}))},
+                {"kv", "n", "sum", "acc"});
   const std::map<std::string, TypedTensor> step{{"x", cuda_test::random_f32({big}, 11)}};
   auto setup = [&](CompiledGraph& net) {
     net.bind_handle("kv", TypedTensor{DType::F32, {big}, std::vector<uint8_t>(size_t(big) * 4, 0)});
     net.bind_handle("n", TypedTensor{DType::I64, {1}, std::vector<uint8_t>(8, 0)});
+    net.bind_handle("acc", TypedTensor{DType::F32, {256}, std::vector<uint8_t>(256 * 4, 0)});
   };
   CompiledGraph cpu = Session(Device::Cpu).compile(g), gpu = Session(Device::Cuda).compile(g);
   setup(cpu);
@@ -167,6 +172,7 @@ TEST(CudaBackend, HandleCopiesRideWithTheRun) {
   cpu.sync_pending();
   EXPECT_EQ(gpu.read_handle("n").bytes, cpu.read_handle("n").bytes);
   EXPECT_EQ(gpu.read_handle("kv").bytes, cpu.read_handle("kv").bytes);  // sums of the same f32 adds
+  EXPECT_EQ(gpu.read_handle("acc").bytes, cpu.read_handle("acc").bytes);
   CompiledGraph twin = gpu.clone(), cpu_twin = cpu.clone();
   twin.run_typed(step);
   cpu_twin.run_typed(step);

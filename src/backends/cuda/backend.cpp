@@ -213,6 +213,8 @@ class CudaExecutable final : public backend::Executable {
       if (s < d + c.bytes && d < s + c.bytes) return false;  // overlapping: copy_value's temporary
       keep.push_back(c);
     }
+    auto same = [](const RunCopy& a, const RunCopy& b) { return a.src == b.src && a.dst == b.dst && a.bytes == b.bytes; };
+    if (std::equal(keep.begin(), keep.end(), run_copies_.begin(), run_copies_.end(), same)) return true;  // graph kept
     run_copies_ = std::move(keep);
     drop_graph();
     return true;
