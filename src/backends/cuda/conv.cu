@@ -235,30 +235,40 @@ __device__ inline bool arg_before(bool is_max, bool last, float v, int64_t i, fl
 // 32,000-element row at ~50 us, a memory round trip per element), then the block keeps the
 // first candidate in arg_before's order.
 constexpr int kArgThreads = 1024, kArgLoads = 8;
+// (b, bi) updated with elements [from, to) of the row at `base` (stride `inner`), thread t
+// taking from + t, + step, ...; bi < 0: no candidate yet.
+__device__ inline void arg_scan(bool is_max, bool last, const float* x, int64_t base, int64_t inner, int64_t from,
+                                int64_t to, float& b, int64_t& bi) {
+  const int64_t step = blockDim.x;
+  for (int64_t k0 = from + threadIdx.x; k0 < to; k0 += step * kArgLoads) {
+    float v[kArgLoads];
+#pragma unroll
+    for (int u = 0; u < kArgLoads; ++u) v[u] = k0 + u * step < to ? x[base + (k0 + u * step) * inner] : 0.0f;
+#pragma unroll
+    for (int u = 0; u < kArgLoads; ++u) {
+      const int64_t k = k0 + u * step;
+      if (k < to && (bi < 0 || arg_before(is_max, last, v[u], k, b, bi))) b = v[u], bi = k;
+    }
+  }
+}
+// The first of the warp's candidates in arg_before's order, in every lane.
+__device__ inline void arg_warp_merge(bool is_max, bool last, float& b, int64_t& bi) {
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xFFFFFFFFu, b, o);
+    const int64_t oi = __shfl_xor_sync(0xFFFFFFFFu, bi, o);
+    if (oi >= 0 && (bi < 0 || arg_before(is_max, last, ov, oi, b, bi))) b = ov, bi = oi;
+  }
+}
 __global__ void __launch_bounds__(kArgThreads) arg_block_kernel(bool is_max, bool last, const float* x, int64_t outer,
                                                                 int64_t n, int64_t inner, int64_t* y) {
   __shared__ float sv[kArgThreads / 32];
   __shared__ int64_t si[kArgThreads / 32];
-  const int64_t step = blockDim.x;
   for (int64_t c = blockIdx.x; c < outer * inner; c += gridDim.x) {
     const int64_t base = (c / inner) * n * inner + c % inner;
     float b = 0;
     int64_t bi = -1;
-    for (int64_t k0 = threadIdx.x; k0 < n; k0 += step * kArgLoads) {
-      float v[kArgLoads];
-#pragma unroll
-      for (int u = 0; u < kArgLoads; ++u) v[u] = k0 + u * step < n ? x[base + (k0 + u * step) * inner] : 0.0f;
-#pragma unroll
-      for (int u = 0; u < kArgLoads; ++u) {
-        const int64_t k = k0 + u * step;
-        if (k < n && (bi < 0 || arg_before(is_max, last, v[u], k, b, bi))) b = v[u], bi = k;
-      }
-    }
-    for (int o = 16; o > 0; o >>= 1) {
-      const float ov = __shfl_xor_sync(0xFFFFFFFFu, b, o);
-      const int64_t oi = __shfl_xor_sync(0xFFFFFFFFu, bi, o);
-      if (oi >= 0 && (bi < 0 || arg_before(is_max, last, ov, oi, b, bi))) b = ov, bi = oi;
-    }
+    arg_scan(is_max, last, x, base, inner, 0, n, b, bi);
+    arg_warp_merge(is_max, last, b, bi);
     if ((threadIdx.x & 31) == 0) sv[threadIdx.x / 32] = b, si[threadIdx.x / 32] = bi;
     __syncthreads();
     if (threadIdx.x == 0) {
@@ -286,24 +296,10 @@ __global__ void __launch_bounds__(kArgThreads) arg_cluster_kernel(bool is_max, b
   const int64_t c = blockIdx.x / kArgCluster;  // the output
   const int64_t base = (c / inner) * n * inner + c % inner;
   const int64_t span = (n + kArgCluster - 1) / kArgCluster, from = rank * span, to = from + span < n ? from + span : n;
-  const int64_t step = blockDim.x;
   float b = 0;
   int64_t bi = -1;
-  for (int64_t k0 = from + threadIdx.x; k0 < to; k0 += step * kArgLoads) {
-    float v[kArgLoads];
-#pragma unroll
-    for (int u = 0; u < kArgLoads; ++u) v[u] = k0 + u * step < to ? x[base + (k0 + u * step) * inner] : 0.0f;
-#pragma unroll
-    for (int u = 0; u < kArgLoads; ++u) {
-      const int64_t k = k0 + u * step;
-      if (k < to && (bi < 0 || arg_before(is_max, last, v[u], k, b, bi))) b = v[u], bi = k;
-    }
-  }
-  for (int o = 16; o > 0; o >>= 1) {
-    const float ov = __shfl_xor_sync(0xFFFFFFFFu, b, o);
-    const int64_t oi = __shfl_xor_sync(0xFFFFFFFFu, bi, o);
-    if (oi >= 0 && (bi < 0 || arg_before(is_max, last, ov, oi, b, bi))) b = ov, bi = oi;
-  }
+  arg_scan(is_max, last, x, base, inner, from, to, b, bi);
+  arg_warp_merge(is_max, last, b, bi);
   if ((threadIdx.x & 31) == 0) sv[threadIdx.x / 32] = b, si[threadIdx.x / 32] = bi;
   cluster.sync();  // every block's candidates written and visible to the cluster
   if (rank == 0 && threadIdx.x < 32) {
@@ -315,11 +311,7 @@ __global__ void __launch_bounds__(kArgThreads) arg_cluster_kernel(bool is_max, b
       const int64_t oi = cluster.map_shared_rank(&si[0], r)[threadIdx.x];
       if (oi >= 0 && (bi < 0 || arg_before(is_max, last, ov, oi, b, bi))) b = ov, bi = oi;
     }
-    for (int o = 16; o > 0; o >>= 1) {
-      const float ov = __shfl_xor_sync(0xFFFFFFFFu, b, o);
-      const int64_t oi = __shfl_xor_sync(0xFFFFFFFFu, bi, o);
-      if (oi >= 0 && (bi < 0 || arg_before(is_max, last, ov, oi, b, bi))) b = ov, bi = oi;
-    }
+    arg_warp_merge(is_max, last, b, bi);
     if (threadIdx.x == 0) y[c] = bi;
   }
   cluster.sync();  // no block leaves while block 0 still reads its shared memory
@@ -460,17 +452,8 @@ cudaError_t arg_reduce(bool is_max, bool select_last, const float* x, int64_t ou
   // A thread per output scans its row alone: for long rows with few outputs, a block each.
   if (n >= 8192 && outer * inner <= 64 && clusters()) {
     cudaLaunchAttribute attr[2];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = kArgCluster;
-    attr[0].val.clusterDim.y = attr[0].val.clusterDim.z = 1;
-    attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[1].val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(unsigned(outer * inner * kArgCluster));
-    cfg.blockDim = dim3(kArgThreads);
-    cfg.stream = s;
-    cfg.attrs = attr;
-    cfg.numAttrs = pdl_enabled() ? 2 : 1;
+    const cudaLaunchConfig_t cfg =
+        cluster_config(dim3(unsigned(outer * inner * kArgCluster)), dim3(kArgThreads), kArgCluster, s, attr);
     return cudaLaunchKernelEx(&cfg, arg_cluster_kernel, is_max, select_last, x, n, inner, y);
   }
   if (n >= 2048 && outer * inner <= 4096) {

@@ -31,6 +31,23 @@ inline cudaLaunchConfig_t pdl_config(dim3 grid, dim3 block, size_t smem, cudaStr
   cfg.numAttrs = pdl_enabled() ? 1 : 0;
   return cfg;
 }
+// pdl_config for a grid of thread-block clusters of `cluster` blocks (along x). `attr`: two
+// attributes' storage, outliving the launch call.
+inline cudaLaunchConfig_t cluster_config(dim3 grid, dim3 block, unsigned cluster, cudaStream_t s,
+                                         cudaLaunchAttribute* attr) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.stream = s;
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = cluster;
+  attr[0].val.clusterDim.y = attr[0].val.clusterDim.z = 1;
+  attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[1].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl_enabled() ? 2 : 1;
+  return cfg;
+}
 
 constexpr int kMaxRank = 8;
 

@@ -413,17 +413,7 @@ cudaError_t kv_decode(const KvAttentionArgs& a, const float* q, const void* kc, 
   const int64_t blocks = a.b * a.hkv * ((group + heads - 1) / heads) * a.t * kDecCluster;
   if (blocks >= int64_t(1) << 31) return cudaErrorNotSupported;  // gridDim.x < 2^31
   cudaLaunchAttribute attr[2];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = kDecCluster;
-  attr[0].val.clusterDim.y = attr[0].val.clusterDim.z = 1;
-  attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[1].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(unsigned(blocks));
-  cfg.blockDim = dim3(32 * kDecWarps);
-  cfg.stream = s;
-  cfg.attrs = attr;
-  cfg.numAttrs = pdl_enabled() ? 2 : 1;
+  const cudaLaunchConfig_t cfg = cluster_config(dim3(unsigned(blocks)), dim3(32 * kDecWarps), kDecCluster, s, attr);
   return cudaLaunchKernelEx(&cfg, fn, a, q, static_cast<const __half*>(kc), static_cast<const __half*>(vc),
                             static_cast<const __half*>(kn), static_cast<const __half*>(vn), past, out, err, step);
 }
