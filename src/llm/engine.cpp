@@ -235,9 +235,9 @@ Engine::Impl::Pass& Engine::Impl::graph(int64_t B, int64_t T, bool all_rows, boo
   // handles bound once here and kept in step by row-sized writes; never copied whole per run.
   const HParams& hp = model->hp;
   // A greedy step's own state is handles (BuildCtx::greedy_token): nothing goes in per run.
+  static const char* const kStepState[] = {"token", "past", "generated", "rope_cos.table", "rope_sin.table"};
   auto step_state = [&](const std::string& name) {
-    return greedy && (name == "token" || name == "past" || name == "generated" || name == "rope_cos.table" ||
-                      name == "rope_sin.table");
+    return greedy && std::find(std::begin(kStepState), std::end(kStepState), name) != std::end(kStepState);
   };
   std::vector<std::string> state;
   for (const std::string& name : p.net.input_names()) {
@@ -268,22 +268,22 @@ Engine::Impl::Pass& Engine::Impl::graph(int64_t B, int64_t T, bool all_rows, boo
   // The token and position outputs feed the next run's inputs on the backend's side; the
   // rotary rows of every position of the bucket are bound once (rope_row's bits, as the
   // host loop computes them per step).
-  const int64_t half = hp.n_rot / 2;
-  for (const std::string& name : state) {
-    TypedTensor t;
-    if (name == "token") t = TypedTensor{DType::I32, {1}, std::vector<uint8_t>(4, 0)};
-    else if (name == "past") t = TypedTensor{DType::I64, {1}, std::vector<uint8_t>(8, 0)};
-    else if (name == "generated") t = TypedTensor{DType::I32, {1, 1, C, 1}, std::vector<uint8_t>(static_cast<size_t>(C) * 4, 0)};
-    else t = TypedTensor{DType::F32, {C, half}, std::vector<uint8_t>(static_cast<size_t>(C * half) * 4)};
-    if (name == "rope_cos.table" || name == "rope_sin.table") {
-      std::vector<float> c(static_cast<size_t>(half)), sn(c.size());
-      for (int64_t r = 0; r < C; ++r) {
-        rope_row(r, c.data(), sn.data());
-        std::memcpy(t.bytes.data() + static_cast<size_t>(r * half) * 4, (name == "rope_cos.table" ? c : sn).data(),
-                    static_cast<size_t>(half) * 4);
-      }
-    }
-    p.net.bind_handle(name, t);
+  if (!state.empty()) {
+    const int64_t half = hp.n_rot / 2;
+    std::vector<float> cs(static_cast<size_t>(C * half)), sn(cs.size());
+    for (int64_t r = 0; r < C; ++r) rope_row(r, cs.data() + r * half, sn.data() + r * half);
+    auto table = [&](const std::vector<float>& v) {
+      TypedTensor t{DType::F32, {C, half}, std::vector<uint8_t>(v.size() * 4)};
+      std::memcpy(t.bytes.data(), v.data(), t.bytes.size());
+      return t;
+    };
+    const std::map<std::string, TypedTensor> init{
+        {"token", TypedTensor{DType::I32, {1}, std::vector<uint8_t>(4, 0)}},
+        {"past", TypedTensor{DType::I64, {1}, std::vector<uint8_t>(8, 0)}},
+        {"generated", TypedTensor{DType::I32, {1, 1, C, 1}, std::vector<uint8_t>(static_cast<size_t>(C) * 4, 0)}},
+        {"rope_cos.table", table(cs)},
+        {"rope_sin.table", table(sn)}};
+    for (const std::string& name : state) p.net.bind_handle(name, init.at(name));
   }
   auto [pos_it, ok] = graphs.emplace(key, std::move(p));
   if (!weights_owner) weights_owner = &pos_it->second.net;  // std::map nodes do not move

@@ -643,8 +643,7 @@ TypedTensor Instance::output_tensor(const Port& p) {
 void Instance::commit_no_wait(const std::map<std::string, TypedTensor>& inputs, const std::vector<int>* only) {
   if (only) check_output_indices(*only);
   for (const Handle& h : handles_)
-    if (h.output >= 0 && iface_->outputs[size_t(h.output)].stored &&
-        !(h.input >= 0 && iface_->inputs[size_t(h.input)].stored))
+    if (h.output >= 0 && iface_->outputs[size_t(h.output)].stored && !backend_copied(h))
       fail(ErrorCategory::InvalidArgument, "handle '", h.name,
            "' is refreshed through host memory after every run: it cannot be pipelined (use run_typed)");
   take_typed_feeds(inputs);  // throws before anything is queued
