@@ -166,17 +166,16 @@ class CudaExecutable final : public backend::Executable {
   static constexpr size_t kStagedRead = size_t(1) << 20;
   void read_back(const uint8_t* src, void* dst, size_t bytes) {
     if (bytes <= kStagedRead) {
-      if (readback_.bytes < bytes) {
-        if (readback_.p) cudaFreeHost(readback_.p);
-        readback_ = Pinned{};
+      if (!readback_tried_) {  // asked for once; without pinned memory, the direct copy below
+        readback_tried_ = true;
         if (cudaHostAlloc(&readback_.p, kStagedRead, cudaHostAllocDefault) == cudaSuccess) {
           readback_.bytes = kStagedRead;
-        } else {  // no pinned memory: the direct copy below
+        } else {
           readback_.p = nullptr;
           cudaGetLastError();
         }
       }
-      if (readback_.bytes >= bytes) {
+      if (readback_.p) {
         ok(cudaMemcpyAsync(readback_.p, src, bytes, cudaMemcpyDeviceToHost, stream_), "download");
         ok(cudaStreamSynchronize(stream_), "download");
         std::memcpy(dst, readback_.p, bytes);
@@ -216,6 +215,7 @@ class CudaExecutable final : public backend::Executable {
     auto same = [](const RunCopy& a, const RunCopy& b) { return a.src == b.src && a.dst == b.dst && a.bytes == b.bytes; };
     if (std::equal(keep.begin(), keep.end(), run_copies_.begin(), run_copies_.end(), same)) return true;  // graph kept
     run_copies_ = std::move(keep);
+    prepare_run_end();
     drop_graph();
     return true;
   }
@@ -381,6 +381,7 @@ class CudaExecutable final : public backend::Executable {
     for (const ParamSlot& ps : prog_->params) param_ptr_.push_back(static_cast<uint8_t*>(weights_->entries.at(ps.name).mem->p));
     ptrs_.resize(prog_->refs.size());
     for (size_t i = 0; i < prog_->refs.size(); ++i) ptrs_[i] = ptr(prog_->refs[i]);
+    prepare_run_end();
     drop_graph();
   }
   uint8_t* ptr(const Ref& r) const {
@@ -403,22 +404,28 @@ class CudaExecutable final : public backend::Executable {
   }
   // The run's last work: the handles' copies (set_run_copies) and the error record to the host.
   void end_run() {
-    RunEnd e;
-    for (const RunCopy& c : run_copies_) {
-      uint8_t *s = checked(c.src, c.bytes), *d = checked(c.dst, c.bytes);
-      if (c.bytes > RunEnd::kMaxBytes || e.n == RunEnd::kMaxCopies) {
-        ok(cudaMemcpyAsync(d, s, c.bytes, cudaMemcpyDeviceToDevice, stream_), "handle copy");
-        continue;
-      }
-      e.src[e.n] = s;
-      e.dst[e.n] = d;
-      e.bytes[e.n++] = uint32_t(c.bytes);
-    }
-    e.err = static_cast<const int*>(err_->p);
-    e.err_host = err_mapped_;
+    for (const BigCopy& c : big_copies_) ok(cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyDeviceToDevice, stream_), "handle copy");
     if (!err_mapped_)
       ok(cudaMemcpyAsync(err_host_, err_->p, 2 * sizeof(int), cudaMemcpyDeviceToHost, stream_), "error record");
-    ok(run_end(e, stream_), "run end");
+    ok(run_end(run_end_, stream_), "run end");
+  }
+  // end_run's launch arguments, resolved when the copies or the storage change (not per run):
+  // the small copies go to the run-end kernel, the rest (over its limits) to cudaMemcpyAsync.
+  void prepare_run_end() {
+    run_end_ = RunEnd{};
+    big_copies_.clear();
+    for (const RunCopy& c : run_copies_) {
+      uint8_t *s = checked(c.src, c.bytes), *d = checked(c.dst, c.bytes);
+      if (c.bytes > RunEnd::kMaxBytes || run_end_.n == RunEnd::kMaxCopies) {
+        big_copies_.push_back({s, d, c.bytes});
+        continue;
+      }
+      run_end_.src[run_end_.n] = s;
+      run_end_.dst[run_end_.n] = d;
+      run_end_.bytes[run_end_.n++] = uint32_t(c.bytes);
+    }
+    run_end_.err = static_cast<const int*>(err_->p);
+    run_end_.err_host = err_mapped_;
   }
   void launch() {
     if (!graph_ && ran_once_ && replay_) capture();
@@ -591,6 +598,14 @@ class CudaExecutable final : public backend::Executable {
   int* err_host_ = nullptr;  // pinned: the run copies the error record here
   int* err_mapped_ = nullptr;  // err_host_ as the device sees it (nullptr: a copy instead)
   std::vector<RunCopy> run_copies_;
+  struct BigCopy {
+    const uint8_t* src;
+    uint8_t* dst;
+    size_t bytes;
+  };
+  RunEnd run_end_;                   // prepare_run_end
+  std::vector<BigCopy> big_copies_;  // prepare_run_end
+  bool readback_tried_ = false;      // read_back's pinned buffer was asked for
   // RLX_PROFILE
   bool profile_ = [] {
     const char* v = std::getenv("RLX_PROFILE");

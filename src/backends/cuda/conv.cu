@@ -324,14 +324,7 @@ __global__ void arg_kernel(bool is_max, bool last, const float* x, int64_t outer
     int64_t bi = 0;
     for (int64_t k = 1; k < n; ++k) {
       const float v = x[base + k * inner];
-      bool take;
-      if (b != b) take = last && v != v;  // NaN ranks above every number
-      else if (v != v) take = true;
-      else take = (is_max ? v > b : v < b) || (last && v == b);
-      if (take) {
-        b = v;
-        bi = k;
-      }
+      if (arg_before(is_max, last, v, k, b, bi)) b = v, bi = k;
     }
     y[c] = bi;
   }
