@@ -398,6 +398,7 @@ class CudaExecutable final : public backend::Executable {
     for (size_t i = 0; i < prog_->steps.size(); ++i) {
       const Step& s = prog_->steps[i];
       ctx.step = int(i) + 1;
+      ctx.settled = s.settled;
       s.fn(ctx, ptrs_.data() + s.first);
     }
     end_run();
@@ -493,6 +494,7 @@ class CudaExecutable final : public backend::Executable {
     ok(cudaEventRecord(events_[0], stream_), "profile event");
     for (size_t i = 0; i < n; ++i) {
       ctx.step = int(i) + 1;
+      ctx.settled = prog_->steps[i].settled;
       prog_->steps[i].fn(ctx, ptrs_.data() + prog_->steps[i].first);
       ok(cudaEventRecord(events_[i + 1], stream_), "profile event");
     }

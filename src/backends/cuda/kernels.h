@@ -208,6 +208,9 @@ cudaError_t arg_reduce(bool is_max, bool select_last, const float* x, int64_t ou
 struct QMatMulArgs {
   int format = 0;
   int64_t m = 0, n = 0, k = 0, row_bytes = 0;
+  // qmatmul's residual may be read before the kernel waits for its predecessor (grid_wait):
+  // no byte of it is written by the launch before (LaunchCtx::settled).
+  bool residual_settled = false;
 };
 // True for the formats listed above: the ones the kernels are built for (and the lowering
 // claims); the launches refuse any other with cudaErrorInvalidValue.
@@ -269,6 +272,7 @@ cudaError_t attention(const AttentionArgs& a, ET et, const void* q, const void* 
 struct KvAttentionArgs {
   int64_t b = 0, hq = 0, hkv = 0, t = 0, c = 0, d = 0;
   float scale = 1;
+  bool past_settled = false;  // past may be read before the wait (as QMatMulArgs::residual_settled)
 };
 cudaError_t kv_attention(const KvAttentionArgs& a, bool f16, const float* q, const void* kc, const void* vc,
                          const void* kn, const void* vn, const int64_t* past, float* out, int* err, int step,
@@ -301,6 +305,7 @@ cudaError_t rotary_pair(const RotaryArgs& a, const RotaryPtrs& pa, const RotaryA
 #endif
 struct CacheWriteArgs {
   int64_t b = 0, h = 0, c = 0, t = 0, d = 0;
+  bool past_settled = false;  // past may be read before the wait (kv_store; as QMatMulArgs::residual_settled)
   // Elements of the new rows [b, h, t, d] and of the cache [b, h, c, d].
   RLX_HOST_DEVICE int64_t rows() const { return b * h * t * d; }
   RLX_HOST_DEVICE int64_t cache() const { return b * h * c * d; }

@@ -228,9 +228,10 @@ __global__ void __launch_bounds__(32 * kDecWarps)
     }
   };
   fetch(jb0, a.c, a.c);
+  const int64_t np_settled = a.past_settled ? past[b] : 0;  // read before the wait when settled
   dev::grid_wait();
   dev::grid_next();
-  const int64_t np = past[b];
+  const int64_t np = a.past_settled ? np_settled : past[b];
   if (np < 0 || np > a.c) {  // the whole cluster sees the same np: no block reaches a cluster barrier
     if (threadIdx.x == 0) {
       atomicCAS(err, 0, 1);

@@ -447,12 +447,16 @@ __global__ void qmatmul_kernel(QMatMulArgs a, const float* x, const uint8_t* w, 
   int64_t o = blockIdx.x * int64_t(kWarps) + threadIdx.x / 32;
   RowFetch<F, P> first;
   if (o < a.m * a.n) first.fetch(a, w, x, o % a.n, lane);
+  // A settled residual's element is fetched before the wait too, one trip to memory less
+  // after it (TinyLlama-1.1B-shaped F16 decode on the H200: +0.7 %, alternated rounds).
+  const bool early = a.residual_settled && residual && lane == 0 && o < a.m * a.n;
+  const float r0 = early ? residual[o] : 0.0f;
   dev::grid_wait();
   dev::grid_next();
   if (first.on) {
     const int64_t i = o / a.n, j = o % a.n;
     const float s = warp_sum(first.dot(a, w, x + i * a.k, j, lane));
-    if (lane == 0) y[o] = residual ? __fadd_rn(s, residual[o]) : s;
+    if (lane == 0) y[o] = residual ? __fadd_rn(s, early ? r0 : residual[o]) : s;
     o += int64_t(gridDim.x) * kWarps;
   }
   for (; o < a.m * a.n; o += int64_t(gridDim.x) * kWarps) {
@@ -554,12 +558,12 @@ __global__ void qmatmul_id_kernel(QMatMulArgs a, int64_t experts, int64_t slots,
 
 // Element i of the new rows [b, h, t, d] into the cache [b, h, c, d] at its sequence's
 // position past[b] + t (outside [0, c - t]: recorded in err and skipped), and into
-// `rounded` when that is not null.
+// `rounded` when that is not null. known >= 0: past[0], already read (one sequence).
 template <typename T>
 __device__ inline void store_row_element(const CacheWriteArgs& a, int64_t i, T v, T* rounded, const int64_t* past, T* out,
-                                         int* err, int step) {
+                                         int* err, int step, int64_t known = -1) {
   if (rounded) rounded[i] = v;
-  const int64_t e = i % a.d, r = i / a.d, t = r % a.t, bh = r / a.t, p = past[bh / a.h];
+  const int64_t e = i % a.d, r = i / a.d, t = r % a.t, bh = r / a.t, p = known >= 0 ? known : past[bh / a.h];
   if (p < 0 || p > a.c - a.t) {
     atomicCAS(err, 0, 1);
     atomicCAS(err + 1, 0, step);
@@ -634,6 +638,8 @@ __global__ void rotary_pair_kernel(RotaryArgs a, RotaryPtrs pa, RotaryArgs b, Ro
 template <typename T>
 __global__ void kv_store_kernel(RotaryArgs qa, RotaryArgs ka, CacheWriteArgs kw, CacheWriteArgs vw, KvStorePtrs p,
                                 int* err, int step) {
+  // A single sequence's settled positions are read before the wait.
+  const int64_t pk = kw.past_settled && kw.b == 1 ? p.k_past[0] : -1, pv = vw.past_settled && vw.b == 1 ? p.v_past[0] : -1;
   dev::grid_wait();
   dev::grid_next();
   const int64_t wq = rotary_work(qa), wk = rotary_work(ka), work = wq + wk + vw.rows();
@@ -645,12 +651,12 @@ __global__ void kv_store_kernel(RotaryArgs qa, RotaryArgs ka, CacheWriteArgs kw,
     } else if (t < wq + wk) {
       rotary_item(ka, p.k.x, p.k.cs, p.k.sn, t - wq, [&](int64_t j, float v) {
         if (p.k.y) p.k.y[j] = v;
-        store_row_element(kw, j, dev::stf<T>(v), k_rounded, p.k_past, k_out, err, step);
+        store_row_element(kw, j, dev::stf<T>(v), k_rounded, p.k_past, k_out, err, step, pk);
       });
     } else {
       const int64_t i = t - wq - wk;
       store_row_element(vw, i, dev::stf<T>(p.v[i]), static_cast<T*>(p.v_rounded), p.v_past, static_cast<T*>(p.v_out),
-                        err, step);
+                        err, step, pv);
     }
   }
 }

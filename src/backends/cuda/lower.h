@@ -24,6 +24,10 @@ struct LaunchCtx {
   void* workspace = nullptr;  // the BLAS workspace (cuBLAS, cuBLASLt and cuDNN share it: one stream)
   size_t workspace_bytes = 0;
   void* dnn = nullptr;  // the executable's cuDNN handle (dnn.h), when its program uses one
+  // Bit i: bufs[i] is settled (Step::settled): no launch that may still run when this step's
+  // kernels start writes it, so they may read it before they wait for their predecessor.
+  uint64_t settled = 0;
+  bool is_settled(int i) const { return i >= 0 && i < 64 && ((settled >> i) & 1) != 0; }
 };
 
 // What the lowering takes from the compile options.

@@ -519,7 +519,9 @@ Launch lower_compute(const Node& n, const std::vector<const Shape*>& in, const s
       a.scale = float(sc != 0 ? sc : 1.0 / std::sqrt(double(a.d)));
       const bool f16 = in[1]->dtype() == DType::F16;
       return [np, a, f16](const LaunchCtx& c, void* const* b) {
-        check(kv_attention(a, f16, static_cast<const float*>(b[0]), b[1], b[2], b[3], b[4],
+        KvAttentionArgs as = a;
+        as.past_settled = c.is_settled(5);
+        check(kv_attention(as, f16, static_cast<const float*>(b[0]), b[1], b[2], b[3], b[4],
                            static_cast<const int64_t*>(b[5]), static_cast<float*>(b[6]), c.err, c.step, c.stream),
               "kv_attention kernel", *np);
       };

@@ -79,7 +79,9 @@ std::optional<Launch> lower_pair(const PairSide& first, const PairSide& second, 
     const QMatMulArgs q = qmatmul_args(a, first.in, y.numel());
     const int res = 3 + (1 - fed);
     return Launch([np, q, res](const LaunchCtx& c, void* const* p) {
-      check(qmatmul(q, static_cast<const float*>(p[0]), static_cast<const uint8_t*>(p[1]),
+      QMatMulArgs qs = q;
+      qs.residual_settled = c.is_settled(res);
+      check(qmatmul(qs, static_cast<const float*>(p[0]), static_cast<const uint8_t*>(p[1]),
                     static_cast<const float*>(p[res]), static_cast<float*>(p[5]), c.stream),
             "qmatmul+add kernel", *np);
     });
@@ -155,7 +157,10 @@ std::optional<Launch> lower_kv_store(const PairSide (&s)[6], int rk, int ck, boo
     b.v_cache = p[pv + 2];
     b.v_past = static_cast<const int64_t*>(p[pv + 4]);
     b.v_out = p[pv + 5];
-    check(kv_store(qa, ka, kw, vw, et, b, c.err, c.step, c.stream), "rotary+kv_store kernel", *np);
+    CacheWriteArgs ks = kw, vs = vw;
+    ks.past_settled = c.is_settled(pk + 4);
+    vs.past_settled = c.is_settled(pv + 4);
+    check(kv_store(qa, ka, ks, vs, et, b, c.err, c.step, c.stream), "rotary+kv_store kernel", *np);
   });
 }
 

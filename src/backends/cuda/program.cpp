@@ -65,12 +65,51 @@ struct Readers {
   }
 };
 
+// Kinds whose launches are rlx's own kernels only (no cuBLAS / cuDNN), each waiting for its
+// predecessor before it lets a successor start (device_util.cuh), or plain launches: a
+// decode step's kinds. Other kinds' steps leave what came before them unsettled.
+bool own_kernels(OpKind k) {
+  switch (k) {
+    case OpKind::QMatMul:
+    case OpKind::QMatMulId:
+    case OpKind::RmsNorm:
+    case OpKind::Rotary:
+    case OpKind::Cast:
+    case OpKind::CacheWrite:
+    case OpKind::KvAttention:
+    case OpKind::Add:
+    case OpKind::FusedElementwise:
+    case OpKind::ArgMax:
+    case OpKind::Gather:
+      return true;
+    default:
+      return false;
+  }
+}
+
 bool fusion_on() {
   const char* v = std::getenv("RLX_CUDA_FUSE");
   return !(v && std::strcmp(v, "0") == 0);
 }
 
 }  // namespace
+
+std::vector<uint64_t> settled_refs(const std::vector<StepBytes>& steps) {
+  std::vector<uint64_t> out(steps.size(), 0);
+  std::vector<StepBytes::Range> open;  // written by launches that may run when the next step's start
+  for (size_t s = 0; s < steps.size(); ++s) {
+    const StepBytes& st = steps[s];
+    for (size_t i = 0; s > 0 && i < st.refs.size() && i < 64; ++i) {
+      const auto [b, e] = st.refs[i];
+      bool clear = true;
+      for (const auto& [wb, we] : open) clear = clear && (e <= wb || we <= b || e <= b);
+      if (clear) out[s] |= uint64_t(1) << i;
+    }
+    if (st.waits) open.clear();
+    open.insert(open.end(), st.writes.begin(), st.writes.end());
+  }
+  return out;
+}
 
 std::shared_ptr<Program> compile_program(opt::Plan plan, const LowerOptions& opts) {
   auto prog = std::make_shared<Program>();
@@ -246,6 +285,32 @@ std::shared_ptr<Program> compile_program(opt::Plan plan, const LowerOptions& opt
     const int64_t rows = g.type(product).numel();
     return lower_norm_swiglu(side(i), side(j), side(l), offs[ops->first] == 0 ? 0 : rows / 2);
   };
+  // What each step reads and writes, for settled_refs: its refs' bytes in add_refs' order,
+  // its nodes' results; it waits when every node is of own_kernels' kinds and has no empty
+  // input (an empty input may make its launch enqueue nothing).
+  std::vector<StepBytes> step_bytes;
+  auto note_bytes = [&](size_t k, size_t count) {
+    StepBytes b;
+    b.waits = true;
+    for (size_t t = 0; t < count; ++t) {
+      const size_t i = stepping[k + t];
+      const Node& n = g.nodes()[i];
+      b.waits = b.waits && own_kernels(n.kind);
+      auto ref_bytes = [&](Value v) {
+        Ranges r;
+        if (v.valid()) range_of(v, r);
+        b.refs.push_back(r.empty() ? StepBytes::Range{0, 0} : r[0]);
+      };
+      for (const Value& v : n.inputs) {
+        ref_bytes(v);
+        if (v.valid() && g.type(v).bytes() == 0) b.waits = false;
+      }
+      for (size_t o = 0; o < n.outputs.size(); ++o) ref_bytes(Value{int32_t(i), int32_t(o)});
+      const Ranges w = bytes_of(i, true);
+      b.writes.insert(b.writes.end(), w.begin(), w.end());
+    }
+    step_bytes.push_back(std::move(b));
+  };
   const bool fuse = fusion_on();
   // A group's launch as one step over stepping[k .. k + count); a device error names the
   // group's node `named` (an index into the group).
@@ -258,6 +323,7 @@ std::shared_ptr<Program> compile_program(opt::Plan plan, const LowerOptions& opt
     st.first = uint32_t(prog->refs.size());
     for (size_t t = 0; t < count; ++t) add_refs(st, stepping[k + t]);
     prog->steps.push_back(std::move(st));
+    note_bytes(k, count);
   };
   for (size_t k = 0; k < stepping.size(); ++k) {
     const size_t i = stepping[k];
@@ -296,7 +362,10 @@ std::shared_ptr<Program> compile_program(opt::Plan plan, const LowerOptions& opt
     st.first = uint32_t(prog->refs.size());
     add_refs(st, i);
     prog->steps.push_back(std::move(st));
+    note_bytes(k, 1);
   }
+  const std::vector<uint64_t> settled = settled_refs(step_bytes);
+  for (size_t s = 0; s < prog->steps.size(); ++s) prog->steps[s].settled = settled[s];
   return prog;
 }
 

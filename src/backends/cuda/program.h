@@ -7,6 +7,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/cuda/lower.h"
@@ -24,7 +25,23 @@ struct Step {
   int32_t fused = -1;  // step fusion (lower_pair): the first node of the pair, `node` the second
   const char* label = nullptr;  // a fused group's name in the profile (null: from the node kinds)
   uint32_t first = 0, count = 0;  // into Program::refs: inputs, then outputs (of both, when fused)
+  uint64_t settled = 0;  // LaunchCtx::settled (settled_refs)
 };
+
+// Which of a step's refs its kernels may read before they wait for their predecessor
+// (dev::grid_wait): a kernel starts early only under the one before it, which lets it start
+// after its own wait, so what was written before that one launched is finished and visible.
+// So a ref is settled unless the launch before may write it: that is the step before,
+// and, where that step may launch nothing or a library's kernels (which need not wait
+// before they let a successor start), the one before it too, and so on. The first step
+// settles nothing (the run before may still be copying handles). Refs past the 64th: never.
+struct StepBytes {
+  using Range = std::pair<int64_t, int64_t>;  // arena bytes [first, second)
+  std::vector<Range> refs;    // each ref's bytes (empty: none in the arena, as weights)
+  std::vector<Range> writes;  // the bytes the step writes
+  bool waits = false;  // it always launches, and only kernels that wait before their successor starts
+};
+std::vector<uint64_t> settled_refs(const std::vector<StepBytes>& steps);
 
 struct Program {
   opt::Plan plan;
