@@ -96,7 +96,7 @@ bool fusion_on() {
 
 std::vector<uint64_t> settled_refs(const std::vector<StepBytes>& steps) {
   std::vector<uint64_t> out(steps.size(), 0);
-  std::vector<StepBytes::Range> open;  // written by launches that may run when the next step's start
+  std::vector<StepBytes::Range> open;  // written by launches that may still run when the next step's kernels start
   for (size_t s = 0; s < steps.size(); ++s) {
     const StepBytes& st = steps[s];
     for (size_t i = 0; s > 0 && i < st.refs.size() && i < 64; ++i) {
