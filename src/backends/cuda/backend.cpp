@@ -112,7 +112,7 @@ class CudaExecutable final : public backend::Executable {
     if (err_host_) cudaFreeHost(err_host_);
     for (Pinned& p : pinned_)
       if (p.p) cudaFreeHost(p.p);
-    if (readback_.p) cudaFreeHost(readback_.p);
+    if (readback_) cudaFreeHost(readback_);
     if (profile_) print_profile();
     for (cudaEvent_t e : events_) cudaEventDestroy(e);
   }
@@ -168,17 +168,15 @@ class CudaExecutable final : public backend::Executable {
     if (bytes <= kStagedRead) {
       if (!readback_tried_) {  // asked for once; without pinned memory, the direct copy below
         readback_tried_ = true;
-        if (cudaHostAlloc(&readback_.p, kStagedRead, cudaHostAllocDefault) == cudaSuccess) {
-          readback_.bytes = kStagedRead;
-        } else {
-          readback_.p = nullptr;
+        if (cudaHostAlloc(&readback_, kStagedRead, cudaHostAllocDefault) != cudaSuccess) {
+          readback_ = nullptr;
           cudaGetLastError();
         }
       }
-      if (readback_.p) {
-        ok(cudaMemcpyAsync(readback_.p, src, bytes, cudaMemcpyDeviceToHost, stream_), "download");
+      if (readback_) {
+        ok(cudaMemcpyAsync(readback_, src, bytes, cudaMemcpyDeviceToHost, stream_), "download");
         ok(cudaStreamSynchronize(stream_), "download");
-        std::memcpy(dst, readback_.p, bytes);
+        std::memcpy(dst, readback_, bytes);
         return;
       }
     }
@@ -592,7 +590,7 @@ class CudaExecutable final : public backend::Executable {
     void* dst = nullptr;
   };
   std::vector<Pinned> pinned_;
-  Pinned readback_;  // read_back's staging
+  void* readback_ = nullptr;  // read_back's staging, kStagedRead pinned bytes
   size_t staged_ = 0;  // pinned_[0, staged_) hold copies queued since the last wait
   cublasHandle_t blas_ = nullptr;
   void* dnn_ = nullptr;  // cuDNN handle on stream_ (dnn.h), when the program uses one

@@ -2,7 +2,8 @@
 // executable's scratch, then one cuBLASLt product per chunk of images, lower_compute.cpp,
 // on tensor cores for f16 / bf16 / TF32; grouped and depthwise: direct, one thread per
 // output element, f32 accumulation over input channel, kernel row, column), pooling, pad,
-// and argmax / argmin (a long row over a cluster of blocks). Not yet: implicit GEMM without the col buffer, fused activations.
+// and argmax / argmin (a long row over a cluster of blocks). Not yet: implicit GEMM without
+// the col buffer, fused activations.
 #include <cooperative_groups.h>
 
 #include <algorithm>

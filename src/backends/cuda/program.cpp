@@ -149,12 +149,6 @@ std::shared_ptr<Program> compile_program(opt::Plan plan, const LowerOptions& opt
     s.out = &s.node->outputs;
     return s;
   };
-  auto add_refs = [&](Step& st, size_t i) {
-    for (const Value& v : g.nodes()[i].inputs)
-      prog->refs.push_back(v.valid() ? prog->values[size_t(v.node)][size_t(v.out)] : Ref{});
-    for (const Ref& r : prog->values[i]) prog->refs.push_back(r);
-    st.count = uint32_t(prog->refs.size()) - st.first;
-  };
   const Readers readers{g, prog->values, alias};
   // One launch runs both nodes at once, so the second's results must not land on bytes the
   // first still reads (the planner may give them an input whose last reader is the first),
@@ -285,30 +279,35 @@ std::shared_ptr<Program> compile_program(opt::Plan plan, const LowerOptions& opt
     const int64_t rows = g.type(product).numel();
     return lower_norm_swiglu(side(i), side(j), side(l), offs[ops->first] == 0 ? 0 : rows / 2);
   };
-  // What each step reads and writes, for settled_refs: its refs' bytes in add_refs' order,
-  // its nodes' results; it waits when every node is of own_kernels' kinds and has no empty
-  // input (an empty input may make its launch enqueue nothing).
+  // Appends st over the nodes stepping[k .. k + count): its refs (bufs: each node's inputs,
+  // then its results) and, for settled_refs, what they and the step's writes span in the
+  // arena; the step waits when every node is of own_kernels' kinds and has no empty input
+  // (an empty input may make its launch enqueue nothing).
   std::vector<StepBytes> step_bytes;
-  auto note_bytes = [&](size_t k, size_t count) {
+  auto push_step = [&](Step st, size_t k, size_t count) {
     StepBytes b;
     b.waits = true;
+    auto add = [&](Value v) {
+      prog->refs.push_back(v.valid() ? prog->values[size_t(v.node)][size_t(v.out)] : Ref{});
+      Ranges r;
+      if (v.valid()) range_of(v, r);
+      b.refs.push_back(r.empty() ? StepBytes::Range{0, 0} : r[0]);
+    };
+    st.first = uint32_t(prog->refs.size());
     for (size_t t = 0; t < count; ++t) {
       const size_t i = stepping[k + t];
       const Node& n = g.nodes()[i];
       b.waits = b.waits && own_kernels(n.kind);
-      auto ref_bytes = [&](Value v) {
-        Ranges r;
-        if (v.valid()) range_of(v, r);
-        b.refs.push_back(r.empty() ? StepBytes::Range{0, 0} : r[0]);
-      };
       for (const Value& v : n.inputs) {
-        ref_bytes(v);
+        add(v);
         if (v.valid() && g.type(v).bytes() == 0) b.waits = false;
       }
-      for (size_t o = 0; o < n.outputs.size(); ++o) ref_bytes(Value{int32_t(i), int32_t(o)});
+      for (size_t o = 0; o < n.outputs.size(); ++o) add(Value{int32_t(i), int32_t(o)});
       const Ranges w = bytes_of(i, true);
       b.writes.insert(b.writes.end(), w.begin(), w.end());
     }
+    st.count = uint32_t(prog->refs.size()) - st.first;
+    prog->steps.push_back(std::move(st));
     step_bytes.push_back(std::move(b));
   };
   const bool fuse = fusion_on();
@@ -320,10 +319,7 @@ std::shared_ptr<Program> compile_program(opt::Plan plan, const LowerOptions& opt
     st.node = int32_t(stepping[k + named]);
     st.fused = int32_t(stepping[k]);
     st.label = label;
-    st.first = uint32_t(prog->refs.size());
-    for (size_t t = 0; t < count; ++t) add_refs(st, stepping[k + t]);
-    prog->steps.push_back(std::move(st));
-    note_bytes(k, count);
+    push_step(std::move(st), k, count);
   };
   for (size_t k = 0; k < stepping.size(); ++k) {
     const size_t i = stepping[k];
@@ -359,10 +355,7 @@ std::shared_ptr<Program> compile_program(opt::Plan plan, const LowerOptions& opt
     st.fn = lower(*here.node, here.in, here.node->outputs, lo);
     prog->scratch_bytes = std::max(prog->scratch_bytes, scratch_need(*here.node, here.in, here.node->outputs, opts));
     st.node = int32_t(i);
-    st.first = uint32_t(prog->refs.size());
-    add_refs(st, i);
-    prog->steps.push_back(std::move(st));
-    note_bytes(k, 1);
+    push_step(std::move(st), k, 1);
   }
   const std::vector<uint64_t> settled = settled_refs(step_bytes);
   for (size_t s = 0; s < prog->steps.size(); ++s) prog->steps[s].settled = settled[s];
