@@ -138,6 +138,22 @@ class CompiledGraph {
   // The reverse: bytes [byte_offset, byte_offset + nbytes) of a bound handle's state, raw, in
   // its own dtype (e.g. the rows a graph wrote into a resident cache with cache_write).
   void read_handle_range(const std::string& name, size_t byte_offset, void* bytes, size_t nbytes) const;
+  // One range of copy_handle_ranges: bytes [from_offset, from_offset + bytes) of the source
+  // graph's handle `from_name` into [offset, offset + bytes) of this graph's handle `name`.
+  struct HandleCopy {
+    std::string name;
+    size_t offset = 0;
+    std::string from_name;
+    size_t from_offset = 0;
+    size_t bytes = 0;
+  };
+  // Copies ranges of `from`'s bound handles (another graph, or this one) into this graph's,
+  // raw bytes in the handles' own dtype. Where both graphs run on one backend the copy
+  // stays on its side (on CUDA a device-to-device copy, not a trip through host memory):
+  // e.g. the KV rows one pass of a decoder wrote, handed to another pass with caches of its
+  // own. Every range is checked first (InvalidArgument for an unknown handle, a range past
+  // its end, or overlapping ranges of one handle): on an error nothing is copied.
+  void copy_handle_ranges(const CompiledGraph& from, const std::vector<HandleCopy>& copies);
 
   // Run only the leading `actual` of `upper` rows along dims compiled as `upper`, where
   // every kernel allows it (others run in full). actual == upper restores full runs.

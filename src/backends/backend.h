@@ -17,6 +17,7 @@
 // independent one.
 #pragma once
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -69,6 +70,26 @@ class Executable {
     size_t bytes = 0;
   };
   virtual bool set_run_copies(const std::vector<RunCopy>& copies) { return copies.empty(); }
+  // Byte ranges of `src`'s values (src: an executable of this backend, or this one) into
+  // this one's, on the backend's side; each range inside its stored value (the caller checks
+  // that, and that no two ranges of one value overlap). Returns false, having copied
+  // nothing, when it cannot reach `src`'s storage (another backend): the caller then goes
+  // through host memory. Done when it returns (`src` may run or go at once). The default:
+  // both executables' host memory (CPU, null).
+  struct RangeCopy {
+    Value src;
+    size_t src_offset = 0;
+    Value dst;
+    size_t dst_offset = 0;
+    size_t bytes = 0;
+  };
+  virtual bool copy_ranges_from(Executable& src, const std::vector<RangeCopy>& copies) {
+    for (const RangeCopy& c : copies)
+      if (c.bytes && (!src.host_data(c.src) || !host_data(c.dst))) return false;
+    for (const RangeCopy& c : copies)
+      if (c.bytes) std::memmove(host_data(c.dst) + c.dst_offset, src.host_data(c.src) + c.src_offset, c.bytes);
+    return true;
+  }
 
   // ---- params, by public name (only params the compiled graph kept are present)
   virtual bool has_param(const std::string& name) const = 0;

@@ -97,6 +97,10 @@ void CompiledGraph::read_handle_range(const std::string& name, size_t byte_offse
                 [&] { need(impl_).read_handle_range(name, byte_offset, bytes, nbytes); });
 }
 
+void CompiledGraph::copy_handle_ranges(const CompiledGraph& from, const std::vector<HandleCopy>& copies) {
+  detail::guard("CompiledGraph::copy_handle_ranges", [&] { need(impl_).copy_handle_ranges(need(from.impl_), copies); });
+}
+
 TypedTensor CompiledGraph::read_handle(const std::string& name) const {
   return detail::guard("CompiledGraph::read_handle", [&] { return need(impl_).read_handle(name); });
 }

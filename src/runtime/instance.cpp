@@ -568,6 +568,65 @@ void Instance::read_handle_range(const std::string& name, size_t byte_offset, vo
   else std::memcpy(bytes, h.store.data() + byte_offset, nbytes);
 }
 
+void Instance::copy_handle_ranges(const Instance& from, const std::vector<CompiledGraph::HandleCopy>& copies) {
+  settle();  // committed runs end first (their outputs stay for sync_pending)
+  from.settle();
+  // Every range checked before anything moves: inside its handle, and no two of this
+  // graph's ranges that one copy writes and another reads or writes overlap (so the order
+  // of the copies does not matter).
+  struct Span {
+    int handle;
+    size_t begin, end;
+    bool written;
+  };
+  std::vector<Span> spans;
+  std::vector<int> dst(copies.size()), src(copies.size());
+  for (size_t i = 0; i < copies.size(); ++i) {
+    const CompiledGraph::HandleCopy& c = copies[i];
+    dst[i] = handle_range("copy_handle_ranges", c.name, c.offset, c.bytes);
+    src[i] = from.handle_range("copy_handle_ranges (source)", c.from_name, c.from_offset, c.bytes);
+    if (!c.bytes) continue;
+    spans.push_back(Span{dst[i], c.offset, c.offset + c.bytes, true});
+    if (&from == this) spans.push_back(Span{src[i], c.from_offset, c.from_offset + c.bytes, false});
+  }
+  std::sort(spans.begin(), spans.end(),
+            [](const Span& a, const Span& b) { return a.handle != b.handle ? a.handle < b.handle : a.begin < b.begin; });
+  // Sorted by start, a span meets an earlier one exactly when it starts before that one's
+  // end: so it is refused when it starts before the furthest end of the earlier written
+  // spans, or is written and starts before the furthest end of any earlier span.
+  size_t end_any = 0, end_written = 0;
+  for (size_t i = 0; i < spans.size(); ++i) {
+    const Span& a = spans[i];
+    if (i == 0 || spans[i - 1].handle != a.handle) end_any = end_written = 0;
+    if (a.begin < end_written || (a.written && a.begin < end_any))
+      fail(ErrorCategory::InvalidArgument, "copy_handle_ranges: bytes [", a.begin, ", ", a.end, ") of handle '",
+           handles_[size_t(a.handle)].name, "' overlap another range of the same call, one of them written");
+    end_any = std::max(end_any, a.end);
+    if (a.written) end_written = std::max(end_written, a.end);
+  }
+  auto in_backend = [](const Instance& g, int k) {
+    const Handle& h = g.handles_[size_t(k)];
+    return h.input >= 0 && g.iface_->inputs[size_t(h.input)].stored;
+  };
+  std::vector<backend::Executable::RangeCopy> direct;
+  bool all_direct = true;
+  for (size_t i = 0; i < copies.size() && all_direct; ++i) {
+    if (!copies[i].bytes) continue;
+    all_direct = in_backend(*this, dst[i]) && in_backend(from, src[i]);
+    if (all_direct)
+      direct.push_back({from.iface_->inputs[size_t(from.handles_[size_t(src[i])].input)].value, copies[i].from_offset,
+                        iface_->inputs[size_t(handles_[size_t(dst[i])].input)].value, copies[i].offset, copies[i].bytes});
+  }
+  if (all_direct && exe_->copy_ranges_from(*from.exe_, direct)) return;
+  std::vector<uint8_t> tmp;  // through host memory: another backend, or a handle kept on the host
+  for (const CompiledGraph::HandleCopy& c : copies) {
+    if (!c.bytes) continue;
+    tmp.resize(c.bytes);
+    from.read_handle_range(c.from_name, c.from_offset, tmp.data(), c.bytes);
+    write_handle(c.name, c.offset, tmp.data(), c.bytes);
+  }
+}
+
 void Instance::set_active_extent(int64_t actual, int64_t upper) {
   settle();  // committed runs end first (their outputs stay for sync_pending)
   if (upper < 1 || actual < 1 || actual > upper)

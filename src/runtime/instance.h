@@ -78,6 +78,7 @@ class Instance {
   void write_handle(const std::string& name, size_t byte_offset, const void* bytes, size_t nbytes);
   void read_handle_range(const std::string& name, size_t byte_offset, void* bytes, size_t nbytes) const;
   bool bind_handle_external(const std::string& name, void* data, size_t nbytes, std::shared_ptr<void> owner);
+  void copy_handle_ranges(const Instance& from, const std::vector<CompiledGraph::HandleCopy>& copies);
   void set_active_extent(int64_t actual, int64_t upper);
   void release_scratch();
 

@@ -246,6 +246,71 @@ void cache_write_handle(DType dt) {
 TEST(RuntimeState, CacheWriteKeepsRowsInTheHandleF32) { cache_write_handle(DType::F32); }
 TEST(RuntimeState, CacheWriteKeepsRowsInTheHandleF16) { cache_write_handle(DType::F16); }
 
+// copy_handle_ranges: the rows one graph wrote into its cache handle, handed to another
+// graph's handle (a prompt pass and a decode pass with caches of their own), then the other
+// graph appends to them. On the e2e device (CUDA: a device-to-device copy), from another
+// backend (the null one: through host memory), and the ranges refused before anything moves.
+TEST(RuntimeState, CopyHandleRangesBetweenGraphs) {
+  const int64_t H = 2, C = 4, D = 3;
+  auto graph = [&](int64_t Tn) {
+    Graph g("cache_pass");
+    Value kc = g.input("kc", Shape({1, H, C, D}, DType::F32));
+    Value rows = g.input("rows", Shape({1, H, Tn, D}, DType::F32));
+    Value past = g.input("past", Shape({1}, DType::I64));
+    g.set_outputs({g.reduce_sum(g.cache_write(kc, rows, past), {0, 1, 2, 3}, false)}, {"sum"});
+    return g;
+  };
+  CompiledGraph prompt = compile_e2e(graph(2)), step = compile_e2e(graph(1));
+  T cache({1, H, C, D});  // zeros
+  prompt.bind_handle("kc", to_typed(cache));
+  step.bind_handle("kc", to_typed(cache));
+  T r({1, H, 2, D});
+  for (size_t i = 0; i < r.v.size(); ++i) r.v[i] = double(i + 1);
+  run_net(prompt, {{"rows", r}, {"past", T({1}, std::vector<double>{0}, DType::I64)}});
+  const size_t row = size_t(D) * 4, head = size_t(C) * row;
+  // Positions [0, 2) of each head, the way the engine hands a prompt's rows to its decode pass.
+  step.copy_handle_ranges(prompt, {{"kc", 0, "kc", 0, 2 * row}, {"kc", head, "kc", head, 2 * row}});
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t t = 0; t < 2; ++t)
+      for (int64_t e = 0; e < D; ++e) cache.v[size_t((h * C + t) * D + e)] = r.v[size_t((h * 2 + t) * D + e)];
+  expect_close(from_typed(step.read_handle("kc")), cache, 0, 0, "the copied rows");
+  T r1({1, H, 1, D}, std::vector<double>{-1, -2, -3, -4, -5, -6});
+  run_net(step, {{"rows", r1}, {"past", T({1}, std::vector<double>{2}, DType::I64)}});
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t e = 0; e < D; ++e) cache.v[size_t((h * C + 2) * D + e)] = r1.v[size_t(h * D + e)];
+  expect_close(from_typed(step.read_handle("kc")), cache, 0, 0, "after the next step");
+
+  // Refused, nothing copied: an unknown handle, a range past the end (in a list whose other
+  // range is fine), overlapping ranges within one graph; the graph then still copies.
+  auto refused = [&](CompiledGraph& to, const CompiledGraph& from, const std::vector<CompiledGraph::HandleCopy>& c,
+                     const char* what) {
+    try {
+      to.copy_handle_ranges(from, c);
+      ADD_FAILURE() << what << ": accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.category(), ErrorCategory::InvalidArgument) << e.what();
+    }
+    expect_close(from_typed(step.read_handle("kc")), cache, 0, 0, what);
+  };
+  const size_t all = size_t(H) * head;
+  refused(step, prompt, {{"kv", 0, "kc", 0, row}}, "an unknown handle");
+  refused(step, prompt, {{"kc", 0, "kc", 0, row}, {"kc", all - row, "kc", all - row + 4, row}}, "past the end");
+  refused(step, step, {{"kc", 0, "kc", row / 2, row}}, "overlapping within one graph");
+  refused(step, step, {{"kc", 0, "kc", head, row}, {"kc", row - 4, "kc", head + row, row}}, "two writes overlapping");
+  step.copy_handle_ranges(step, {{"kc", 3 * row, "kc", 0, row}});  // position 0 of head 0 to position 3
+  for (int64_t e = 0; e < D; ++e) cache.v[size_t(3 * D + e)] = cache.v[size_t(e)];
+  expect_close(from_typed(step.read_handle("kc")), cache, 0, 0, "within one graph");
+
+  // Into a graph of another backend (the null one, which computes nothing: its graph only
+  // passes the cache through): through host memory.
+  Graph pass("cache_through");
+  pass.set_outputs({pass.input("kc", Shape({1, H, C, D}, DType::F32))}, {"out"});
+  CompiledGraph other = Session(Device::Null).compile(pass);
+  other.bind_handle("kc", to_typed(T({1, H, C, D})));
+  other.copy_handle_ranges(step, {{"kc", 0, "kc", 0, all}});
+  expect_close(from_typed(other.read_handle("kc")), cache, 0, 0, "on another backend");
+}
+
 // Where the cache input is read elsewhere too (here: it is also an output), the write may
 // not land in it: the result is a copy and the input stays as it was.
 TEST(RuntimeState, CacheWriteCopiesWhenTheCacheIsReadElsewhere) {

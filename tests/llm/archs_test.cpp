@@ -173,7 +173,8 @@ void check_batched(const std::string& name) {
     }
   }
   // Back to a one-sequence pass after batched steps: the handle path brings the batch
-  // pass's rows over (read back, written into the other pass) and agrees exactly.
+  // pass's rows over (copied from its handles into the other pass's: copy_handle_ranges)
+  // and agrees exactly.
   std::vector<int32_t> one{next[1]};
   ASSERT_EQ(together_h.eval(1, one), together.eval(1, one)) << "one sequence after the batch (handles)";
   ASSERT_EQ(together_h.step(next), together.step(next)) << "the batch again (handles)";

@@ -218,6 +218,22 @@ class CudaExecutable final : public backend::Executable {
     return true;
   }
 
+  // Device to device, queued on this executable's stream behind whatever `src` still has
+  // queued on its own (its handle copies), then waited for once: `src` may run at once.
+  bool copy_ranges_from(backend::Executable& src, const std::vector<RangeCopy>& copies) override {
+    auto* o = dynamic_cast<CudaExecutable*>(&src);
+    if (!o) return false;
+    if (o != this) ok(cudaStreamSynchronize(o->stream_), "handle copy");
+    for (const RangeCopy& c : copies) {
+      if (!c.bytes) continue;
+      const uint8_t* from = o->checked(c.src, o->prog_->plan.graph.type(c.src).bytes()) + c.src_offset;
+      uint8_t* to = checked(c.dst, prog_->plan.graph.type(c.dst).bytes()) + c.dst_offset;
+      ok(cudaMemcpyAsync(to, from, c.bytes, cudaMemcpyDeviceToDevice, stream_), "handle copy");
+    }
+    ok(cudaStreamSynchronize(stream_), "handle copy");
+    return true;
+  }
+
   bool has_param(const std::string& name) const override { return weights_->entries.count(name) > 0; }
   uint8_t* param_host_data(const std::string&) override { return nullptr; }
   void write_param(const std::string& name, size_t offset, const void* src, size_t bytes) override {
