@@ -401,7 +401,8 @@ void Engine::Impl::catch_up(Pass& p, const std::vector<int64_t>& slot_of) {
     if (o.pass && o.pass != &p) {
       // Another pass's handles hold every row: copied from them on the backend's side (a
       // device's own copy), not through the engine's buffers (TinyLlama-1.1B-shaped F16 on
-      // CUDA, 2,048 prompt rows into the decode pass: 92 MB across the bus before).
+      // an H100, 2,048 prompt rows into the decode pass: 92 MB across the bus, ~15 ms, before;
+      // 128 steps after them 739-742 -> 807-808 tok/s).
       const HParams& hp = model->hp;
       const size_t n = static_cast<size_t>(to - have) * row_bytes();
       rows.clear();
