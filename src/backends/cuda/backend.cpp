@@ -218,8 +218,9 @@ class CudaExecutable final : public backend::Executable {
     return true;
   }
 
-  // Device to device, queued on this executable's stream behind whatever `src` still has
-  // queued on its own (its handle copies), then waited for once: `src` may run at once.
+  // Device to device on this executable's stream, once `src`'s own stream has drained (it may
+  // still be copying handles after its last run); waited for once at the end, so `src` may
+  // run (or go) as soon as this returns.
   bool copy_ranges_from(backend::Executable& src, const std::vector<RangeCopy>& copies) override {
     auto* o = dynamic_cast<CudaExecutable*>(&src);
     if (!o) return false;
