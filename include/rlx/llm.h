@@ -97,6 +97,9 @@ class Engine {
 
   const Model& model() const;
   std::string load_report() const;  // what loading did to the weights (types, bytes)
+  // The passes compiled and kept: one per kind of run asked for (sequences, tokens per run,
+  // cache bucket, rows of logits, greedy step); of the prompt passes (more than one token a
+  // run) at most four besides the first pass compiled, the least recently used dropped first.
   int64_t compiled_graphs() const;
 
  private:

@@ -33,6 +33,10 @@ namespace rlx::llm {
 
 namespace {
 constexpr int64_t kMinBucket = 256;
+// Prompt passes are compiled per prompt length (a chat's every turn may bring a new one), and
+// each holds a compiled graph and, where the caches are resident handles, caches of its own
+// (a device's memory): this many are kept besides the weights' owner.
+constexpr int kPromptPasses = 4;
 
 int64_t bucket_for(int64_t need, int64_t n_ctx) {
   int64_t b = kMinBucket;
@@ -61,6 +65,7 @@ struct Engine::Impl {
     std::vector<int> input_kind;  // per graph input: 0 embd, 1 cos, 2 sin, 3 past, 4 handle, 5 token ids
     std::vector<std::string> cache_names;  // handle names, layer-major: k0, v0, k1, v1, ...
     bool external = false;        // its caches are the engine's buffers, read in place
+    uint64_t used = 0;            // when it was last asked for (Impl::tick)
   };
   // (B, T, C, all_rows, greedy): a greedy pass is generate_greedy's step, its state in
   // handles (BuildCtx::greedy_token).
@@ -89,6 +94,7 @@ struct Engine::Impl {
   std::vector<std::span<const uint8_t>> inputs;  // run()'s graph inputs (reused)
   std::vector<int64_t> one_slot{0};              // slot_of for a one-sequence pass
   std::vector<CompiledGraph::HandleCopy> handle_copies;  // catch_up's rows (reused)
+  uint64_t tick = 0;                                     // graph()'s clock for Pass::used
 
   size_t row_bytes() const { return static_cast<size_t>(model->hp.head_dim) * kv_elt; }
   // Byte offset of (slot or batch row b, head h, position p) in a [*, Hkv, C, D] cache.
@@ -99,6 +105,7 @@ struct Engine::Impl {
   void catch_up(Pass& p, const std::vector<int64_t>& slot_of);  // rows written since p last ran
   void ran(Pass& p, int64_t T, const std::vector<int64_t>& slot_of);  // p appended T rows per sequence
   void bind_slot(Pass& p, int64_t slot);  // a one-sequence pass now holds `slot`
+  void trim_prompt_passes(const Pass& keep);  // at most kPromptPasses, the least recently used go
   bool bind_external(Pass& p, int64_t slot);  // p's caches read slot's rows (or all, B > 1) in place
   void sync(Pass& p, int64_t b, int64_t slot, int64_t from, int64_t to);
   void flush(int64_t slot);  // the slot's rows from its owner's handles into kc/vc
@@ -204,7 +211,10 @@ void Engine::Impl::fill_params(CompiledGraph& net, const std::vector<ParamSource
 Engine::Impl::Pass& Engine::Impl::graph(int64_t B, int64_t T, bool all_rows, bool greedy) {
   auto key = std::make_tuple(B, T, C, all_rows, greedy);
   auto it = graphs.find(key);
-  if (it != graphs.end()) return it->second;
+  if (it != graphs.end()) {
+    it->second.used = ++tick;
+    return it->second;
+  }
   CompileOptions co;
   co.threads = opts.threads;
   Pass p;
@@ -286,6 +296,7 @@ Engine::Impl::Pass& Engine::Impl::graph(int64_t B, int64_t T, bool all_rows, boo
         {"rope_sin.table", table(sn)}};
     for (const std::string& name : state) p.net.bind_handle(name, init.at(name));
   }
+  p.used = ++tick;
   auto [pos_it, ok] = graphs.emplace(key, std::move(p));
   if (!weights_owner) weights_owner = &pos_it->second.net;  // std::map nodes do not move
 #if defined(__GLIBC__)
@@ -387,6 +398,22 @@ void Engine::Impl::grow(int64_t need) {
   for (auto it = graphs.begin(); it != graphs.end();) {
     if (std::get<2>(it->first) != C && &it->second.net != weights_owner) it = graphs.erase(it);
     else ++it;
+  }
+}
+
+void Engine::Impl::trim_prompt_passes(const Pass& keep) {
+  for (;;) {
+    auto victim = graphs.end();
+    int kept = 0;
+    for (auto it = graphs.begin(); it != graphs.end(); ++it) {
+      if (std::get<1>(it->first) <= 1 || &it->second.net == weights_owner) continue;
+      ++kept;
+      if (&it->second != &keep && (victim == graphs.end() || it->second.used < victim->second.used)) victim = it;
+    }
+    if (kept <= kPromptPasses || victim == graphs.end()) return;
+    for (int64_t s = 0; s < slots; ++s)  // rows only it holds go to the engine's buffers first
+      if (owner[static_cast<size_t>(s)].pass == &victim->second) flush(s);
+    graphs.erase(victim);
   }
 }
 
@@ -572,7 +599,10 @@ std::vector<float> Engine::eval(int64_t slot, std::span<const int32_t> tokens, b
     std::vector<float> logits = m.run(p, tokens, m.one_slot);
     // A prompt pass runs once per prompt: its activation pages go back to the OS until the
     // next one (its cache handles are persistent and stay).
-    if (T > 1) p.net.release_scratch();
+    if (T > 1) {
+      p.net.release_scratch();
+      m.trim_prompt_passes(p);
+    }
     return logits;
   });
 }

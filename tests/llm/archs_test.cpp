@@ -187,6 +187,45 @@ void check_batched(const std::string& name) {
   EXPECT_NO_THROW(together.step(next));
 }
 
+// Prompts of many lengths (a chat's turns): each length is a pass of its own, and at most
+// four prompt passes stay besides the first one compiled. On the resident-handle path the
+// pass dropped first still holds one sequence's rows (they go to the engine's buffers
+// first); every result equals the shared-cache engine's.
+TEST(LlmPasses, PromptPassesAreBoundedAndAgree) {
+  const std::string gguf = archs("llama-dense.gguf");
+  if (!std::filesystem::exists(gguf)) GTEST_SKIP() << "no " << gguf;
+  std::vector<int32_t> prompt = json_ints(slurp(archs("llama-dense.ref.json")), "prompt_ids");
+  ASSERT_GE(prompt.size(), 8u);
+  auto model = Model::load(gguf);
+  EngineOptions eo;
+  eo.kv_type = DType::F32;
+  eo.threads = 2;
+  eo.sequences = 2;
+  EngineOptions ho = eo;
+  ho.shared_cache = false;
+  Engine shared(model, eo), handles(model, ho);
+  auto both = [&](int64_t slot, size_t n, const char* what) {
+    std::span<const int32_t> p(prompt.data(), n);
+    ASSERT_EQ(handles.eval(slot, p), shared.eval(slot, p)) << what << ", " << n << " tokens";
+  };
+  both(1, 8, "the first pass");    // the weights' owner: kept
+  both(0, 3, "sequence 0");        // its pass holds sequence 0's rows
+  for (size_t n : {2, 4, 5, 6, 7}) {  // five more lengths: the 3-token pass goes first
+    handles.reset(1);
+    shared.reset(1);
+    both(1, n, "sequence 1");
+  }
+  EXPECT_LE(handles.compiled_graphs(), 5);
+  EXPECT_LE(shared.compiled_graphs(), 5);
+  // Sequence 0 goes on from its 3 rows (back from the engine's buffers), then both step.
+  const int32_t t0 = prompt[3], t1 = prompt[7];
+  ASSERT_EQ(handles.eval(0, std::span<const int32_t>(&t0, 1)), shared.eval(0, std::span<const int32_t>(&t0, 1)));
+  const std::vector<int32_t> two{t0, t1};
+  ASSERT_EQ(handles.step(two), shared.step(two));
+  both(0, 3, "sequence 0 again, after 5 rows");
+  EXPECT_EQ(handles.position(0), 8);
+}
+
 TEST(LlmBatched, LlamaDenseThreeSequences) { check_batched("llama-dense"); }
 TEST(LlmBatched, Qwen3MoeThreeSequences) { check_batched("qwen3moe-moe"); }
 
