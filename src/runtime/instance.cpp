@@ -497,8 +497,11 @@ void Instance::offer_run_copies() {
 }
 
 bool Instance::backend_copied(const Handle& h) const {
-  return h.output >= 0 && h.input >= 0 && iface_->outputs[size_t(h.output)].stored &&
-         iface_->inputs[size_t(h.input)].stored;
+  return h.output >= 0 && iface_->outputs[size_t(h.output)].stored && stored_input(h);
+}
+
+const Port* Instance::stored_input(const Handle& h) const {
+  return h.input >= 0 && iface_->inputs[size_t(h.input)].stored ? &iface_->inputs[size_t(h.input)] : nullptr;
 }
 
 TypedTensor Instance::read_handle(const std::string& name) const {
@@ -513,7 +516,7 @@ TypedTensor Instance::read_handle(const std::string& name) const {
   const size_t n = size_t(p.type.numel());
   t.bytes.resize(n * dtype_size(t.dtype));
   if (!n) return t;
-  if (h.input >= 0 && p.stored)
+  if (stored_input(h))
     read_output(p, p.typed, t.bytes.data(), n);  // the handle's state lives in the input's storage
   else
     to_user(p.typed, h.store.data(), t.bytes.data(), n);
@@ -552,19 +555,23 @@ int Instance::handle_range(const char* what, const std::string& name, size_t byt
 
 void Instance::write_handle(const std::string& name, size_t byte_offset, const void* bytes, size_t nbytes) {
   settle();  // committed runs end first (their outputs stay for sync_pending)
-  Handle& h = handles_[size_t(handle_range("write_handle", name, byte_offset, nbytes))];
-  const Port& p = h.input >= 0 ? iface_->inputs[size_t(h.input)] : iface_->outputs[size_t(h.output)];
-  if (nbytes == 0) return;
-  if (h.input >= 0 && p.stored) exe_->upload_range(p.value, byte_offset, bytes, nbytes);
-  else std::memcpy(h.store.data() + byte_offset, bytes, nbytes);
+  write_range(handles_[size_t(handle_range("write_handle", name, byte_offset, nbytes))], byte_offset, bytes, nbytes);
 }
 
 void Instance::read_handle_range(const std::string& name, size_t byte_offset, void* bytes, size_t nbytes) const {
   settle();  // committed runs end first (their outputs stay for sync_pending)
-  const Handle& h = handles_[size_t(handle_range("read_handle_range", name, byte_offset, nbytes))];
-  const Port& p = h.input >= 0 ? iface_->inputs[size_t(h.input)] : iface_->outputs[size_t(h.output)];
+  read_range(handles_[size_t(handle_range("read_handle_range", name, byte_offset, nbytes))], byte_offset, bytes, nbytes);
+}
+
+void Instance::write_range(Handle& h, size_t byte_offset, const void* bytes, size_t nbytes) {
   if (nbytes == 0) return;
-  if (h.input >= 0 && p.stored) exe_->download_range(p.value, byte_offset, bytes, nbytes);
+  if (const Port* in = stored_input(h)) exe_->upload_range(in->value, byte_offset, bytes, nbytes);
+  else std::memcpy(h.store.data() + byte_offset, bytes, nbytes);
+}
+
+void Instance::read_range(const Handle& h, size_t byte_offset, void* bytes, size_t nbytes) const {
+  if (nbytes == 0) return;
+  if (const Port* in = stored_input(h)) exe_->download_range(in->value, byte_offset, bytes, nbytes);
   else std::memcpy(bytes, h.store.data() + byte_offset, nbytes);
 }
 
@@ -604,26 +611,21 @@ void Instance::copy_handle_ranges(const Instance& from, const std::vector<Compil
     end_any = std::max(end_any, a.end);
     if (a.written) end_written = std::max(end_written, a.end);
   }
-  auto in_backend = [](const Instance& g, int k) {
-    const Handle& h = g.handles_[size_t(k)];
-    return h.input >= 0 && g.iface_->inputs[size_t(h.input)].stored;
-  };
   std::vector<backend::Executable::RangeCopy> direct;
   bool all_direct = true;
   for (size_t i = 0; i < copies.size() && all_direct; ++i) {
     if (!copies[i].bytes) continue;
-    all_direct = in_backend(*this, dst[i]) && in_backend(from, src[i]);
-    if (all_direct)
-      direct.push_back({from.iface_->inputs[size_t(from.handles_[size_t(src[i])].input)].value, copies[i].from_offset,
-                        iface_->inputs[size_t(handles_[size_t(dst[i])].input)].value, copies[i].offset, copies[i].bytes});
+    const Port* d = stored_input(handles_[size_t(dst[i])]);
+    const Port* s = from.stored_input(from.handles_[size_t(src[i])]);
+    all_direct = d && s;
+    if (all_direct) direct.push_back({s->value, copies[i].from_offset, d->value, copies[i].offset, copies[i].bytes});
   }
   if (all_direct && exe_->copy_ranges_from(*from.exe_, direct)) return;
   std::vector<uint8_t> tmp;  // through host memory: another backend, or a handle kept on the host
-  for (const CompiledGraph::HandleCopy& c : copies) {
-    if (!c.bytes) continue;
-    tmp.resize(c.bytes);
-    from.read_handle_range(c.from_name, c.from_offset, tmp.data(), c.bytes);
-    write_handle(c.name, c.offset, tmp.data(), c.bytes);
+  for (size_t i = 0; i < copies.size(); ++i) {
+    tmp.resize(copies[i].bytes);
+    from.read_range(from.handles_[size_t(src[i])], copies[i].from_offset, tmp.data(), copies[i].bytes);
+    write_range(handles_[size_t(dst[i])], copies[i].offset, tmp.data(), copies[i].bytes);
   }
 }
 

@@ -133,6 +133,12 @@ class Instance {
   // as copies its runs make themselves (set_run_copies); run_copies_ says it took them.
   void offer_run_copies();
   bool backend_copied(const Handle& h) const;  // output -> input, both stored on the backend
+  // The handle's input when its state is that input's storage in the executable; nullptr when
+  // the state is h.store (output-only handles).
+  const Port* stored_input(const Handle& h) const;
+  // Bytes of a handle's state, range already checked (handle_range).
+  void write_range(Handle& h, size_t byte_offset, const void* bytes, size_t nbytes);
+  void read_range(const Handle& h, size_t byte_offset, void* bytes, size_t nbytes) const;
   // Waits for the committed runs and converts their outputs (kept in pending_); on a run's
   // error drops them and rethrows.
   void settle() const;
