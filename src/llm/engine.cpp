@@ -97,6 +97,14 @@ struct Engine::Impl {
   uint64_t tick = 0;                                     // graph()'s clock for Pass::used
 
   size_t row_bytes() const { return static_cast<size_t>(model->hp.head_dim) * kv_elt; }
+  // f(k, h) for every cache (k: 2 * layer + 0 for K, 1 for V; Pass::cache_names' order) and
+  // KV head h: the per-head row ranges that move between a pass's handles and kc/vc.
+  template <class F>
+  void each_head(F f) const {
+    for (size_t k = 0; k < 2 * static_cast<size_t>(model->hp.n_layer); ++k)
+      for (int64_t h = 0; h < model->hp.n_head_kv; ++h) f(k, h);
+  }
+  uint8_t* host_cache(size_t k) const { return (k % 2 ? vc : kc)[k / 2]; }  // cache k's engine buffer
   // Byte offset of (slot or batch row b, head h, position p) in a [*, Hkv, C, D] cache.
   size_t at(int64_t b, int64_t h, int64_t p) const {
     return static_cast<size_t>((b * model->hp.n_head_kv + h) * C + p) * row_bytes();
@@ -309,12 +317,8 @@ bool Engine::Impl::bind_external(Pass& p, int64_t slot) {
   const HParams& hp = model->hp;
   const size_t bytes = static_cast<size_t>(p.B * hp.n_head_kv * C) * row_bytes();
   const size_t base = p.B > 1 ? 0 : at(slot, 0, 0);
-  for (int64_t il = 0; il < hp.n_layer; ++il)
-    for (int kv = 0; kv < 2; ++kv) {
-      uint8_t* cache = (kv ? vc : kc)[static_cast<size_t>(il)];
-      if (!p.net.bind_handle_external(p.cache_names[static_cast<size_t>(2 * il + kv)], cache + base, bytes, nullptr))
-        return false;
-    }
+  for (size_t k = 0; k < p.cache_names.size(); ++k)
+    if (!p.net.bind_handle_external(p.cache_names[k], host_cache(k) + base, bytes, nullptr)) return false;
   return true;
 }
 
@@ -331,15 +335,10 @@ void Engine::Impl::bind_slot(Pass& p, int64_t slot) {
 // Rows [from, to) of engine slot `slot` into batch row b of p's handles.
 void Engine::Impl::sync(Pass& p, int64_t b, int64_t slot, int64_t from, int64_t to) {
   if (to <= from || p.external) return;
-  const HParams& hp = model->hp;
   const size_t n = static_cast<size_t>(to - from) * row_bytes();
-  for (int64_t il = 0; il < hp.n_layer; ++il)
-    for (int kv = 0; kv < 2; ++kv) {
-      const uint8_t* cache = (kv ? vc : kc)[static_cast<size_t>(il)];
-      const std::string& name = p.cache_names[static_cast<size_t>(2 * il + kv)];
-      for (int64_t h = 0; h < hp.n_head_kv; ++h)
-        p.net.write_handle(name, at(b, h, from), cache + at(slot, h, from), n);
-    }
+  each_head([&](size_t k, int64_t h) {
+    p.net.write_handle(p.cache_names[k], at(b, h, from), host_cache(k) + at(slot, h, from), n);
+  });
 }
 
 void Engine::Impl::flush(int64_t slot) {
@@ -348,15 +347,10 @@ void Engine::Impl::flush(int64_t slot) {
   const int64_t to = pos[static_cast<size_t>(slot)];
   if (o.pass && have < to) {
     const Pass& p = *o.pass;
-    const HParams& hp = model->hp;
     const size_t n = static_cast<size_t>(to - have) * row_bytes();
-    for (int64_t il = 0; il < hp.n_layer; ++il)
-      for (int kv = 0; kv < 2; ++kv) {
-        uint8_t* cache = (kv ? vc : kc)[static_cast<size_t>(il)];
-        const std::string& name = p.cache_names[static_cast<size_t>(2 * il + kv)];
-        for (int64_t h = 0; h < hp.n_head_kv; ++h)
-          p.net.read_handle_range(name, at(o.row, h, have), cache + at(slot, h, have), n);
-      }
+    each_head([&](size_t k, int64_t h) {
+      p.net.read_handle_range(p.cache_names[k], at(o.row, h, have), host_cache(k) + at(slot, h, have), n);
+    });
   }
   have = to;
   o = Owner{};
@@ -430,15 +424,11 @@ void Engine::Impl::catch_up(Pass& p, const std::vector<int64_t>& slot_of) {
       // device's own copy), not through the engine's buffers (TinyLlama-1.1B-shaped F16 on
       // an H100, 2,048 prompt rows into the decode pass: 92 MB across the bus, ~15 ms, before;
       // 128 steps after them 739-742 -> 807-808 tok/s).
-      const HParams& hp = model->hp;
       const size_t n = static_cast<size_t>(to - have) * row_bytes();
       rows.clear();
-      for (int64_t il = 0; il < hp.n_layer; ++il)
-        for (int kv = 0; kv < 2; ++kv) {
-          const size_t k = static_cast<size_t>(2 * il + kv);
-          for (int64_t h = 0; h < hp.n_head_kv; ++h)
-            rows.push_back({p.cache_names[k], at(b, h, have), o.pass->cache_names[k], at(o.row, h, have), n});
-        }
+      each_head([&](size_t k, int64_t h) {
+        rows.push_back({p.cache_names[k], at(b, h, have), o.pass->cache_names[k], at(o.row, h, have), n});
+      });
       p.net.copy_handle_ranges(o.pass->net, rows);
     } else {
       flush(s);  // the rows are in the engine's buffers (or go there first)
