@@ -100,10 +100,8 @@ std::vector<uint64_t> settled_refs(const std::vector<StepBytes>& steps) {
   for (size_t s = 0; s < steps.size(); ++s) {
     const StepBytes& st = steps[s];
     for (size_t i = 0; s > 0 && i < st.refs.size() && i < 64; ++i) {
-      const auto [b, e] = st.refs[i];
-      bool clear = true;
-      for (const auto& [wb, we] : open) clear = clear && (e <= wb || we <= b || e <= b);
-      if (clear) out[s] |= uint64_t(1) << i;
+      if (std::none_of(open.begin(), open.end(), [&](const StepBytes::Range& w) { return overlaps(st.refs[i], w); }))
+        out[s] |= uint64_t(1) << i;
     }
     if (st.waits) open.clear();
     open.insert(open.end(), st.writes.begin(), st.writes.end());
@@ -173,10 +171,10 @@ std::shared_ptr<Program> compile_program(opt::Plan plan, const LowerOptions& opt
     }
     return r;
   };
-  auto disjoint = [](const std::vector<std::pair<int64_t, int64_t>>& a, const std::vector<std::pair<int64_t, int64_t>>& b) {
+  auto disjoint = [](const Ranges& a, const Ranges& b) {
     for (const auto& x : a)
       for (const auto& y : b)
-        if (x.first < y.second && y.first < x.second) return false;
+        if (overlaps(x, y)) return false;
     return true;
   };
   // (When nothing else reads the first's result, the fused kernel leaves it unwritten.)

@@ -42,6 +42,10 @@ struct StepBytes {
   bool waits = false;  // it always launches, and only kernels that wait before their successor starts
 };
 std::vector<uint64_t> settled_refs(const std::vector<StepBytes>& steps);
+// Whether two byte ranges share a byte (an empty one shares none).
+inline bool overlaps(const StepBytes::Range& a, const StepBytes::Range& b) {
+  return a.first < a.second && b.first < b.second && a.first < b.second && b.first < a.second;
+}
 
 struct Program {
   opt::Plan plan;
