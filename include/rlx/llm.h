@@ -65,6 +65,16 @@ struct EngineOptions {
   // there were three or two): -1 for device backends only (their weights are copied to the
   // device anyway), 0 never, 1 always (on the CPU a copy instead of reading them mapped).
   int fuse_projections = -1;
+  // A prompt longer than prompt_chunk tokens runs in passes of prompt_chunk tokens (a pass's
+  // activations stay bounded however long the prompt); 0: one pass.
+  int64_t prompt_chunk = 512;
+  // A prompt (or its last chunk) padded up to 8, 16, 32, 64 or a multiple of 64 rows, so a
+  // chat's turns reuse a few compiled passes instead of compiling one per new length (the
+  // padding rows are computed and dropped; their cache rows lie past the sequence's end and
+  // are overwritten by the next tokens). -1: on device backends only, where a pass compiles
+  // kernels specialized to its shapes and holds device memory of its own; on the CPU a pass
+  // compiles in tens of milliseconds, about what the padding rows cost. 0 never, 1 always.
+  int pad_prompts = -1;
 };
 
 class Engine {

@@ -131,6 +131,7 @@ Value BuildCtx::past() {
   if (!past_.valid()) past_ = g.input("past", Shape({B}, DType::I64));
   return past_;
 }
+Value BuildCtx::last_row() { return g.input("last", Shape({1}, DType::I64)); }
 Value BuildCtx::k_cache(int64_t il) {
   Value& v = kc_[static_cast<size_t>(il)];
   if (!v.valid()) v = g.input("k_cache." + std::to_string(il), Shape({B, hp.n_head_kv, C, hp.head_dim}, kv_type));

@@ -54,6 +54,10 @@ class BuildCtx {
   // Handles named "token" and "past" then feed each run's outputs to the next on the
   // backend's side, so consecutive runs need nothing from the host.
   bool greedy_token = false;
+  // One sequence's prompt (B = 1, T > 1, not all_rows) whose logits come from the row the
+  // input "last" i64[1] names, not from row T - 1: the engine pads a prompt to one of a few
+  // lengths (rows past the prompt are computed and dropped), so passes are reused.
+  bool last_row_input = false;
 
   bool has(const std::string& tensor) const;
   // Params from GGUF tensors (names as in the file). project(x, W): x @ W^T for ggml's
@@ -77,6 +81,7 @@ class BuildCtx {
   Value rope_cos();
   Value rope_sin();
   Value past();
+  Value last_row();  // "last" i64[1] (last_row_input)
   Value k_cache(int64_t il);
   Value v_cache(int64_t il);
 

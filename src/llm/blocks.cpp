@@ -158,8 +158,11 @@ Value embed(BuildCtx& c) { return c.embeddings(); }
 
 void lm_head(BuildCtx& c, Value x, bool use_layer_norm, bool output_bias) {
   Graph& g = c.g;
-  if (!c.all_rows && c.T > 1) {  // the last row of each sequence
-    x = c.B == 1 ? g.slice(x, {c.T - 1}, {c.T}, {0})
+  if (!c.all_rows && c.T > 1) {  // the last row of each sequence (or the one named: a padded prompt)
+    if (c.last_row_input && c.B != 1)
+      fail(ErrorCategory::Internal, "llm: a pass with a 'last' row input has one sequence, not ", c.B);
+    x = c.last_row_input ? g.gather(x, c.last_row(), 0)
+        : c.B == 1       ? g.slice(x, {c.T - 1}, {c.T}, {0})
                  : g.reshape(g.slice(g.reshape(x, {c.B, c.T, c.hp.n_embd}), {c.T - 1}, {c.T}, {1}), {c.B, c.hp.n_embd});
   }
   x = use_layer_norm ? layer_norm(c, x, "output_norm.weight", "output_norm.bias") : rms_norm(c, x, "output_norm.weight");

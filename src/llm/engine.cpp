@@ -43,6 +43,18 @@ int64_t bucket_for(int64_t need, int64_t n_ctx) {
   while (b < need) b *= 2;
   return std::min(b, n_ctx);
 }
+
+// The length of the pass that runs n prompt tokens padded (EngineOptions::pad_prompts): 8,
+// 16, 32, 64 or a multiple of 64 rows, at most `chunk` (0: no bound). Few lengths, and steps
+// small where a row costs most relative to the pass (short prompts are bound by reading the
+// weights, not by their rows).
+int64_t padded_rows(int64_t n, int64_t chunk) {
+  if (n <= 1) return n;
+  int64_t r = 8;
+  while (r < n && r < 64) r *= 2;
+  if (r < n) r = (n + 63) / 64 * 64;
+  return chunk > 0 ? std::min(r, std::max(chunk, n)) : r;
+}
 }  // namespace
 
 struct Engine::Impl {
@@ -62,7 +74,7 @@ struct Engine::Impl {
     int64_t B = 1;
     int64_t slot = 0;             // B == 1: the slot its handles hold
     std::vector<int64_t> synced;  // per batch row: rows [0, synced) of its caches are current
-    std::vector<int> input_kind;  // per graph input: 0 embd, 1 cos, 2 sin, 3 past, 4 handle, 5 token ids
+    std::vector<int> input_kind;  // per graph input: 0 embd, 1 cos, 2 sin, 3 past, 4 handle, 5 token ids, 6 last row
     std::vector<std::string> cache_names;  // handle names, layer-major: k0, v0, k1, v1, ...
     bool external = false;        // its caches are the engine's buffers, read in place
     uint64_t used = 0;            // when it was last asked for (Impl::tick)
@@ -91,6 +103,8 @@ struct Engine::Impl {
   std::vector<int64_t> all_slots;  // 0 .. slots-1, the batch pass's rows
   std::vector<float> embd, cosv, sinv, row;  // per-run host buffers (reused)
   std::vector<int64_t> pastv;
+  int64_t lastv = 0;                // the "last" input (BuildCtx::last_row_input)
+  std::vector<int32_t> padded;      // a prompt's tokens padded to its pass's length (reused)
   std::vector<std::span<const uint8_t>> inputs;  // run()'s graph inputs (reused)
   std::vector<int64_t> one_slot{0};              // slot_of for a one-sequence pass
   std::vector<CompiledGraph::HandleCopy> handle_copies;  // catch_up's rows (reused)
@@ -118,12 +132,16 @@ struct Engine::Impl {
   void sync(Pass& p, int64_t b, int64_t slot, int64_t from, int64_t to);
   void flush(int64_t slot);  // the slot's rows from its owner's handles into kc/vc
   void flush_all();
+  void truncate(int64_t slot, int64_t at);  // the slot back to `at` rows (a failed prompt appends nothing)
   void fill_params(CompiledGraph& net, const std::vector<ParamSource>& params);
   void grow(int64_t need);
   void embed_row(int32_t token, int64_t position, float* dst);
   void rope_row(int64_t position, float* c, float* s) const;
-  // Runs pass p over `tokens` (R = B*T, sequence-major) for `slot_of[b]`; returns the logits.
-  std::vector<float> run(Pass& p, std::span<const int32_t> tokens, const std::vector<int64_t>& slot_of);
+  // Runs pass p over `tokens` (R = B*T, sequence-major) for `slot_of[b]`, of which the first
+  // `rows` of each sequence are appended (B = 1 when rows < T: the rest is padding, its cache
+  // rows past the sequence's end); returns the logits.
+  std::vector<float> run(Pass& p, std::span<const int32_t> tokens, const std::vector<int64_t>& slot_of,
+                         int64_t rows = -1);
 };
 
 void Engine::Impl::embed_row(int32_t token, int64_t position, float* dst) {
@@ -233,6 +251,7 @@ Engine::Impl::Pass& Engine::Impl::graph(int64_t B, int64_t T, bool all_rows, boo
     c->fuse_rows = opts.fuse_projections < 0 ? opts.device != Device::Cpu : opts.fuse_projections > 0;
     c->token_ids = token_ids;
     c->greedy_token = greedy;
+    c->last_row_input = B == 1 && T > 1 && !all_rows && !greedy;
     find_arch(model->hp.arch)->build(*c);
     return c;
   };
@@ -266,6 +285,7 @@ Engine::Impl::Pass& Engine::Impl::graph(int64_t B, int64_t T, bool all_rows, boo
                : name == "rope_sin" ? 2
                : name == "past"     ? 3
                : name == "token"    ? 5
+               : name == "last"     ? 6
                                     : 4;
     p.input_kind.push_back(kind);
     if (step_state(name)) state.push_back(name);
@@ -395,6 +415,16 @@ void Engine::Impl::grow(int64_t need) {
   }
 }
 
+void Engine::Impl::truncate(int64_t slot, int64_t at) {
+  const size_t s = static_cast<size_t>(slot);
+  pos[s] = std::min(pos[s], at);
+  host_rows[s] = std::min(host_rows[s], at);  // an owner's handles still hold rows [0, at)
+  for (auto& [key, p] : graphs) {
+    if (p.B > 1) p.synced[s] = std::min(p.synced[s], at);
+    else if (p.slot == slot) p.synced[0] = std::min(p.synced[0], at);
+  }
+}
+
 void Engine::Impl::trim_prompt_passes(const Pass& keep) {
   for (;;) {
     auto victim = graphs.end();
@@ -451,9 +481,14 @@ void Engine::Impl::ran(Pass& p, int64_t T, const std::vector<int64_t>& slot_of) 
   }
 }
 
-std::vector<float> Engine::Impl::run(Pass& p, std::span<const int32_t> tokens, const std::vector<int64_t>& slot_of) {
+std::vector<float> Engine::Impl::run(Pass& p, std::span<const int32_t> tokens, const std::vector<int64_t>& slot_of,
+                                     int64_t rows) {
   const HParams& hp = model->hp;
   const int64_t B = p.B, R = static_cast<int64_t>(tokens.size()), T = R / B, E = hp.n_embd, half = hp.n_rot / 2;
+  if (rows < 0) rows = T;
+  if (rows < 1 || rows > T || (rows < T && B != 1))
+    fail(ErrorCategory::Internal, "llm::Engine: ", rows, " of ", T, " rows appended in a pass of ", B, " sequences");
+  lastv = rows - 1;
   catch_up(p, slot_of);
   embd.resize(static_cast<size_t>(token_ids ? 0 : R * E));
   cosv.resize(static_cast<size_t>(R * half));
@@ -480,11 +515,12 @@ std::vector<float> Engine::Impl::run(Pass& p, std::span<const int32_t> tokens, c
       case 2: in.push_back(bytes(sinv)); break;
       case 3: in.push_back(bytes(pastv)); break;
       case 5: in.push_back(bytes(tokens)); break;
+      case 6: in.push_back(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&lastv), sizeof lastv)); break;
       default: in.emplace_back(); break;  // a resident cache handle
     }
   }
   std::vector<TensorView> out = p.net.run_slots(in);
-  ran(p, T, slot_of);
+  ran(p, rows, slot_of);
   const float* lg = static_cast<const float*>(out[0].data);
   return std::vector<float>(lg, lg + out[0].bytes / 4);
 }
@@ -497,6 +533,8 @@ Engine::Engine(std::shared_ptr<const Model> model, EngineOptions opts) : impl_(s
            dtype_name(opts.kv_type));
     if (opts.sequences < 1 || opts.sequences > 1024)
       fail(ErrorCategory::InvalidArgument, "llm::Engine: sequences must be in [1, 1024], got ", opts.sequences);
+    if (opts.prompt_chunk < 0)
+      fail(ErrorCategory::InvalidArgument, "llm::Engine: prompt_chunk must be >= 0, got ", opts.prompt_chunk);
     Impl& m = *impl_;
     m.model = std::move(model);
     m.opts = opts;
@@ -583,15 +621,40 @@ std::vector<float> Engine::eval(int64_t slot, std::span<const int32_t> tokens, b
            m.n_ctx);
     check_tokens(m.model->hp, tokens, "llm::Engine::eval");
     m.grow(at + T);
-    Impl::Pass& p = m.graph(1, T, all_rows);
-    m.bind_slot(p, slot);
-    m.one_slot[0] = slot;
-    std::vector<float> logits = m.run(p, tokens, m.one_slot);
-    // A prompt pass runs once per prompt: its activation pages go back to the OS until the
-    // next one (its cache handles are persistent and stay).
-    if (T > 1) {
-      p.net.release_scratch();
-      m.trim_prompt_passes(p);
+    // A prompt goes in chunks of prompt_chunk, the last one padded to a pass length of a few
+    // (padded_rows) where pad_prompts asks and its padding rows fit the cache; a single token
+    // is a decode step.
+    const int64_t chunk = T > 1 ? m.opts.prompt_chunk : 0, V = m.model->hp.n_vocab;
+    const bool pad = T > 1 && (m.opts.pad_prompts < 0 ? m.opts.device != Device::Cpu : m.opts.pad_prompts > 0);
+    std::vector<float> logits;
+    try {
+      for (int64_t done = 0; done < T;) {
+        const int64_t n = chunk > 0 ? std::min(T - done, chunk) : T;
+        int64_t rows = pad ? padded_rows(n, chunk) : n;
+        if (at + done + rows > m.C) rows = n;
+        std::span<const int32_t> part = tokens.subspan(static_cast<size_t>(done), static_cast<size_t>(n));
+        if (rows > n) {
+          m.padded.assign(part.begin(), part.end());
+          m.padded.resize(static_cast<size_t>(rows), part.back());
+          part = m.padded;
+        }
+        Impl::Pass& p = m.graph(1, rows, all_rows);
+        m.bind_slot(p, slot);
+        m.one_slot[0] = slot;
+        std::vector<float> lg = m.run(p, part, m.one_slot, n);
+        if (!all_rows) logits = std::move(lg);
+        else logits.insert(logits.end(), lg.begin(), lg.begin() + n * V);
+        // A prompt pass runs once per prompt: its activation pages go back to the OS until
+        // the next one (its cache handles are persistent and stay).
+        if (rows > 1) {
+          p.net.release_scratch();
+          m.trim_prompt_passes(p);
+        }
+        done += n;
+      }
+    } catch (...) {
+      m.truncate(slot, at);  // chunks that ran are not kept: the call appends all or nothing
+      throw;
     }
     return logits;
   });

@@ -122,6 +122,82 @@ TEST_P(ArchModels, GreedyGenerationEqualsEvalAndArgmax) {
   }
 }
 
+// Prompts in passes of a few lengths (EngineOptions::pad_prompts: padded up to 8, 16, 32, 64
+// or a multiple of 64 rows) and in chunks (prompt_chunk). Every row is computed on
+// its own (the products per row, attention over the cache up to the row's own position), so
+// a padded prompt must give the bits of one pass of its exact length: its logits (the last
+// row, or every row), and the next step's, which reads the rows it cached (the padding's
+// rows lie past the sequence's end and are overwritten by that step). Lengths that share a
+// padded length share its compiled pass. Chunks may put a row in a pass of another length,
+// where the products take another kernel (a per-row dot up to 8 rows, blocked GEMM above)
+// and sum in another order; so may padding in a mixture of experts (an expert's product
+// takes its kernel by the number of rows routed to it, and the padding rows are routed
+// too). F16 weights, F32 cache and F32 sums: the tolerance there is the llama.cpp parity
+// tests' figure for summation order alone, 1e-4 absolute per logit.
+TEST_P(ArchModels, PaddedAndChunkedPromptsAgree) {
+  const ArchCase c = GetParam();
+  if (!std::filesystem::exists(std::string(RLX_SHARED_DIR) + "/gguf/vocab/" + c.vocab)) GTEST_SKIP() << "no vocab files";
+  const std::string path = testing::TempDir() + "/padded-" + c.name + ".gguf";
+  write_model(c, path, gguf::TensorType::F16);
+  auto model = Model::load(path);
+  std::vector<int32_t> ids = model->tokenizer->encode("Hello world, this is a test of prompts in passes", true);
+  while (ids.size() < 71) ids.push_back(ids[ids.size() % 9]);
+  EngineOptions eo;
+  eo.kv_type = DType::F32;
+  eo.threads = 2;
+  eo.n_ctx = 512;
+  EngineOptions exact_o = eo, pad_o = eo, chunk_o = eo;
+  exact_o.prompt_chunk = 0;
+  exact_o.pad_prompts = 0;
+  pad_o.pad_prompts = 1;
+  chunk_o.pad_prompts = 1;
+  chunk_o.prompt_chunk = 16;
+  Engine exact(model, exact_o), padded(model, pad_o), chunked(model, chunk_o);
+  int64_t before = 0;
+  for (size_t n : {2, 5, 9, 13, 16, 33, 70}) {
+    SCOPED_TRACE(c.name + ", " + std::to_string(n) + " tokens");
+    for (Engine* e : {&exact, &padded, &chunked}) e->reset();
+    std::span<const int32_t> p(ids.data(), n);
+    const bool all = n == 16 || n == 70;
+    auto near = [](const std::vector<float>& got, const std::vector<float>& want, const char* what) {
+      ASSERT_EQ(got.size(), want.size()) << what;
+      for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-4) << what << ", logit " << i;
+    };
+    const std::vector<float> want = exact.eval(p, all);
+    if (c.experts) {
+      near(padded.eval(p, all), want, "padded");
+    } else {
+      EXPECT_EQ(padded.eval(p, all), want);
+    }
+    near(chunked.eval(p, all), want, "chunked");
+    if (n == 13) {
+      EXPECT_EQ(padded.compiled_graphs(), before) << "13 tokens run in 9's 16-row pass";
+    }
+    before = padded.compiled_graphs();
+    const int32_t next = ids[n];
+    const std::vector<float> step = exact.eval(std::span<const int32_t>(&next, 1));
+    if (c.experts) {
+      near(padded.eval(std::span<const int32_t>(&next, 1)), step, "padded, next step");
+    } else {
+      EXPECT_EQ(padded.eval(std::span<const int32_t>(&next, 1)), step);
+    }
+    near(chunked.eval(std::span<const int32_t>(&next, 1)), step, "chunked, next step");
+    EXPECT_EQ(padded.position(), int64_t(n) + 1);
+    EXPECT_EQ(chunked.position(), int64_t(n) + 1);
+  }
+  // A prompt whose padding would pass the cache's end runs at its exact length.
+  EngineOptions small = pad_o;
+  small.n_ctx = 40;
+  Engine tight(model, small);
+  std::vector<float> a = tight.eval(std::span<const int32_t>(ids.data(), 30));
+  EXPECT_EQ(tight.eval(std::span<const int32_t>(ids.data() + 30, 9)).size(), size_t(model->hp.n_vocab));
+  EXPECT_EQ(tight.position(), 39);
+  EngineOptions bad = eo;
+  bad.prompt_chunk = -1;
+  EXPECT_THROW(Engine(model, bad), Error);
+  std::filesystem::remove(path);
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, ArchModels,
                          ::testing::Values(ArchCase{"llama", "llama", "ggml-vocab-llama-spm.gguf"},
                                            ArchCase{"llama_experts", "llama", "ggml-vocab-llama-spm.gguf", 4},

@@ -187,8 +187,9 @@ void check_batched(const std::string& name) {
   EXPECT_NO_THROW(together.step(next));
 }
 
-// Prompts of many lengths (a chat's turns): each length is a pass of its own, and at most
-// four prompt passes stay besides the first one compiled. On the resident-handle path the
+// Prompts of many lengths (a chat's turns) at their exact lengths (pad_prompts 0, as the CPU
+// runs them by default; not padded to a few pass lengths): each length is a pass of its own, and at most four
+// prompt passes stay besides the first one compiled. On the resident-handle path the
 // pass dropped first still holds one sequence's rows (they go to the engine's buffers
 // first); every result equals the shared-cache engine's.
 TEST(LlmPasses, PromptPassesAreBoundedAndAgree) {
@@ -201,6 +202,7 @@ TEST(LlmPasses, PromptPassesAreBoundedAndAgree) {
   eo.kv_type = DType::F32;
   eo.threads = 2;
   eo.sequences = 2;
+  eo.pad_prompts = 0;
   EngineOptions ho = eo;
   ho.shared_cache = false;
   Engine shared(model, eo), handles(model, ho);
