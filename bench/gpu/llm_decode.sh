@@ -82,6 +82,10 @@ awk -v g="$rate_graph" -v e="$rate_eager" 'BEGIN {
   printf "f16 step with graph replay %.3f ms (%.1f tok/s), without %.3f ms (%.1f tok/s): replay saves %.3f ms per step\n",
     1e3 / g, g, 1e3 / e, e, 1e3 / e - 1e3 / g }'
 
+# A chat's turns of new lengths (compiles included): prompts padded to a few pass lengths,
+# which later turns reuse, against a pass compiled for each exact length.
+"$rlx" llm-bench -m "$f16" --device cuda -p 0 -n 0 -r "$reps" --chat 23,41,17,60,35,12
+
 # llama.cpp's CUDA build side by side (optional, see the header).
 lbin="${LLAMA_CPP_BIN:-}"
 if [ -z "$lbin" ] && [ -n "${LLAMA_CPP_SRC:-}" ]; then

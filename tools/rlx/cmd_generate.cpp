@@ -327,6 +327,43 @@ int cmd_llm_bench(const Args& a) {
     if (N > 0 && a.has("--generate-greedy")) tg("; generate_greedy", [&](int32_t id) { e.generate_greedy(id, N); });
     std::fflush(stdout);
   }
+  // A chat's turns: prompts of the given lengths appended to one sequence, each followed by
+  // one decode step (the reply's first token), with a fresh engine per repetition. The turns
+  // after the first are timed, compiles included: prompts padded to a few pass lengths
+  // (EngineOptions::pad_prompts 1), which later turns reuse, against exact lengths (0), where
+  // each new length compiles a pass. Both alternate, repetition by repetition.
+  const std::vector<int> turns = a.has("--chat") ? int_list(a.get("--chat"), "--chat") : std::vector<int>{};
+  if (!turns.empty()) {
+    int64_t total = 0;
+    for (int n : turns) {
+      if (n < 1) throw UsageError("--chat: turn lengths must be >= 1");
+      total += n + 1;
+    }
+    for (int t : threads) {
+      std::vector<double> ms[2];
+      for (int r = 0; r < reps; ++r)
+        for (int exact = 0; exact < 2; ++exact) {
+          llm::EngineOptions eo;
+          eo.threads = t;
+          eo.device = device;
+          eo.kv_type = kv == "f16" ? DType::F16 : DType::F32;
+          eo.n_ctx = std::max<int64_t>(total, 256);
+          eo.pad_prompts = exact ? 0 : 1;
+          llm::Engine e(model, eo);
+          clock::time_point t0;
+          for (size_t i = 0; i < turns.size(); ++i) {
+            if (i == 1) t0 = clock::now();
+            int32_t id = llm::greedy_token(e.eval(tokens(turns[i], uint32_t(11 * i + r))));
+            e.eval(std::span<const int32_t>(&id, 1));
+          }
+          ms[exact].push_back(turns.size() > 1 ? 1e3 * std::chrono::duration<double>(clock::now() - t0).count() : 0.0);
+        }
+      std::printf("rlx chat %s t=%d: turns 2-%zu in %.1f ms padded to a few pass lengths, %.1f ms at exact lengths "
+                  "(median of %d)\n",
+                  a.get("--chat").c_str(), t, turns.size(), median(ms[0]), median(ms[1]), reps);
+      std::fflush(stdout);
+    }
+  }
   // Batched decode, as llama-batched-bench measures S_TG: B sequences each holding P prompt
   // tokens, then N steps of one token for every sequence; aggregate tokens/s.
   for (int B : int_list(a.get("-B", "0"), "-B")) {
@@ -394,6 +431,7 @@ std::vector<Command> generate_commands() {
                        {"-d", "D", "tokens already in the cache before generating (default 0)", false},
                        {"-t", "T,T", "thread counts (default 1)", false},
                        {"-r", "R", "repetitions after one warm-up; the median is printed (default 5)", false},
+                       {"--chat", "L,L,...", "also a chat: prompts of these lengths appended in turns, each with one decode step; the turns after the first timed (compiles included), prompts padded to a few pass lengths against exact lengths", false},
                        {"-B", "B,B", "also batched decode of B sequences after P prompt tokens each (aggregate tok/s)", false},
                        {"--kv-type", "f16|f32", "KV cache element type (default f16)", false},
                        {"--device", "cpu|cuda", "the backend (default cpu)", false},
