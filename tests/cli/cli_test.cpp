@@ -307,6 +307,43 @@ TEST_F(Cli, DiffNamesTheFirstDivergingNode) {
   if (!cuda) expect_one_error_line(rlx("diff '" + file + "' --devices cpu,cuda"), "cuda backend");
 }
 
+// rlx diff runs a diverging node alone (its inputs fed the first side's values): s =
+// reduce_sum(x @ w) where w's columns are one vector u times c_j with the c_j summing to zero,
+// so each row of x @ w is c_j (x . u), every element of magnitude ~0.5 or more, and s cancels
+// to ~1e-6. Under the f16 policy the matmul runs in f16: each element within ~5e-4 relative of
+// f32 (f16 rounding), inside 1e-2 relative + 1e-3 absolute; the reduction keeps f32, and the
+// sum of the f16-rounded elements misses ~0 by up to ~8e-3, beyond the tolerance, although
+// fed the same inputs it is the same sum on both sides. At zero tolerance the
+// matmul is the first divergence, and its own.
+TEST_F(Cli, DiffRunsDivergingNodesAlone) {
+  Graph g("cancel");
+  auto x = g.input("x", Shape({4, 16}, DType::F32));
+  std::vector<float> c(16), wv(16 * 16), xv(4 * 16);
+  float mean = 0;
+  for (size_t j = 0; j < 16; ++j) mean += c[j] = float((j * 7) % 16) / 16 - 0.5f + 0.031f * float(j % 3);
+  for (size_t k = 0; k < 16; ++k)
+    for (size_t j = 0; j < 16; ++j) wv[k * 16 + j] = (1.0f + float(k) / 16) * (c[j] - mean / 16);
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] = 0.5f + float((i * 5) % 7) / 13.0f;
+  auto w = g.param("w", Shape({16, 16}, DType::F32), Blob(f32_bytes(wv)));
+  g.set_outputs({g.reduce_sum(g.matmul(x, w), {1})}, {"s"});
+  const std::string file = write_graph("cancel.rlx", g);
+  const std::string in = " --input x=" + write_npy("cancel_x.npy", TypedTensor{DType::F32, {4, 16}, f32_bytes(xv)});
+  Result d = rlx("diff '" + file + "' --precision f32,f16 --rtol 1e-2 --atol 1e-3" + in);
+  EXPECT_EQ(d.status, 1) << d.out << d.err;
+  EXPECT_NE(d.out.find("first divergence: node '"), std::string::npos) << d.out;
+  EXPECT_NE(d.out.find("(reduce_sum) f32[4,1]"), std::string::npos) << d.out;
+  EXPECT_NE(d.out.find("alone, fed f32's values of its inputs: within tolerance"), std::string::npos) << d.out;
+  EXPECT_NE(d.out.find("no diverging node diverges alone"), std::string::npos) << d.out;
+  Result z = rlx("diff '" + file + "' --precision f32,f16 --rtol 0 --atol 0" + in);
+  EXPECT_EQ(z.status, 1) << z.out << z.err;
+  EXPECT_NE(z.out.find("(matmul) f32[4,16]"), std::string::npos) << z.out;
+  EXPECT_NE(z.out.find("the first divergence is the node's own"), std::string::npos) << z.out;
+  Result off = rlx("diff '" + file + "' --precision f32,f16 --rtol 1e-2 --atol 1e-3 --alone 0" + in);
+  EXPECT_EQ(off.status, 1) << off.out << off.err;
+  EXPECT_EQ(off.out.find("alone"), std::string::npos) << off.out;
+  expect_one_error_line(rlx("diff '" + file + "' --precision f32,f16 --alone -1" + in), "--alone");
+}
+
 // rlx diff on a graph with a dynamic dim: the probes need static types, so the input's dims
 // come from --shape, from its .npy file or from --bind; an input left dynamic, dims that
 // contradict the static ones and an unknown input name are each one error line.

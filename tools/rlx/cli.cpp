@@ -48,7 +48,8 @@ const std::vector<Command>& commands() {
                         {"--rtol", "R", "relative tolerance (default 1e-4; 1e-2 with a half precision)", false},
                         {"--atol", "A", "absolute tolerance (default 1e-5; 1e-2 with a half precision)", false},
                         {"--shape", "NAME=D0,D1,...", "dims of a generated input ('scalar' for rank 0; its symbols take them)", true},
-                        {"--seed", "S", "seed of the generated inputs (default 1)", false}});
+                        {"--seed", "S", "seed of the generated inputs (default 1)", false},
+                        {"--alone", "N", "run up to N diverging nodes alone, fed the first side's inputs, to find the first that diverges by itself (default 64; 0 off)", false}});
       t.push_back(std::move(c));
     }
     t.push_back(bench_command());

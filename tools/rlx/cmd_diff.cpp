@@ -5,8 +5,16 @@
 // Making every value an output keeps each node's result observable (fusion cannot hide
 // it), which is what locating a divergence needs; the compiled graphs are otherwise built
 // by the normal pipeline.
+// Then each diverging node alone: a graph of that node, its computed inputs fed the first
+// side's values (params and constants as the model holds them), on both sides. Across a
+// deep model the rounding of many nodes adds up, so a node can exceed a tolerance only
+// because its inputs already differ (within it); fed the same inputs it agrees. So diff
+// says whether the first divergence is the node's own, and names the first node that
+// diverges alone (or that none does) among the first --alone diverging ones.
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <algorithm>
 #include <iostream>
 #include <map>
 #include <random>
@@ -59,6 +67,29 @@ std::vector<double> as_doubles(const TypedTensor& t) {
   return v;
 }
 
+// Element-wise comparison of two results: how many elements exceed |a - b| <= atol + rtol *
+// |b| (NaN on both sides agrees), the worst (by its excess), the largest |a - b|.
+struct Compared {
+  int64_t bad = 0, worst = -1;
+  double max_abs = 0;
+};
+Compared compare(const std::vector<double>& a, const std::vector<double>& b, double atol, double rtol) {
+  Compared c;
+  double worst_excess = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    if ((std::isnan(a[i]) && std::isnan(b[i])) || a[i] == b[i]) continue;
+    const double err = std::fabs(a[i] - b[i]), lim = atol + rtol * std::fabs(b[i]);
+    c.max_abs = std::max(c.max_abs, std::isnan(err) ? INFINITY : err);
+    if (!(err <= lim)) {
+      ++c.bad;
+      const double excess = std::isnan(err) ? INFINITY : err - lim;
+      if (c.worst < 0 || excess > worst_excess) c.worst = int64_t(i), worst_excess = excess;
+    }
+  }
+  if (a.size() != b.size()) c.bad = int64_t(std::max(a.size(), b.size())), c.worst = -1;
+  return c;
+}
+
 std::string index_str(int64_t flat, const std::vector<int64_t>& dims) {
   std::vector<int64_t> idx(dims.size());
   for (int k = int(dims.size()) - 1; k >= 0; --k) {
@@ -70,6 +101,70 @@ std::string index_str(int64_t flat, const std::vector<int64_t>& dims) {
   return s + "]";
 }
 
+
+// Output `v.out` of node v.node of g run alone on both sides: its inputs computed by other
+// nodes (or graph inputs) fed `known(value)` (the first side's results), params and constants
+// copied with the node. Returns false with `why` when it cannot run so.
+struct Alone {
+  const Graph& g;
+  const Device* dev;
+  const CompileOptions* opt;
+  const Args& args;
+  std::function<const TypedTensor*(Value)> known;
+
+  bool run(Value v, std::vector<double> out[2], std::string& why) const {
+    const Node& n = g.node(v.node);
+    Graph sub("alone");
+    std::map<std::string, TypedTensor> feed;
+    Node copy = n;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const Value in = n.inputs[i];
+      if (!in.valid()) continue;
+      const Node& p = g.node(in.node);
+      if (p.kind == OpKind::Param || p.kind == OpKind::Constant) {
+        Node leaf = p;
+        copy.inputs[i] = Value{sub.append_node(std::move(leaf)), in.out};
+        continue;
+      }
+      const TypedTensor* t = known(in);
+      if (!t) {
+        why = "input " + std::to_string(i) + " ('" + p.name + "') has no value to feed";
+        return false;
+      }
+      const std::string name = "alone.in" + std::to_string(i);
+      copy.inputs[i] = sub.input(name, g.type(in));
+      feed[name] = *t;
+    }
+    sub.set_outputs({Value{sub.append_node(std::move(copy)), v.out}}, {"out"});
+    try {
+      for (int s = 0; s < 2; ++s) {
+        CompiledGraph net = Session(dev[s], opt[s]).compile(sub);
+        const std::vector<std::string> params = net.param_names();
+        for (const std::string& a : args.all("--param")) {  // those of this node
+          auto [pname, file] = split_assignment(a, "--param");
+          if (std::find(params.begin(), params.end(), pname) == params.end()) continue;
+          TypedTensor t = runtime::read_npy(file);
+          net.set_param_typed(pname, t.bytes.data(), t.bytes.size(), t.dtype);
+        }
+        out[s] = as_doubles(net.run_typed(feed)[0]);
+      }
+    } catch (const Error& e) {
+      why = e.what();
+      return false;
+    }
+    return true;
+  }
+};
+
+// "  worst [i,j]: A a, B b (|a - b| e, relative r)"
+void print_worst(const Compared& c, const std::vector<double>& a, const std::vector<double>& b, const Shape& t,
+                 const std::vector<std::string>& sides) {
+  if (c.worst < 0) return;
+  const double err = std::fabs(a[size_t(c.worst)] - b[size_t(c.worst)]);
+  std::cout << "  worst " << index_str(c.worst, t.static_dims()) << ": " << sides[0] << " " << a[size_t(c.worst)] << ", "
+            << sides[1] << " " << b[size_t(c.worst)] << " (|a - b| " << err << ", relative "
+            << err / std::max(std::fabs(b[size_t(c.worst)]), 1e-30) << ")\n";
+}
 
 }  // namespace
 
@@ -140,6 +235,7 @@ int cmd_diff(const Args& raw) {
   g.set_outputs(probes, names);
 
   const uint32_t seed = uint32_t(number(args, "--seed", 1, 0, 4294967295.0));
+  const int alone_max = int(number(args, "--alone", 64, 0, 1 << 30));
   std::vector<TypedTensor> out[2];
   for (int s = 0; s < 2; ++s) {
     CompiledGraph net = Session(dev[s], opt[s]).compile(g);
@@ -154,35 +250,38 @@ int cmd_diff(const Args& raw) {
 
   std::cout << "rlx diff " << sides[0] << " vs " << sides[1] << ": " << probes.size() << " values of "
             << args.positional[0] << ", tolerance |a - b| <= " << atol << " + " << rtol << " * |b|\n";
+  std::map<Value, size_t> probe_of;
+  for (size_t k = 0; k < probes.size(); ++k) probe_of[probes[k]] = k;
+  const Alone alone{g, dev, opt, args, [&](Value v) -> const TypedTensor* {
+                      if (auto it = probe_of.find(v); it != probe_of.end()) return &out[0][it->second];
+                      const Node& p = g.node(v.node);
+                      if (p.kind != OpKind::Input) return nullptr;
+                      auto in = inputs.find(p.name);
+                      return in == inputs.end() ? nullptr : &in->second;
+                    }};
+  // The lines on probe k's node alone (`r`, `c`: its results and their comparison).
+  auto print_alone = [&](size_t k, const std::vector<double>* r, const Compared& c) {
+    std::cout << "  alone, fed " << sides[0] << "'s values of its inputs: ";
+    if (!c.bad) {
+      std::cout << "within tolerance (max |a - b| " << c.max_abs << "): what exceeds it comes from its inputs\n";
+      return;
+    }
+    std::cout << c.bad << " of " << r[0].size() << " elements beyond tolerance, max |a - b| " << c.max_abs << "\n";
+    print_worst(c, r[0], r[1], g.type(probes[k]), sides);
+  };
   int divergent = 0;
+  std::vector<size_t> diverging;
   for (size_t k = 0; k < probes.size(); ++k) {
     const std::vector<double> a = as_doubles(out[0][k]), b = as_doubles(out[1][k]);
-    int64_t bad = 0, worst = -1;
-    double worst_excess = 0, max_abs = 0;
-    for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-      if ((std::isnan(a[i]) && std::isnan(b[i])) || a[i] == b[i]) continue;
-      const double err = std::fabs(a[i] - b[i]), lim = atol + rtol * std::fabs(b[i]);
-      max_abs = std::max(max_abs, std::isnan(err) ? INFINITY : err);
-      if (!(err <= lim)) {
-        ++bad;
-        const double excess = std::isnan(err) ? INFINITY : err - lim;
-        if (worst < 0 || excess > worst_excess) worst = int64_t(i), worst_excess = excess;
-      }
-    }
-    if (a.size() != b.size()) bad = int64_t(std::max(a.size(), b.size())), worst = -1;
-    if (!bad) continue;
+    const Compared c = compare(a, b, atol, rtol);
+    if (!c.bad) continue;
+    diverging.push_back(k);
     if (divergent++ == 0) {
       const Node& n = g.node(probe_node[k]);
       const Shape& t = g.type(probes[k]);
-      std::cout << "first divergence: node '" << names[k] << "' (" << op_name(n.kind) << ") " << t.str() << ": " << bad
-                << " of " << a.size() << " elements beyond tolerance, max |a - b| " << max_abs << "\n";
-      if (worst >= 0) {
-        const std::vector<int64_t> dims = t.static_dims();
-        const double err = std::fabs(a[size_t(worst)] - b[size_t(worst)]);
-        std::cout << "  worst " << index_str(worst, dims) << ": " << sides[0] << " " << a[size_t(worst)] << ", "
-                  << sides[1] << " " << b[size_t(worst)] << " (|a - b| " << err << ", relative "
-                  << err / std::max(std::fabs(b[size_t(worst)]), 1e-30) << ")\n";
-      }
+      std::cout << "first divergence: node '" << names[k] << "' (" << op_name(n.kind) << ") " << t.str() << ": " << c.bad
+                << " of " << a.size() << " elements beyond tolerance, max |a - b| " << c.max_abs << "\n";
+      print_worst(c, a, b, t, sides);
       std::cout << "  inputs of that node:";
       for (const Value& v : n.inputs) {
         if (!v.valid()) continue;
@@ -197,6 +296,36 @@ int cmd_diff(const Args& raw) {
     return 0;
   }
   std::cout << divergent << " of " << probes.size() << " values diverge\n";
+  if (alone_max > 0) {
+    std::vector<double> r[2];
+    std::string why;
+    const bool ran = alone.run(probes[diverging[0]], r, why);
+    const Compared first = ran ? compare(r[0], r[1], atol, rtol) : Compared{};
+    if (ran) print_alone(diverging[0], r, first);
+    else std::cout << "  alone: could not run (" << why << ")\n";
+    if (first.bad) {
+      std::cout << "the first divergence is the node's own\n";
+    } else {
+      const size_t scan = std::min(diverging.size(), size_t(alone_max));
+      bool found = false;
+      for (size_t j = 1; j < scan && !found; ++j) {
+        const size_t k = diverging[j];
+        if (!alone.run(probes[k], r, why)) continue;
+        const Compared c = compare(r[0], r[1], atol, rtol);
+        if (!c.bad) continue;
+        const Node& n = g.node(probe_node[k]);
+        std::cout << "first node that diverges alone: '" << names[k] << "' (" << op_name(n.kind) << ") "
+                  << g.type(probes[k]).str() << "\n";
+        print_alone(k, r, c);
+        found = true;
+      }
+      if (!found)
+        std::cout << (scan < diverging.size() ? "none of the first " + std::to_string(scan) + " diverging nodes"
+                                              : std::string("no diverging node"))
+                  << " diverges alone: each agrees within tolerance fed the same inputs (rounding carried through the "
+                     "graph)\n";
+    }
+  }
   return 1;
 }
 
