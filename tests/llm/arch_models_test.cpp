@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <ostream>
 #include <random>
@@ -133,7 +134,9 @@ TEST_P(ArchModels, GreedyGenerationEqualsEvalAndArgmax) {
 // and sum in another order; so may padding in a mixture of experts (an expert's product
 // takes its kernel by the number of rows routed to it, and the padding rows are routed
 // too). F16 weights, F32 cache and F32 sums: the tolerance there is the llama.cpp parity
-// tests' figure for summation order alone, 1e-4 absolute per logit.
+// tests' figure for summation order alone, 1e-4 absolute per logit. RLX_LLM_DEVICE=cuda runs
+// the engines on CUDA, where a product's kernel (cuBLASLt's choice) may depend on the rows
+// of the pass: the tolerance then holds for padding too.
 TEST_P(ArchModels, PaddedAndChunkedPromptsAgree) {
   const ArchCase c = GetParam();
   if (!std::filesystem::exists(std::string(RLX_SHARED_DIR) + "/gguf/vocab/" + c.vocab)) GTEST_SKIP() << "no vocab files";
@@ -146,6 +149,9 @@ TEST_P(ArchModels, PaddedAndChunkedPromptsAgree) {
   eo.kv_type = DType::F32;
   eo.threads = 2;
   eo.n_ctx = 512;
+  const char* dev = std::getenv("RLX_LLM_DEVICE");
+  eo.device = dev && std::string(dev) == "cuda" ? Device::Cuda : Device::Cpu;
+  const bool exact_bits = !c.experts && eo.device == Device::Cpu;
   EngineOptions exact_o = eo, pad_o = eo, chunk_o = eo;
   exact_o.prompt_chunk = 0;
   exact_o.pad_prompts = 0;
@@ -164,7 +170,7 @@ TEST_P(ArchModels, PaddedAndChunkedPromptsAgree) {
       for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-4) << what << ", logit " << i;
     };
     const std::vector<float> want = exact.eval(p, all);
-    if (c.experts) {
+    if (!exact_bits) {
       near(padded.eval(p, all), want, "padded");
     } else {
       EXPECT_EQ(padded.eval(p, all), want);
@@ -176,7 +182,7 @@ TEST_P(ArchModels, PaddedAndChunkedPromptsAgree) {
     before = padded.compiled_graphs();
     const int32_t next = ids[n];
     const std::vector<float> step = exact.eval(std::span<const int32_t>(&next, 1));
-    if (c.experts) {
+    if (!exact_bits) {
       near(padded.eval(std::span<const int32_t>(&next, 1)), step, "padded, next step");
     } else {
       EXPECT_EQ(padded.eval(std::span<const int32_t>(&next, 1)), step);
