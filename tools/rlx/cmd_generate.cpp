@@ -286,12 +286,8 @@ int cmd_llm_bench(const Args& a) {
     eo.kv_type = kv == "f16" ? DType::F16 : DType::F32;
     eo.n_ctx = std::max<int64_t>({int64_t(P), int64_t(D) + N, 256});
     llm::Engine e(model, eo);
-    auto fill = [&](int n) {  // `n` cached tokens, in batches of up to 512 (not timed)
-      for (int done = 0; done < n;) {
-        int b = std::min(512, n - done);
-        e.eval(tokens(b, uint32_t(done)));
-        done += b;
-      }
+    auto fill = [&](int n) {  // `n` cached tokens (not timed; the engine takes them in chunks of 512)
+      if (n > 0) e.eval(tokens(n, 0));
     };
     if (P > 0) {
       std::vector<double> rate;
