@@ -204,6 +204,51 @@ TEST_P(ArchModels, PaddedAndChunkedPromptsAgree) {
   std::filesystem::remove(path);
 }
 
+// Batched decode against each sequence decoded alone: up to 8 sequences the CPU's products
+// run the per-row dot kernels a single token takes, so step() gives the same bits; with
+// more, they run as a GEMM (the prompt's kernels), which sums in another order: F16 weights,
+// F32 cache and sums, so 1e-4 absolute per logit, the summation-order figure of the
+// llama.cpp parity tests.
+TEST_P(ArchModels, BatchedDecodeAgreesWithAlone) {
+  const ArchCase c = GetParam();
+  if (!std::filesystem::exists(std::string(RLX_SHARED_DIR) + "/gguf/vocab/" + c.vocab)) GTEST_SKIP() << "no vocab files";
+  const std::string path = testing::TempDir() + "/batched-" + c.name + ".gguf";
+  write_model(c, path, gguf::TensorType::F16);
+  auto model = Model::load(path);
+  const int64_t V = model->hp.n_vocab;
+  const std::vector<int32_t> prompt{1, 50, 60, 70};
+  EngineOptions eo;
+  eo.kv_type = DType::F32;
+  eo.threads = 2;
+  Engine alone(model, eo);
+  alone.eval(prompt);
+  for (int64_t B : {8, 10}) {
+    SCOPED_TRACE(c.name + ", " + std::to_string(B) + " sequences");
+    EngineOptions bo = eo;
+    bo.sequences = B;
+    Engine all(model, bo);
+    std::vector<int32_t> next;
+    for (int64_t s = 0; s < B; ++s) {
+      all.eval(s, prompt);
+      next.push_back(int32_t(100 + 7 * s));
+    }
+    const std::vector<float> lg = all.step(next);
+    for (int64_t s : {int64_t(0), B - 1}) {
+      alone.reset();
+      alone.eval(prompt);
+      const std::vector<float> one = alone.eval(std::span<const int32_t>(&next[size_t(s)], 1));
+      for (int64_t i = 0; i < V; ++i) {
+        if (B <= 8) {
+          ASSERT_EQ(lg[size_t(s * V + i)], one[size_t(i)]) << "sequence " << s << " logit " << i;
+        } else {
+          ASSERT_NEAR(lg[size_t(s * V + i)], one[size_t(i)], 1e-4) << "sequence " << s << " logit " << i;
+        }
+      }
+    }
+  }
+  std::filesystem::remove(path);
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, ArchModels,
                          ::testing::Values(ArchCase{"llama", "llama", "ggml-vocab-llama-spm.gguf"},
                                            ArchCase{"llama_experts", "llama", "ggml-vocab-llama-spm.gguf", 4},
