@@ -19,6 +19,9 @@ namespace rlx::opt {
 
 namespace {
 
+// Unsupported nodes named one by one in legalize's error; the rest are counted by kind.
+constexpr size_t kListedFailures = 16;
+
 constexpr int kMaxDepth = 12;  // decompositions nest a few levels; deeper means a cycle
 
 bool is_low(DType t) { return t == DType::F16 || t == DType::BF16; }
@@ -210,6 +213,7 @@ Graph legalize(const Graph& g, const BackendClaims& claims, std::string* dispatc
   Legalizer lz(rw, claims);
   std::map<OpKind, KindStats> stats;
   std::vector<std::string> failures;
+  std::map<std::string, int> failed_kinds;  // past the listed ones: op name -> count
   const auto& nodes = g.nodes();
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node& src = nodes[i];
@@ -229,6 +233,7 @@ Graph legalize(const Graph& g, const BackendClaims& claims, std::string* dispatc
       ks.unsupported++;
       std::string line = std::string(op_name(src.kind)) + " '" + src.name + "' (inputs " + in_types + ")";
       for (size_t j = 0; j < rec.notes.size(); ++j) line += (j ? "; " : ": ") + rec.notes[j];
+      if (failures.size() >= kListedFailures) failed_kinds[std::string(op_name(src.kind))]++;
       failures.push_back(line);
     } else if (rec.decomposed) {
       ks.decomposed++;
@@ -245,7 +250,15 @@ Graph legalize(const Graph& g, const BackendClaims& claims, std::string* dispatc
     std::ostringstream os;
     os << "legalize: backend '" << backend << "' cannot run " << failures.size() << " node"
        << (failures.size() == 1 ? "" : "s") << " of graph '" << g.name() << "':";
-    for (const auto& f : failures) os << "\n  " << f;
+    for (size_t i = 0; i < failures.size() && i < kListedFailures; ++i) os << "\n  " << failures[i];
+    if (failures.size() > kListedFailures) {  // a whole model on the wrong backend: one screen, not thousands of lines
+      os << "\n  ... and " << failures.size() - kListedFailures << " more:";
+      const char* sep = " ";
+      for (const auto& [kind, n] : failed_kinds) {
+        os << sep << kind << " x" << n;
+        sep = ", ";
+      }
+    }
     fail(ErrorCategory::Unsupported, os.str());
   }
   return dce(rw.finish());

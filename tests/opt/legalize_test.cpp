@@ -360,6 +360,26 @@ graph main {
             "  attention: unsupported 1\n");
 }
 
+// A whole model on a backend that claims none of it: the error names the first 16 nodes and
+// counts the rest by kind, one screen instead of a line per node.
+TEST(Legalize, ManyUnsupportedNodesAreCountedPastTheFirst) {
+  Graph g;
+  Value x = g.input("x", Shape({4}, DType::F32));
+  for (int i = 0; i < 20; ++i) x = g.exp(x);
+  for (int i = 0; i < 5; ++i) x = g.neg(x);
+  g.set_outputs({x});
+  try {
+    legalize(g, claims({K::Add}), nullptr);
+    FAIL() << "expected Error(Unsupported)";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_EQ(e.category(), ErrorCategory::Unsupported);
+    EXPECT_NE(m.find("cannot run 25 nodes of graph"), std::string::npos) << m;
+    EXPECT_EQ(std::count(m.begin(), m.end(), '\n'), 17) << m;
+    EXPECT_NE(m.find("\n  ... and 9 more: exp x4, neg x5"), std::string::npos) << m;
+  }
+}
+
 TEST(Legalize, SymbolicAttentionCannotDecomposeAndSaysWhy) {
   Graph g = parse(R"(
 graph main {
