@@ -11,6 +11,8 @@
 // (griddepcontrol.launch_dependents): right after its own wait (as rlx's kernels do, so the
 // next launch's blocks and their early loads arrive while it still streams), or once every
 // warp of the block has begun its last row (the early loads then land in its drain).
+// Last, how fast a few SMs alone can pull bytes into L2 by such hints (what a prefetcher
+// running beside the step on spare SMs would get), against every SM.
 // Build and run on the GPU machine:
 //   nvcc -O3 -arch=sm_90a -o l2_prefetch bench/gpu/l2_prefetch.cu && ./l2_prefetch
 #include <cuda_fp16.h>
@@ -72,6 +74,22 @@ __global__ void gemv(Mat m, Hint h, int late) {
     if (lane == 0) m.y[o] = acc;
   }
 }
+// Hints for `bytes` from p into L2, one line per hint, spread over the grid's threads.
+__global__ void hint_only(const char* p, long long bytes) {
+  Hint h{};
+  h.s[0] = {p, bytes};
+  h.n = 1;
+  hint_lines(h);
+}
+// The lines of [p, p + bytes) summed (so the reads are not dropped), one 16-byte load per
+// thread at a time.
+__global__ void read_all(const uint4* p, long long n16, float* out) {
+  float acc = 0;
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n16; i += (long long)gridDim.x * blockDim.x)
+    acc += dot8(__ldg(p + i));
+  if (acc == 12345.f) *out = acc;
+}
+
 // A launch that reads next to nothing and takes `ns` (the rotary / attention stand-in).
 __global__ void idle(int ns, Hint h) {
   hint_lines(h);
@@ -153,6 +171,32 @@ int main(int argc, char** argv) {
       run("every launch, evict_last", mb << 20, false, 1);
       run("every launch hints", mb << 20, false, 0, 1);
     }
+  }
+  // Hint throughput: 24 MB hinted by a grid on `blocks` SMs (1,024 threads each), then read by
+  // every SM; the read alone from a cold L2 (a 256 MB sweep before each) for comparison.
+  {
+    const long long bytes = 24ll << 20;
+    char* buf; cudaMalloc(&buf, bytes); cudaMemset(buf, 0, bytes);
+    char* sweep; const size_t sw = size_t(256) << 20; cudaMalloc(&sweep, sw);
+    auto cold = [&] { cudaMemsetAsync(sweep, 1, sw, st); };
+    auto timed = [&](auto f) {
+      cold();
+      cudaEventRecord(e0, st); f(); cudaEventRecord(e1, st); cudaEventSynchronize(e1);
+      float ms; cudaEventElapsedTime(&ms, e0, e1); return ms * 1e3f;
+    };
+    for (int r = 0; r < 2; ++r) {
+      const float read_cold = timed([&] { read_all<<<sms * 4, 256, 0, st>>>((const uint4*)buf, bytes / 16, y); });
+      printf("24 MB read by every SM from a cold L2: %.1f us (%.0f GB/s)\n", read_cold, bytes / (read_cold * 1e-6) / 1e9);
+      for (int blocks : {4, 8, 16, sms}) {
+        const float hint = timed([&] { hint_only<<<blocks, 1024, 0, st>>>(buf, bytes); });
+        cudaEventRecord(e0, st);
+        read_all<<<sms * 4, 256, 0, st>>>((const uint4*)buf, bytes / 16, y);
+        cudaEventRecord(e1, st); cudaEventSynchronize(e1);
+        float ms; cudaEventElapsedTime(&ms, e0, e1);
+        printf("  hinted by %3d SMs: the hint launch %.1f us, then the read %.1f us\n", blocks, hint, ms * 1e3f);
+      }
+    }
+    cudaFree(buf); cudaFree(sweep);
   }
   // Without the idle launches' time: the floor the hints could reach.
   for (auto& s : steps) if (s.kind == 1) s.ns = 0;
