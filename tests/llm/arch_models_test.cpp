@@ -25,6 +25,17 @@ using test::write_model;
 
 class ArchModels : public ::testing::TestWithParam<ArchCase> {};
 
+bool have_vocab(const ArchCase& c) { return std::filesystem::exists(std::string(RLX_SHARED_DIR) + "/gguf/vocab/" + c.vocab); }
+// The family's model (write_model) in a file of the test's own, removed after it.
+struct TinyFile {
+  std::string path;
+  TinyFile(const ArchCase& c, const std::string& tag, gguf::TensorType t)
+      : path(testing::TempDir() + "/" + tag + "-" + c.name + ".gguf") {
+    write_model(c, path, t);
+  }
+  ~TinyFile() { std::filesystem::remove(path); }
+};
+
 TEST_P(ArchModels, PromptPassAgreesWithDecodeAndBatching) {
   const ArchCase c = GetParam();
   if (!std::filesystem::exists(std::string(RLX_SHARED_DIR) + "/gguf/vocab/" + c.vocab)) GTEST_SKIP() << "no vocab files";
@@ -139,10 +150,9 @@ TEST_P(ArchModels, GreedyGenerationEqualsEvalAndArgmax) {
 // of the pass: the tolerance then holds for padding too.
 TEST_P(ArchModels, PaddedAndChunkedPromptsAgree) {
   const ArchCase c = GetParam();
-  if (!std::filesystem::exists(std::string(RLX_SHARED_DIR) + "/gguf/vocab/" + c.vocab)) GTEST_SKIP() << "no vocab files";
-  const std::string path = testing::TempDir() + "/padded-" + c.name + ".gguf";
-  write_model(c, path, gguf::TensorType::F16);
-  auto model = Model::load(path);
+  if (!have_vocab(c)) GTEST_SKIP() << "no vocab files";
+  const TinyFile file(c, "padded", gguf::TensorType::F16);
+  auto model = Model::load(file.path);
   std::vector<int32_t> ids = model->tokenizer->encode("Hello world, this is a test of prompts in passes", true);
   while (ids.size() < 71) ids.push_back(ids[ids.size() % 9]);
   EngineOptions eo;
@@ -201,7 +211,6 @@ TEST_P(ArchModels, PaddedAndChunkedPromptsAgree) {
   EngineOptions bad = eo;
   bad.prompt_chunk = -1;
   EXPECT_THROW(Engine(model, bad), Error);
-  std::filesystem::remove(path);
 }
 
 // Batched decode against each sequence decoded alone: up to 8 sequences the CPU's products
@@ -211,10 +220,9 @@ TEST_P(ArchModels, PaddedAndChunkedPromptsAgree) {
 // llama.cpp parity tests.
 TEST_P(ArchModels, BatchedDecodeAgreesWithAlone) {
   const ArchCase c = GetParam();
-  if (!std::filesystem::exists(std::string(RLX_SHARED_DIR) + "/gguf/vocab/" + c.vocab)) GTEST_SKIP() << "no vocab files";
-  const std::string path = testing::TempDir() + "/batched-" + c.name + ".gguf";
-  write_model(c, path, gguf::TensorType::F16);
-  auto model = Model::load(path);
+  if (!have_vocab(c)) GTEST_SKIP() << "no vocab files";
+  const TinyFile file(c, "batched", gguf::TensorType::F16);
+  auto model = Model::load(file.path);
   const int64_t V = model->hp.n_vocab;
   const std::vector<int32_t> prompt{1, 50, 60, 70};
   EngineOptions eo;
@@ -246,7 +254,6 @@ TEST_P(ArchModels, BatchedDecodeAgreesWithAlone) {
       }
     }
   }
-  std::filesystem::remove(path);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, ArchModels,
