@@ -25,7 +25,7 @@ using test::write_model;
 
 class ArchModels : public ::testing::TestWithParam<ArchCase> {};
 
-bool have_vocab(const ArchCase& c) { return std::filesystem::exists(std::string(RLX_SHARED_DIR) + "/gguf/vocab/" + c.vocab); }
+bool have_vocab(const ArchCase& c) { return std::filesystem::exists(test::vocab_path(c.vocab)); }
 // The family's model (write_model) in a file of the test's own, removed after it.
 struct TinyFile {
   std::string path;
@@ -38,7 +38,7 @@ struct TinyFile {
 
 TEST_P(ArchModels, PromptPassAgreesWithDecodeAndBatching) {
   const ArchCase c = GetParam();
-  if (!std::filesystem::exists(std::string(RLX_SHARED_DIR) + "/gguf/vocab/" + c.vocab)) GTEST_SKIP() << "no vocab files";
+  if (!have_vocab(c)) GTEST_SKIP() << "no vocab files";
   const std::string path = testing::TempDir() + "/arch-" + c.name + ".gguf";
   write_model(c, path, gguf::TensorType::F16);
   auto model = Model::load(path);
@@ -92,7 +92,7 @@ TEST_P(ArchModels, PromptPassAgreesWithDecodeAndBatching) {
 // leaving the engine as it was.
 TEST_P(ArchModels, GreedyGenerationEqualsEvalAndArgmax) {
   const ArchCase c = GetParam();
-  if (!std::filesystem::exists(std::string(RLX_SHARED_DIR) + "/gguf/vocab/" + c.vocab)) GTEST_SKIP() << "no vocab files";
+  if (!have_vocab(c)) GTEST_SKIP() << "no vocab files";
   for (gguf::TensorType wt : {gguf::TensorType::F16, gguf::TensorType::Q4_0}) {
     SCOPED_TRACE(std::string(c.name) + (wt == gguf::TensorType::F16 ? " f16" : " q4_0"));
     const std::string path = testing::TempDir() + "/greedy-" + c.name + ".gguf";

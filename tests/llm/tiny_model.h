@@ -1,6 +1,7 @@
 // Small GGUF models for the LLM tests, written with gguf::Writer: random weights in one
 // matrix format, the tokenizer keys of a real vocab GGUF from ../shared/gguf/vocab.
 #pragma once
+#include <cstdlib>
 #include <ostream>
 #include <random>
 #include <string>
@@ -9,6 +10,13 @@
 #include "rlx/gguf.h"
 
 namespace rlx::llm::test {
+
+// ../shared of the build, or RLX_SHARED_DIR from the environment (runs on another machine).
+inline std::string shared_dir() {
+  const char* env = std::getenv("RLX_SHARED_DIR");
+  return env && *env ? env : RLX_SHARED_DIR;
+}
+inline std::string vocab_path(const std::string& file) { return shared_dir() + "/gguf/vocab/" + file; }
 
 struct ArchCase {
   std::string name, arch, vocab;
@@ -19,7 +27,7 @@ inline void PrintTo(const ArchCase& c, std::ostream* os) { *os << c.name; }  // 
 // A 2-layer model of family `c.arch` (n_embd 64, 2 heads of 32, 1 KV head, FFN 128, with
 // experts when c.experts > 0), written to `path`.
 inline void write_model(const ArchCase& c, const std::string& path, gguf::TensorType mtype) {
-  gguf::File v = gguf::File::open(std::string(RLX_SHARED_DIR) + "/gguf/vocab/" + c.vocab);
+  gguf::File v = gguf::File::open(vocab_path(c.vocab));
   const int64_t V = int64_t(v.get_strings("tokenizer.ggml.tokens").size()), E = 64, F = 128, H = 2, Hkv = 1, D = 32;
   const std::string& a = c.arch;
   gguf::Writer w;
