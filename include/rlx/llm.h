@@ -72,8 +72,9 @@ struct EngineOptions {
   // chat's turns reuse a few compiled passes instead of compiling one per new length (the
   // padding rows are computed and dropped; their cache rows lie past the sequence's end and
   // are overwritten by the next tokens). -1: on device backends only, where a pass compiles
-  // kernels specialized to its shapes and holds device memory of its own; on the CPU a pass
-  // compiles in tens of milliseconds, about what the padding rows cost. 0 never, 1 always.
+  // kernels specialized to its shapes and holds device memory of its own (a chat's short
+  // turns twice as fast on CUDA); on the CPU a pass compiles in about ten milliseconds, what
+  // a medium prompt's padding rows cost too. 0 never, 1 always.
   int pad_prompts = -1;
 };
 
