@@ -103,7 +103,6 @@ struct Engine::Impl {
   std::vector<int64_t> all_slots;  // 0 .. slots-1, the batch pass's rows
   std::vector<float> embd, cosv, sinv, row;  // per-run host buffers (reused)
   std::vector<int64_t> pastv;
-  int64_t lastv = 0;                // the "last" input (BuildCtx::last_row_input)
   std::vector<int32_t> padded;      // a prompt's tokens padded to its pass's length (reused)
   std::vector<std::span<const uint8_t>> inputs;  // run()'s graph inputs (reused)
   std::vector<int64_t> one_slot{0};              // slot_of for a one-sequence pass
@@ -488,7 +487,7 @@ std::vector<float> Engine::Impl::run(Pass& p, std::span<const int32_t> tokens, c
   if (rows < 0) rows = T;
   if (rows < 1 || rows > T || (rows < T && B != 1))
     fail(ErrorCategory::Internal, "llm::Engine: ", rows, " of ", T, " rows appended in a pass of ", B, " sequences");
-  lastv = rows - 1;
+  const int64_t last = rows - 1;  // the "last" input (BuildCtx::last_row_input), read by run_slots below
   catch_up(p, slot_of);
   embd.resize(static_cast<size_t>(token_ids ? 0 : R * E));
   cosv.resize(static_cast<size_t>(R * half));
@@ -515,7 +514,7 @@ std::vector<float> Engine::Impl::run(Pass& p, std::span<const int32_t> tokens, c
       case 2: in.push_back(bytes(sinv)); break;
       case 3: in.push_back(bytes(pastv)); break;
       case 5: in.push_back(bytes(tokens)); break;
-      case 6: in.push_back(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&lastv), sizeof lastv)); break;
+      case 6: in.push_back(bytes(std::span<const int64_t>(&last, 1))); break;
       default: in.emplace_back(); break;  // a resident cache handle
     }
   }
@@ -629,7 +628,7 @@ std::vector<float> Engine::eval(int64_t slot, std::span<const int32_t> tokens, b
     std::vector<float> logits;
     try {
       for (int64_t done = 0; done < T;) {
-        const int64_t n = chunk > 0 ? std::min(T - done, chunk) : T;
+        const int64_t n = chunk > 0 ? std::min(T - done, chunk) : T - done;
         int64_t rows = pad ? padded_rows(n, chunk) : n;
         if (at + done + rows > m.C) rows = n;
         std::span<const int32_t> part = tokens.subspan(static_cast<size_t>(done), static_cast<size_t>(n));
