@@ -255,9 +255,11 @@ std::string model_formats_line() {
   return s;
 }
 
-void set_params_from_args(CompiledGraph& net, const Args& args) {
+void set_params_from_args(CompiledGraph& net, const Args& args, bool only_its_own) {
+  const std::vector<std::string> own = only_its_own ? net.param_names() : std::vector<std::string>{};
   for (const std::string& a : args.all("--param")) {
     auto [name, file] = split_assignment(a, "--param");
+    if (only_its_own && std::find(own.begin(), own.end(), name) == own.end()) continue;
     const Shape want = net.param_type(name);  // names the params when `name` is not one
     TypedTensor t = runtime::read_npy(file);
     if (t.dims != want.static_dims()) {

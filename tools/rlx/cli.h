@@ -68,8 +68,10 @@ std::string model_formats_line();
 Graph load_model(const std::string& path, CompileOptions& opts, const InputDims& input_dims = {});
 
 // --param NAME=FILE.npy ...: each file's dtype converts to the param's, its dims must equal
-// the param's dims (a transposed weight is an error, not a silently wrong result).
-void set_params_from_args(CompiledGraph& net, const Args& args);
+// the param's dims (a transposed weight is an error, not a silently wrong result). A name
+// that is no param of `net` is an error, or skipped with only_its_own (a graph holding part
+// of the model, as rlx diff's nodes run alone).
+void set_params_from_args(CompiledGraph& net, const Args& args, bool only_its_own = false);
 
 // Options shared by compiling commands: --threads, --precision, --bind, --no-fuse.
 std::vector<OptionSpec> compile_option_specs();

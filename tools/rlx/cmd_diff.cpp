@@ -11,10 +11,10 @@
 // because its inputs already differ (within it); fed the same inputs it agrees. So diff
 // says whether the first divergence is the node's own, and names the first node that
 // diverges alone (or that none does) among the first --alone diverging ones.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
-#include <algorithm>
 #include <iostream>
 #include <map>
 #include <random>
@@ -139,13 +139,7 @@ struct Alone {
     try {
       for (int s = 0; s < 2; ++s) {
         CompiledGraph net = Session(dev[s], opt[s]).compile(sub);
-        const std::vector<std::string> params = net.param_names();
-        for (const std::string& a : args.all("--param")) {  // those of this node
-          auto [pname, file] = split_assignment(a, "--param");
-          if (std::find(params.begin(), params.end(), pname) == params.end()) continue;
-          TypedTensor t = runtime::read_npy(file);
-          net.set_param_typed(pname, t.bytes.data(), t.bytes.size(), t.dtype);
-        }
+        set_params_from_args(net, args, true);  // those of this node
         out[s] = as_doubles(net.run_typed(feed)[0]);
       }
     } catch (const Error& e) {
