@@ -279,13 +279,17 @@ int cmd_llm_bench(const Args& a) {
     for (int i = 0; i < n; ++i) t[size_t(i)] = int32_t((uint64_t(seed) * 2654435761u + uint64_t(i) * 40503u) % uint64_t(V));
     return t;
   };
-  for (int t : threads) {
+  // The options every engine here shares, for `t` threads and a context of at least `ctx`.
+  auto options = [&](int t, int64_t ctx) {
     llm::EngineOptions eo;
     eo.threads = t;
     eo.device = device;
     eo.kv_type = kv == "f16" ? DType::F16 : DType::F32;
-    eo.n_ctx = std::max<int64_t>({int64_t(P), int64_t(D) + N, 256});
-    llm::Engine e(model, eo);
+    eo.n_ctx = std::max<int64_t>(ctx, 256);
+    return eo;
+  };
+  for (int t : threads) {
+    llm::Engine e(model, options(t, std::max<int64_t>(P, int64_t(D) + N)));
     auto fill = [&](int n) {  // `n` cached tokens (not timed; the engine takes them in chunks of 512)
       if (n > 0) e.eval(tokens(n, 0));
     };
@@ -339,11 +343,7 @@ int cmd_llm_bench(const Args& a) {
       std::vector<double> ms[2];
       for (int r = 0; r < reps; ++r)
         for (int exact = 0; exact < 2; ++exact) {
-          llm::EngineOptions eo;
-          eo.threads = t;
-          eo.device = device;
-          eo.kv_type = kv == "f16" ? DType::F16 : DType::F32;
-          eo.n_ctx = std::max<int64_t>(total, 256);
+          llm::EngineOptions eo = options(t, total);
           eo.pad_prompts = exact ? 0 : 1;
           llm::Engine e(model, eo);
           clock::time_point t0;
@@ -365,12 +365,8 @@ int cmd_llm_bench(const Args& a) {
   for (int B : int_list(a.get("-B", "0"), "-B")) {
     if (B < 1) continue;
     for (int t : threads) {
-      llm::EngineOptions eo;
-      eo.threads = t;
-      eo.device = device;
-      eo.kv_type = kv == "f16" ? DType::F16 : DType::F32;
+      llm::EngineOptions eo = options(t, int64_t(P) + N + 1);
       eo.sequences = B;
-      eo.n_ctx = std::max<int64_t>(int64_t(P) + N + 1, 256);
       llm::Engine e(model, eo);
       std::vector<double> rate;
       for (int r = -1; r < reps; ++r) {
