@@ -9,7 +9,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
 #include <ostream>
 #include <random>
@@ -159,8 +158,7 @@ TEST_P(ArchModels, PaddedAndChunkedPromptsAgree) {
   eo.kv_type = DType::F32;
   eo.threads = 2;
   eo.n_ctx = 512;
-  const char* dev = std::getenv("RLX_LLM_DEVICE");
-  eo.device = dev && std::string(dev) == "cuda" ? Device::Cuda : Device::Cpu;
+  eo.device = test::llm_device();
   const bool exact_bits = !c.experts && eo.device == Device::Cpu;
   EngineOptions exact_o = eo, pad_o = eo, chunk_o = eo;
   exact_o.prompt_chunk = 0;

@@ -8,12 +8,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 
 #include "rlx/llm.h"
+#include "tiny_model.h"
 
 namespace rlx::llm {
 namespace {
@@ -21,14 +21,8 @@ namespace {
 // RLX_SHARED_DIR (environment) overrides the ../shared of the build, for runs on another
 // machine; RLX_LLM_DEVICE=cuda runs the engine on the CUDA backend (same references, same
 // tolerance: F32 weights and cache there too).
-std::string archs(const std::string& f) {
-  const char* env = std::getenv("RLX_SHARED_DIR");
-  return std::string(env && *env ? env : RLX_SHARED_DIR) + "/gguf/archs/" + f;
-}
-Device llm_device() {
-  const char* d = std::getenv("RLX_LLM_DEVICE");
-  return d && std::string(d) == "cuda" ? Device::Cuda : Device::Cpu;
-}
+std::string archs(const std::string& f) { return test::shared_dir() + "/gguf/archs/" + f; }
+using test::llm_device;
 
 std::string slurp(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -188,8 +182,8 @@ void check_batched(const std::string& name) {
 }
 
 // Prompts of many lengths (a chat's turns) at their exact lengths (pad_prompts 0, as the CPU
-// runs them by default; not padded to a few pass lengths): each length is a pass of its own, and at most four
-// prompt passes stay besides the first one compiled. On the resident-handle path the
+// runs them by default): each length is a pass of its own, and at most four prompt passes
+// stay besides the first one compiled. On the resident-handle path the
 // pass dropped first still holds one sequence's rows (they go to the engine's buffers
 // first); every result equals the shared-cache engine's.
 TEST(LlmPasses, PromptPassesAreBoundedAndAgree) {

@@ -13,7 +13,7 @@
 namespace rlx::llm {
 namespace {
 
-std::string vocab(const std::string& f) { return std::string(RLX_SHARED_DIR) + "/gguf/vocab/" + f; }
+std::string vocab(const std::string& f) { return test::vocab_path(f); }
 
 TEST(LlmEngine, TextInTextOutWithARealTokenizer) {
   const std::string vf = vocab("ggml-vocab-llama-spm.gguf");

@@ -1,5 +1,6 @@
 // Small GGUF models for the LLM tests, written with gguf::Writer: random weights in one
-// matrix format, the tokenizer keys of a real vocab GGUF from ../shared/gguf/vocab.
+// matrix format, the tokenizer keys of a real vocab GGUF from ../shared/gguf/vocab; and where
+// the LLM tests find their files and which device they run the engine on.
 #pragma once
 #include <cstdlib>
 #include <ostream>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "rlx/gguf.h"
+#include "rlx/options.h"
 
 namespace rlx::llm::test {
 
@@ -17,6 +19,11 @@ inline std::string shared_dir() {
   return env && *env ? env : RLX_SHARED_DIR;
 }
 inline std::string vocab_path(const std::string& file) { return shared_dir() + "/gguf/vocab/" + file; }
+// RLX_LLM_DEVICE=cuda: the engines of the tests that honour it run on the CUDA backend.
+inline Device llm_device() {
+  const char* d = std::getenv("RLX_LLM_DEVICE");
+  return d && std::string(d) == "cuda" ? Device::Cuda : Device::Cpu;
+}
 
 struct ArchCase {
   std::string name, arch, vocab;
