@@ -7,6 +7,7 @@
 // with a min or offset (w = a + m, applied separately), 4 * 2^-24 * sum |x| (|a| + |m|).
 // tests/cpu/qmatmul_test.cpp has the per-format, per-ISA kernel tests.
 #include <cmath>
+#include <cstring>
 
 #include "op_cases.h"
 #include "rlx/quant.h"
@@ -22,30 +23,67 @@ using Outs = std::vector<Value>;
 // near zero come from cancellation, where a relative tolerance alone would be too strict.
 double f32_dot_bound(int64_t k, double mag) { return 2.0 * double(k) * std::ldexp(1.0, -24) * mag; }
 
-// The min / offset part m of each weight (w = a + m) of Q5_0 and Q4_K rows: Q5_0's -16 d is
-// the block with every value zeroed (bytes 2..21), Q4_K's -dmin * min the block with d
-// (bytes 0-1) zeroed. Zero for other formats.
+// The min / offset part m of each weight (w = a + m) of Q5_0, Q4_K and Q2_K rows: Q5_0's
+// -16 d is the block with every value zeroed (bytes 2..21), Q4_K's -dmin * min the block
+// with d (bytes 0-1) zeroed, Q2_K's the block with d (bytes 80-81) zeroed. Zero for other
+// formats.
+constexpr uint32_t kQ2_K = 10, kQ3_K = 11, kIQ4_NL = 20, kIQ4_XS = 23, kF64 = 28;
 std::vector<float> min_part(uint32_t fmt, std::vector<uint8_t> q, int64_t n) {
   const quant::Format& f = quant::get(fmt);
   std::vector<float> m(size_t(n), 0.0f);
-  if (fmt != quant::kQ5_0 && fmt != quant::kQ4_K) return m;
+  if (fmt != quant::kQ5_0 && fmt != quant::kQ4_K && fmt != kQ2_K) return m;
   for (size_t o = 0; o + f.block_bytes <= q.size(); o += size_t(f.block_bytes)) {
     if (fmt == quant::kQ5_0) std::fill(q.begin() + o + 2, q.begin() + o + 22, 0);
+    else if (fmt == kQ2_K) q[o + 80] = q[o + 81] = 0;
     else q[o] = q[o + 1] = 0;
   }
   quant::dequantize(fmt, q.data(), m.data(), n);
   return m;
 }
 
-// W [rows, k] quantized to `fmt`, as a u8 [rows, row_bytes] tensor, and its dequantized values
-// (with, in `mins`, their min / offset parts).
+// Rows of a format rlx reads but does not quantize to (Q2_K, Q3_K, IQ4_NL, IQ4_XS, F64):
+// random bytes, each block's f16 scales then set to random finite values about as large as
+// quantizing values in [-1, 1] would make them; F64 as doubles in [-1, 1].
+void random_rows(Rng& rng, uint32_t fmt, std::vector<uint8_t>& q) {
+  if (fmt == kF64) {
+    for (size_t o = 0; o + 8 <= q.size(); o += 8) {
+      const double v = rng.uniform(-1, 1);
+      std::memcpy(q.data() + o, &v, 8);
+    }
+    return;
+  }
+  for (uint8_t& b : q) b = uint8_t(rng.integer(0, 255));
+  struct Scale {
+    size_t at;
+    double lo, hi;
+  };
+  std::vector<Scale> scales;
+  if (fmt == kQ2_K) scales = {{80, 0.005, 0.02}, {82, 0.005, 0.02}};  // d, dmin (x 15 x 3)
+  if (fmt == kQ3_K) scales = {{108, 0.002, 0.008}};                    // d (x 32 x 4)
+  if (fmt == kIQ4_NL) scales = {{0, 0.002, 0.008}};                    // d (x 127)
+  if (fmt == kIQ4_XS) scales = {{0, 0.0001, 0.0003}};                  // d (x 32 x 127)
+  const size_t bb = size_t(quant::get(fmt).block_bytes);
+  for (size_t o = 0; o + bb <= q.size(); o += bb)
+    for (const Scale& s : scales) {
+      const float v = float(rng.uniform(s.lo, s.hi));
+      quant::quantize(quant::kF16, &v, q.data() + o + s.at, 1);
+    }
+}
+
+// W [rows, k] quantized to `fmt` (random blocks where rlx has no quantizer), as a u8
+// [rows, row_bytes] tensor, and its dequantized values (with, in `mins`, their min /
+// offset parts).
 std::pair<T, std::vector<float>> quantized(Rng& rng, int64_t rows, int64_t k, uint32_t fmt,
                                            std::vector<float>* mins = nullptr) {
   std::vector<float> w(size_t(rows * k));
   for (float& v : w) v = float(rng.uniform(-1, 1));
   const int64_t rb = quant::row_bytes(fmt, k);
   std::vector<uint8_t> q(size_t(rows * rb));
-  for (int64_t r = 0; r < rows; ++r) quant::quantize(fmt, w.data() + r * k, q.data() + r * rb, k);
+  if (quant::can_quantize(fmt)) {
+    for (int64_t r = 0; r < rows; ++r) quant::quantize(fmt, w.data() + r * k, q.data() + r * rb, k);
+  } else {
+    random_rows(rng, fmt, q);
+  }
   std::vector<float> deq(w.size());
   quant::dequantize(fmt, q.data(), deq.data(), rows * k);
   if (mins) *mins = min_part(fmt, q, rows * k);
@@ -62,7 +100,7 @@ OpCase qmatmul_case(const std::string& name, uint32_t fmt, int64_t m, int64_t n,
             T x = rng.tensor({m, k});
             std::vector<float> mins;
             auto [w, deq] = quantized(rng, n, k, fmt, &mins);
-            const bool quantizes_x = fmt != quant::kF32 && fmt != quant::kF16 && fmt != quant::kBF16;
+            const bool quantizes_x = fmt != quant::kF32 && fmt != quant::kF16 && fmt != quant::kBF16 && fmt != kF64;
             T want({m, n});
             double atol = 0;
             for (int64_t i = 0; i < m; ++i)
@@ -275,6 +313,17 @@ const bool kLlm = register_cases({
     {OpKind::QMatMul, qmatmul_case("qmatmul_q4_K_prefill", quant::kQ4_K, 9, 3, 256)},
     {OpKind::QMatMul, qmatmul_case("qmatmul_f16_decode_residual", quant::kF16, 1, 40, 128, true)},
     {OpKind::QMatMul, qmatmul_case("qmatmul_q8_0_prefill_residual", quant::kQ8_0, 3, 7, 64, true)},
+    // Every other format the CPU reads, decode (one row) and prefill (rows past the CPU's
+    // per-row kernels), as a file of that type would bring them.
+    {OpKind::QMatMul, qmatmul_case("qmatmul_bf16_decode", quant::kBF16, 1, 9, 136)},
+    {OpKind::QMatMul, qmatmul_case("qmatmul_bf16_prefill_odd_k", quant::kBF16, 10, 5, 37)},
+    {OpKind::QMatMul, qmatmul_case("qmatmul_f64_decode", kF64, 1, 5, 48)},
+    {OpKind::QMatMul, qmatmul_case("qmatmul_iq4_nl_prefill", kIQ4_NL, 10, 6, 96)},
+    {OpKind::QMatMul, qmatmul_case("qmatmul_q2_K_decode", kQ2_K, 1, 7, 512)},
+    {OpKind::QMatMul, qmatmul_case("qmatmul_q3_K_prefill", kQ3_K, 10, 5, 256)},
+    {OpKind::QMatMul, qmatmul_case("qmatmul_iq4_xs_decode_residual", kIQ4_XS, 1, 6, 512, true)},
+    {OpKind::QMatMul, qmatmul_case("qmatmul_q5_K_prefill", quant::kQ5_K, 10, 4, 256)},
+    {OpKind::QMatMul, qmatmul_case("qmatmul_q6_K_decode", quant::kQ6_K, 1, 5, 256)},
     {OpKind::QMatMul, norm_qmatmul_case("qmatmul_f16_after_rms_norm_row", 1024, 24)},
     {OpKind::QMatMul, norm_qmatmul_case("qmatmul_f16_after_rms_norm_short_row", 192, 24)},
     {OpKind::Rotary, rotary_pair_case()},
