@@ -50,10 +50,13 @@ struct Phase {
 constexpr int kMaxPhases = 22 * 6 + 2;
 __constant__ Phase c_phases[kMaxPhases];
 
-__device__ inline float dot8(uint4 u, const float4* x, float acc) {
+// acc + dot(8 halves in u, x[0..8)); x in global memory (read past L1) or, Shared, in shared
+// memory.
+template <bool Shared>
+__device__ inline float dot8x(uint4 u, const float4* x, float acc) {
   __half2 h[4];
   memcpy(h, &u, 16);
-  const float4 a = __ldcg(x), b = __ldcg(x + 1);
+  const float4 a = Shared ? x[0] : __ldcg(x), b = Shared ? x[1] : __ldcg(x + 1);
   const float xs[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
@@ -63,19 +66,8 @@ __device__ inline float dot8(uint4 u, const float4* x, float acc) {
   }
   return acc;
 }
-__device__ inline float dot8s(uint4 u, const float4* x, float acc) {  // x in shared memory
-  __half2 h[4];
-  memcpy(h, &u, 16);
-  const float4 a = x[0], b = x[1];
-  const float xs[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 f = __half22float2(h[i]);
-    acc = fmaf(f.x, xs[2 * i], acc);
-    acc = fmaf(f.y, xs[2 * i + 1], acc);
-  }
-  return acc;
-}
+__device__ inline float dot8(uint4 u, const float4* x, float acc) { return dot8x<false>(u, x, acc); }
+__device__ inline float dot8s(uint4 u, const float4* x, float acc) { return dot8x<true>(u, x, acc); }
 
 // A warp's first row(s) of a phase, fetched early: kP chunks of row o, or kP / 2 of the gate
 // row and of the up row.
@@ -389,6 +381,22 @@ __device__ void run_phase_stream(const Phase& p, Stream& st, float4* xs4, float*
   }
 }
 
+// This warp's stream over the units of phases [first, n), its first S units issued.
+__device__ inline Stream start_stream(uint4* ring, int S, int first, int n) {
+  const int wpb = blockDim.x / 32, warp = threadIdx.x / 32;
+  Stream st;
+  st.ring = ring + size_t(warp) * S * kSeg;
+  st.S = S;
+  st.n = n;
+  st.gw = blockIdx.x * wpb + warp;
+  st.all = gridDim.x * wpb;
+  st.lane = threadIdx.x & 31;
+  st.ahead.ph = first - 1;
+  next_phase(st.ahead, n, st.gw);
+  for (int u = 0; u < S; ++u) st.issue();
+  return st;
+}
+
 // One launch per phase, each warp's first S units of the phase's weights issued into its
 // shared memory before the wait for the launch before (a block of the next launch that
 // fits beside this one's streams while this one finishes).
@@ -396,17 +404,7 @@ __global__ void __launch_bounds__(kThreads) phase_stream_kernel(int i, int S) {
   __shared__ float4 xs4[kMaxK / 4];
   __shared__ float part[kThreads / 32];
   extern __shared__ uint4 ring[];
-  const int wpb = blockDim.x / 32, warp = threadIdx.x / 32;
-  Stream st;
-  st.ring = ring + size_t(warp) * S * kSeg;
-  st.S = S;
-  st.n = i + 1;  // this phase's units only
-  st.gw = blockIdx.x * wpb + warp;
-  st.all = gridDim.x * wpb;
-  st.lane = threadIdx.x & 31;
-  st.ahead.ph = i - 1;
-  next_phase(st.ahead, st.n, st.gw);
-  for (int u = 0; u < S; ++u) st.issue();
+  Stream st = start_stream(ring, S, i, i + 1);  // this phase's units only
   asm volatile("griddepcontrol.wait;" ::: "memory");
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   run_phase_stream(c_phases[i], st, xs4, part);
@@ -418,16 +416,7 @@ __global__ void __launch_bounds__(kThreads) stream_kernel(int n, unsigned* bar, 
   __shared__ float4 xs4[kMaxK / 4];
   __shared__ float part[kThreads / 32];
   extern __shared__ uint4 ring[];
-  const int wpb = blockDim.x / 32, warp = threadIdx.x / 32;
-  Stream st;
-  st.ring = ring + size_t(warp) * S * kSeg;
-  st.S = S;
-  st.n = n;
-  st.gw = blockIdx.x * wpb + warp;
-  st.all = gridDim.x * wpb;
-  st.lane = threadIdx.x & 31;
-  next_phase(st.ahead, n, st.gw);
-  for (int i = 0; i < S; ++i) st.issue();
+  Stream st = start_stream(ring, S, 0, n);
   for (int i = 0; i < n; ++i) {
     if (!takes_part(c_phases[i])) continue;
     if (i > 0) wait_for(counters(bar, i - 1), producers(c_phases[i - 1]));
