@@ -7,7 +7,10 @@
 // with a min or offset (w = a + m, applied separately), 4 * 2^-24 * sum |x| (|a| + |m|).
 // tests/cpu/qmatmul_test.cpp has the per-format, per-ISA kernel tests.
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 
 #include "op_cases.h"
 #include "rlx/quant.h"
@@ -92,14 +95,41 @@ std::pair<T, std::vector<float>> quantized(Rng& rng, int64_t rows, int64_t k, ui
   return {t, deq};
 }
 
+// ggml's own blocks of `fmt` (tests/data/gguf/quants: made by ggml's quantizers, with ggml's
+// dequantization beside them) as rows of k elements: the weights and ggml's values of
+// them, an independent reference for a backend's decoding. The data directory is
+// RLX_SOURCE_DIR from the environment (a copy of the tree elsewhere, e.g. on a GPU machine),
+// else the one this test was built from.
+std::pair<T, std::vector<float>> ggml_rows(uint32_t fmt, int64_t k, int64_t& rows, std::vector<float>* mins) {
+  const char* env = std::getenv("RLX_SOURCE_DIR");
+  const std::string base = std::string(env && *env ? env : RLX_SOURCE_DIR) + "/tests/data/gguf/quants/" +
+                           quant::get(fmt).name;
+  auto read = [](const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) throw Error(ErrorCategory::Io, "missing fixture " + path);
+    return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  };
+  const std::vector<uint8_t> q = read(base + ".blocks"), ref = read(base + ".f32");
+  const int64_t n = int64_t(ref.size() / 4), rb = quant::row_bytes(fmt, k);
+  rows = n / k;
+  std::vector<float> deq(size_t(rows * k));
+  std::memcpy(deq.data(), ref.data(), deq.size() * 4);
+  if (mins) *mins = min_part(fmt, std::vector<uint8_t>(q.begin(), q.begin() + rows * rb), rows * k);
+  T t({rows, rb}, DType::U8);
+  for (size_t i = 0; i < size_t(rows * rb); ++i) t.v[i] = q[i];
+  return {t, deq};
+}
+
 // residual: the product plus an [m, n] input (what a decoder layer adds its projections
 // to; CUDA runs the two as one kernel), one more f32 rounding: 2^-24 of the sum.
-OpCase qmatmul_case(const std::string& name, uint32_t fmt, int64_t m, int64_t n, int64_t k, bool residual = false) {
+// n < 0: the weights are ggml's blocks (ggml_rows; n becomes their row count).
+OpCase qmatmul_case(const std::string& name, uint32_t fmt, int64_t m, int64_t n_rows, int64_t k, bool residual = false) {
   return {name, [=] {
             Rng rng(uint32_t(900 + fmt + m));
             T x = rng.tensor({m, k});
             std::vector<float> mins;
-            auto [w, deq] = quantized(rng, n, k, fmt, &mins);
+            int64_t n = n_rows;
+            auto [w, deq] = n_rows < 0 ? ggml_rows(fmt, k, n, &mins) : quantized(rng, n, k, fmt, &mins);
             const bool quantizes_x = fmt != quant::kF32 && fmt != quant::kF16 && fmt != quant::kBF16 && fmt != kF64;
             T want({m, n});
             double atol = 0;
@@ -324,6 +354,21 @@ const bool kLlm = register_cases({
     {OpKind::QMatMul, qmatmul_case("qmatmul_iq4_xs_decode_residual", kIQ4_XS, 1, 6, 512, true)},
     {OpKind::QMatMul, qmatmul_case("qmatmul_q5_K_prefill", quant::kQ5_K, 10, 4, 256)},
     {OpKind::QMatMul, qmatmul_case("qmatmul_q6_K_decode", quant::kQ6_K, 1, 5, 256)},
+    // ggml's own blocks of every format, its dequantization the reference.
+    {OpKind::QMatMul, qmatmul_case("qmatmul_ggml_f16", quant::kF16, 3, -1, 256)},
+    {OpKind::QMatMul, qmatmul_case("qmatmul_ggml_bf16", quant::kBF16, 1, -1, 256)},
+    {OpKind::QMatMul, qmatmul_case("qmatmul_ggml_q4_0", quant::kQ4_0, 1, -1, 256)},
+    {OpKind::QMatMul, qmatmul_case("qmatmul_ggml_q4_1", quant::kQ4_1, 10, -1, 256)},
+    {OpKind::QMatMul, qmatmul_case("qmatmul_ggml_q5_0", quant::kQ5_0, 1, -1, 256)},
+    {OpKind::QMatMul, qmatmul_case("qmatmul_ggml_q5_1", quant::kQ5_1, 3, -1, 256)},
+    {OpKind::QMatMul, qmatmul_case("qmatmul_ggml_q8_0", quant::kQ8_0, 10, -1, 256)},
+    {OpKind::QMatMul, qmatmul_case("qmatmul_ggml_q2_K", kQ2_K, 1, -1, 256)},
+    {OpKind::QMatMul, qmatmul_case("qmatmul_ggml_q3_K", kQ3_K, 3, -1, 256)},
+    {OpKind::QMatMul, qmatmul_case("qmatmul_ggml_q4_K", quant::kQ4_K, 1, -1, 256)},
+    {OpKind::QMatMul, qmatmul_case("qmatmul_ggml_q5_K", quant::kQ5_K, 10, -1, 256)},
+    {OpKind::QMatMul, qmatmul_case("qmatmul_ggml_q6_K", quant::kQ6_K, 3, -1, 256)},
+    {OpKind::QMatMul, qmatmul_case("qmatmul_ggml_iq4_nl", kIQ4_NL, 1, -1, 256)},
+    {OpKind::QMatMul, qmatmul_case("qmatmul_ggml_iq4_xs", kIQ4_XS, 10, -1, 256)},
     {OpKind::QMatMul, norm_qmatmul_case("qmatmul_f16_after_rms_norm_row", 1024, 24)},
     {OpKind::QMatMul, norm_qmatmul_case("qmatmul_f16_after_rms_norm_short_row", 192, 24)},
     {OpKind::Rotary, rotary_pair_case()},
