@@ -33,7 +33,7 @@ namespace {
 
 constexpr int kP = 8;         // 16-byte chunks a lane fetches of its first row
 constexpr int kThreads = 256;
-constexpr int kMaxK = 5632;   // the longest activation staged in shared memory (norms)
+constexpr int kMaxK = 5632;   // the longest activation staged in shared memory
 
 enum Kind : int { kGemv, kNormGemv, kNormGlu, kShort };
 
@@ -50,13 +50,11 @@ struct Phase {
 constexpr int kMaxPhases = 22 * 6 + 2;
 __constant__ Phase c_phases[kMaxPhases];
 
-// acc + dot(8 halves in u, x[0..8)); x in global memory (read past L1) or, Shared, in shared
-// memory.
-template <bool Shared>
-__device__ inline float dot8x(uint4 u, const float4* x, float acc) {
+// acc + dot(8 halves in u, x[0..8)), x in shared memory (every product stages its input).
+__device__ inline float dot8(uint4 u, const float4* x, float acc) {
   __half2 h[4];
   memcpy(h, &u, 16);
-  const float4 a = Shared ? x[0] : __ldcg(x), b = Shared ? x[1] : __ldcg(x + 1);
+  const float4 a = x[0], b = x[1];
   const float xs[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
@@ -66,8 +64,6 @@ __device__ inline float dot8x(uint4 u, const float4* x, float acc) {
   }
   return acc;
 }
-__device__ inline float dot8(uint4 u, const float4* x, float acc) { return dot8x<false>(u, x, acc); }
-__device__ inline float dot8s(uint4 u, const float4* x, float acc) { return dot8x<true>(u, x, acc); }
 
 // A warp's first row(s) of a phase, fetched early: kP chunks of row o, or kP / 2 of the gate
 // row and of the up row.
@@ -96,7 +92,6 @@ __device__ inline void fetch(const Phase& p, int o, int lane, Fetch& f) {
   }
 }
 
-template <bool Shared>
 __device__ inline float dot_from(const uint4* r, const float4* x, int k8, int c, float acc) {
   for (; c < k8; c += 256) {
     uint4 u[8];
@@ -104,7 +99,7 @@ __device__ inline float dot_from(const uint4* r, const float4* x, int k8, int c,
     for (int t = 0; t < 8; ++t) u[t] = c + 32 * t < k8 ? __ldg(r + c + 32 * t) : make_uint4(0, 0, 0, 0);
 #pragma unroll
     for (int t = 0; t < 8; ++t)
-      if (c + 32 * t < k8) acc = Shared ? dot8s(u[t], x + 2 * (c + 32 * t), acc) : dot8(u[t], x + 2 * (c + 32 * t), acc);
+      if (c + 32 * t < k8) acc = dot8(u[t], x + 2 * (c + 32 * t), acc);
   }
   return acc;
 }
@@ -163,13 +158,13 @@ __device__ void run_phase(const Phase& p, const Fetch& f, float4* xs4, float* pa
 #pragma unroll
         for (int t = 0; t < kP / 2; ++t)
           if (c + 32 * t < p.k8) {
-            g = dot8s(f.u[t], x + 2 * (c + 32 * t), g);
-            u = dot8s(f.u[kP / 2 + t], x + 2 * (c + 32 * t), u);
+            g = dot8(f.u[t], x + 2 * (c + 32 * t), g);
+            u = dot8(f.u[kP / 2 + t], x + 2 * (c + 32 * t), u);
           }
         c += 32 * kP / 2;
       }
-      g = warp_sum(dot_from<true>(rg, x, p.k8, c, g));
-      u = warp_sum(dot_from<true>(ru, x, p.k8, c, u));
+      g = warp_sum(dot_from(rg, x, p.k8, c, g));
+      u = warp_sum(dot_from(ru, x, p.k8, c, u));
       if (lane == 0) p.y[o] = __fmul_rn(g / (1.0f + expf(-g)), u);
     } else {
       const uint4* r = p.w + size_t(o) * p.k8;
@@ -178,10 +173,10 @@ __device__ void run_phase(const Phase& p, const Fetch& f, float4* xs4, float* pa
       if (held) {
 #pragma unroll
         for (int t = 0; t < kP; ++t)
-          if (c + 32 * t < p.k8) acc = dot8s(f.u[t], x + 2 * (c + 32 * t), acc);
+          if (c + 32 * t < p.k8) acc = dot8(f.u[t], x + 2 * (c + 32 * t), acc);
         c += 32 * kP;
       }
-      acc = warp_sum(dot_from<true>(r, x, p.k8, c, acc));
+      acc = warp_sum(dot_from(r, x, p.k8, c, acc));
       if (lane == 0) p.y[o] = p.res ? acc + __ldcg(p.res + o) : acc;
     }
   }
@@ -341,12 +336,11 @@ struct Stream {
   }
 };
 
-template <bool Shared>
 __device__ inline float unit_dot(const uint4* u, const float4* x, int len, int lane, float acc) {
 #pragma unroll
   for (int t = 0; t < kSeg / 32; ++t) {
     const int c = lane + 32 * t;
-    if (c < len) acc = Shared ? dot8s(u[c], x + 2 * c, acc) : dot8(u[c], x + 2 * c, acc);
+    if (c < len) acc = dot8(u[c], x + 2 * c, acc);
   }
   return acc;
 }
@@ -364,10 +358,10 @@ __device__ void run_phase_stream(const Phase& p, Stream& st, float4* xs4, float*
     for (int seg = 0; seg * kSeg < p.k8; ++seg) {
       const int len = min(kSeg, p.k8 - seg * kSeg);
       const float4* xs = x + 2 * seg * kSeg;
-      acc = unit_dot<true>(st.wait_next(), xs, len, lane, acc);
+      acc = unit_dot(st.wait_next(), xs, len, lane, acc);
       st.release();
       if (p.kind == kNormGlu) {
-        up = unit_dot<true>(st.wait_next(), xs, len, lane, up);
+        up = unit_dot(st.wait_next(), xs, len, lane, up);
         st.release();
       }
     }
@@ -544,9 +538,11 @@ int main(int argc, char** argv) {
     cudaEventElapsedTime(&ms, e0, e1);
     return ms / reps;
   };
+  const int most_slots = 5;  // the deepest ring asked for below
+  const int ring_bytes = kThreads / 32 * most_slots * kSeg * 16;
   for (const void* k : {(const void*)stream_kernel, (const void*)phase_stream_kernel})
-    if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kThreads / 32 * 5 * kSeg * 16) != cudaSuccess)
-      printf("cannot give a block %d KB of shared memory: %s\n", kThreads / 32 * 5 * 4, cudaGetErrorString(cudaGetLastError()));
+    if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, ring_bytes) != cudaSuccess)
+      printf("cannot give a block %d KB of shared memory: %s\n", ring_bytes >> 10, cudaGetErrorString(cudaGetLastError()));
   struct Build {
     char name[64];
     cudaGraphExec_t ge;
