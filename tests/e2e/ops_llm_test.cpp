@@ -73,6 +73,16 @@ void random_rows(Rng& rng, uint32_t fmt, std::vector<uint8_t>& q) {
     }
 }
 
+// Rows [rows, k] of `fmt` in bytes q as a u8 [rows, row_bytes] tensor, with their values
+// deq (and, in `mins`, their min / offset parts).
+std::pair<T, std::vector<float>> weights(uint32_t fmt, const std::vector<uint8_t>& q, int64_t rows, int64_t k,
+                                         std::vector<float> deq, std::vector<float>* mins) {
+  if (mins) *mins = min_part(fmt, q, rows * k);
+  T t({rows, quant::row_bytes(fmt, k)}, DType::U8);
+  for (size_t i = 0; i < q.size(); ++i) t.v[i] = q[i];
+  return {t, std::move(deq)};
+}
+
 // W [rows, k] quantized to `fmt` (random blocks where rlx has no quantizer), as a u8
 // [rows, row_bytes] tensor, and its dequantized values (with, in `mins`, their min /
 // offset parts).
@@ -89,10 +99,7 @@ std::pair<T, std::vector<float>> quantized(Rng& rng, int64_t rows, int64_t k, ui
   }
   std::vector<float> deq(w.size());
   quant::dequantize(fmt, q.data(), deq.data(), rows * k);
-  if (mins) *mins = min_part(fmt, q, rows * k);
-  T t({rows, rb}, DType::U8);
-  for (size_t i = 0; i < q.size(); ++i) t.v[i] = q[i];
-  return {t, deq};
+  return weights(fmt, q, rows, k, std::move(deq), mins);
 }
 
 // ggml's own blocks of `fmt` (tests/data/gguf/quants: made by ggml's quantizers, with ggml's
@@ -109,15 +116,15 @@ std::pair<T, std::vector<float>> ggml_rows(uint32_t fmt, int64_t k, int64_t& row
     if (!f) throw Error(ErrorCategory::Io, "missing fixture " + path);
     return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   };
-  const std::vector<uint8_t> q = read(base + ".blocks"), ref = read(base + ".f32");
-  const int64_t n = int64_t(ref.size() / 4), rb = quant::row_bytes(fmt, k);
-  rows = n / k;
+  std::vector<uint8_t> q = read(base + ".blocks");
+  const std::vector<uint8_t> ref = read(base + ".f32");
+  rows = int64_t(ref.size() / 4) / k;
+  const size_t bytes = size_t(rows * quant::row_bytes(fmt, k));
+  if (q.size() < bytes) throw Error(ErrorCategory::Io, "fixture " + base + ".blocks is short");
+  q.resize(bytes);
   std::vector<float> deq(size_t(rows * k));
   std::memcpy(deq.data(), ref.data(), deq.size() * 4);
-  if (mins) *mins = min_part(fmt, std::vector<uint8_t>(q.begin(), q.begin() + rows * rb), rows * k);
-  T t({rows, rb}, DType::U8);
-  for (size_t i = 0; i < size_t(rows * rb); ++i) t.v[i] = q[i];
-  return {t, deq};
+  return weights(fmt, q, rows, k, std::move(deq), mins);
 }
 
 // residual: the product plus an [m, n] input (what a decoder layer adds its projections
