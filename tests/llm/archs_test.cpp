@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -220,6 +221,40 @@ TEST(LlmPasses, PromptPassesAreBoundedAndAgree) {
   ASSERT_EQ(handles.step(two), shared.step(two));
   both(0, 3, "sequence 0 again, after 5 rows");
   EXPECT_EQ(handles.position(0), 8);
+}
+
+// A prompt is appended all or nothing: when a chunk fails after others ran (here the second
+// chunk's pass cannot be compiled under a 1 KB cap on the arena and weights, RLX_MAX_ARENA_BYTES),
+// the sequence is back where it was, and the engine goes on as if the call had not been made:
+// the same prompt then gives the bits of an engine that never failed.
+TEST(LlmPasses, AFailedChunkAppendsNothing) {
+  const std::string gguf = archs("llama-dense.gguf");
+  if (!std::filesystem::exists(gguf)) GTEST_SKIP() << "no " << gguf;
+  std::vector<int32_t> prompt = json_ints(slurp(archs("llama-dense.ref.json")), "prompt_ids");
+  ASSERT_GE(prompt.size(), 7u);
+  auto model = Model::load(gguf);
+  EngineOptions eo;
+  eo.kv_type = DType::F32;
+  eo.threads = 2;
+  eo.prompt_chunk = 4;
+  eo.pad_prompts = 0;
+  Engine e(model, eo), fresh(model, eo);
+  const std::span<const int32_t> four(prompt.data(), 4), six(prompt.data(), 6);
+  e.eval(four);  // the first chunk's 4-row pass, compiled before the cap
+  e.reset();
+  ASSERT_EQ(setenv("RLX_MAX_ARENA_BYTES", "1K", 1), 0);
+  try {
+    e.eval(six);  // 4 rows run, then the 2-row pass fails to compile
+    ADD_FAILURE() << "the capped compile succeeded";
+  } catch (const Error& err) {
+    EXPECT_EQ(err.category(), ErrorCategory::ResourceExhausted) << err.what();
+  }
+  unsetenv("RLX_MAX_ARENA_BYTES");
+  EXPECT_EQ(e.position(0), 0) << "the chunk that ran is not kept";
+  EXPECT_EQ(e.eval(six), fresh.eval(six));
+  const int32_t next = prompt[6];
+  EXPECT_EQ(e.eval(std::span<const int32_t>(&next, 1)), fresh.eval(std::span<const int32_t>(&next, 1)));
+  EXPECT_EQ(e.position(0), 7);
 }
 
 TEST(LlmBatched, LlamaDenseThreeSequences) { check_batched("llama-dense"); }
