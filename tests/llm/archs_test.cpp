@@ -182,22 +182,38 @@ void check_batched(const std::string& name) {
   EXPECT_NO_THROW(together.step(next));
 }
 
+// The llama-dense fixture and its prompt ids for the engine tests below (model null where the
+// file is missing), and their engine options: F32 cache, two threads, prompts at their exact lengths.
+struct Dense {
+  std::shared_ptr<const Model> model;
+  std::vector<int32_t> prompt;
+  EngineOptions opts;
+};
+Dense dense_fixture() {
+  Dense d;
+  const std::string gguf = archs("llama-dense.gguf");
+  if (!std::filesystem::exists(gguf)) return d;
+  d.prompt = json_ints(slurp(archs("llama-dense.ref.json")), "prompt_ids");
+  d.model = Model::load(gguf);
+  d.opts.kv_type = DType::F32;
+  d.opts.threads = 2;
+  d.opts.pad_prompts = 0;
+  return d;
+}
+
 // Prompts of many lengths (a chat's turns) at their exact lengths (pad_prompts 0, as the CPU
 // runs them by default): each length is a pass of its own, and at most four prompt passes
 // stay besides the first one compiled. On the resident-handle path the
 // pass dropped first still holds one sequence's rows (they go to the engine's buffers
 // first); every result equals the shared-cache engine's.
 TEST(LlmPasses, PromptPassesAreBoundedAndAgree) {
-  const std::string gguf = archs("llama-dense.gguf");
-  if (!std::filesystem::exists(gguf)) GTEST_SKIP() << "no " << gguf;
-  std::vector<int32_t> prompt = json_ints(slurp(archs("llama-dense.ref.json")), "prompt_ids");
+  Dense d = dense_fixture();
+  if (!d.model) GTEST_SKIP() << "no llama-dense fixture";
+  const std::vector<int32_t>& prompt = d.prompt;
   ASSERT_GE(prompt.size(), 8u);
-  auto model = Model::load(gguf);
-  EngineOptions eo;
-  eo.kv_type = DType::F32;
-  eo.threads = 2;
+  const auto& model = d.model;
+  EngineOptions eo = d.opts;
   eo.sequences = 2;
-  eo.pad_prompts = 0;
   EngineOptions ho = eo;
   ho.shared_cache = false;
   Engine shared(model, eo), handles(model, ho);
@@ -228,28 +244,28 @@ TEST(LlmPasses, PromptPassesAreBoundedAndAgree) {
 // the sequence is back where it was, and the engine goes on as if the call had not been made:
 // the same prompt then gives the bits of an engine that never failed.
 TEST(LlmPasses, AFailedChunkAppendsNothing) {
-  const std::string gguf = archs("llama-dense.gguf");
-  if (!std::filesystem::exists(gguf)) GTEST_SKIP() << "no " << gguf;
-  std::vector<int32_t> prompt = json_ints(slurp(archs("llama-dense.ref.json")), "prompt_ids");
+  Dense d = dense_fixture();
+  if (!d.model) GTEST_SKIP() << "no llama-dense fixture";
+  const std::vector<int32_t>& prompt = d.prompt;
   ASSERT_GE(prompt.size(), 7u);
-  auto model = Model::load(gguf);
-  EngineOptions eo;
-  eo.kv_type = DType::F32;
-  eo.threads = 2;
+  EngineOptions eo = d.opts;
   eo.prompt_chunk = 4;
-  eo.pad_prompts = 0;
-  Engine e(model, eo), fresh(model, eo);
+  Engine e(d.model, eo), fresh(d.model, eo);
   const std::span<const int32_t> four(prompt.data(), 4), six(prompt.data(), 6);
   e.eval(four);  // the first chunk's 4-row pass, compiled before the cap
   e.reset();
-  ASSERT_EQ(setenv("RLX_MAX_ARENA_BYTES", "1K", 1), 0);
-  try {
-    e.eval(six);  // 4 rows run, then the 2-row pass fails to compile
-    ADD_FAILURE() << "the capped compile succeeded";
-  } catch (const Error& err) {
-    EXPECT_EQ(err.category(), ErrorCategory::ResourceExhausted) << err.what();
+  {
+    struct Cap {  // set for the failing call only, whatever it throws
+      Cap() { setenv("RLX_MAX_ARENA_BYTES", "1K", 1); }
+      ~Cap() { unsetenv("RLX_MAX_ARENA_BYTES"); }
+    } cap;
+    try {
+      e.eval(six);  // 4 rows run, then the 2-row pass fails to compile
+      ADD_FAILURE() << "the capped compile succeeded";
+    } catch (const Error& err) {
+      EXPECT_EQ(err.category(), ErrorCategory::ResourceExhausted) << err.what();
+    }
   }
-  unsetenv("RLX_MAX_ARENA_BYTES");
   EXPECT_EQ(e.position(0), 0) << "the chunk that ran is not kept";
   EXPECT_EQ(e.eval(six), fresh.eval(six));
   const int32_t next = prompt[6];
