@@ -1,5 +1,6 @@
 // LLM kernels of the CUDA backend: qmatmul / qmatmul_id over weight rows in their GGUF block
-// format (F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K decoded in registers;
+// format (F32, F16, BF16, F64, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,
+// IQ4_NL, IQ4_XS: every format the CPU reads, decoded in registers;
 // nothing is expanded in memory; one warp per output element), rotary, and cache_write
 // (the new rows into a cache, in place on a resident handle). f32 accumulation in a fixed
 // order per output, so runs repeat bit for bit.
@@ -327,6 +328,107 @@ __device__ inline float q6_k_dot(const uint8_t* w, const float* x, int64_t nb, i
   return acc;
 }
 
+// The formats below are read a block (or an element) per lane, each block's values formed
+// as the CPU's dequantizer forms them (src/ir/quant/dequant.cpp) and then multiplied into
+// the lane's sum: correct for every row, not tuned for speed (files of these types are rare;
+// F16, Q4_0, Q8_0 and the K-quants above are the tuned paths).
+
+// BF16: an element is the high half of an f32.
+__device__ inline float bf16_at(uint16_t h) { return __uint_as_float(uint32_t(h) << 16); }
+// acc + dot(8 bf16 in u, x[0..8) as two float4).
+__device__ inline float dot8_bf16(uint4 u, const float4* x, float acc) {
+  const float4 x0 = x[0], x1 = x[1];
+  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+  const float xs[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    acc = fmaf(__uint_as_float(w[i] << 16), xs[2 * i], acc);
+    acc = fmaf(__uint_as_float(w[i] & 0xFFFF0000u), xs[2 * i + 1], acc);
+  }
+  return acc;
+}
+
+// The 16 non-uniform levels of IQ4_NL / IQ4_XS.
+__constant__ int8_t kIq4nlLevels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+// IQ4_NL (18 bytes): d, then 16 bytes of level indices (element i low nibble of byte i, 16 + i high).
+__device__ inline float iq4_nl_block_dot(const uint8_t* b, const float* x) {
+  const float d = half_at(b);
+  float acc = 0;
+  for (int j = 0; j < 16; ++j) {
+    const int q = b[2 + j];
+    acc = fmaf(d * float(kIq4nlLevels[q & 0xF]), x[j], acc);
+    acc = fmaf(d * float(kIq4nlLevels[q >> 4]), x[j + 16], acc);
+  }
+  return acc;
+}
+
+// IQ4_XS (136 bytes): d, scales_h (2 high bits of each sub-block's 6-bit scale), scales_l[4]
+// (their low nibbles), then 8 sub-blocks of 32 as IQ4_NL's 16 bytes.
+__device__ inline float iq4_xs_block_dot(const uint8_t* b, const float* x) {
+  const float d = half_at(b);
+  const int scales_h = b[2] | (b[3] << 8);
+  float acc = 0;
+  for (int ib = 0; ib < 8; ++ib) {
+    const int ls = ((b[4 + ib / 2] >> (4 * (ib % 2))) & 0xF) | (((scales_h >> (2 * ib)) & 3) << 4);
+    const float dl = d * float(ls - 32);
+    const uint8_t* qs = b + 8 + 16 * ib;
+    const float* xs = x + 32 * ib;
+    for (int j = 0; j < 16; ++j) {
+      acc = fmaf(dl * float(kIq4nlLevels[qs[j] & 0xF]), xs[j], acc);
+      acc = fmaf(dl * float(kIq4nlLevels[qs[j] >> 4]), xs[j + 16], acc);
+    }
+  }
+  return acc;
+}
+
+// Q2_K (84 bytes): scales[16] (low nibble a sub-block's scale, high nibble its min), qs[64]
+// (2-bit values, four per byte at shifts 0, 2, 4, 6), d, dmin.
+__device__ inline float q2_k_block_dot(const uint8_t* b, const float* x) {
+  const float d = half_at(b + 80), mn = half_at(b + 82);
+  float acc = 0;
+  int is = 0, e = 0;
+  for (int n = 0; n < 2; ++n) {
+    const uint8_t* q = b + 16 + 32 * n;
+    for (int j = 0; j < 4; ++j)
+      for (int half = 0; half < 2; ++half) {
+        const int sc = b[is++];
+        const float dl = d * float(sc & 0xF), ml = mn * float(sc >> 4);
+        for (int l = 0; l < 16; ++l) acc = fmaf(dl * float((q[l + 16 * half] >> (2 * j)) & 3) - ml, x[e++], acc);
+      }
+  }
+  return acc;
+}
+
+// Q3_K (110 bytes): hmask[32] (a value's third bit; clear means minus 4), qs[64] (low 2 bits
+// as Q2_K), scales[12] (sixteen 6-bit scales, offset 32), d.
+__device__ inline float q3_k_block_dot(const uint8_t* b, const float* x) {
+  const float d = half_at(b + 108);
+  const uint8_t* sb = b + 96;
+  int8_t scales[16];
+  for (int i = 0; i < 16; ++i) {
+    // The low nibble from byte i % 8 (high nibble for i >= 8), the top two bits from byte
+    // 8 + i % 4 at shift 2 * (i / 4).
+    const int lo = i < 8 ? sb[i] & 0xF : sb[i - 8] >> 4;
+    const int hi = (sb[8 + i % 4] >> (2 * (i / 4))) & 3;
+    scales[i] = int8_t(lo | (hi << 4));
+  }
+  float acc = 0;
+  int is = 0, e = 0;
+  for (int n = 0; n < 2; ++n) {
+    const uint8_t* q = b + 32 + 32 * n;
+    for (int j = 0; j < 4; ++j) {
+      const int m = 1 << (4 * n + j);
+      for (int half = 0; half < 2; ++half) {
+        const float dl = d * float(scales[is++] - 32);
+        for (int l = 16 * half; l < 16 * half + 16; ++l)
+          acc = fmaf(dl * float(((q[l] >> (2 * j)) & 3) - ((b[l] & m) ? 0 : 4)), x[e++], acc);
+      }
+    }
+  }
+  return acc;
+}
+
 // Lane's share of dot(x[0..k), row): F32 / F16 by element, 32-element formats by block,
 // K-quants by super-block.
 // The format is a template argument: the kernels are instantiated per format (for_format),
@@ -361,6 +463,26 @@ __device__ inline float row_dot(const uint8_t* w, const float* x, int64_t k, int
     acc = fmt == 12 ? k45_dot<false>(w, x, k / 256, lane) : k45_dot<true>(w, x, k / 256, lane);
   } else if (fmt == 14) {
     acc = q6_k_dot(w, x, k / 256, lane);
+  } else if (fmt == 30 && (k & 7) == 0 && ((reinterpret_cast<uintptr_t>(w) | reinterpret_cast<uintptr_t>(x)) & 15) == 0) {
+    const uint4* r = reinterpret_cast<const uint4*>(w);
+    const float4* xv = reinterpret_cast<const float4*>(x);
+    for (int64_t i = lane; i < k / 8; i += 32) acc = dot8_bf16(__ldg(r + i), xv + 2 * i, acc);
+  } else if (fmt == 30) {
+    for (int64_t i = lane; i < k; i += 32) acc = fmaf(bf16_at(uint16_t(w[2 * i] | (w[2 * i + 1] << 8))), x[i], acc);
+  } else if (fmt == 28) {
+    for (int64_t i = lane; i < k; i += 32) {
+      double v;
+      memcpy(&v, w + 8 * i, 8);
+      acc = fmaf(float(v), x[i], acc);
+    }
+  } else if (fmt == 20) {
+    for (int64_t b = lane; b < k / 32; b += 32) acc += iq4_nl_block_dot(w + 18 * b, x + 32 * b);
+  } else if (fmt == 23) {
+    for (int64_t b = lane; b < k / 256; b += 32) acc += iq4_xs_block_dot(w + 136 * b, x + 256 * b);
+  } else if (fmt == 10) {
+    for (int64_t b = lane; b < k / 256; b += 32) acc += q2_k_block_dot(w + 84 * b, x + 256 * b);
+  } else if (fmt == 11) {
+    for (int64_t b = lane; b < k / 256; b += 32) acc += q3_k_block_dot(w + 110 * b, x + 256 * b);
   } else {
     const int bytes = fmt == 12 ? 144 : 176;
     for (int64_t b = lane; b < k / 256; b += 32) acc += superblock_dot(fmt, w + bytes * b, x + 256 * b);
@@ -737,8 +859,8 @@ cudaError_t cache_write_cast(const CacheWriteArgs& a, ET to, const void* cache, 
 namespace {
 
 // make(std::integral_constant<int, F>{}) for the weight format F of a call, one of the GGUF
-// type ids the kernels are instantiated for (the formats the lowering claims: F32, F16,
-// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K); nullptr for any other.
+// type ids the kernels are instantiated for (the formats the lowering claims: every format
+// the CPU reads, src/ir/quant/dequant.cpp); nullptr for any other.
 template <class Make>
 auto for_format(int format, Make make) -> decltype(make(std::integral_constant<int, 0>{})) {
   switch (format) {
@@ -752,6 +874,12 @@ auto for_format(int format, Make make) -> decltype(make(std::integral_constant<i
     case 12: return make(std::integral_constant<int, 12>{});
     case 13: return make(std::integral_constant<int, 13>{});
     case 14: return make(std::integral_constant<int, 14>{});
+    case 10: return make(std::integral_constant<int, 10>{});
+    case 11: return make(std::integral_constant<int, 11>{});
+    case 20: return make(std::integral_constant<int, 20>{});
+    case 23: return make(std::integral_constant<int, 23>{});
+    case 28: return make(std::integral_constant<int, 28>{});
+    case 30: return make(std::integral_constant<int, 30>{});
     default: return nullptr;
   }
 }
