@@ -20,6 +20,7 @@
 namespace rlx {
 
 namespace runtime { class Instance; }
+namespace backend { class Storage; }
 
 // Bytes plus their dtype and dims, for typed I/O.
 struct TypedTensor {
@@ -57,6 +58,42 @@ struct CompileReport {
   // it held in the arena (arena_bytes includes it).
   int64_t arena_bytes = 0, lower_bound_bytes = 0, weight_bytes = 0, constant_bytes = 0;
   int num_thunks = 0;
+};
+
+// Memory of one backend that several compiled graphs read and write in place through their
+// handles (CompiledGraph::allocate_shared, bind_handle_shared): e.g. one KV cache that every
+// pass of a decoder (prompt lengths, decode, batch) works on, where each would otherwise
+// hold a cache of its own in its arena (a device's memory). Host memory on the CPU, device
+// memory on CUDA. A copy of a SharedBuffer is another reference to the same memory, which
+// lives while any reference or any graph bound to it does. Every call checks its ranges
+// first (InvalidArgument, nothing changed) and is done when it returns; the caller orders
+// them with the runs of the graphs bound to the buffer (a graph's runs end before its other
+// calls, and before these when the caller waits for them: sync_pending).
+class SharedBuffer {
+ public:
+  SharedBuffer();
+  ~SharedBuffer();
+  SharedBuffer(const SharedBuffer&);
+  SharedBuffer& operator=(const SharedBuffer&);
+  size_t bytes() const;  // 0: no buffer (default-constructed)
+  // Raw bytes [offset, offset + n) of the buffer from / into host memory.
+  void write(size_t offset, const void* src, size_t n);
+  void read(size_t offset, void* dst, size_t n) const;
+  // One range of copy_from: bytes [from_offset, from_offset + bytes) of the source into
+  // [offset, offset + bytes) of this buffer.
+  struct Range {
+    size_t offset = 0, from_offset = 0, bytes = 0;
+  };
+  // Copies ranges of `from` (another buffer, or this one) into this buffer: on the backend's
+  // side where both are one backend's memory, through host memory otherwise. Every range is
+  // checked first (inside both buffers; no written range overlapping another range of this
+  // buffer in the same call).
+  void copy_from(const SharedBuffer& from, const std::vector<Range>& ranges);
+
+ private:
+  friend class CompiledGraph;
+  explicit SharedBuffer(std::shared_ptr<backend::Storage> s);
+  std::shared_ptr<backend::Storage> s_;
 };
 
 class CompiledGraph {
@@ -131,6 +168,18 @@ class CompiledGraph {
   // Returns false, changing nothing, when the backend keeps inputs in device memory (use
   // bind_handle + write_handle then). `owner` is kept alive while the binding lasts.
   bool bind_handle_external(const std::string& name, void* data, size_t nbytes, std::shared_ptr<void> owner);
+  // Zeroed memory of this graph's backend for bind_handle_shared (any graph of the same
+  // backend can bind it). ResourceExhausted when the backend cannot allocate it.
+  SharedBuffer allocate_shared(size_t bytes) const;
+  // A handle whose state is bytes [byte_offset, byte_offset + the input's size) of `buffer`:
+  // input `name` reads and writes them in place on every run (raw bytes in the input's own
+  // dtype), and so do other graphs bound to the same bytes; write_handle / read_handle_range
+  // / copy_handle_ranges reach them through this graph. Binding again moves the handle to
+  // other bytes; bind_handle gives it storage of its own again. Returns false, changing
+  // nothing, when the compiled input stores another dtype than declared (a precision
+  // policy) or was dropped. InvalidArgument for an unknown input, an empty buffer, a range
+  // past its end, or a buffer this graph's backend cannot read in place (another backend's).
+  bool bind_handle_shared(const std::string& name, const SharedBuffer& buffer, size_t byte_offset);
   // Overwrites bytes [byte_offset, byte_offset + nbytes) of a bound handle's state with raw
   // bytes in the handle's own dtype (no conversion), without touching the rest: O(1) appends
   // to a resident KV cache. InvalidArgument for an unknown handle or a range past its end.

@@ -17,6 +17,7 @@
 // independent one.
 #pragma once
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -25,9 +26,56 @@
 #include "opt/pipeline.h"
 #include "opt/plan.h"
 #include "rlx/compiled_graph.h"
+#include "rlx/error.h"
 #include "rlx/options.h"
 
 namespace rlx::backend {
+
+// Memory of one backend that several executables' inputs may read and write in place
+// (CompiledGraph::allocate_shared / bind_handle_shared: one KV cache for every pass of a
+// decoder). Transfers are done when they return. Errors as rlx::Error.
+class Storage {
+ public:
+  virtual ~Storage() = default;
+  virtual size_t bytes() const = 0;
+  // [offset, offset + n) within bytes() (the caller checks).
+  virtual void write(size_t offset, const void* src, size_t n) = 0;
+  virtual void read(size_t offset, void* dst, size_t n) const = 0;
+  // dst [dst_offset, + n) <- src [src_offset, + n) on the backend's side (ranges checked, not
+  // overlapping); false, having copied nothing, when `src` is another backend's memory.
+  virtual bool copy_from(const Storage& src, size_t src_offset, size_t dst_offset, size_t n) = 0;
+  // Host memory of the storage, or nullptr (device memory).
+  virtual uint8_t* host_data() { return nullptr; }
+};
+
+// Zeroed host memory (calloc: pages are touched only as they are written).
+class HostStorage final : public Storage {
+ public:
+  explicit HostStorage(size_t bytes) : p_(static_cast<uint8_t*>(std::calloc(bytes ? bytes : 1, 1))), bytes_(bytes) {
+    if (!p_) fail(ErrorCategory::ResourceExhausted, "cannot allocate ", bytes, " bytes of shared host memory");
+  }
+  ~HostStorage() override { std::free(p_); }
+  HostStorage(const HostStorage&) = delete;
+  HostStorage& operator=(const HostStorage&) = delete;
+  size_t bytes() const override { return bytes_; }
+  void write(size_t offset, const void* src, size_t n) override {
+    if (n) std::memcpy(p_ + offset, src, n);
+  }
+  void read(size_t offset, void* dst, size_t n) const override {
+    if (n) std::memcpy(dst, p_ + offset, n);
+  }
+  bool copy_from(const Storage& src, size_t src_offset, size_t dst_offset, size_t n) override {
+    auto* h = dynamic_cast<const HostStorage*>(&src);
+    if (!h) return false;
+    if (n) std::memmove(p_ + dst_offset, h->p_ + src_offset, n);
+    return true;
+  }
+  uint8_t* host_data() override { return p_; }
+
+ private:
+  uint8_t* p_ = nullptr;
+  size_t bytes_ = 0;
+};
 
 class Executable {
  public:
@@ -57,6 +105,18 @@ class Executable {
   // false when the backend cannot read host memory in place (device memory); then nothing
   // changed.
   virtual bool bind_value_external(Value v, void* data, size_t bytes) = 0;
+  // Shared storage (Storage above) of this backend: allocate_storage gives zeroed memory that
+  // bind_value_storage can bind (the default: host memory); bind_value_storage makes a graph
+  // input's storage bytes [offset, offset + its size) of `s` (the caller checks the range),
+  // read and written in place by every run from now on; s == nullptr: back to the backend's
+  // own storage (zeroed). Returns false, changing nothing, when `s` is not memory this
+  // backend reads in place. The default binds host storage through bind_value_external.
+  virtual std::shared_ptr<Storage> allocate_storage(size_t bytes) { return std::make_shared<HostStorage>(bytes); }
+  virtual bool bind_value_storage(Value v, const std::shared_ptr<Storage>& s, size_t offset, size_t bytes) {
+    if (!s) return bind_value_external(v, nullptr, bytes);
+    uint8_t* h = s->host_data();
+    return h && bind_value_external(v, h + offset, bytes);
+  }
   // dst <- src on the backend's side (handles feeding an output back into an input);
   // the two may be the same or overlapping storage. A device backend may queue it behind
   // the runs without waiting: it is ordered before the next run and any read of dst.

@@ -88,6 +88,14 @@ bool CompiledGraph::bind_handle_external(const std::string& name, void* data, si
                        [&] { return need(impl_).bind_handle_external(name, data, nbytes, std::move(owner)); });
 }
 
+SharedBuffer CompiledGraph::allocate_shared(size_t bytes) const {
+  return detail::guard("CompiledGraph::allocate_shared", [&] { return SharedBuffer(need(impl_).allocate_shared(bytes)); });
+}
+bool CompiledGraph::bind_handle_shared(const std::string& name, const SharedBuffer& buffer, size_t byte_offset) {
+  return detail::guard("CompiledGraph::bind_handle_shared",
+                       [&] { return need(impl_).bind_handle_shared(name, buffer.s_, byte_offset); });
+}
+
 void CompiledGraph::write_handle(const std::string& name, size_t byte_offset, const void* bytes, size_t nbytes) {
   detail::guard("CompiledGraph::write_handle", [&] { need(impl_).write_handle(name, byte_offset, bytes, nbytes); });
 }

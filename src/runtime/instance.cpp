@@ -459,8 +459,8 @@ void Instance::bind_handle(const std::string& name, const TypedTensor& initial) 
   Handle h{name, in, out, {}, {}, false};
   if (in >= 0 && p.stored) {
     int prev = find_handle(name);
-    if (prev >= 0 && handles_[size_t(prev)].external)  // was external: back to the input's own storage
-      exe_->bind_value_external(p.value, nullptr, p.slot.bytes());
+    if (prev >= 0 && handles_[size_t(prev)].external)  // was external or shared: back to the input's own storage
+      exe_->bind_value_storage(p.value, nullptr, 0, p.slot.bytes());
     if (f.user_elems) write_value_converted(p, f.boundary, f.data, f.user_elems);
   } else {
     h.store.resize(p.slot.bytes());
@@ -537,6 +537,34 @@ bool Instance::bind_handle_external(const std::string& name, void* data, size_t 
   if (nbytes && !data) fail(ErrorCategory::InvalidArgument, "bind_handle_external: null data for input '", name, "'");
   if (!p.stored || !exe_->bind_value_external(p.value, data, nbytes)) return false;
   store_handle(Handle{name, in, -1, {}, std::move(owner), true});
+  return true;
+}
+
+std::shared_ptr<backend::Storage> Instance::allocate_shared(size_t bytes) const {
+  settle();  // committed runs end first (their outputs stay for sync_pending)
+  return exe_->allocate_storage(bytes);
+}
+
+bool Instance::bind_handle_shared(const std::string& name, const std::shared_ptr<backend::Storage>& s,
+                                  size_t byte_offset) {
+  settle();  // committed runs end first (their outputs stay for sync_pending)
+  auto ii = iface_->input_index.find(name);
+  if (ii == iface_->input_index.end())
+    fail(ErrorCategory::InvalidArgument, "bind_handle_shared: no input named '", name, "'");
+  if (!s || !s->bytes()) fail(ErrorCategory::InvalidArgument, "bind_handle_shared: the buffer for input '", name, "' is empty");
+  const int in = ii->second;
+  const Port& p = iface_->inputs[size_t(in)];
+  const size_t n = p.slot.bytes();
+  if (byte_offset > s->bytes() || n > s->bytes() - byte_offset)
+    fail(ErrorCategory::InvalidArgument, "bind_handle_shared: input '", name, "' (", p.slot.str(), ", ", n,
+         " bytes) at byte ", byte_offset, " runs past the buffer's ", s->bytes(), " bytes");
+  if (!(p.slot == p.type) || !p.stored) return false;  // another dtype, or no storage to bind
+  if (!exe_->bind_value_storage(p.value, s, byte_offset, n))
+    fail(ErrorCategory::InvalidArgument, "bind_handle_shared: the buffer for input '", name,
+         "' is not memory this graph's backend reads in place (another backend's)");
+  Handle h{name, in, -1, {}, {}, true};
+  h.shared = s;
+  store_handle(std::move(h));
   return true;
 }
 

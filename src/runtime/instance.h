@@ -78,6 +78,8 @@ class Instance {
   void write_handle(const std::string& name, size_t byte_offset, const void* bytes, size_t nbytes);
   void read_handle_range(const std::string& name, size_t byte_offset, void* bytes, size_t nbytes) const;
   bool bind_handle_external(const std::string& name, void* data, size_t nbytes, std::shared_ptr<void> owner);
+  std::shared_ptr<backend::Storage> allocate_shared(size_t bytes) const;
+  bool bind_handle_shared(const std::string& name, const std::shared_ptr<backend::Storage>& s, size_t byte_offset);
   void copy_handle_ranges(const Instance& from, const std::vector<CompiledGraph::HandleCopy>& copies);
   void set_active_extent(int64_t actual, int64_t upper);
   void release_scratch();
@@ -102,7 +104,8 @@ class Instance {
     int input = -1, output = -1;
     std::vector<uint8_t> store;  // output-only handles: the latest output bytes (slot dtype)
     std::shared_ptr<void> owner;  // external handles: keeps the caller's memory alive
-    bool external = false;        // the input reads the caller's memory (bind_handle_external)
+    bool external = false;        // the input reads memory not its own (bind_handle_external / _shared)
+    std::shared_ptr<backend::Storage> shared;  // bind_handle_shared: the buffer, kept alive
   };
 
   // Index of input `name` for a run; throws if unknown or fed by a handle.

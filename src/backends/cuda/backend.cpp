@@ -81,6 +81,82 @@ struct Weights {
   std::map<std::string, Entry> entries;
 };
 
+// Device memory that executables' inputs are bound to (bind_value_storage: one KV cache for
+// several compiled passes). Its transfers go through a stream of its own and are waited for.
+class CudaStorage final : public backend::Storage {
+ public:
+  explicit CudaStorage(size_t n) : mem_(n ? n : 1), bytes_(n) {
+    DeviceLock lock(device_sync_mutex());
+    ok(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream");
+    ok(cudaMemsetAsync(mem_.p, 0, mem_.bytes, stream_), "shared buffer");
+    ok(cudaStreamSynchronize(stream_), "shared buffer");
+  }
+  ~CudaStorage() override {
+    DeviceLock lock(device_sync_mutex());
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+  CudaStorage(const CudaStorage&) = delete;
+  CudaStorage& operator=(const CudaStorage&) = delete;
+  size_t bytes() const override { return bytes_; }
+  void write(size_t offset, const void* src, size_t n) override { copy(p() + offset, src, n, cudaMemcpyHostToDevice); }
+  void read(size_t offset, void* dst, size_t n) const override { copy(dst, p() + offset, n, cudaMemcpyDeviceToHost); }
+  bool copy_from(const backend::Storage& src, size_t src_offset, size_t dst_offset, size_t n) override {
+    auto* c = dynamic_cast<const CudaStorage*>(&src);
+    if (!c) return false;
+    copy(p() + dst_offset, c->p() + src_offset, n, cudaMemcpyDeviceToDevice);
+    return true;
+  }
+  uint8_t* p() const { return static_cast<uint8_t*>(mem_.p); }
+
+ private:
+  void copy(void* dst, const void* src, size_t n, cudaMemcpyKind kind) const {
+    if (!n) return;
+    ok(cudaMemcpyAsync(dst, src, n, kind, stream_), "shared buffer copy");
+    ok(cudaStreamSynchronize(stream_), "shared buffer copy");
+  }
+  DeviceMem mem_;
+  size_t bytes_ = 0;
+  cudaStream_t stream_ = nullptr;
+};
+
+// An input bound to a CudaStorage: arena bytes [begin, end) live at `offset` of `storage`,
+// and the arena is laid out without `left_out` of them (their size rounded down to whole
+// 256-byte units, so every later offset keeps its alignment).
+struct Bound {
+  int64_t begin = 0, end = 0;
+  std::shared_ptr<CudaStorage> storage;
+  size_t offset = 0;
+  int64_t left_out = 0;
+};
+// The device address of arena offset `off` under `bound` (sorted, disjoint): inside a bound
+// input, its storage; elsewhere `arena`, with every left-out range before it removed.
+uint8_t* arena_at(const std::vector<Bound>& bound, void* arena, int64_t off) {
+  int64_t shift = 0;
+  for (const Bound& b : bound) {
+    if (off < b.begin) break;
+    if (off < b.end) return b.storage->p() + b.offset + (off - b.begin);
+    shift += b.left_out;
+  }
+  return static_cast<uint8_t*>(arena) + (off - shift);
+}
+bool in_bound(const std::vector<Bound>& bound, int64_t off) {
+  for (const Bound& b : bound)
+    if (off >= b.begin && off < b.end) return true;
+  return false;
+}
+// Calls f(b, e) for the pieces of [begin, end) that lie in no range of `a` or `b_list`.
+template <class F>
+void unbound_pieces(int64_t begin, int64_t end, const std::vector<Bound>& a, const std::vector<Bound>& b_list, F f) {
+  std::vector<int64_t> cuts{begin, end};
+  for (const auto* l : {&a, &b_list})
+    for (const Bound& b : *l)
+      for (int64_t c : {b.begin, b.end})
+        if (c > begin && c < end) cuts.push_back(c);
+  std::sort(cuts.begin(), cuts.end());
+  for (size_t i = 0; i + 1 < cuts.size(); ++i)
+    if (cuts[i + 1] > cuts[i] && !in_bound(a, cuts[i]) && !in_bound(b_list, cuts[i])) f(cuts[i], cuts[i + 1]);
+}
+
 class CudaExecutable final : public backend::Executable {
  public:
   // Every transfer goes through stream_ and is waited for on it: nothing touches the legacy
@@ -150,7 +226,9 @@ class CudaExecutable final : public backend::Executable {
     cudaPointerAttributes attr{};
     const cudaError_t q = cudaPointerGetAttributes(&attr, src);
     if (q != cudaSuccess) cudaGetLastError();  // the failed query's own (non-sticky) error, not a kernel's
-    if (q != cudaSuccess || attr.type != cudaMemoryTypeUnregistered) ok(cudaStreamSynchronize(stream_), "upload");
+    // Shared storage is also written by its own calls and other executables: wait there too.
+    if (q != cudaSuccess || attr.type != cudaMemoryTypeUnregistered || !bound_.empty())
+      ok(cudaStreamSynchronize(stream_), "upload");
   }
   void download_range(Value v, size_t offset, void* dst, size_t bytes) const override {
     auto* self = const_cast<CudaExecutable*>(this);
@@ -184,6 +262,36 @@ class CudaExecutable final : public backend::Executable {
     ok(cudaStreamSynchronize(stream_), "download");
   }
   bool bind_value_external(Value, void*, size_t) override { return false; }  // device memory: not in place
+  std::shared_ptr<backend::Storage> allocate_storage(size_t bytes) override { return std::make_shared<CudaStorage>(bytes); }
+  // A bound input's bytes leave the arena: it is allocated again without them (the other
+  // inputs and constants copied across), so passes bound to one buffer hold its memory once.
+  // Moving a binding to other bytes only resolves the pointers again.
+  bool bind_value_storage(Value v, const std::shared_ptr<backend::Storage>& s, size_t offset, size_t bytes) override {
+    const Ref& r = ref(v);
+    if (r.absent() || r.segment != opt::Segment::Arena || bytes != prog_->plan.graph.type(v).bytes() || !bytes)
+      fail(ErrorCategory::Internal, "bind_value_storage: value (", v.node, ", ", v.out, ") is not an arena value of ",
+           bytes, " bytes");
+    std::shared_ptr<CudaStorage> cs;
+    if (s && !(cs = std::dynamic_pointer_cast<CudaStorage>(s))) return false;
+    std::vector<Bound> nb = bound_;
+    auto it = std::find_if(nb.begin(), nb.end(), [&](const Bound& b) { return b.begin == r.offset; });
+    if (!cs) {
+      if (it == nb.end()) return true;
+      nb.erase(it);
+    } else if (it != nb.end()) {
+      ok(cudaStreamSynchronize(stream_), "rebind");
+      it->storage = cs;
+      it->offset = offset;
+      bound_ = std::move(nb);
+      resolve();
+      return true;
+    } else {
+      nb.push_back(Bound{r.offset, r.offset + int64_t(bytes), cs, offset, int64_t(bytes) / 256 * 256});
+      std::sort(nb.begin(), nb.end(), [](const Bound& a, const Bound& b) { return a.begin < b.begin; });
+    }
+    relayout(std::move(nb));
+    return true;
+  }
   void copy_value(Value src, Value dst, size_t bytes) override {
     if (!bytes) return;
     uint8_t *s = checked(src, bytes), *d = checked(dst, bytes);
@@ -333,13 +441,16 @@ class CudaExecutable final : public backend::Executable {
   std::unique_ptr<backend::Executable> clone() const override {
     DeviceLock lock(device_sync_mutex());
     auto c = std::unique_ptr<CudaExecutable>(new CudaExecutable(prog_, deep_copy(*weights_, stream_)));
-    // Inputs and constants carry over: the persistent ranges of the arena.
+    // Inputs and constants carry over: the persistent ranges of the arena (a bound input's
+    // bytes are its storage's, which the clone is bound to as well).
     for (const auto& [b, e] : prog_->plan.memory.persistent)
-      if (e > b)
-        ok(cudaMemcpyAsync(static_cast<uint8_t*>(c->arena_->p) + b, static_cast<uint8_t*>(arena_->p) + b, size_t(e - b),
-                           cudaMemcpyDeviceToDevice, stream_),
+      unbound_pieces(b, e, bound_, {}, [&](int64_t pb, int64_t pe) {
+        ok(cudaMemcpyAsync(static_cast<uint8_t*>(c->arena_->p) + pb, at(pb), size_t(pe - pb), cudaMemcpyDeviceToDevice,
+                           stream_),
            "clone");
+      });
     ok(cudaStreamSynchronize(stream_), "clone");
+    if (!bound_.empty()) c->relayout(bound_);
     c->poison_ = poison_;
     return c;
   }
@@ -402,12 +513,32 @@ class CudaExecutable final : public backend::Executable {
   uint8_t* ptr(const Ref& r) const {
     if (r.absent()) return nullptr;
     if (r.segment == opt::Segment::Weights) return param_ptr_[size_t(r.param)] + r.offset;
-    return static_cast<uint8_t*>(arena_->p) + r.offset;
+    return at(r.offset);
+  }
+  uint8_t* at(int64_t off) const { return arena_at(bound_, arena_->p, off); }
+  // The arena allocated again for the bindings `nb`: persistent bytes outside every bound
+  // input (before and after) copied to their new place, an input leaving a binding zeroed.
+  void relayout(std::vector<Bound> nb) {
+    DeviceLock lock(device_sync_mutex());
+    ok(cudaStreamSynchronize(stream_), "arena relayout");
+    int64_t left = 0;
+    for (const Bound& b : nb) left += b.left_out;
+    auto na = std::make_unique<DeviceMem>(size_t(std::max<int64_t>(prog_->plan.memory.arena_bytes - left, 1)));
+    ok(cudaMemsetAsync(na->p, 0, na->bytes, stream_), "arena");
+    for (const auto& [b, e] : prog_->plan.memory.persistent)
+      unbound_pieces(b, e, bound_, nb, [&](int64_t pb, int64_t pe) {
+        ok(cudaMemcpyAsync(arena_at(nb, na->p, pb), at(pb), size_t(pe - pb), cudaMemcpyDeviceToDevice, stream_),
+           "arena relayout");
+      });
+    ok(cudaStreamSynchronize(stream_), "arena relayout");
+    arena_ = std::move(na);
+    bound_ = std::move(nb);
+    resolve();
   }
   void enqueue() {
     if (poison_)
       for (const auto& [b, e] : prog_->plan.memory.scratch)
-        if (e > b) ok(cudaMemsetAsync(static_cast<uint8_t*>(arena_->p) + b, 0xFF, size_t(e - b), stream_), "poison");
+        if (e > b) ok(cudaMemsetAsync(at(b), 0xFF, size_t(e - b), stream_), "poison");
     LaunchCtx ctx{stream_, blas_, static_cast<int*>(err_->p), 0, scratch_ ? scratch_->p : nullptr, blas_ws_->p,
                   blas_ws_->bytes, dnn_};
     for (size_t i = 0; i < prog_->steps.size(); ++i) {
@@ -598,6 +729,7 @@ class CudaExecutable final : public backend::Executable {
   std::shared_ptr<const Program> prog_;
   std::shared_ptr<Weights> weights_;
   std::unique_ptr<DeviceMem> arena_, err_, blas_ws_, scratch_;
+  std::vector<Bound> bound_;  // inputs bound to shared storage (bind_value_storage), by arena offset
   std::vector<uint8_t*> param_ptr_;
   std::vector<void*> ptrs_;
   cudaStream_t stream_ = nullptr;
