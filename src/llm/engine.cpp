@@ -5,14 +5,12 @@
 // Every pass writes its new K/V rows into its cache inputs itself (cache_write, in place on
 // the handles), so nothing but the embeddings, rotary rows and lengths goes in and the
 // logits come out per run.
-// On the CPU every pass reads and writes the engine's buffers in place (kc/vc: per layer
-// [slots, Hkv, C, D], bound with bind_handle_external): one copy of the cache, shared by the
-// prompt and decode passes. A backend that keeps inputs in device memory gets resident
-// handles instead: the rows a pass writes stay in its handles (the slot's `owner`) and cross
-// to the host only when another pass needs them (read_handle_range into the engine's
-// buffers, then row-sized writes into that pass's handles). Each pass records how many rows
-// of each slot its handles hold (synced). A one-sequence pass (prompt, or decode with one
-// slot) holds one slot at a time; the batch pass holds all.
+// There is one cache, per layer K and V of [slots, Hkv, C, D], and every pass reads and
+// writes it in place: on the CPU the engine's host buffers (kc/vc, bound with
+// bind_handle_external), on a device one SharedBuffer of the device's memory (bound with
+// bind_handle_shared; the passes' arenas hold no cache of their own). A one-sequence pass
+// (prompt, or decode with one slot) is bound to its slot's rows before it runs; the batch
+// pass to all of them. Nothing is copied between passes.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -33,9 +31,9 @@ namespace rlx::llm {
 
 namespace {
 constexpr int64_t kMinBucket = 256;
-// Prompt passes are compiled per prompt length (a chat's every turn may bring a new one), and
-// each holds a compiled graph and, where the caches are resident handles, caches of its own
-// (a device's memory): this many are kept besides the weights' owner.
+// Prompt passes are compiled per prompt length (a chat's every turn may bring a new one), each
+// a compiled graph with its activations (a device's memory): this many are kept besides the
+// weights' owner.
 constexpr int kPromptPasses = 4;
 
 int64_t bucket_for(int64_t need, int64_t n_ctx) {
@@ -64,33 +62,30 @@ struct Engine::Impl {
   std::vector<int64_t> pos;  // per slot: tokens in its cache
   int64_t C = 0;             // current cache capacity (bucket), shared by all slots
   size_t kv_elt = 2;
-  // One zeroed allocation for every layer's K and V (calloc: fresh pages, touched only as
-  // rows are written, so the unused part of a bucket costs no memory); kc/vc point into it,
-  // per layer [slots, Hkv, C, D] in kv_type.
+  // Where the cache lives, decided by the first pass compiled: the engine's host buffers
+  // where the backend reads host memory in place and shared_cache allows, else one
+  // SharedBuffer of the backend's memory.
+  enum class Home { None, Host, Shared } home = Home::None;
+  // Host: one zeroed allocation for every layer's K and V (calloc: fresh pages, touched only
+  // as rows are written, so the unused part of a bucket costs no memory); kc/vc point into
+  // it, per layer [slots, Hkv, C, D] in kv_type.
   std::unique_ptr<uint8_t, void (*)(void*)> cache_mem{nullptr, std::free};
   std::vector<uint8_t*> kc, vc;
+  // Shared: cache k (Pass::cache_names' order) at k * layer_bytes() of one buffer.
+  SharedBuffer cache;
   struct Pass {
     CompiledGraph net;
     int64_t B = 1;
-    int64_t slot = 0;             // B == 1: the slot its handles hold
-    std::vector<int64_t> synced;  // per batch row: rows [0, synced) of its caches are current
+    int64_t cap = 0;              // its caches' capacity (the bucket it was compiled for)
+    int64_t slot = -1;            // the slot its caches are bound to (B > 1: 0, all); -1: none yet
     std::vector<int> input_kind;  // per graph input: 0 embd, 1 cos, 2 sin, 3 past, 4 handle, 5 token ids, 6 last row
     std::vector<std::string> cache_names;  // handle names, layer-major: k0, v0, k1, v1, ...
-    bool external = false;        // its caches are the engine's buffers, read in place
     uint64_t used = 0;            // when it was last asked for (Impl::tick)
   };
   // (B, T, C, all_rows, greedy): a greedy pass is generate_greedy's step, its state in
   // handles (BuildCtx::greedy_token).
   std::map<std::tuple<int64_t, int64_t, int64_t, bool, bool>, Pass> graphs;
-  // Resident handles only: per slot, rows [0, host_rows) of kc/vc are current, and the
-  // pass (and its batch row) whose handles hold all pos rows, or none.
-  struct Owner {
-    const Pass* pass = nullptr;
-    int64_t row = 0;
-  };
-  std::vector<int64_t> host_rows;
-  std::vector<Owner> owner;
-  CompiledGraph* weights_owner = nullptr;
+  Pass* weights_owner = nullptr;
   bool repack = true;  // Q4_0 matrices as q4_0x16 while the backend takes them
   std::string report;
   std::vector<float> rope_factors;  // rope_freqs.weight, empty when absent
@@ -106,31 +101,22 @@ struct Engine::Impl {
   std::vector<int32_t> padded;      // a prompt's tokens padded to its pass's length (reused)
   std::vector<std::span<const uint8_t>> inputs;  // run()'s graph inputs (reused)
   std::vector<int64_t> one_slot{0};              // slot_of for a one-sequence pass
-  std::vector<CompiledGraph::HandleCopy> handle_copies;  // catch_up's rows (reused)
-  uint64_t tick = 0;                                     // graph()'s clock for Pass::used
+  uint64_t tick = 0;                             // graph()'s clock for Pass::used
 
   size_t row_bytes() const { return static_cast<size_t>(model->hp.head_dim) * kv_elt; }
-  // f(k, h) for every cache (k: 2 * layer + 0 for K, 1 for V; Pass::cache_names' order) and
-  // KV head h: the per-head row ranges that move between a pass's handles and kc/vc.
-  template <class F>
-  void each_head(F f) const {
-    for (size_t k = 0; k < 2 * static_cast<size_t>(model->hp.n_layer); ++k)
-      for (int64_t h = 0; h < model->hp.n_head_kv; ++h) f(k, h);
-  }
+  // Bytes of one cache (one layer's K or V) at capacity c: [slots, Hkv, c, D].
+  size_t layer_bytes(int64_t c) const { return static_cast<size_t>(slots * model->hp.n_head_kv * c) * row_bytes(); }
+  size_t n_caches() const { return 2 * static_cast<size_t>(model->hp.n_layer); }
   uint8_t* host_cache(size_t k) const { return (k % 2 ? vc : kc)[k / 2]; }  // cache k's engine buffer
-  // Byte offset of (slot or batch row b, head h, position p) in a [*, Hkv, C, D] cache.
-  size_t at(int64_t b, int64_t h, int64_t p) const {
-    return static_cast<size_t>((b * model->hp.n_head_kv + h) * C + p) * row_bytes();
+  // Byte offset of (slot or batch row b, head h, position p) in a [*, Hkv, c, D] cache.
+  size_t at(int64_t b, int64_t h, int64_t p, int64_t c) const {
+    return static_cast<size_t>((b * model->hp.n_head_kv + h) * c + p) * row_bytes();
   }
   Pass& graph(int64_t B, int64_t T, bool all_rows, bool greedy = false);
-  void catch_up(Pass& p, const std::vector<int64_t>& slot_of);  // rows written since p last ran
   void ran(Pass& p, int64_t T, const std::vector<int64_t>& slot_of);  // p appended T rows per sequence
-  void bind_slot(Pass& p, int64_t slot);  // a one-sequence pass now holds `slot`
+  void choose_home(Pass& p);  // where the cache lives (the first pass decides), allocated at C
+  void bind_slot(Pass& p, int64_t slot);  // p's caches on `slot`'s rows (B > 1: every slot's)
   void trim_prompt_passes(const Pass& keep);  // at most kPromptPasses, the least recently used go
-  bool bind_external(Pass& p, int64_t slot);  // p's caches read slot's rows (or all, B > 1) in place
-  void sync(Pass& p, int64_t b, int64_t slot, int64_t from, int64_t to);
-  void flush(int64_t slot);  // the slot's rows from its owner's handles into kc/vc
-  void flush_all();
   void truncate(int64_t slot, int64_t at);  // the slot back to `at` rows (a failed prompt appends nothing)
   void fill_params(CompiledGraph& net, const std::vector<ParamSource>& params);
   void grow(int64_t need);
@@ -244,6 +230,7 @@ Engine::Impl::Pass& Engine::Impl::graph(int64_t B, int64_t T, bool all_rows, boo
   co.threads = opts.threads;
   Pass p;
   p.B = B;
+  p.cap = C;
   auto build = [&](bool repack_q4) {
     auto c = std::make_unique<BuildCtx>(*model, B, T, C, opts.kv_type, all_rows);
     c->repack = repack_q4;
@@ -267,9 +254,7 @@ Engine::Impl::Pass& Engine::Impl::graph(int64_t B, int64_t T, bool all_rows, boo
   }
   BuildCtx& c = *cp;
   if (!weights_owner) fill_params(p.net, c.params());
-  else p.net.share_params_from(*weights_owner);
-  // The caches: the engine's buffers read in place, or (a backend that cannot) resident
-  // handles bound once here and kept in step by row-sized writes; never copied whole per run.
+  else p.net.share_params_from(weights_owner->net);
   const HParams& hp = model->hp;
   // A greedy step's own state is handles (BuildCtx::greedy_token): nothing goes in per run.
   static const char* const kStepState[] = {"token", "past", "generated", "rope_cos.table", "rope_sin.table"};
@@ -296,13 +281,8 @@ Engine::Impl::Pass& Engine::Impl::graph(int64_t B, int64_t T, bool all_rows, boo
     p.cache_names.push_back("k_cache." + std::to_string(il));
     p.cache_names.push_back("v_cache." + std::to_string(il));
   }
-  p.synced.assign(static_cast<size_t>(B), 0);
-  p.external = opts.shared_cache && bind_external(p, 0);
-  if (!p.external) {
-    TypedTensor t{opts.kv_type, {B, hp.n_head_kv, C, hp.head_dim}, {}};
-    t.bytes.assign(static_cast<size_t>(B * hp.n_head_kv * C) * row_bytes(), 0);
-    for (const std::string& name : p.cache_names) p.net.bind_handle(name, t);
-  }
+  if (home == Home::None) choose_home(p);
+  bind_slot(p, 0);
   // The token and position outputs feed the next run's inputs on the backend's side; the
   // rotary rows of every position of the bucket are bound once (rope_row's bits, as the
   // host loop computes them per step).
@@ -325,103 +305,104 @@ Engine::Impl::Pass& Engine::Impl::graph(int64_t B, int64_t T, bool all_rows, boo
   }
   p.used = ++tick;
   auto [pos_it, ok] = graphs.emplace(key, std::move(p));
-  if (!weights_owner) weights_owner = &pos_it->second.net;  // std::map nodes do not move
+  if (!weights_owner) weights_owner = &pos_it->second;  // std::map nodes do not move
 #if defined(__GLIBC__)
   malloc_trim(0);  // compiling freed a lot of small blocks: hand the pages back before the runs
 #endif
   return pos_it->second;
 }
 
-bool Engine::Impl::bind_external(Pass& p, int64_t slot) {
-  const HParams& hp = model->hp;
-  const size_t bytes = static_cast<size_t>(p.B * hp.n_head_kv * C) * row_bytes();
-  const size_t base = p.B > 1 ? 0 : at(slot, 0, 0);
-  for (size_t k = 0; k < p.cache_names.size(); ++k)
-    if (!p.net.bind_handle_external(p.cache_names[k], host_cache(k) + base, bytes, nullptr)) return false;
-  return true;
+void Engine::Impl::choose_home(Pass& p) {
+  const size_t bytes = n_caches() * layer_bytes(C);
+  if (opts.shared_cache) {
+    uint8_t* mem = static_cast<uint8_t*>(std::calloc(bytes, 1));
+    if (!mem) fail(ErrorCategory::ResourceExhausted, "llm::Engine: cannot allocate a KV cache of ", bytes, " bytes");
+    cache_mem.reset(mem);
+    kc.assign(static_cast<size_t>(model->hp.n_layer), nullptr);
+    vc.assign(kc.size(), nullptr);
+    for (size_t k = 0; k < n_caches(); ++k) (k % 2 ? vc : kc)[k / 2] = mem + k * layer_bytes(C);
+    const size_t pass_bytes = static_cast<size_t>(p.B * model->hp.n_head_kv * C) * row_bytes();
+    if (p.net.bind_handle_external(p.cache_names[0], mem, pass_bytes, nullptr)) {
+      home = Home::Host;
+      return;
+    }
+    cache_mem.reset();  // the backend reads no host memory in place
+    kc.clear();
+    vc.clear();
+  }
+  cache = p.net.allocate_shared(bytes);
+  home = Home::Shared;
 }
 
 void Engine::Impl::bind_slot(Pass& p, int64_t slot) {
+  if (p.B > 1) slot = 0;  // the batch pass: every slot's rows, from the first
   if (p.slot == slot) return;
-  if (!p.external)  // its handles are about to hold another slot: keep the rows they own
-    for (int64_t s = 0; s < slots; ++s)
-      if (owner[static_cast<size_t>(s)].pass == &p) flush(s);
-  p.slot = slot;
-  if (p.external) bind_external(p, slot);
-  else p.synced[0] = 0;  // its rows are another slot's: rewrite from the start
-}
-
-// Rows [from, to) of engine slot `slot` into batch row b of p's handles.
-void Engine::Impl::sync(Pass& p, int64_t b, int64_t slot, int64_t from, int64_t to) {
-  if (to <= from || p.external) return;
-  const size_t n = static_cast<size_t>(to - from) * row_bytes();
-  each_head([&](size_t k, int64_t h) {
-    p.net.write_handle(p.cache_names[k], at(b, h, from), host_cache(k) + at(slot, h, from), n);
-  });
-}
-
-void Engine::Impl::flush(int64_t slot) {
-  Owner& o = owner[static_cast<size_t>(slot)];
-  int64_t& have = host_rows[static_cast<size_t>(slot)];
-  const int64_t to = pos[static_cast<size_t>(slot)];
-  if (o.pass && have < to) {
-    const Pass& p = *o.pass;
-    const size_t n = static_cast<size_t>(to - have) * row_bytes();
-    each_head([&](size_t k, int64_t h) {
-      p.net.read_handle_range(p.cache_names[k], at(o.row, h, have), host_cache(k) + at(slot, h, have), n);
-    });
+  const HParams& hp = model->hp;
+  const size_t bytes = static_cast<size_t>(p.B * hp.n_head_kv * p.cap) * row_bytes(), base = at(slot, 0, 0, C);
+  for (size_t k = 0; k < p.cache_names.size(); ++k) {
+    const bool bound = home == Home::Host
+                           ? p.net.bind_handle_external(p.cache_names[k], host_cache(k) + base, bytes, nullptr)
+                           : p.net.bind_handle_shared(p.cache_names[k], cache, k * layer_bytes(C) + base);
+    if (!bound)
+      fail(ErrorCategory::Internal, "llm::Engine: the compiled pass cannot bind its cache '", p.cache_names[k], "'");
   }
-  have = to;
-  o = Owner{};
+  p.slot = slot;
 }
 
-void Engine::Impl::flush_all() {
-  for (int64_t s = 0; s < slots; ++s) flush(s);
-}
-
-// A larger bucket: every slot's rows are laid out again at the new capacity; passes of the
-// old bucket are dropped (the weights owner stays: the others read its segment).
+// A larger bucket: every slot's rows are laid out again at the new capacity (on the host, or
+// copied on the backend's side into a new shared buffer); passes of the old bucket are
+// dropped. The weights' owner stays (the others read its weights) and is bound to the new
+// cache, so that the old one's memory goes.
 void Engine::Impl::grow(int64_t need) {
   const int64_t nc = bucket_for(need, n_ctx);
-  if (nc <= C && !kc.empty()) return;
-  if (!kc.empty()) flush_all();  // the rows in device handles, before their passes go
+  if (nc <= C) return;
   const HParams& hp = model->hp;
-  const size_t rb = row_bytes();
-  const int64_t old = C;
-  const size_t layer_bytes = static_cast<size_t>(slots * hp.n_head_kv * nc) * rb;
-  uint8_t* mem = static_cast<uint8_t*>(std::calloc(2 * static_cast<size_t>(hp.n_layer), layer_bytes));
-  if (!mem) fail(ErrorCategory::ResourceExhausted, "llm::Engine: cannot allocate a KV cache of ",
-                 2 * hp.n_layer * int64_t(layer_bytes), " bytes");
-  std::vector<uint8_t*> nk(static_cast<size_t>(hp.n_layer)), nv(nk.size());
-  for (int64_t il = 0; il < hp.n_layer; ++il) {
-    nk[static_cast<size_t>(il)] = mem + static_cast<size_t>(2 * il) * layer_bytes;
-    nv[static_cast<size_t>(il)] = mem + static_cast<size_t>(2 * il + 1) * layer_bytes;
-    if (kc.empty()) continue;
-    for (int kv = 0; kv < 2; ++kv)
+  const size_t rb = row_bytes(), old_layer = layer_bytes(C), new_layer = layer_bytes(nc);
+  if (home == Home::Host) {
+    uint8_t* mem = static_cast<uint8_t*>(std::calloc(n_caches(), new_layer));
+    if (!mem) fail(ErrorCategory::ResourceExhausted, "llm::Engine: cannot allocate a KV cache of ",
+                   n_caches() * new_layer, " bytes");
+    for (size_t k = 0; k < n_caches(); ++k)
       for (int64_t s = 0; s < slots; ++s)
         for (int64_t h = 0; h < hp.n_head_kv; ++h)
-          std::memcpy((kv ? nv : nk)[static_cast<size_t>(il)] + static_cast<size_t>((s * hp.n_head_kv + h) * nc) * rb,
-                      (kv ? vc : kc)[static_cast<size_t>(il)] + static_cast<size_t>((s * hp.n_head_kv + h) * old) * rb,
+          std::memcpy(mem + k * new_layer + at(s, h, 0, nc), host_cache(k) + at(s, h, 0, C),
                       static_cast<size_t>(pos[static_cast<size_t>(s)]) * rb);
+    for (size_t k = 0; k < n_caches(); ++k) (k % 2 ? vc : kc)[k / 2] = mem + k * new_layer;
+    cache_mem.reset(mem);
+  } else if (home == Home::Shared && graphs.empty()) {
+    cache = SharedBuffer();  // the first pass failed after allocating it: the next one decides again
+    home = Home::None;
+  } else if (home == Home::Shared) {
+    SharedBuffer next = graphs.begin()->second.net.allocate_shared(n_caches() * new_layer);
+    std::vector<SharedBuffer::Range> rows;
+    for (size_t k = 0; k < n_caches(); ++k)
+      for (int64_t s = 0; s < slots; ++s)
+        for (int64_t h = 0; h < hp.n_head_kv; ++h)
+          rows.push_back({k * new_layer + at(s, h, 0, nc), k * old_layer + at(s, h, 0, C),
+                          static_cast<size_t>(pos[static_cast<size_t>(s)]) * rb});
+    next.copy_from(cache, rows);
+    cache = next;
   }
-  kc = std::move(nk);
-  vc = std::move(nv);
-  cache_mem.reset(mem);
   C = nc;
   for (auto it = graphs.begin(); it != graphs.end();) {
-    if (std::get<2>(it->first) != C && &it->second.net != weights_owner) it = graphs.erase(it);
+    if (std::get<2>(it->first) != C && &it->second != weights_owner) it = graphs.erase(it);
     else ++it;
+  }
+  if (weights_owner && weights_owner->cap != C) {
+    // Its caches are smaller than the new layout's: bound at each cache's start (it never
+    // runs again: a pass is looked up by its bucket).
+    Pass& w = *weights_owner;
+    const size_t bytes = static_cast<size_t>(w.B * hp.n_head_kv * w.cap) * rb;
+    for (size_t k = 0; k < w.cache_names.size(); ++k)
+      if (home == Home::Host) w.net.bind_handle_external(w.cache_names[k], host_cache(k), bytes, nullptr);
+      else w.net.bind_handle_shared(w.cache_names[k], cache, k * new_layer);
+    w.slot = -1;
   }
 }
 
 void Engine::Impl::truncate(int64_t slot, int64_t at) {
   const size_t s = static_cast<size_t>(slot);
   pos[s] = std::min(pos[s], at);
-  host_rows[s] = std::min(host_rows[s], at);  // an owner's handles still hold rows [0, at)
-  for (auto& [key, p] : graphs) {
-    if (p.B > 1) p.synced[s] = std::min(p.synced[s], at);
-    else if (p.slot == slot) p.synced[0] = std::min(p.synced[0], at);
-  }
 }
 
 void Engine::Impl::trim_prompt_passes(const Pass& keep) {
@@ -429,55 +410,18 @@ void Engine::Impl::trim_prompt_passes(const Pass& keep) {
     auto victim = graphs.end();
     int kept = 0;
     for (auto it = graphs.begin(); it != graphs.end(); ++it) {
-      if (std::get<1>(it->first) <= 1 || &it->second.net == weights_owner) continue;
+      if (std::get<1>(it->first) <= 1 || &it->second == weights_owner) continue;
       ++kept;
       if (&it->second != &keep && (victim == graphs.end() || it->second.used < victim->second.used)) victim = it;
     }
     if (kept <= kPromptPasses || victim == graphs.end()) return;
-    for (int64_t s = 0; s < slots; ++s)  // rows only it holds go to the engine's buffers first
-      if (owner[static_cast<size_t>(s)].pass == &victim->second) flush(s);
     graphs.erase(victim);
   }
 }
 
-void Engine::Impl::catch_up(Pass& p, const std::vector<int64_t>& slot_of) {
-  std::vector<CompiledGraph::HandleCopy>& rows = handle_copies;
-  for (int64_t b = 0; b < p.B; ++b) {
-    const int64_t s = slot_of[static_cast<size_t>(b)];
-    int64_t& have = p.synced[static_cast<size_t>(b)];
-    const int64_t to = pos[static_cast<size_t>(s)];
-    if (p.external || have == to) continue;
-    const Owner o = owner[static_cast<size_t>(s)];
-    if (o.pass && o.pass != &p) {
-      // Another pass's handles hold every row: copied from them on the backend's side (a
-      // device's own copy), not through the engine's buffers (TinyLlama-1.1B-shaped F16 on
-      // an H100, 2,048 prompt rows into the decode pass: 92 MB across the bus, ~15 ms, before;
-      // 128 steps after them 739-742 -> 807-808 tok/s).
-      const size_t n = static_cast<size_t>(to - have) * row_bytes();
-      rows.clear();
-      each_head([&](size_t k, int64_t h) {
-        rows.push_back({p.cache_names[k], at(b, h, have), o.pass->cache_names[k], at(o.row, h, have), n});
-      });
-      p.net.copy_handle_ranges(o.pass->net, rows);
-    } else {
-      flush(s);  // the rows are in the engine's buffers (or go there first)
-      sync(p, b, s, have, to);
-    }
-    have = to;
-  }
-}
-
-// The graph wrote the new rows into its caches: the engine's buffers (external), or this
-// pass's handles, which now own the slot's rows.
+// The graph wrote the new rows into the cache.
 void Engine::Impl::ran(Pass& p, int64_t T, const std::vector<int64_t>& slot_of) {
-  for (int64_t b = 0; b < p.B; ++b) {
-    const int64_t s = slot_of[static_cast<size_t>(b)];
-    int64_t& ps = pos[static_cast<size_t>(s)];
-    ps += T;
-    p.synced[static_cast<size_t>(b)] = ps;
-    if (p.external) host_rows[static_cast<size_t>(s)] = ps;
-    else owner[static_cast<size_t>(s)] = Owner{&p, b};
-  }
+  for (int64_t b = 0; b < p.B; ++b) pos[static_cast<size_t>(slot_of[static_cast<size_t>(b)])] += T;
 }
 
 std::vector<float> Engine::Impl::run(Pass& p, std::span<const int32_t> tokens, const std::vector<int64_t>& slot_of,
@@ -488,7 +432,6 @@ std::vector<float> Engine::Impl::run(Pass& p, std::span<const int32_t> tokens, c
   if (rows < 1 || rows > T || (rows < T && B != 1))
     fail(ErrorCategory::Internal, "llm::Engine: ", rows, " of ", T, " rows appended in a pass of ", B, " sequences");
   const int64_t last = rows - 1;  // the "last" input (BuildCtx::last_row_input), read by run_slots below
-  catch_up(p, slot_of);
   embd.resize(static_cast<size_t>(token_ids ? 0 : R * E));
   cosv.resize(static_cast<size_t>(R * half));
   sinv.resize(static_cast<size_t>(R * half));
@@ -539,8 +482,6 @@ Engine::Engine(std::shared_ptr<const Model> model, EngineOptions opts) : impl_(s
     m.opts = opts;
     m.slots = opts.sequences;
     m.pos.assign(static_cast<size_t>(m.slots), 0);
-    m.host_rows.assign(static_cast<size_t>(m.slots), 0);
-    m.owner.assign(static_cast<size_t>(m.slots), Impl::Owner{});
     const HParams& hp = m.model->hp;
     m.n_ctx = opts.n_ctx > 0 ? opts.n_ctx : std::min<int64_t>(hp.n_ctx_train, 4096);
     if (m.n_ctx < 1 || m.n_ctx > (int64_t(1) << 24))
@@ -585,18 +526,10 @@ int64_t Engine::context() const { return impl_->n_ctx; }
 int64_t Engine::sequences() const { return impl_->slots; }
 void Engine::reset() {
   std::fill(impl_->pos.begin(), impl_->pos.end(), 0);
-  std::fill(impl_->host_rows.begin(), impl_->host_rows.end(), 0);
-  std::fill(impl_->owner.begin(), impl_->owner.end(), Impl::Owner{});
-  for (auto& [key, p] : impl_->graphs) std::fill(p.synced.begin(), p.synced.end(), 0);
 }
 void Engine::reset(int64_t slot) {
   position(slot);  // range check
   impl_->pos[static_cast<size_t>(slot)] = 0;
-  impl_->host_rows[static_cast<size_t>(slot)] = 0;
-  impl_->owner[static_cast<size_t>(slot)] = Impl::Owner{};
-  for (auto& [key, p] : impl_->graphs)
-    if (p.B > 1) p.synced[static_cast<size_t>(slot)] = 0;
-    else if (p.slot == slot) p.synced[0] = 0;
 }
 const Model& Engine::model() const { return *impl_->model; }
 std::string Engine::load_report() const { return impl_->report; }
@@ -686,7 +619,6 @@ std::vector<int32_t> Engine::generate_greedy(int32_t token, int64_t n) {
     Impl::Pass& p = m.graph(1, 1, false, true);
     m.bind_slot(p, 0);
     m.one_slot[0] = 0;
-    m.catch_up(p, m.one_slot);
     // The step's state (token, position, the tokens so far) stays on the backend: the runs
     // go out back to back with nothing uploaded or read between them, and the tokens come
     // back once, from the "generated" handle.
