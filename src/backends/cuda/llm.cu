@@ -328,10 +328,11 @@ __device__ inline float q6_k_dot(const uint8_t* w, const float* x, int64_t nb, i
   return acc;
 }
 
-// The formats below are read a block (or an element) per lane, each block's values formed
-// as the CPU's dequantizer forms them (src/ir/quant/dequant.cpp) and then multiplied into
-// the lane's sum: correct for every row, not tuned for speed (files of these types are rare;
-// F16, Q4_0, Q8_0 and the K-quants above are the tuned paths).
+// The formats below: each block's values formed as the CPU's dequantizer forms them
+// (src/ir/quant/dequant.cpp), then multiplied into the lane's sum. IQ4_NL, IQ4_XS, Q2_K and
+// Q3_K spread the warp's lanes over a block's elements as Q4_0 and the K-quants above do
+// (contiguous loads of x) where x and the rows are aligned for it, else a block per lane;
+// F64 an element per lane.
 
 // BF16: an element is the high half of an f32.
 __device__ inline float bf16_at(uint16_t h) { return __uint_as_float(uint32_t(h) << 16); }
@@ -348,8 +349,14 @@ __device__ inline float dot8_bf16(uint4 u, const float4* x, float acc) {
   return acc;
 }
 
-// The 16 non-uniform levels of IQ4_NL / IQ4_XS.
-__constant__ int8_t kIq4nlLevels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+// Level q (0..15) of IQ4_NL / IQ4_XS's 16 non-uniform levels {-127, -104, -83, -65, -49, -35,
+// -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}, packed as int8 bytes into four words and picked
+// by a byte permute: a table in memory would serialize a warp's different indices.
+__device__ inline float iq4_level(int q) {
+  const uint32_t lo = __byte_perm(0xBFAD9881u, 0xF6EADDCFu, unsigned(q & 7));
+  const uint32_t hi = __byte_perm(0x26190D01u, 0x71594535u, unsigned(q & 7));
+  return float(int8_t((q & 8 ? hi : lo) & 0xFF));
+}
 
 // IQ4_NL (18 bytes): d, then 16 bytes of level indices (element i low nibble of byte i, 16 + i high).
 __device__ inline float iq4_nl_block_dot(const uint8_t* b, const float* x) {
@@ -357,8 +364,8 @@ __device__ inline float iq4_nl_block_dot(const uint8_t* b, const float* x) {
   float acc = 0;
   for (int j = 0; j < 16; ++j) {
     const int q = b[2 + j];
-    acc = fmaf(d * float(kIq4nlLevels[q & 0xF]), x[j], acc);
-    acc = fmaf(d * float(kIq4nlLevels[q >> 4]), x[j + 16], acc);
+    acc = fmaf(d * iq4_level(q & 0xF), x[j], acc);
+    acc = fmaf(d * iq4_level(q >> 4), x[j + 16], acc);
   }
   return acc;
 }
@@ -375,8 +382,8 @@ __device__ inline float iq4_xs_block_dot(const uint8_t* b, const float* x) {
     const uint8_t* qs = b + 8 + 16 * ib;
     const float* xs = x + 32 * ib;
     for (int j = 0; j < 16; ++j) {
-      acc = fmaf(dl * float(kIq4nlLevels[qs[j] & 0xF]), xs[j], acc);
-      acc = fmaf(dl * float(kIq4nlLevels[qs[j] >> 4]), xs[j + 16], acc);
+      acc = fmaf(dl * iq4_level(qs[j] & 0xF), xs[j], acc);
+      acc = fmaf(dl * iq4_level(qs[j] >> 4), xs[j + 16], acc);
     }
   }
   return acc;
@@ -429,6 +436,90 @@ __device__ inline float q3_k_block_dot(const uint8_t* b, const float* x) {
   return acc;
 }
 
+// IQ4_NL rows, eight lanes per block as q4_0_dot (lane l: nibble bytes 2l, 2l + 1). Needs
+// 8-byte aligned x and 2-byte aligned blocks.
+__device__ inline float iq4_nl_dot(const uint8_t* w, const float* x, int64_t nb, int lane) {
+  const int l = lane & 7;
+  float acc = 0;
+#pragma unroll 4
+  for (int64_t b = lane >> 3; b < nb; b += 4) {
+    const uint8_t* blk = w + 18 * b;
+    const int v = __ldg(reinterpret_cast<const unsigned short*>(blk + 2) + l);
+    const float2 lo = *reinterpret_cast<const float2*>(x + 32 * b + 2 * l);
+    const float2 hi = *reinterpret_cast<const float2*>(x + 32 * b + 16 + 2 * l);
+    const float d = scale_at(blk);
+    acc = fmaf(d * iq4_level(v & 0xF), lo.x, acc);
+    acc = fmaf(d * iq4_level((v >> 8) & 0xF), lo.y, acc);
+    acc = fmaf(d * iq4_level((v >> 4) & 0xF), hi.x, acc);
+    acc = fmaf(d * iq4_level(v >> 12), hi.y, acc);
+  }
+  return acc;
+}
+// IQ4_XS rows, lane (ib, q) = (lane / 4, lane % 4) taking nibble bytes 4q .. 4q + 3 of
+// sub-block ib: elements 32 ib + 4q + i (low nibbles) and + 16 (high). Needs 16-byte
+// aligned x and 4-byte aligned blocks.
+__device__ inline float iq4_xs_dot(const uint8_t* w, const float* x, int64_t nb, int lane) {
+  const int ib = lane >> 2, q = lane & 3;
+  float acc = 0;
+#pragma unroll 2
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = w + 136 * b;
+    const uint32_t qs = __ldg(reinterpret_cast<const uint32_t*>(blk + 8 + 16 * ib + 4 * q));
+    const int sh = __ldg(reinterpret_cast<const unsigned short*>(blk + 2)), sl = __ldg(blk + 4 + ib / 2);
+    const int ls = ((sl >> (4 * (ib & 1))) & 0xF) | (((sh >> (2 * ib)) & 3) << 4);
+    const float dl = scale_at(blk) * float(ls - 32);
+    const float4 xl = *reinterpret_cast<const float4*>(x + 256 * b + 32 * ib + 4 * q);
+    const float4 xh = *reinterpret_cast<const float4*>(x + 256 * b + 32 * ib + 16 + 4 * q);
+    const float xlv[4] = {xl.x, xl.y, xl.z, xl.w}, xhv[4] = {xh.x, xh.y, xh.z, xh.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int c = int(qs >> (8 * i)) & 0xFF;
+      acc = fmaf(dl * iq4_level(c & 0xF), xlv[i], acc);
+      acc = fmaf(dl * iq4_level(c >> 4), xhv[i], acc);
+    }
+  }
+  return acc;
+}
+// Q2_K / Q3_K rows, lane l taking quant bytes 2l, 2l + 1 (of qs; Q3_K's high bits from hmask
+// bytes (2l) % 32, + 1): byte 32n + 16h + i holds element 128n + 32j + 16h + i at bits 2j,
+// j = 0..3, whose scale is sub-block 8n + 2j + h. Needs 8-byte aligned x and 2-byte aligned
+// blocks.
+template <bool Three>
+__device__ inline float q23_k_dot(const uint8_t* w, const float* x, int64_t nb, int lane) {
+  constexpr int bytes = Three ? 110 : 84;
+  const int n = lane >> 4, h = (lane >> 3) & 1, i = 2 * (lane & 7);
+  float acc = 0;
+#pragma unroll 2
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = w + bytes * b;
+    const int v = __ldg(reinterpret_cast<const unsigned short*>(blk + (Three ? 32 : 16)) + lane);
+    const int hm = Three ? __ldg(reinterpret_cast<const unsigned short*>(blk) + (lane & 15)) : 0;
+    const float d = scale_at(blk + (Three ? 108 : 80)), dmin = Three ? 0.0f : scale_at(blk + 82);
+    const float* xb = x + 256 * b + 128 * n + 16 * h + i;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int is = 8 * n + 2 * j + h;
+      const float2 xv = *reinterpret_cast<const float2*>(xb + 32 * j);
+      const int q0 = (v >> (2 * j)) & 3, q1 = (v >> (8 + 2 * j)) & 3;
+      if constexpr (Three) {
+        const uint8_t* sb = blk + 96;
+        const int lo = is < 8 ? __ldg(sb + is) & 0xF : __ldg(sb + is - 8) >> 4;
+        const int hi = (__ldg(sb + 8 + is % 4) >> (2 * (is / 4))) & 3;
+        const float dl = d * float((lo | (hi << 4)) - 32);
+        const int m = 1 << (4 * n + j);
+        acc = fmaf(dl * float(q0 - ((hm & m) ? 0 : 4)), xv.x, acc);
+        acc = fmaf(dl * float(q1 - (((hm >> 8) & m) ? 0 : 4)), xv.y, acc);
+      } else {
+        const int sc = __ldg(blk + is);
+        const float dl = d * float(sc & 0xF), ml = dmin * float(sc >> 4);
+        acc = fmaf(dl * float(q0) - ml, xv.x, acc);
+        acc = fmaf(dl * float(q1) - ml, xv.y, acc);
+      }
+    }
+  }
+  return acc;
+}
+
 // Lane's share of dot(x[0..k), row): F32 / F16 by element, 32-element formats by block,
 // K-quants by super-block.
 // The format is a template argument: the kernels are instantiated per format (for_format),
@@ -475,10 +566,17 @@ __device__ inline float row_dot(const uint8_t* w, const float* x, int64_t k, int
       memcpy(&v, w + 8 * i, 8);
       acc = fmaf(float(v), x[i], acc);
     }
+  } else if (fmt == 20 && ((reinterpret_cast<uintptr_t>(x) & 7) | (reinterpret_cast<uintptr_t>(w) & 1)) == 0) {
+    acc = iq4_nl_dot(w, x, k / 32, lane);
   } else if (fmt == 20) {
     for (int64_t b = lane; b < k / 32; b += 32) acc += iq4_nl_block_dot(w + 18 * b, x + 32 * b);
+  } else if (fmt == 23 && ((reinterpret_cast<uintptr_t>(x) & 15) | (reinterpret_cast<uintptr_t>(w) & 3)) == 0) {
+    acc = iq4_xs_dot(w, x, k / 256, lane);
   } else if (fmt == 23) {
     for (int64_t b = lane; b < k / 256; b += 32) acc += iq4_xs_block_dot(w + 136 * b, x + 256 * b);
+  } else if ((fmt == 10 || fmt == 11) &&
+             ((reinterpret_cast<uintptr_t>(x) & 7) | (reinterpret_cast<uintptr_t>(w) & 1)) == 0) {
+    acc = fmt == 10 ? q23_k_dot<false>(w, x, k / 256, lane) : q23_k_dot<true>(w, x, k / 256, lane);
   } else if (fmt == 10) {
     for (int64_t b = lane; b < k / 256; b += 32) acc += q2_k_block_dot(w + 84 * b, x + 256 * b);
   } else if (fmt == 11) {
