@@ -361,6 +361,18 @@ const bool kLlm = register_cases({
     {OpKind::QMatMul, qmatmul_case("qmatmul_iq4_xs_decode_residual", kIQ4_XS, 1, 6, 512, true)},
     {OpKind::QMatMul, qmatmul_case("qmatmul_q5_K_prefill", quant::kQ5_K, 10, 4, 256)},
     {OpKind::QMatMul, qmatmul_case("qmatmul_q6_K_decode", quant::kQ6_K, 1, 5, 256)},
+    // Rows of many blocks (9 super-blocks, 37 blocks): the device kernels that spread a warp
+    // over several blocks at once take every round, and a short last one.
+    {OpKind::QMatMul, qmatmul_case("qmatmul_q4_K_decode_long", quant::kQ4_K, 1, 5, 2304)},
+    {OpKind::QMatMul, qmatmul_case("qmatmul_q5_K_decode_long", quant::kQ5_K, 1, 5, 2304)},
+    {OpKind::QMatMul, qmatmul_case("qmatmul_q6_K_prefill_long", quant::kQ6_K, 3, 4, 2304)},
+    {OpKind::QMatMul, qmatmul_case("qmatmul_q3_K_decode_long", kQ3_K, 1, 4, 2304)},
+    {OpKind::QMatMul, qmatmul_case("qmatmul_q2_K_prefill_long", kQ2_K, 2, 3, 2304)},
+    {OpKind::QMatMul, qmatmul_case("qmatmul_iq4_xs_prefill_long", kIQ4_XS, 2, 3, 2304)},
+    {OpKind::QMatMul, qmatmul_case("qmatmul_q4_1_decode_long", quant::kQ4_1, 1, 5, 1184)},
+    {OpKind::QMatMul, qmatmul_case("qmatmul_q5_0_decode_long", quant::kQ5_0, 1, 4, 1184)},
+    {OpKind::QMatMul, qmatmul_case("qmatmul_q5_1_prefill_long", quant::kQ5_1, 2, 4, 1184)},
+    {OpKind::QMatMul, qmatmul_case("qmatmul_iq4_nl_decode_long", kIQ4_NL, 1, 4, 1184)},
     // ggml's own blocks of every format, its dequantization the reference.
     {OpKind::QMatMul, qmatmul_case("qmatmul_ggml_f16", quant::kF16, 3, -1, 256)},
     {OpKind::QMatMul, qmatmul_case("qmatmul_ggml_bf16", quant::kBF16, 1, -1, 256)},

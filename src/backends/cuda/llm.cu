@@ -34,6 +34,20 @@ __device__ inline void scale_min_k4(int j, const uint8_t* q, int& d, int& m) {
   }
 }
 
+// scale_min_k4 over the 12 scale bytes held as three words (bytes 0-3, 4-7, 8-11): shifts
+// instead of a byte array indexed at run time, which would live in local memory.
+__device__ inline void scale_min_k4_words(int j, uint32_t s0, uint32_t s1, uint32_t s2, int& d, int& m) {
+  const int i = 8 * (j & 3);
+  const int b0 = int(s0 >> i) & 0xFF, b1 = int(s1 >> i) & 0xFF, b2 = int(s2 >> i) & 0xFF;
+  if (j < 4) {
+    d = b0 & 63;
+    m = b1 & 63;
+  } else {
+    d = (b2 & 0xF) | ((b0 >> 6) << 4);
+    m = (b2 >> 4) | ((b1 >> 6) << 4);
+  }
+}
+
 // acc + dot(8 halves in u, x[0..8) as two float4).
 __device__ inline float dot8_f16(uint4 u, const float4* x, float acc) {
   const float4 x0 = x[0], x1 = x[1];
@@ -264,65 +278,108 @@ __device__ inline float q8_0_dot(const uint8_t* w, const float* x, int64_t nb, i
   return acc;
 }
 
-// Q4_K / Q5_K rows of nb super-blocks, the warp's lanes over a super-block's elements (as
-// q4_0_dot, so that x is read contiguously): lane (p, q) = (lane / 8, lane % 8) takes nibble
-// bytes 32p + 4q .. + 4 of qs, i.e. elements 64p + 4q + i of sub-block 2p (low nibbles) and
-// 64p + 32 + 4q + i of sub-block 2p + 1 (high nibbles), with Q5_K's fifth bits from qh
-// bytes 4q + i. Needs 16-byte aligned x and 4-byte aligned blocks.
-template <bool Five>
-__device__ inline float k45_dot(const uint8_t* w, const float* x, int64_t nb, int lane) {
-  constexpr int bytes = Five ? 176 : 144;
-  const int p = lane >> 3, q = lane & 7;
+// Q4_1 / Q5_0 / Q5_1 rows, eight lanes per block as q4_0_dot: lane l takes nibble bytes 2l,
+// 2l + 1 (elements 2l, 2l + 1 and 16 + 2l, 17 + 2l, their fifth bits at the same positions
+// of qh), each value formed as the CPU's dequantizer does (d q + m, or d (q - 16)). Needs
+// 8-byte aligned x and 2-byte aligned blocks.
+template <int F>
+__device__ inline float block32_lanes_dot(const uint8_t* w, const float* x, int64_t nb, int lane) {
+  constexpr bool five = F == 6 || F == 7, has_min = F == 3 || F == 7;
+  constexpr int bytes = F == 3 ? 20 : F == 6 ? 22 : 24, qh_at = has_min ? 4 : 2, qs_at = qh_at + (five ? 4 : 0);
+  const int l = lane & 7;
   float acc = 0;
 #pragma unroll 4
-  for (int64_t b = 0; b < nb; ++b) {
+  for (int64_t b = lane >> 3; b < nb; b += 4) {
     const uint8_t* blk = w + bytes * b;
-    const uint32_t qs = __ldg(reinterpret_cast<const uint32_t*>(blk + (Five ? 48 : 16) + 32 * p + 4 * q));
-    const uint32_t qh = Five ? __ldg(reinterpret_cast<const uint32_t*>(blk + 16 + 4 * q)) : 0u;
-    const float4 xl = *reinterpret_cast<const float4*>(x + 256 * b + 64 * p + 4 * q);
-    const float4 xh = *reinterpret_cast<const float4*>(x + 256 * b + 64 * p + 32 + 4 * q);
-    const float d = scale_at(blk), dmin = scale_at(blk + 2);
-    int sc0, m0, sc1, m1;
-    scale_min_k4(2 * p, blk + 4, sc0, m0);
-    scale_min_k4(2 * p + 1, blk + 4, sc1, m1);
-    const float dl0 = d * float(sc0), ml0 = dmin * float(m0), dl1 = d * float(sc1), ml1 = dmin * float(m1);
-    const float xlv[4] = {xl.x, xl.y, xl.z, xl.w}, xhv[4] = {xh.x, xh.y, xh.z, xh.w};
+    const unsigned short* u = reinterpret_cast<const unsigned short*>(blk);
+    const int v = __ldg(u + qs_at / 2 + l);
+    const uint32_t qh = five ? uint32_t(__ldg(u + qh_at / 2)) | (uint32_t(__ldg(u + qh_at / 2 + 1)) << 16) : 0u;
+    const float2 lo = *reinterpret_cast<const float2*>(x + 32 * b + 2 * l);
+    const float2 hi = *reinterpret_cast<const float2*>(x + 32 * b + 16 + 2 * l);
+    const float d = scale_at(blk), m = has_min ? scale_at(blk + 2) : 0.0f;
+    const int pos[4] = {2 * l, 2 * l + 1, 16 + 2 * l, 17 + 2 * l};
+    const int nib[4] = {v & 0xF, (v >> 8) & 0xF, (v >> 4) & 0xF, v >> 12};
+    const float xs[4] = {lo.x, lo.y, hi.x, hi.y};
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const int c = int(qs >> (8 * i)) & 0xFF, h = int(qh >> (8 * i)) & 0xFF;
-      const int v = (c & 0x0F) + (Five && ((h >> (2 * p)) & 1) ? 16 : 0);
-      acc = fmaf(dl0 * float(v) - ml0, xlv[i], acc);
-    }
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int c = int(qs >> (8 * i)) & 0xFF, h = int(qh >> (8 * i)) & 0xFF;
-      const int v = (c >> 4) + (Five && ((h >> (2 * p + 1)) & 1) ? 16 : 0);
-      acc = fmaf(dl1 * float(v) - ml1, xhv[i], acc);
+      const int q = nib[i] | (five ? int((qh >> pos[i]) & 1) << 4 : 0);
+      const float wv = has_min ? d * float(q) + m : d * float(q - 16);
+      acc = fmaf(wv, xs[i], acc);
     }
   }
   return acc;
 }
-// Q6_K rows, lane l taking element l (and l + 32, + 64, + 96) of each half of a super-block.
+
+// Q4_K / Q5_K rows of nb super-blocks, eight lanes per super-block (a warp works on four at
+// once, as q4_0_dot on blocks): lane (c, f) = ((lane % 8) / 2, lane % 2) loads 16 nibble
+// bytes at 32c + 16f of qs in one 16-byte load, elements 64c + 16f + i of sub-block 2c (low
+// nibbles) and 64c + 32 + 16f + i of sub-block 2c + 1 (high nibbles), i < 16, with Q5_K's
+// fifth bits from qh bytes 16f + i (bits 2c, 2c + 1). 32 products per 16 bytes loaded, the
+// loads of x contiguous. Needs 16-byte aligned x and blocks.
+template <bool Five>
+__device__ inline float k45_dot(const uint8_t* w, const float* x, int64_t nb, int lane) {
+  constexpr int bytes = Five ? 176 : 144;
+  const int c = (lane & 7) >> 1, f = lane & 1;
+  float acc = 0;
+#pragma unroll 2
+  for (int64_t b = lane >> 3; b < nb; b += 4) {
+    const uint8_t* blk = w + bytes * b;
+    const uint4 qs = __ldg(reinterpret_cast<const uint4*>(blk + (Five ? 48 : 16) + 32 * c + 16 * f));
+    const uint4 qh = Five ? __ldg(reinterpret_cast<const uint4*>(blk + 16 + 16 * f)) : make_uint4(0, 0, 0, 0);
+    const uint32_t dm = __ldg(reinterpret_cast<const uint32_t*>(blk));
+    const uint32_t s0 = __ldg(reinterpret_cast<const uint32_t*>(blk + 4)), s1 = __ldg(reinterpret_cast<const uint32_t*>(blk + 8)),
+                   s2 = __ldg(reinterpret_cast<const uint32_t*>(blk + 12));
+    const float d = __half2float(__ushort_as_half(uint16_t(dm & 0xFFFF))), dmin = __half2float(__ushort_as_half(uint16_t(dm >> 16)));
+    int sc0, m0, sc1, m1;
+    scale_min_k4_words(2 * c, s0, s1, s2, sc0, m0);
+    scale_min_k4_words(2 * c + 1, s0, s1, s2, sc1, m1);
+    const float dl0 = d * float(sc0), ml0 = dmin * float(m0), dl1 = d * float(sc1), ml1 = dmin * float(m1);
+    const float4* xl = reinterpret_cast<const float4*>(x + 256 * b + 64 * c + 16 * f);
+    const float4* xh = reinterpret_cast<const float4*>(x + 256 * b + 64 * c + 32 + 16 * f);
+    const uint32_t q[4] = {qs.x, qs.y, qs.z, qs.w}, h[4] = {qh.x, qh.y, qh.z, qh.w};
+#pragma unroll
+    for (int t = 0; t < 4; ++t) {
+      const float4 a = xl[t], e = xh[t];
+      const float av[4] = {a.x, a.y, a.z, a.w}, ev[4] = {e.x, e.y, e.z, e.w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int byte = int(q[t] >> (8 * i)) & 0xFF, hb = int(h[t] >> (8 * i)) & 0xFF;
+        const int lo = (byte & 0x0F) + (Five && ((hb >> (2 * c)) & 1) ? 16 : 0);
+        const int hi = (byte >> 4) + (Five && ((hb >> (2 * c + 1)) & 1) ? 16 : 0);
+        acc = fmaf(dl0 * float(lo) - ml0, av[i], acc);
+        acc = fmaf(dl1 * float(hi) - ml1, ev[i], acc);
+      }
+    }
+  }
+  return acc;
+}
+// Q6_K rows (210-byte super-blocks: only 2-byte aligned), lane (h, j) = (lane / 16, lane % 16)
+// taking elements l = 2j, 2j + 1 of half h (and l + 32, + 64, + 96): two bytes of each of
+// its three quant runs per load. Needs 8-byte aligned x and 2-byte aligned blocks.
 __device__ inline float q6_k_dot(const uint8_t* w, const float* x, int64_t nb, int lane) {
-  const int is = lane / 16;
+  const int h = lane >> 4, j = lane & 15, is = j >> 3;
   float acc = 0;
 #pragma unroll 2
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = w + 210 * b;
+    const unsigned short* u = reinterpret_cast<const unsigned short*>(blk);
+    const int ql0 = __ldg(u + 32 * h + j), ql1 = __ldg(u + 32 * h + 16 + j), qh = __ldg(u + 64 + 16 * h + j);
     const float d = scale_at(blk + 208);
-    const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192);
+    const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192 + 8 * h + is);
+    const float d0 = d * float(__ldg(sc)), d1 = d * float(__ldg(sc + 2)), d2 = d * float(__ldg(sc + 4)),
+                d3 = d * float(__ldg(sc + 6));
+    const float* xh = x + 256 * b + 128 * h + 2 * j;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int ql0 = __ldg(blk + 64 * h + lane), ql1 = __ldg(blk + 64 * h + lane + 32), qh = __ldg(blk + 128 + 32 * h + lane);
-      const float* xh = x + 256 * b + 128 * h + lane;
-      const int q1 = ((ql0 & 0xF) | (((qh >> 0) & 3) << 4)) - 32;
-      const int q2 = ((ql1 & 0xF) | (((qh >> 2) & 3) << 4)) - 32;
-      const int q3 = ((ql0 >> 4) | (((qh >> 4) & 3) << 4)) - 32;
-      const int q4 = ((ql1 >> 4) | (((qh >> 6) & 3) << 4)) - 32;
-      acc = fmaf(d * sc[8 * h + is + 0] * q1, xh[0], acc);
-      acc = fmaf(d * sc[8 * h + is + 2] * q2, xh[32], acc);
-      acc = fmaf(d * sc[8 * h + is + 4] * q3, xh[64], acc);
-      acc = fmaf(d * sc[8 * h + is + 6] * q4, xh[96], acc);
+    for (int e = 0; e < 2; ++e) {  // elements l = 2j + e
+      const int a = (ql0 >> (8 * e)) & 0xFF, c = (ql1 >> (8 * e)) & 0xFF, hb = (qh >> (8 * e)) & 0xFF;
+      const int q1 = ((a & 0xF) | (((hb >> 0) & 3) << 4)) - 32;
+      const int q2 = ((c & 0xF) | (((hb >> 2) & 3) << 4)) - 32;
+      const int q3 = ((a >> 4) | (((hb >> 4) & 3) << 4)) - 32;
+      const int q4 = ((c >> 4) | (((hb >> 6) & 3) << 4)) - 32;
+      acc = fmaf(d0 * float(q1), xh[e], acc);
+      acc = fmaf(d1 * float(q2), xh[32 + e], acc);
+      acc = fmaf(d2 * float(q3), xh[64 + e], acc);
+      acc = fmaf(d3 * float(q4), xh[96 + e], acc);
     }
   }
   return acc;
@@ -480,41 +537,61 @@ __device__ inline float iq4_xs_dot(const uint8_t* w, const float* x, int64_t nb,
   }
   return acc;
 }
-// Q2_K / Q3_K rows, lane l taking quant bytes 2l, 2l + 1 (of qs; Q3_K's high bits from hmask
-// bytes (2l) % 32, + 1): byte 32n + 16h + i holds element 128n + 32j + 16h + i at bits 2j,
-// j = 0..3, whose scale is sub-block 8n + 2j + h. Needs 8-byte aligned x and 2-byte aligned
-// blocks.
-template <bool Three>
-__device__ inline float q23_k_dot(const uint8_t* w, const float* x, int64_t nb, int lane) {
-  constexpr int bytes = Three ? 110 : 84;
+// Q2_K rows, sixteen lanes per super-block (a warp works on two at once): lane t = lane % 16
+// loads quant bytes 4t .. 4t + 3 of qs in one word. Byte 32n + 16h + i holds element
+// 128n + 32j + 16h + i at bits 2j (j = 0..3), whose scale is sub-block 8n + 2j + h. Needs
+// 16-byte aligned x and 4-byte aligned blocks.
+__device__ inline float q2_k_dot(const uint8_t* w, const float* x, int64_t nb, int lane) {
+  const int t = lane & 15, n = t >> 3, h = (t >> 2) & 1, i = 4 * (t & 3);
+  float acc = 0;
+#pragma unroll 2
+  for (int64_t b = lane >> 4; b < nb; b += 2) {
+    const uint8_t* blk = w + 84 * b;
+    const uint32_t v = __ldg(reinterpret_cast<const uint32_t*>(blk + 16) + t);
+    const uint32_t sa = __ldg(reinterpret_cast<const uint32_t*>(blk + 8 * n)), sb = __ldg(reinterpret_cast<const uint32_t*>(blk + 8 * n + 4));
+    const uint32_t dm = __ldg(reinterpret_cast<const uint32_t*>(blk + 80));
+    const float d = __half2float(__ushort_as_half(uint16_t(dm & 0xFFFF))), dmin = __half2float(__ushort_as_half(uint16_t(dm >> 16)));
+    const float* xb = x + 256 * b + 128 * n + 16 * h + i;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int sc = int(((j < 2 ? sa : sb) >> (8 * (2 * (j & 1) + h))) & 0xFF);  // byte 8n + 2j + h
+      const float dl = d * float(sc & 0xF), ml = dmin * float(sc >> 4);
+      const float4 xv = *reinterpret_cast<const float4*>(xb + 32 * j);
+      const float xs[4] = {xv.x, xv.y, xv.z, xv.w};
+#pragma unroll
+      for (int k = 0; k < 4; ++k) acc = fmaf(dl * float((v >> (8 * k + 2 * j)) & 3) - ml, xs[k], acc);
+    }
+  }
+  return acc;
+}
+// Q3_K rows, lane l taking quant bytes 2l, 2l + 1 of qs and their high bits from hmask bytes
+// (2l) % 32, + 1 (110-byte blocks: 2-byte loads): byte 32n + 16h + i holds element
+// 128n + 32j + 16h + i at bits 2j, whose scale is sub-block 8n + 2j + h; the twelve scale
+// bytes are read once per block as words. Needs 8-byte aligned x and 2-byte aligned blocks.
+__device__ inline float q3_k_dot(const uint8_t* w, const float* x, int64_t nb, int lane) {
   const int n = lane >> 4, h = (lane >> 3) & 1, i = 2 * (lane & 7);
   float acc = 0;
 #pragma unroll 2
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = w + bytes * b;
-    const int v = __ldg(reinterpret_cast<const unsigned short*>(blk + (Three ? 32 : 16)) + lane);
-    const int hm = Three ? __ldg(reinterpret_cast<const unsigned short*>(blk) + (lane & 15)) : 0;
-    const float d = scale_at(blk + (Three ? 108 : 80)), dmin = Three ? 0.0f : scale_at(blk + 82);
+    const uint8_t* blk = w + 110 * b;
+    const unsigned short* u = reinterpret_cast<const unsigned short*>(blk);
+    const int v = __ldg(u + 16 + lane), hm = __ldg(u + (lane & 15));
+    uint32_t sw[3];
+#pragma unroll
+    for (int k = 0; k < 3; ++k) sw[k] = uint32_t(__ldg(u + 48 + 2 * k)) | (uint32_t(__ldg(u + 49 + 2 * k)) << 16);
+    auto byte = [&](int k) { return int(((k < 4 ? sw[0] : k < 8 ? sw[1] : sw[2]) >> (8 * (k & 3))) & 0xFF); };
+    const float d = scale_at(blk + 108);
     const float* xb = x + 256 * b + 128 * n + 16 * h + i;
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int is = 8 * n + 2 * j + h;
+      const int lo = n == 0 ? byte(is) & 0xF : byte(is - 8) >> 4;
+      const int hi = (byte(8 + (is & 3)) >> (2 * (is >> 2))) & 3;
+      const float dl = d * float((lo | (hi << 4)) - 32);
+      const int m = 1 << (4 * n + j);
       const float2 xv = *reinterpret_cast<const float2*>(xb + 32 * j);
-      const int q0 = (v >> (2 * j)) & 3, q1 = (v >> (8 + 2 * j)) & 3;
-      if constexpr (Three) {
-        const uint8_t* sb = blk + 96;
-        const int lo = is < 8 ? __ldg(sb + is) & 0xF : __ldg(sb + is - 8) >> 4;
-        const int hi = (__ldg(sb + 8 + is % 4) >> (2 * (is / 4))) & 3;
-        const float dl = d * float((lo | (hi << 4)) - 32);
-        const int m = 1 << (4 * n + j);
-        acc = fmaf(dl * float(q0 - ((hm & m) ? 0 : 4)), xv.x, acc);
-        acc = fmaf(dl * float(q1 - (((hm >> 8) & m) ? 0 : 4)), xv.y, acc);
-      } else {
-        const int sc = __ldg(blk + is);
-        const float dl = d * float(sc & 0xF), ml = dmin * float(sc >> 4);
-        acc = fmaf(dl * float(q0) - ml, xv.x, acc);
-        acc = fmaf(dl * float(q1) - ml, xv.y, acc);
-      }
+      acc = fmaf(dl * float(((v >> (2 * j)) & 3) - ((hm & m) ? 0 : 4)), xv.x, acc);
+      acc = fmaf(dl * float(((v >> (8 + 2 * j)) & 3) - (((hm >> 8) & m) ? 0 : 4)), xv.y, acc);
     }
   }
   return acc;
@@ -547,12 +624,15 @@ __device__ inline float row_dot(const uint8_t* w, const float* x, int64_t k, int
       for (int i = 0; i < 32; ++i) s = fmaf(float(int8_t(blk[2 + i])), x[32 * b + i], s);
       acc = fmaf(d, s, acc);
     }
+  } else if ((fmt == 3 || fmt == 6 || fmt == 7) &&
+             ((reinterpret_cast<uintptr_t>(x) & 7) | (reinterpret_cast<uintptr_t>(w) & 1)) == 0) {
+    acc = block32_lanes_dot<fmt>(w, x, k / 32, lane);
   } else if (fmt == 2 || fmt == 3 || fmt == 6 || fmt == 7) {
     const int bytes = fmt == 2 ? 18 : fmt == 3 ? 20 : fmt == 6 ? 22 : 24;
     for (int64_t b = lane; b < k / 32; b += 32) acc += block32_dot(fmt, w + bytes * b, x + 32 * b);
-  } else if ((fmt == 12 || fmt == 13) && ((reinterpret_cast<uintptr_t>(x) & 15) | (reinterpret_cast<uintptr_t>(w) & 3)) == 0) {
+  } else if ((fmt == 12 || fmt == 13) && ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(w)) & 15) == 0) {
     acc = fmt == 12 ? k45_dot<false>(w, x, k / 256, lane) : k45_dot<true>(w, x, k / 256, lane);
-  } else if (fmt == 14) {
+  } else if (fmt == 14) {  // rows of 210-byte blocks from an aligned param: always 2-byte aligned
     acc = q6_k_dot(w, x, k / 256, lane);
   } else if (fmt == 30 && (k & 7) == 0 && ((reinterpret_cast<uintptr_t>(w) | reinterpret_cast<uintptr_t>(x)) & 15) == 0) {
     const uint4* r = reinterpret_cast<const uint4*>(w);
@@ -574,9 +654,10 @@ __device__ inline float row_dot(const uint8_t* w, const float* x, int64_t k, int
     acc = iq4_xs_dot(w, x, k / 256, lane);
   } else if (fmt == 23) {
     for (int64_t b = lane; b < k / 256; b += 32) acc += iq4_xs_block_dot(w + 136 * b, x + 256 * b);
-  } else if ((fmt == 10 || fmt == 11) &&
-             ((reinterpret_cast<uintptr_t>(x) & 7) | (reinterpret_cast<uintptr_t>(w) & 1)) == 0) {
-    acc = fmt == 10 ? q23_k_dot<false>(w, x, k / 256, lane) : q23_k_dot<true>(w, x, k / 256, lane);
+  } else if (fmt == 10 && ((reinterpret_cast<uintptr_t>(x) & 15) | (reinterpret_cast<uintptr_t>(w) & 3)) == 0) {
+    acc = q2_k_dot(w, x, k / 256, lane);
+  } else if (fmt == 11 && ((reinterpret_cast<uintptr_t>(x) & 7) | (reinterpret_cast<uintptr_t>(w) & 1)) == 0) {
+    acc = q3_k_dot(w, x, k / 256, lane);
   } else if (fmt == 10) {
     for (int64_t b = lane; b < k / 256; b += 32) acc += q2_k_block_dot(w + 84 * b, x + 256 * b);
   } else if (fmt == 11) {
