@@ -564,18 +564,20 @@ __device__ inline float q2_k_dot(const uint8_t* w, const float* x, int64_t nb, i
   }
   return acc;
 }
-// Q3_K rows, lane l taking quant bytes 2l, 2l + 1 of qs and their high bits from hmask bytes
-// (2l) % 32, + 1 (110-byte blocks: 2-byte loads): byte 32n + 16h + i holds element
+// Q3_K rows, sixteen lanes per super-block (a warp works on two at once): lane t = lane % 16
+// takes quant bytes 4t .. 4t + 3 of qs and their high bits from hmask bytes (4t) % 32 .. + 3
+// (110-byte blocks: 2-byte loads, two a word); byte 32n + 16h + i holds element
 // 128n + 32j + 16h + i at bits 2j, whose scale is sub-block 8n + 2j + h; the twelve scale
-// bytes are read once per block as words. Needs 8-byte aligned x and 2-byte aligned blocks.
+// bytes are read once per block as words. Needs 16-byte aligned x and 2-byte aligned blocks.
 __device__ inline float q3_k_dot(const uint8_t* w, const float* x, int64_t nb, int lane) {
-  const int n = lane >> 4, h = (lane >> 3) & 1, i = 2 * (lane & 7);
+  const int t = lane & 15, n = t >> 3, h = (t >> 2) & 1, i = 4 * (t & 3), hp = (2 * t) & 15;
   float acc = 0;
 #pragma unroll 2
-  for (int64_t b = 0; b < nb; ++b) {
+  for (int64_t b = lane >> 4; b < nb; b += 2) {
     const uint8_t* blk = w + 110 * b;
     const unsigned short* u = reinterpret_cast<const unsigned short*>(blk);
-    const int v = __ldg(u + 16 + lane), hm = __ldg(u + (lane & 15));
+    const uint32_t v = uint32_t(__ldg(u + 16 + 2 * t)) | (uint32_t(__ldg(u + 17 + 2 * t)) << 16);
+    const uint32_t hm = uint32_t(__ldg(u + hp)) | (uint32_t(__ldg(u + hp + 1)) << 16);
     uint32_t sw[3];
 #pragma unroll
     for (int k = 0; k < 3; ++k) sw[k] = uint32_t(__ldg(u + 48 + 2 * k)) | (uint32_t(__ldg(u + 49 + 2 * k)) << 16);
@@ -588,10 +590,12 @@ __device__ inline float q3_k_dot(const uint8_t* w, const float* x, int64_t nb, i
       const int lo = n == 0 ? byte(is) & 0xF : byte(is - 8) >> 4;
       const int hi = (byte(8 + (is & 3)) >> (2 * (is >> 2))) & 3;
       const float dl = d * float((lo | (hi << 4)) - 32);
-      const int m = 1 << (4 * n + j);
-      const float2 xv = *reinterpret_cast<const float2*>(xb + 32 * j);
-      acc = fmaf(dl * float(((v >> (2 * j)) & 3) - ((hm & m) ? 0 : 4)), xv.x, acc);
-      acc = fmaf(dl * float(((v >> (8 + 2 * j)) & 3) - (((hm >> 8) & m) ? 0 : 4)), xv.y, acc);
+      const uint32_t m = 1u << (4 * n + j);
+      const float4 xv = *reinterpret_cast<const float4*>(xb + 32 * j);
+      const float xs[4] = {xv.x, xv.y, xv.z, xv.w};
+#pragma unroll
+      for (int k = 0; k < 4; ++k)
+        acc = fmaf(dl * float(int((v >> (8 * k + 2 * j)) & 3) - (((hm >> (8 * k)) & m) ? 0 : 4)), xs[k], acc);
     }
   }
   return acc;
@@ -656,7 +660,7 @@ __device__ inline float row_dot(const uint8_t* w, const float* x, int64_t k, int
     for (int64_t b = lane; b < k / 256; b += 32) acc += iq4_xs_block_dot(w + 136 * b, x + 256 * b);
   } else if (fmt == 10 && ((reinterpret_cast<uintptr_t>(x) & 15) | (reinterpret_cast<uintptr_t>(w) & 3)) == 0) {
     acc = q2_k_dot(w, x, k / 256, lane);
-  } else if (fmt == 11 && ((reinterpret_cast<uintptr_t>(x) & 7) | (reinterpret_cast<uintptr_t>(w) & 1)) == 0) {
+  } else if (fmt == 11 && ((reinterpret_cast<uintptr_t>(x) & 15) | (reinterpret_cast<uintptr_t>(w) & 1)) == 0) {
     acc = q3_k_dot(w, x, k / 256, lane);
   } else if (fmt == 10) {
     for (int64_t b = lane; b < k / 256; b += 32) acc += q2_k_block_dot(w + 84 * b, x + 256 * b);
