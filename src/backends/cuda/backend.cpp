@@ -279,11 +279,14 @@ class CudaExecutable final : public backend::Executable {
       if (it == nb.end()) return true;
       nb.erase(it);
     } else if (it != nb.end()) {
+      // Pointers only: resolved before the next launch, so that moving every cache of a pass
+      // (an LLM engine's slot change: one call per layer's K and V) resolves them once.
       ok(cudaStreamSynchronize(stream_), "rebind");
       it->storage = cs;
       it->offset = offset;
       bound_ = std::move(nb);
-      resolve();
+      stale_ = true;
+      drop_graph();
       return true;
     } else {
       nb.push_back(Bound{r.offset, r.offset + int64_t(bytes), cs, offset, int64_t(bytes) / 256 * 256});
@@ -503,6 +506,7 @@ class CudaExecutable final : public backend::Executable {
     resolve();
   }
   void resolve() {
+    stale_ = false;
     param_ptr_.clear();
     for (const ParamSlot& ps : prog_->params) param_ptr_.push_back(static_cast<uint8_t*>(weights_->entries.at(ps.name).mem->p));
     ptrs_.resize(prog_->refs.size());
@@ -575,6 +579,7 @@ class CudaExecutable final : public backend::Executable {
     run_end_.err_host = err_mapped_;
   }
   void launch() {
+    if (stale_) resolve();
     if (!graph_ && ran_once_ && replay_) capture();
     if (graph_) {
       ok(cudaGraphLaunch(graph_, stream_), "graph launch");
@@ -624,6 +629,7 @@ class CudaExecutable final : public backend::Executable {
   }
   // RLX_PROFILE=1: each step between two events, summed per op kind over the runs.
   void run_profiled() {
+    if (stale_) resolve();
     const size_t n = prog_->steps.size();
     while (events_.size() < n + 1) {
       cudaEvent_t e;
@@ -730,6 +736,7 @@ class CudaExecutable final : public backend::Executable {
   std::shared_ptr<Weights> weights_;
   std::unique_ptr<DeviceMem> arena_, err_, blas_ws_, scratch_;
   std::vector<Bound> bound_;  // inputs bound to shared storage (bind_value_storage), by arena offset
+  bool stale_ = false;        // ptrs_ and the run end's copies predate a moved binding: resolve() before a launch
   std::vector<uint8_t*> param_ptr_;
   std::vector<void*> ptrs_;
   cudaStream_t stream_ = nullptr;
