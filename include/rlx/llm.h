@@ -58,11 +58,6 @@ struct EngineOptions {
   int64_t n_ctx = 0;         // 0: min(the model's training context, 4096); per sequence
   DType kv_type = DType::F16;  // F16 or F32
   int64_t sequences = 1;     // sequence slots (batched decode through step())
-  // Every pass reads and writes one KV cache in place. true: the engine's host memory where
-  // the backend reads host memory in place (the CPU), else one SharedBuffer of the backend's
-  // memory (a device); false: the SharedBuffer path on every backend (host memory on the CPU
-  // through the same calls a device takes).
-  bool shared_cache = true;
   // q/k/v and gate/up matrices concatenated at load into one matrix each (one product where
   // there were three or two): -1 for device backends only (their weights are copied to the
   // device anyway), 0 never, 1 always (on the CPU a copy instead of reading them mapped).

@@ -5,15 +5,13 @@
 // Every pass writes its new K/V rows into its cache inputs itself (cache_write, in place on
 // the handles), so nothing but the embeddings, rotary rows and lengths goes in and the
 // logits come out per run.
-// There is one cache, per layer K and V of [slots, Hkv, C, D], and every pass reads and
-// writes it in place: on the CPU the engine's host buffers (kc/vc, bound with
-// bind_handle_external), on a device one SharedBuffer of the device's memory (bound with
-// bind_handle_shared; the passes' arenas hold no cache of their own). A one-sequence pass
-// (prompt, or decode with one slot) is bound to its slot's rows before it runs; the batch
-// pass to all of them. Nothing is copied between passes.
+// There is one cache, per layer K and V of [slots, Hkv, C, D], in one SharedBuffer of the
+// backend's memory (host memory on the CPU, device memory on CUDA), and every pass reads and
+// writes it in place (bind_handle_shared; the passes' arenas hold no cache of their own). A
+// one-sequence pass (prompt, or decode with one slot) is bound to its slot's rows before it
+// runs; the batch pass to all of them. Nothing is copied between passes.
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -62,21 +60,13 @@ struct Engine::Impl {
   std::vector<int64_t> pos;  // per slot: tokens in its cache
   int64_t C = 0;             // current cache capacity (bucket), shared by all slots
   size_t kv_elt = 2;
-  // Where the cache lives, decided by the first pass compiled: the engine's host buffers
-  // where the backend reads host memory in place and shared_cache allows, else one
-  // SharedBuffer of the backend's memory.
-  enum class Home { None, Host, Shared } home = Home::None;
-  // Host: one zeroed allocation for every layer's K and V (calloc: fresh pages, touched only
-  // as rows are written, so the unused part of a bucket costs no memory); kc/vc point into
-  // it, per layer [slots, Hkv, C, D] in kv_type.
-  std::unique_ptr<uint8_t, void (*)(void*)> cache_mem{nullptr, std::free};
-  std::vector<uint8_t*> kc, vc;
-  // Shared: cache k (Pass::cache_names' order) at k * layer_bytes() of one buffer.
+  // Every layer's K and V, cache k (Pass::cache_names' order) at k * layer_bytes(C), in
+  // kv_type; allocated zeroed by the first pass compiled (on the CPU calloc'd host memory:
+  // pages are touched only as rows are written, so the unused part of a bucket costs none).
   SharedBuffer cache;
   struct Pass {
     CompiledGraph net;
     int64_t B = 1;
-    int64_t cap = 0;              // its caches' capacity (the bucket it was compiled for)
     int64_t slot = -1;            // the slot its caches are bound to (B > 1: 0, all); -1: none yet
     std::vector<int> input_kind;  // per graph input: 0 embd, 1 cos, 2 sin, 3 past, 4 handle, 5 token ids, 6 last row
     std::vector<std::string> cache_names;  // handle names, layer-major: k0, v0, k1, v1, ...
@@ -107,14 +97,12 @@ struct Engine::Impl {
   // Bytes of one cache (one layer's K or V) at capacity c: [slots, Hkv, c, D].
   size_t layer_bytes(int64_t c) const { return static_cast<size_t>(slots * model->hp.n_head_kv * c) * row_bytes(); }
   size_t n_caches() const { return 2 * static_cast<size_t>(model->hp.n_layer); }
-  uint8_t* host_cache(size_t k) const { return (k % 2 ? vc : kc)[k / 2]; }  // cache k's engine buffer
   // Byte offset of (slot or batch row b, head h, position p) in a [*, Hkv, c, D] cache.
   size_t at(int64_t b, int64_t h, int64_t p, int64_t c) const {
     return static_cast<size_t>((b * model->hp.n_head_kv + h) * c + p) * row_bytes();
   }
   Pass& graph(int64_t B, int64_t T, bool all_rows, bool greedy = false);
   void ran(Pass& p, int64_t T, const std::vector<int64_t>& slot_of);  // p appended T rows per sequence
-  void choose_home(Pass& p);  // where the cache lives (the first pass decides), allocated at C
   void bind_slot(Pass& p, int64_t slot);  // p's caches on `slot`'s rows (B > 1: every slot's)
   void trim_prompt_passes(const Pass& keep);  // at most kPromptPasses, the least recently used go
   void truncate(int64_t slot, int64_t at);  // the slot back to `at` rows (a failed prompt appends nothing)
@@ -230,7 +218,6 @@ Engine::Impl::Pass& Engine::Impl::graph(int64_t B, int64_t T, bool all_rows, boo
   co.threads = opts.threads;
   Pass p;
   p.B = B;
-  p.cap = C;
   auto build = [&](bool repack_q4) {
     auto c = std::make_unique<BuildCtx>(*model, B, T, C, opts.kv_type, all_rows);
     c->repack = repack_q4;
@@ -281,7 +268,7 @@ Engine::Impl::Pass& Engine::Impl::graph(int64_t B, int64_t T, bool all_rows, boo
     p.cache_names.push_back("k_cache." + std::to_string(il));
     p.cache_names.push_back("v_cache." + std::to_string(il));
   }
-  if (home == Home::None) choose_home(p);
+  if (!cache.bytes()) cache = p.net.allocate_shared(n_caches() * layer_bytes(C));
   bind_slot(p, 0);
   // The token and position outputs feed the next run's inputs on the backend's side; the
   // rotary rows of every position of the bucket are bound once (rope_row's bits, as the
@@ -312,67 +299,27 @@ Engine::Impl::Pass& Engine::Impl::graph(int64_t B, int64_t T, bool all_rows, boo
   return pos_it->second;
 }
 
-void Engine::Impl::choose_home(Pass& p) {
-  const size_t bytes = n_caches() * layer_bytes(C);
-  if (opts.shared_cache) {
-    uint8_t* mem = static_cast<uint8_t*>(std::calloc(bytes, 1));
-    if (!mem) fail(ErrorCategory::ResourceExhausted, "llm::Engine: cannot allocate a KV cache of ", bytes, " bytes");
-    cache_mem.reset(mem);
-    kc.assign(static_cast<size_t>(model->hp.n_layer), nullptr);
-    vc.assign(kc.size(), nullptr);
-    for (size_t k = 0; k < n_caches(); ++k) (k % 2 ? vc : kc)[k / 2] = mem + k * layer_bytes(C);
-    const size_t pass_bytes = static_cast<size_t>(p.B * model->hp.n_head_kv * C) * row_bytes();
-    if (p.net.bind_handle_external(p.cache_names[0], mem, pass_bytes, nullptr)) {
-      home = Home::Host;
-      return;
-    }
-    cache_mem.reset();  // the backend reads no host memory in place
-    kc.clear();
-    vc.clear();
-  }
-  cache = p.net.allocate_shared(bytes);
-  home = Home::Shared;
-}
-
 void Engine::Impl::bind_slot(Pass& p, int64_t slot) {
   if (p.B > 1) slot = 0;  // the batch pass: every slot's rows, from the first
   if (p.slot == slot) return;
-  const HParams& hp = model->hp;
-  const size_t bytes = static_cast<size_t>(p.B * hp.n_head_kv * p.cap) * row_bytes(), base = at(slot, 0, 0, C);
-  for (size_t k = 0; k < p.cache_names.size(); ++k) {
-    const bool bound = home == Home::Host
-                           ? p.net.bind_handle_external(p.cache_names[k], host_cache(k) + base, bytes, nullptr)
-                           : p.net.bind_handle_shared(p.cache_names[k], cache, k * layer_bytes(C) + base);
-    if (!bound)
+  const size_t base = at(slot, 0, 0, C);
+  for (size_t k = 0; k < p.cache_names.size(); ++k)
+    if (!p.net.bind_handle_shared(p.cache_names[k], cache, k * layer_bytes(C) + base))
       fail(ErrorCategory::Internal, "llm::Engine: the compiled pass cannot bind its cache '", p.cache_names[k], "'");
-  }
   p.slot = slot;
 }
 
-// A larger bucket: every slot's rows are laid out again at the new capacity (on the host, or
-// copied on the backend's side into a new shared buffer); passes of the old bucket are
-// dropped. The weights' owner stays (the others read its weights) and is bound to the new
+// A larger bucket: every slot's rows are copied into a new buffer laid out at the new capacity
+// (on the backend's side); passes of the old bucket are dropped. The weights' owner stays (the others read its weights) and is bound to the new
 // cache, so that the old one's memory goes.
 void Engine::Impl::grow(int64_t need) {
   const int64_t nc = bucket_for(need, n_ctx);
   if (nc <= C) return;
   const HParams& hp = model->hp;
   const size_t rb = row_bytes(), old_layer = layer_bytes(C), new_layer = layer_bytes(nc);
-  if (home == Home::Host) {
-    uint8_t* mem = static_cast<uint8_t*>(std::calloc(n_caches(), new_layer));
-    if (!mem) fail(ErrorCategory::ResourceExhausted, "llm::Engine: cannot allocate a KV cache of ",
-                   n_caches() * new_layer, " bytes");
-    for (size_t k = 0; k < n_caches(); ++k)
-      for (int64_t s = 0; s < slots; ++s)
-        for (int64_t h = 0; h < hp.n_head_kv; ++h)
-          std::memcpy(mem + k * new_layer + at(s, h, 0, nc), host_cache(k) + at(s, h, 0, C),
-                      static_cast<size_t>(pos[static_cast<size_t>(s)]) * rb);
-    for (size_t k = 0; k < n_caches(); ++k) (k % 2 ? vc : kc)[k / 2] = mem + k * new_layer;
-    cache_mem.reset(mem);
-  } else if (home == Home::Shared && graphs.empty()) {
-    cache = SharedBuffer();  // the first pass failed after allocating it: the next one decides again
-    home = Home::None;
-  } else if (home == Home::Shared) {
+  if (cache.bytes() && graphs.empty()) {
+    cache = SharedBuffer();  // the first pass failed after allocating it: the next one allocates anew
+  } else if (cache.bytes()) {
     SharedBuffer next = graphs.begin()->second.net.allocate_shared(n_caches() * new_layer);
     std::vector<SharedBuffer::Range> rows;
     for (size_t k = 0; k < n_caches(); ++k)
@@ -388,14 +335,11 @@ void Engine::Impl::grow(int64_t need) {
     if (std::get<2>(it->first) != C && &it->second != weights_owner) it = graphs.erase(it);
     else ++it;
   }
-  if (weights_owner && weights_owner->cap != C) {
-    // Its caches are smaller than the new layout's: bound at each cache's start (it never
-    // runs again: a pass is looked up by its bucket).
+  if (weights_owner) {
+    // Compiled for an older bucket, its caches are smaller than the new layout's: bound at
+    // each cache's start (it never runs again: a pass is looked up by its bucket).
     Pass& w = *weights_owner;
-    const size_t bytes = static_cast<size_t>(w.B * hp.n_head_kv * w.cap) * rb;
-    for (size_t k = 0; k < w.cache_names.size(); ++k)
-      if (home == Home::Host) w.net.bind_handle_external(w.cache_names[k], host_cache(k), bytes, nullptr);
-      else w.net.bind_handle_shared(w.cache_names[k], cache, k * new_layer);
+    for (size_t k = 0; k < w.cache_names.size(); ++k) w.net.bind_handle_shared(w.cache_names[k], cache, k * new_layer);
     w.slot = -1;
   }
 }

@@ -137,10 +137,9 @@ void check_batched(const std::string& name) {
   EngineOptions batched = eo;
   batched.sequences = 3;
   Engine together(model, batched);
-  EngineOptions handles = batched;  // the resident-handle path device backends take
-  handles.shared_cache = false;
-  handles.fuse_projections = 1;  // and their one product over the q/k/v (gate/up) rows
-  Engine together_h(model, handles);
+  EngineOptions fused = batched;  // one product over the q/k/v (gate/up) rows, as device backends run them
+  fused.fuse_projections = 1;
+  Engine together_h(model, fused);
   std::vector<Engine> alone;
   const size_t lens[3] = {8, 5, 3};
   std::vector<int32_t> next(3);
@@ -150,13 +149,13 @@ void check_batched(const std::string& name) {
     std::vector<float> a = alone.back().eval(p);
     std::vector<float> b = together.eval(s, p);
     ASSERT_EQ(a, b) << "prompt of sequence " << s;
-    ASSERT_EQ(together_h.eval(s, p), b) << "prompt of sequence " << s << " (handles)";
+    ASSERT_EQ(together_h.eval(s, p), b) << "prompt of sequence " << s << " (fused products)";
     next[size_t(s)] = argmax(a.data(), V);
   }
   for (int step = 0; step < 5; ++step) {
     std::vector<float> all = together.step(next);
     ASSERT_EQ(all.size(), size_t(3 * V));
-    ASSERT_EQ(together_h.step(next), all) << "step " << step << " (handles)";
+    ASSERT_EQ(together_h.step(next), all) << "step " << step << " (fused products)";
     for (int s = 0; s < 3; ++s) {
       std::vector<float> one = alone[size_t(s)].eval(std::span<const int32_t>(&next[size_t(s)], 1));
       for (int64_t i = 0; i < V; ++i)
@@ -167,12 +166,11 @@ void check_batched(const std::string& name) {
       next[size_t(s)] = argmax(one.data(), V);
     }
   }
-  // Back to a one-sequence pass after batched steps: the handle path brings the batch
-  // pass's rows over (copied from its handles into the other pass's: copy_handle_ranges)
-  // and agrees exactly.
+  // Back to a one-sequence pass after batched steps: it reads the rows the batch pass wrote
+  // into the one cache and agrees exactly.
   std::vector<int32_t> one{next[1]};
-  ASSERT_EQ(together_h.eval(1, one), together.eval(1, one)) << "one sequence after the batch (handles)";
-  ASSERT_EQ(together_h.step(next), together.step(next)) << "the batch again (handles)";
+  ASSERT_EQ(together_h.eval(1, one), together.eval(1, one)) << "one sequence after the batch (fused products)";
+  ASSERT_EQ(together_h.step(next), together.step(next)) << "the batch again (fused products)";
   EXPECT_NE(together_h.load_report().find("concatenated"), std::string::npos) << together_h.load_report();
   EXPECT_EQ(together.position(0), 14);
   EXPECT_EQ(together.position(2), 9);
@@ -203,9 +201,9 @@ Dense dense_fixture() {
 
 // Prompts of many lengths (a chat's turns) at their exact lengths (pad_prompts 0, as the CPU
 // runs them by default): each length is a pass of its own, and at most four prompt passes
-// stay besides the first one compiled. On the resident-handle path the
-// pass dropped first still holds one sequence's rows (they go to the engine's buffers
-// first); every result equals the shared-cache engine's.
+// stay besides the first one compiled. Sequence 0's rows are written by a pass that is
+// dropped later; every result equals a one-sequence engine's fed the same tokens from the
+// start (each a pass of the same kernels), also the batched step after it.
 TEST(LlmPasses, PromptPassesAreBoundedAndAgree) {
   Dense d = dense_fixture();
   if (!d.model) GTEST_SKIP() << "no llama-dense fixture";
@@ -214,29 +212,32 @@ TEST(LlmPasses, PromptPassesAreBoundedAndAgree) {
   const auto& model = d.model;
   EngineOptions eo = d.opts;
   eo.sequences = 2;
-  EngineOptions ho = eo;
-  ho.shared_cache = false;
-  Engine shared(model, eo), handles(model, ho);
-  auto both = [&](int64_t slot, size_t n, const char* what) {
-    std::span<const int32_t> p(prompt.data(), n);
-    ASSERT_EQ(handles.eval(slot, p), shared.eval(slot, p)) << what << ", " << n << " tokens";
+  Engine e(model, eo);
+  auto first = [&](size_t n) { return std::span<const int32_t>(prompt.data(), n); };
+  auto check = [&](int64_t slot, size_t n, const char* what) {
+    Engine ref(model, d.opts);
+    ASSERT_EQ(e.eval(slot, first(n)), ref.eval(first(n))) << what << ", " << n << " tokens";
   };
-  both(1, 8, "the first pass");    // the weights' owner: kept
-  both(0, 3, "sequence 0");        // its pass holds sequence 0's rows
+  check(1, 8, "the first pass");    // the weights' owner: kept
+  check(0, 3, "sequence 0");        // a pass dropped below wrote its rows
   for (size_t n : {2, 4, 5, 6, 7}) {  // five more lengths: the 3-token pass goes first
-    handles.reset(1);
-    shared.reset(1);
-    both(1, n, "sequence 1");
+    e.reset(1);
+    check(1, n, "sequence 1");
   }
-  EXPECT_LE(handles.compiled_graphs(), 5);
-  EXPECT_LE(shared.compiled_graphs(), 5);
-  // Sequence 0 goes on from its 3 rows (back from the engine's buffers), then both step.
+  EXPECT_LE(e.compiled_graphs(), 5);
+  // Sequence 0 goes on from its 3 rows, then both step: against each sequence alone.
   const int32_t t0 = prompt[3], t1 = prompt[7];
-  ASSERT_EQ(handles.eval(0, std::span<const int32_t>(&t0, 1)), shared.eval(0, std::span<const int32_t>(&t0, 1)));
+  Engine r0(model, d.opts), r1(model, d.opts);
+  r0.eval(first(3));
+  r1.eval(first(7));
+  ASSERT_EQ(e.eval(0, std::span<const int32_t>(&t0, 1)), r0.eval(std::span<const int32_t>(&t0, 1)));
   const std::vector<int32_t> two{t0, t1};
-  ASSERT_EQ(handles.step(two), shared.step(two));
-  both(0, 3, "sequence 0 again, after 5 rows");
-  EXPECT_EQ(handles.position(0), 8);
+  std::vector<float> both = e.step(two), want = r0.eval(std::span<const int32_t>(&t0, 1)),
+                     want1 = r1.eval(std::span<const int32_t>(&t1, 1));
+  want.insert(want.end(), want1.begin(), want1.end());
+  ASSERT_EQ(both, want) << "the batched step";
+  ASSERT_EQ(e.eval(0, first(3)), r0.eval(first(3))) << "sequence 0 again, after 5 rows";
+  EXPECT_EQ(e.position(0), 8);
 }
 
 // A prompt is appended all or nothing: when a chunk fails after others ran (here the second
