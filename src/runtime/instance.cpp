@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "opt/pipeline.h"
+#include "runtime/byte_spans.h"
 
 namespace rlx::runtime {
 
@@ -562,9 +563,7 @@ bool Instance::bind_handle_shared(const std::string& name, const std::shared_ptr
   if (!exe_->bind_value_storage(p.value, s, byte_offset, n))
     fail(ErrorCategory::InvalidArgument, "bind_handle_shared: the buffer for input '", name,
          "' is not memory this graph's backend reads in place (another backend's)");
-  Handle h{name, in, -1, {}, {}, true};
-  h.shared = s;
-  store_handle(std::move(h));
+  store_handle(Handle{name, in, -1, {}, s, true});
   return true;
 }
 
@@ -609,36 +608,19 @@ void Instance::copy_handle_ranges(const Instance& from, const std::vector<Compil
   // Every range checked before anything moves: inside its handle, and no two of this
   // graph's ranges that one copy writes and another reads or writes overlap (so the order
   // of the copies does not matter).
-  struct Span {
-    int handle;
-    size_t begin, end;
-    bool written;
-  };
-  std::vector<Span> spans;
+  std::vector<ByteSpan> spans;
   std::vector<int> dst(copies.size()), src(copies.size());
   for (size_t i = 0; i < copies.size(); ++i) {
     const CompiledGraph::HandleCopy& c = copies[i];
     dst[i] = handle_range("copy_handle_ranges", c.name, c.offset, c.bytes);
     src[i] = from.handle_range("copy_handle_ranges (source)", c.from_name, c.from_offset, c.bytes);
     if (!c.bytes) continue;
-    spans.push_back(Span{dst[i], c.offset, c.offset + c.bytes, true});
-    if (&from == this) spans.push_back(Span{src[i], c.from_offset, c.from_offset + c.bytes, false});
+    spans.push_back(ByteSpan{dst[i], c.offset, c.offset + c.bytes, true});
+    if (&from == this) spans.push_back(ByteSpan{src[i], c.from_offset, c.from_offset + c.bytes, false});
   }
-  std::sort(spans.begin(), spans.end(),
-            [](const Span& a, const Span& b) { return a.handle != b.handle ? a.handle < b.handle : a.begin < b.begin; });
-  // Sorted by start, a span meets an earlier one exactly when it starts before that one's
-  // end: so it is refused when it starts before the furthest end of the earlier written
-  // spans, or is written and starts before the furthest end of any earlier span.
-  size_t end_any = 0, end_written = 0;
-  for (size_t i = 0; i < spans.size(); ++i) {
-    const Span& a = spans[i];
-    if (i == 0 || spans[i - 1].handle != a.handle) end_any = end_written = 0;
-    if (a.begin < end_written || (a.written && a.begin < end_any))
-      fail(ErrorCategory::InvalidArgument, "copy_handle_ranges: bytes [", a.begin, ", ", a.end, ") of handle '",
-           handles_[size_t(a.handle)].name, "' overlap another range of the same call, one of them written");
-    end_any = std::max(end_any, a.end);
-    if (a.written) end_written = std::max(end_written, a.end);
-  }
+  if (const ByteSpan* a = first_conflict(spans))
+    fail(ErrorCategory::InvalidArgument, "copy_handle_ranges: bytes [", a->begin, ", ", a->end, ") of handle '",
+         handles_[size_t(a->object)].name, "' overlap another range of the same call, one of them written");
   std::vector<backend::Executable::RangeCopy> direct;
   bool all_direct = true;
   for (size_t i = 0; i < copies.size() && all_direct; ++i) {

@@ -103,9 +103,8 @@ class Instance {
     std::string name;
     int input = -1, output = -1;
     std::vector<uint8_t> store;  // output-only handles: the latest output bytes (slot dtype)
-    std::shared_ptr<void> owner;  // external handles: keeps the caller's memory alive
+    std::shared_ptr<void> owner;  // external / shared handles: keeps the memory alive
     bool external = false;        // the input reads memory not its own (bind_handle_external / _shared)
-    std::shared_ptr<backend::Storage> shared;  // bind_handle_shared: the buffer, kept alive
   };
 
   // Index of input `name` for a run; throws if unknown or fed by a handle.

@@ -1,9 +1,8 @@
 // SharedBuffer: a reference to one backend's Storage (backends/backend.h), with every range
 // checked here before the storage is touched.
-#include <algorithm>
-
 #include "backends/backend.h"
 #include "rlx/compiled_graph.h"
+#include "runtime/byte_spans.h"
 
 namespace rlx {
 
@@ -48,30 +47,19 @@ void SharedBuffer::copy_from(const SharedBuffer& from, const std::vector<Range>&
     const char* what = "SharedBuffer::copy_from";
     const size_t to_bytes = need(s_, what).bytes(), from_bytes = need(from.s_, what).bytes();
     const bool same = s_ == from.s_;
-    // Every range inside both buffers; sorted by start, no written range may meet another
-    // range of this buffer (written, or read when the source is this buffer too), so the
-    // order of the copies does not matter.
-    struct Span {
-      size_t begin, end;
-      bool written;
-    };
-    std::vector<Span> spans;
+    // Every range inside both buffers, and no written range meeting another range of this
+    // buffer (written, or read when the source is this buffer too).
+    std::vector<runtime::ByteSpan> spans;
     for (const Range& r : ranges) {
       check_range(what, "the destination", r.offset, r.bytes, to_bytes);
       check_range(what, "the source", r.from_offset, r.bytes, from_bytes);
       if (!r.bytes) continue;
-      spans.push_back({r.offset, r.offset + r.bytes, true});
-      if (same) spans.push_back({r.from_offset, r.from_offset + r.bytes, false});
+      spans.push_back({0, r.offset, r.offset + r.bytes, true});
+      if (same) spans.push_back({0, r.from_offset, r.from_offset + r.bytes, false});
     }
-    std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.begin < b.begin; });
-    size_t end_any = 0, end_written = 0;
-    for (const Span& a : spans) {
-      if (a.begin < end_written || (a.written && a.begin < end_any))
-        fail(ErrorCategory::InvalidArgument, what, ": bytes [", a.begin, ", ", a.end,
-             ") overlap another range of the same call, one of them written");
-      end_any = std::max(end_any, a.end);
-      if (a.written) end_written = std::max(end_written, a.end);
-    }
+    if (const runtime::ByteSpan* a = runtime::first_conflict(spans))
+      fail(ErrorCategory::InvalidArgument, what, ": bytes [", a->begin, ", ", a->end,
+           ") overlap another range of the same call, one of them written");
     std::vector<uint8_t> tmp;
     for (const Range& r : ranges) {
       if (!r.bytes || s_->copy_from(*from.s_, r.from_offset, r.offset, r.bytes)) continue;
