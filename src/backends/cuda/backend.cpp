@@ -226,8 +226,12 @@ class CudaExecutable final : public backend::Executable {
     cudaPointerAttributes attr{};
     const cudaError_t q = cudaPointerGetAttributes(&attr, src);
     if (q != cudaSuccess) cudaGetLastError();  // the failed query's own (non-sticky) error, not a kernel's
-    // Shared storage is also written by its own calls and other executables: wait there too.
-    if (q != cudaSuccess || attr.type != cudaMemoryTypeUnregistered || !bound_.empty())
+    // A value in shared storage is also written by that storage's own calls and by other
+    // executables on their streams: wait there too. Only there: a pass whose caches are
+    // bound keeps its own inputs (embeddings, rotary rows, lengths) on its stream alone.
+    const Ref& r = ref(v);
+    const bool shared = r.segment == opt::Segment::Arena && in_bound(bound_, r.offset);
+    if (q != cudaSuccess || attr.type != cudaMemoryTypeUnregistered || shared)
       ok(cudaStreamSynchronize(stream_), "upload");
   }
   void download_range(Value v, size_t offset, void* dst, size_t bytes) const override {
