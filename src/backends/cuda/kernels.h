@@ -211,6 +211,9 @@ struct QMatMulArgs {
   // qmatmul's residual may be read before the kernel waits for its predecessor (grid_wait):
   // no byte of it is written by the launch before (LaunchCtx::settled).
   bool residual_settled = false;
+  // norm_qmatmul's scale may be read before the wait in the same sense (a model's norm
+  // weights are params: always).
+  bool scale_settled = false;
 };
 // True for the formats listed above: the ones the kernels are built for (and the lowering
 // claims); the launches refuse any other with cudaErrorInvalidValue.

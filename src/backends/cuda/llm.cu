@@ -141,12 +141,20 @@ __global__ void norm_qmatmul_kernel(QMatMulArgs a, const float* x, const float* 
     first.fetch(a, w, xs, up_row + o, lane);
     if constexpr (Glu) second.fetch(a, w, xs, gate_row + o, lane);
   }
+  // A settled scale is staged into xs before the wait, each thread the elements it
+  // normalizes below (row_batches' split), so its trip to memory overlaps the predecessor
+  // instead of following the wait: a norm's weights are rarely still in L2 by the next step.
+  const bool early_scale = scale && a.scale_settled;
+  if (early_scale)
+    dev::row_batches(threadIdx.x, a.k, blockDim.x, [&](int64_t i) { return scale[i]; },
+                     [&](int64_t i, float e) { xs[i] = e; });
   dev::grid_wait();
   dev::grid_next();
   const float inv = a.k >= 1024 ? dev::inv_rms<true, kWarps>(x, a.k, 0.0f, eps, part)
                                 : dev::inv_rms<false, kWarps>(x, a.k, 0.0f, eps, nullptr);
   dev::row_batches(
-      threadIdx.x, a.k, blockDim.x, [&](int64_t i) { return make_float2(x[i], scale ? scale[i] : 1.0f); },
+      threadIdx.x, a.k, blockDim.x,
+      [&](int64_t i) { return make_float2(x[i], early_scale ? xs[i] : scale ? scale[i] : 1.0f); },
       [&](int64_t i, float2 e) {
         float v = (e.x - 0.0f) * inv;
         if (scale) v *= e.y;

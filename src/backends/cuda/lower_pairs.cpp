@@ -45,7 +45,9 @@ std::optional<Launch> norm_product(const PairSide& first, const PairSide& second
   const unsigned grid = norm_qmatmul_grid(q, gate_row >= 0);
   const Node* np = &b;
   return Launch([np, q, grid, eps, has_scale, w, out, gate_row](const LaunchCtx& c, void* const* p) {
-    check(norm_qmatmul(q, grid, static_cast<const float*>(p[0]), has_scale ? static_cast<const float*>(p[1]) : nullptr, eps,
+    QMatMulArgs qs = q;
+    qs.scale_settled = has_scale && c.is_settled(1);
+    check(norm_qmatmul(qs, grid, static_cast<const float*>(p[0]), has_scale ? static_cast<const float*>(p[1]) : nullptr, eps,
                        static_cast<const uint8_t*>(p[w]), static_cast<float*>(p[out]), c.stream, gate_row),
           gate_row >= 0 ? "rms_norm+qmatmul+silu*mul kernel" : "rms_norm+qmatmul kernel", *np);
   });
