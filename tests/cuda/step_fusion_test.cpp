@@ -178,7 +178,8 @@ TEST(CudaStepFusion, RotariesAndCacheWritesAreOneLaunchWithTheSameBits) {
 // silu(gate) * up (form 0; form 1: up * silu(gate), the halves swapped: [gate | up]) or
 // gelu(gate) * up (form 2: not a SwiGLU). down: the down product and the residual add follow.
 // k: the row's length (K; 2,400 takes the norms' block-per-row path, 1,024 and more, with
-// two batches of loads per thread).
+// two batches of loads per thread; 2,400 and 6,400 are longer than the part of each row
+// the products fetch before their wait, 6,400 several times).
 constexpr int64_t F = 160;
 Graph ffn(int form, bool down, int64_t k = K) {
   Graph g("ffn_form" + std::to_string(form) + (down ? "_down" : "") + "_k" + std::to_string(k));
@@ -218,7 +219,7 @@ Ran run_ffn(const Graph& g, bool fuse, int64_t k) {
 
 TEST(CudaStepFusion, NormGateUpAndSwigluAreOneLaunchWithTheSameBits) {
   REQUIRE_CUDA();
-  for (int64_t k : {K, int64_t(2400)}) {
+  for (int64_t k : {K, int64_t(2400), int64_t(6400)}) {
     for (int form = 0; form < 3; ++form)
       for (bool down : {false, true}) {
         const Graph g = ffn(form, down, k);

@@ -364,6 +364,10 @@ const bool kLlm = register_cases({
     // Rows of many blocks (9 super-blocks, 37 blocks): the device kernels that spread a warp
     // over several blocks at once take every round, and a short last one.
     {OpKind::QMatMul, qmatmul_case("qmatmul_q4_K_decode_long", quant::kQ4_K, 1, 5, 2304)},
+    // F16 rows three times longer than the part the CUDA product fetches before its wait
+    // (8 chunks of 8 halves a lane: 2,048), and rows whose last chunk only some lanes hold.
+    {OpKind::QMatMul, qmatmul_case("qmatmul_f16_decode_long_residual", quant::kF16, 1, 6, 6400, true)},
+    {OpKind::QMatMul, qmatmul_case("qmatmul_f16_prefill_long", quant::kF16, 2, 5, 2056)},
     {OpKind::QMatMul, qmatmul_case("qmatmul_q5_K_decode_long", quant::kQ5_K, 1, 5, 2304)},
     {OpKind::QMatMul, qmatmul_case("qmatmul_q6_K_prefill_long", quant::kQ6_K, 3, 4, 2304)},
     {OpKind::QMatMul, qmatmul_case("qmatmul_q3_K_decode_long", kQ3_K, 1, 4, 2304)},
