@@ -240,6 +240,18 @@ __global__ void __launch_bounds__(32 * kDecWarps)
     for (int e = rank * blockDim.x + threadIdx.x; e < heads * d; e += C * blockDim.x) out[row(e / d) + e % d] = 0;
     return;
   }
+  const int64_t n = np + t + 1;
+  // The rows fetched early that are not cache rows (this step's, at past and after) are
+  // fetched again from the new rows now, before the queries: both trips at once.
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int64_t j = jb0 + slot + u * ns;
+    if (j >= np && j < n && dims) {
+      const int64_t off = new_base + (j - np) * d + 8 * sub;
+      kr[u] = *reinterpret_cast<const uint4*>(kn + off);
+      vr[u] = *reinterpret_cast<const uint4*>(vn + off);
+    }
+  }
   float qv[GM][8], acc[GM][8], m[GM], l[GM];
 #pragma unroll
   for (int g = 0; g < GM; ++g) {
@@ -255,7 +267,6 @@ __global__ void __launch_bounds__(32 * kDecWarps)
       for (int k = 0; k < 8; ++k) qv[g][k] = x[k] * a.scale;
     }
   }
-  const int64_t n = np + t + 1;
   // Every row in rank 0's first span: the other blocks have nothing to add (their states
   // would merge in as exp(-inf) = 0 terms), so they leave now and rank 0 stores the result
   // from its own state, with no cluster barrier (the whole cluster sees the same n). The
@@ -265,19 +276,7 @@ __global__ void __launch_bounds__(32 * kDecWarps)
   // jb is the warp's first row of the round (uniform across the warp, so every lane takes
   // part in the shuffles); the lane group's rows are jb + slot + u NS.
   for (int64_t jb = jb0; jb < n; jb += int64_t(C) * span) {
-    if (jb != jb0) {
-      fetch(jb, np, n);
-    } else {
-#pragma unroll
-      for (int u = 0; u < U; ++u) {  // the rows fetched early that are not cache rows
-        const int64_t j = jb + slot + u * ns;
-        if (j >= np && j < n && dims) {
-          const int64_t off = new_base + (j - np) * d + 8 * sub;
-          kr[u] = *reinterpret_cast<const uint4*>(kn + off);
-          vr[u] = *reinterpret_cast<const uint4*>(vn + off);
-        }
-      }
-    }
+    if (jb != jb0) fetch(jb, np, n);
     float s[U][GM], mn[GM];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
