@@ -20,6 +20,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -230,7 +231,7 @@ class CudaExecutable final : public backend::Executable {
     // executables on their streams: wait there too. Only there: a pass whose caches are
     // bound keeps its own inputs (embeddings, rotary rows, lengths) on its stream alone.
     const Ref& r = ref(v);
-    const bool shared = r.segment == opt::Segment::Arena && in_bound(bound_, r.offset);
+    const bool shared = r.segment == opt::Segment::Arena && in_bound(bound_, r.offset);  // laid out by checked()
     if (q != cudaSuccess || attr.type != cudaMemoryTypeUnregistered || shared)
       ok(cudaStreamSynchronize(stream_), "upload");
   }
@@ -269,6 +270,8 @@ class CudaExecutable final : public backend::Executable {
   std::shared_ptr<backend::Storage> allocate_storage(size_t bytes) override { return std::make_shared<CudaStorage>(bytes); }
   // A bound input's bytes leave the arena: it is allocated again without them (the other
   // inputs and constants copied across), so passes bound to one buffer hold its memory once.
+  // That layout waits until the arena is next touched (settle_layout), so binding every cache
+  // of a new pass (an LLM engine's 2 x layers calls) allocates and copies the arena once.
   // Moving a binding to other bytes only resolves the pointers again.
   bool bind_value_storage(Value v, const std::shared_ptr<backend::Storage>& s, size_t offset, size_t bytes) override {
     const Ref& r = ref(v);
@@ -277,11 +280,16 @@ class CudaExecutable final : public backend::Executable {
            bytes, " bytes");
     std::shared_ptr<CudaStorage> cs;
     if (s && !(cs = std::dynamic_pointer_cast<CudaStorage>(s))) return false;
-    std::vector<Bound> nb = bound_;
+    std::vector<Bound> nb = pending_ ? *pending_ : bound_;
     auto it = std::find_if(nb.begin(), nb.end(), [&](const Bound& b) { return b.begin == r.offset; });
     if (!cs) {
       if (it == nb.end()) return true;
       nb.erase(it);
+    } else if (it != nb.end() && pending_) {
+      it->storage = cs;  // laid out with the rest
+      it->offset = offset;
+      pending_ = std::move(nb);
+      return true;
     } else if (it != nb.end()) {
       // Pointers only: resolved before the next launch, so that moving every cache of a pass
       // (an LLM engine's slot change: one call per layer's K and V) resolves them once.
@@ -296,7 +304,8 @@ class CudaExecutable final : public backend::Executable {
       nb.push_back(Bound{r.offset, r.offset + int64_t(bytes), cs, offset, int64_t(bytes) / 256 * 256});
       std::sort(nb.begin(), nb.end(), [](const Bound& a, const Bound& b) { return a.begin < b.begin; });
     }
-    relayout(std::move(nb));
+    pending_ = std::move(nb);
+    drop_graph();
     return true;
   }
   void copy_value(Value src, Value dst, size_t bytes) override {
@@ -447,6 +456,7 @@ class CudaExecutable final : public backend::Executable {
   }
   std::unique_ptr<backend::Executable> clone() const override {
     DeviceLock lock(device_sync_mutex());
+    settle_layout();
     auto c = std::unique_ptr<CudaExecutable>(new CudaExecutable(prog_, deep_copy(*weights_, stream_)));
     // Inputs and constants carry over: the persistent ranges of the arena (a bound input's
     // bytes are its storage's, which the clone is bound to as well).
@@ -523,7 +533,18 @@ class CudaExecutable final : public backend::Executable {
     if (r.segment == opt::Segment::Weights) return param_ptr_[size_t(r.param)] + r.offset;
     return at(r.offset);
   }
-  uint8_t* at(int64_t off) const { return arena_at(bound_, arena_->p, off); }
+  uint8_t* at(int64_t off) const {
+    settle_layout();
+    return arena_at(bound_, arena_->p, off);
+  }
+  // Lays the arena out for the bindings made since it was last touched (bind_value_storage).
+  // Every address of an arena value comes through at(), so nothing sees the old layout.
+  void settle_layout() const {
+    if (!pending_) return;
+    std::vector<Bound> nb = std::move(*pending_);
+    pending_.reset();
+    const_cast<CudaExecutable*>(this)->relayout(std::move(nb));
+  }
   // The arena allocated again for the bindings `nb`: persistent bytes outside every bound
   // input (before and after) copied to their new place, an input leaving a binding zeroed.
   void relayout(std::vector<Bound> nb) {
@@ -583,6 +604,7 @@ class CudaExecutable final : public backend::Executable {
     run_end_.err_host = err_mapped_;
   }
   void launch() {
+    settle_layout();
     if (stale_) resolve();
     if (!graph_ && ran_once_ && replay_) capture();
     if (graph_) {
@@ -633,6 +655,7 @@ class CudaExecutable final : public backend::Executable {
   }
   // RLX_PROFILE=1: each step between two events, summed per op kind over the runs.
   void run_profiled() {
+    settle_layout();
     if (stale_) resolve();
     const size_t n = prog_->steps.size();
     while (events_.size() < n + 1) {
@@ -740,6 +763,7 @@ class CudaExecutable final : public backend::Executable {
   std::shared_ptr<Weights> weights_;
   std::unique_ptr<DeviceMem> arena_, err_, blas_ws_, scratch_;
   std::vector<Bound> bound_;  // inputs bound to shared storage (bind_value_storage), by arena offset
+  mutable std::optional<std::vector<Bound>> pending_;  // bindings the arena is not laid out for yet (settle_layout)
   bool stale_ = false;        // ptrs_ and the run end's copies predate a moved binding: resolve() before a launch
   std::vector<uint8_t*> param_ptr_;
   std::vector<void*> ptrs_;
