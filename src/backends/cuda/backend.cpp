@@ -538,12 +538,19 @@ class CudaExecutable final : public backend::Executable {
     return arena_at(bound_, arena_->p, off);
   }
   // Lays the arena out for the bindings made since it was last touched (bind_value_storage).
-  // Every address of an arena value comes through at(), so nothing sees the old layout.
+  // Every address of an arena value comes through at(), so nothing sees the old layout. A
+  // layout that fails (out of memory) leaves the old one and the bindings still pending: the
+  // failing call reports it, and the next use tries again rather than read the old bytes.
   void settle_layout() const {
     if (!pending_) return;
-    std::vector<Bound> nb = std::move(*pending_);
-    pending_.reset();
-    const_cast<CudaExecutable*>(this)->relayout(std::move(nb));
+    std::optional<std::vector<Bound>> nb = std::move(pending_);
+    pending_.reset();  // relayout reads the old arena through at()
+    try {
+      const_cast<CudaExecutable*>(this)->relayout(*nb);
+    } catch (...) {
+      pending_ = std::move(nb);
+      throw;
+    }
   }
   // The arena allocated again for the bindings `nb`: persistent bytes outside every bound
   // input (before and after) copied to their new place, an input leaving a binding zeroed.
