@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,19 @@ double seconds_per_run(CompiledGraph& net, const std::string& x_name, int64_t k,
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / runs;
 }
 
+// A whole number of `opt` in [1, hi], or a usage error naming it.
+bool whole(const std::string& opt, const std::string& s, int64_t hi, int64_t& v) {
+  char* end = nullptr;
+  const long long n = s.empty() ? 0 : std::strtoll(s.c_str(), &end, 10);
+  if (s.empty() || *end || n < 1 || n > hi) {
+    std::fprintf(stderr, "rlx_bench_qmatmul: %s takes a whole number from 1 to %lld, not '%s'\n", opt.c_str(),
+                 (long long)hi, s.c_str());
+    return false;
+  }
+  v = n;
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -43,12 +57,29 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
-    if (a == "--device") dev = next() == "cpu" ? Device::Cpu : Device::Cuda;
-    else if (a == "--k") k = std::stoll(next());
-    else if (a == "--layers") layers = std::stoll(next());
-    else if (a == "--runs") runs = std::stoi(next());
-    else if (a == "--rounds") rounds = std::stoi(next());
-    else names.push_back(a);
+    int64_t n = 0;
+    if (a == "--device") {
+      const std::string d = next();
+      if (d != "cpu" && d != "cuda") {
+        std::fprintf(stderr, "rlx_bench_qmatmul: --device takes cpu or cuda, not '%s'\n", d.c_str());
+        return 2;
+      }
+      dev = d == "cpu" ? Device::Cpu : Device::Cuda;
+    } else if (a == "--k" || a == "--layers" || a == "--runs" || a == "--rounds") {
+      // k: a multiple of 256 (every block format's rows); the others stay small enough to run.
+      if (!whole(a, next(), a == "--k" ? int64_t(1) << 20 : 100000, n)) return 2;
+      if (a == "--k" && n % 256) {
+        std::fprintf(stderr, "rlx_bench_qmatmul: --k must be a multiple of 256 (every format's block), not %lld\n",
+                     (long long)n);
+        return 2;
+      }
+      if (a == "--k") k = n;
+      else if (a == "--layers") layers = n;
+      else if (a == "--runs") runs = int(n);
+      else rounds = int(n);
+    } else {
+      names.push_back(a);
+    }
   }
   if (names.empty())
     names = {"f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "iq4_nl", "iq4_xs"};
