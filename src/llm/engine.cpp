@@ -309,9 +309,10 @@ void Engine::Impl::bind_slot(Pass& p, int64_t slot) {
   p.slot = slot;
 }
 
-// A larger bucket: every slot's rows are copied into a new buffer laid out at the new capacity
-// (on the backend's side); passes of the old bucket are dropped. The weights' owner stays (the others read its weights) and is bound to the new
-// cache, so that the old one's memory goes.
+// A larger bucket: every slot's rows are copied into a new buffer laid out at the new
+// capacity (on the backend's side); passes of the old bucket are dropped. The weights' owner
+// stays (the others read its weights) and is bound to the new cache, so that the old one's
+// memory goes.
 void Engine::Impl::grow(int64_t need) {
   const int64_t nc = bucket_for(need, n_ctx);
   if (nc <= C) return;
