@@ -127,16 +127,9 @@ __global__ void qmatmul_kernel(QMatMulArgs a, const float* x, const uint8_t* w, 
 // other); warp o takes row o of both and stores silu(gate) * up as the SwiGLU program
 // computes it (x / (1 + exp(-x)), the product rounded): y has n / 2 elements. The early
 // fetch is split between the two first rows (RowFetch<F, P / 2> each).
-// Q4_0 is held to 80 registers, three blocks per multiprocessor (84 left two): its products
-// are bound by the rate warps issue their decoding, not by memory, so more warps to choose
-// from pay (ncu on an H100: the gate/up launch issued 0.52 instructions per scheduler and
-// cycle). TinyLlama-1.1B-shaped Q4_0 decode on an H100, three alternated rounds, host loop
-// 1,112.6 / 1,113.3 / 1,113.5 -> 1,129.4 / 1,132.1 / 1,130.2 tok/s, the same ids. F16 (92
-// registers) stays at two blocks, where it is faster (see occupancy_cap_bytes).
 template <int F, int P, bool Glu>
-__global__ void __launch_bounds__(32 * kWarps, F == 2 ? 3 : 1)
-    norm_qmatmul_kernel(QMatMulArgs a, const float* x, const float* scale, float eps, const uint8_t* w, float* y,
-                        int64_t gate_row) {
+__device__ __forceinline__ void norm_qmatmul_body(QMatMulArgs a, const float* x, const float* scale, float eps,
+                                                  const uint8_t* w, float* y, int64_t gate_row) {
   extern __shared__ float4 xs4[];
   __shared__ float part[kWarps];
   float* xs = reinterpret_cast<float*>(xs4);
@@ -199,6 +192,24 @@ __global__ void __launch_bounds__(32 * kWarps, F == 2 ? 3 : 1)
       if (lane == 0) y[o] = s;
     }
   }
+}
+
+template <int F, int P, bool Glu>
+__global__ void norm_qmatmul_kernel(QMatMulArgs a, const float* x, const float* scale, float eps, const uint8_t* w,
+                                    float* y, int64_t gate_row) {
+  norm_qmatmul_body<F, P, Glu>(a, x, scale, eps, w, y, gate_row);
+}
+// The Q4_0 form, held to 80 registers, three blocks per multiprocessor (84 left two): its
+// products are bound by the rate warps issue their decoding, not by memory, so more warps
+// to choose from pay (ncu on an H100: the gate/up launch issued 0.52 instructions per
+// scheduler and cycle). TinyLlama-1.1B-shaped Q4_0 decode on an H100, three alternated
+// rounds, host loop 1,112.6 / 1,113.3 / 1,113.5 -> 1,129.4 / 1,132.1 / 1,130.2 tok/s, the
+// same ids. The other formats keep the registers they take (F16: 92, two blocks).
+template <int P, bool Glu>
+__global__ void __launch_bounds__(32 * kWarps, 3)
+    norm_qmatmul_q4_0_kernel(QMatMulArgs a, const float* x, const float* scale, float eps, const uint8_t* w, float* y,
+                             int64_t gate_row) {
+  norm_qmatmul_body<2, P, Glu>(a, x, scale, eps, w, y, gate_row);
 }
 
 template <int F>
@@ -433,8 +444,13 @@ auto for_format(int format, Make make) -> decltype(make(std::integral_constant<i
 // 730-749 -> 784-801 tok/s against 4 chunks, in alternated runs.
 constexpr int kPrefetch = 8;
 const auto kQMatMul = [](auto f) { return &qmatmul_kernel<decltype(f)::value, kPrefetch>; };
-const auto kNormQMatMul = [](auto f) { return &norm_qmatmul_kernel<decltype(f)::value, kPrefetch, false>; };
-const auto kNormQMatMulGlu = [](auto f) { return &norm_qmatmul_kernel<decltype(f)::value, kPrefetch, true>; };
+template <int F, bool Glu>
+auto norm_qmatmul_entry() {
+  if constexpr (F == 2) return &norm_qmatmul_q4_0_kernel<kPrefetch, Glu>;
+  else return &norm_qmatmul_kernel<F, kPrefetch, Glu>;
+}
+const auto kNormQMatMul = [](auto f) { return norm_qmatmul_entry<decltype(f)::value, false>(); };
+const auto kNormQMatMulGlu = [](auto f) { return norm_qmatmul_entry<decltype(f)::value, true>(); };
 auto norm_qmatmul_for(int format, bool glu) {
   return glu ? for_format(format, kNormQMatMulGlu) : for_format(format, kNormQMatMul);
 }
