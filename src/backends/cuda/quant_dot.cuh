@@ -9,6 +9,8 @@
 
 #include <cstdint>
 
+#include "ir/quant/block_util.h"
+
 namespace rlx::cuda::qdot {
 
 __device__ inline float half_at(const uint8_t* p) {
@@ -17,15 +19,7 @@ __device__ inline float half_at(const uint8_t* p) {
   return __half2float(h);
 }
 
-__device__ inline void scale_min_k4(int j, const uint8_t* q, int& d, int& m) {
-  if (j < 4) {
-    d = q[j] & 63;
-    m = q[j + 4] & 63;
-  } else {
-    d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
+using quant::detail::scale_min_k4;  // the CPU's, for the unaligned Q4_K / Q5_K path
 
 // scale_min_k4 over the 12 scale bytes held as three words (bytes 0-3, 4-7, 8-11): shifts
 // instead of a byte array indexed at run time, which would live in local memory.
