@@ -9,6 +9,8 @@
 
 #include <cstdint>
 
+#include "ir/host_device.h"
+
 namespace rlx::cuda {
 
 // True when kernels may be launched with programmatic dependent launch (device_util.cuh):
@@ -301,11 +303,6 @@ cudaError_t rotary_pair(const RotaryArgs& a, const RotaryPtrs& pa, const RotaryA
 // cache_write (ops.def): rows [b, h, t, d] into cache [b, h, c, d] at rows past[b] .. +t
 // (outside [0, c - t]: recorded in err); elements of `elem` bytes (1, 2, 4, 8). out == cache
 // when the output shares the cache's storage, else the cache is copied first.
-#ifdef __CUDACC__
-#define RLX_HOST_DEVICE __host__ __device__
-#else
-#define RLX_HOST_DEVICE
-#endif
 struct CacheWriteArgs {
   int64_t b = 0, h = 0, c = 0, t = 0, d = 0;
   bool past_settled = false;  // past may be read before the wait (kv_store; as QMatMulArgs::residual_settled)

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "ir/host_device.h"
 #include "rlx/dtype.h"
 
 namespace rlx::quant::detail {
@@ -23,13 +24,8 @@ inline void put_f16(uint8_t* p, float v) {
 // The 6-bit scale d and min m of sub-block j of a Q4_K / Q5_K block's 12 scale bytes q (T:
 // uint8_t for the CPU's (de)quantizers, int in the CUDA backend's row dots, which include
 // this header for it).
-#ifdef __CUDACC__
-#define RLX_QUANT_HOST_DEVICE __host__ __device__
-#else
-#define RLX_QUANT_HOST_DEVICE
-#endif
 template <class T>
-RLX_QUANT_HOST_DEVICE inline void scale_min_k4(int j, const uint8_t* q, T& d, T& m) {
+RLX_HOST_DEVICE inline void scale_min_k4(int j, const uint8_t* q, T& d, T& m) {
   if (j < 4) {
     d = q[j] & 63;
     m = q[j + 4] & 63;
