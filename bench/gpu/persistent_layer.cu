@@ -5,7 +5,8 @@
 // blocks wait a fixed time, then pass their slice on), the output projection + residual,
 // the norm + gate/up product with its SwiGLU (a warp takes a gate row and its up row), the
 // down product + residual; then the norm + logits. Every product reads the activation its
-// predecessor wrote (staged in shared memory by every block), one warp a row. Schedules:
+// predecessor wrote (staged in shared memory by every block, each thread's elements loaded
+// at once, as rlx's norm kernels do), one warp a row. Schedules:
 //  - launches: each phase its own kernel, a warp's first row (8 16-byte chunks a lane)
 //    fetched into registers before `griddepcontrol.wait` (as rlx's products);
 //  - persistent: one cooperative kernel for the whole step, the same blocks and warps; a
@@ -16,14 +17,22 @@
 //  - streamed (persistent, or launches): each warp keeps S 4 KB units of its upcoming
 //    weights in flight in its shared memory (cp.async), across phases in the persistent
 //    kernel, from before the wait in a launch;
+//  - bulk copies (launches, or persistent): each block's weights arrive by the copy engine
+//    (cp.async.bulk) in rings of S 4 KB slots per consumer warp, issued by a producer warp
+//    that needs nothing from the phases before, so it runs ahead of the consumers by up to
+//    S x 4 KB a warp (ring_kernel / ring_step_kernel, below);
+//  - early: a launch lets the next one start at once instead of after its own wait;
 //  - nothing but the boundaries: empty launches / counter waits, what one costs alone.
 // Every schedule gives the same bits (checked), so only the schedule differs. Build and run
 // on the GPU machine:
 //   nvcc -O3 -arch=sm_90a -o persistent_layer bench/gpu/persistent_layer.cu && ./persistent_layer
 // Arguments (optional): rotary ns, attention ns (the short phases' waits; 1800 / 4000 by default).
+// RING_ONLY=1: run one build of each bulk-copy schedule once and stop (for compute-sanitizer).
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <cstdlib>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -109,44 +118,83 @@ __device__ inline float warp_sum(float v) {
   return v;
 }
 
+// The first `threads` threads of the block meet at `bar` (0: the whole block, __syncthreads).
+__device__ inline void meet(int bar, int threads) {
+  if (bar == 0) __syncthreads();
+  else asm volatile("bar.sync %0, %1;" ::"r"(bar), "r"(threads) : "memory");
+}
 // x into shared memory, rms-normalized for the norm phases (every block, as rlx's norm +
 // product); read with .cg loads (past L1, which is not coherent across the persistent
-// kernel's barriers), once a block, where a warp's rows then read it many times.
-__device__ inline const float4* stage_x(const Phase& p, float4* xs4, float* part) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, wpb = blockDim.x / 32, k = 8 * p.k8;
+// kernel's barriers), once a block (its first wpb warps), where a warp's rows then read it many times.
+// laps (profiling, nullable): + cycles until x's loads arrived, then the first barrier, then the rest.
+// in_place: x is in xs4 already (raw), to be normalized there.
+__device__ inline const float4* stage_x(const Phase& p, float4* xs4, float* part, int wpb, int bar = 0,
+                                        long long* laps = nullptr, bool in_place = false) {
+  long long t0 = laps ? clock64() : 0;
+  const auto lap = [&](int i) {
+    const long long t = clock64();
+    laps[i] += t - t0;
+    t0 = t;
+  };
+  // A thread's elements (i, i + nt, ...: at most kMaxK / 256) are loaded at once, one trip
+  // to L2 rather than one per element (nt is 256 in every schedule here).
+  constexpr int kMost = (kMaxK + 255) / 256;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, k = 8 * p.k8, nt = 32 * wpb;
+  float v[kMost];
+#pragma unroll
+  for (int t = 0; t < kMost; ++t) {
+    const int i = threadIdx.x + t * nt;
+    v[t] = i >= k ? 0.0f : in_place ? reinterpret_cast<const float*>(xs4)[i] : __ldcg(p.x + i);
+  }
+  if (laps) {
+    float all = 0;
+#pragma unroll
+    for (int t = 0; t < kMost; ++t) all += v[t];
+    asm volatile("" ::"f"(all));
+    lap(0);
+  }
   float inv = 1.0f;
   if (p.kind != kGemv) {
     float s = 0;
-    for (int i = threadIdx.x; i < k; i += blockDim.x) {
-      const float v = __ldcg(p.x + i);
-      s = fmaf(v, v, s);
-    }
+#pragma unroll
+    for (int t = 0; t < kMost; ++t)
+      if (threadIdx.x + t * nt < k) s = fmaf(v[t], v[t], s);
     s = warp_sum(s);
     if (lane == 0) part[warp] = s;
-    __syncthreads();
+    meet(bar, nt);
+    if (laps) lap(1);
     float tot = 0;
     for (int w = 0; w < wpb; ++w) tot += part[w];
     inv = rsqrtf(tot / float(k) + 1e-5f);
   }
   float* xs = reinterpret_cast<float*>(xs4);
-  for (int i = threadIdx.x; i < k; i += blockDim.x) xs[i] = p.kind != kGemv ? __ldcg(p.x + i) * inv : __ldcg(p.x + i);
-  __syncthreads();
+#pragma unroll
+  for (int t = 0; t < kMost; ++t)
+    if (threadIdx.x + t * nt < k) xs[threadIdx.x + t * nt] = p.kind != kGemv ? v[t] * inv : v[t];
+  meet(bar, nt);
+  if (laps) lap(2);
   return xs4;
+}
+
+// A kShort phase's work for this block, by its first nt threads.
+__device__ inline void short_phase(const Phase& p, int nt) {
+  if (int(blockIdx.x) >= p.blocks) return;
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); while (t - t0 < (unsigned long long)p.ns);
+  for (int i = blockIdx.x * nt + threadIdx.x; i < p.rows; i += p.blocks * nt) p.y[i] = 0.5f * __ldcg(p.x + i);
 }
 
 // The phase's work for this block (every block of the grid takes part; a kShort phase only
 // its first `blocks`). `f` holds the warp's first row, fetched earlier.
-__device__ void run_phase(const Phase& p, const Fetch& f, float4* xs4, float* part) {
+// staged: x is in xs4 already, normalized (phase_mc_kernel).
+__device__ void run_phase(const Phase& p, const Fetch& f, float4* xs4, float* part, bool staged = false) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, wpb = blockDim.x / 32;
   if (p.kind == kShort) {
-    if (int(blockIdx.x) >= p.blocks) return;
-    unsigned long long t0, t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-    do asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); while (t - t0 < (unsigned long long)p.ns);
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < p.rows; i += p.blocks * blockDim.x) p.y[i] = 0.5f * __ldcg(p.x + i);
+    short_phase(p, blockDim.x);
     return;
   }
-  const float4* x = stage_x(p, xs4, part);
+  const float4* x = staged ? xs4 : stage_x(p, xs4, part, blockDim.x / 32);
   const int all = gridDim.x * wpb;
   for (int o = blockIdx.x * wpb + warp; o < p.rows; o += all) {
     const bool held = o == f.o;
@@ -184,14 +232,17 @@ __device__ void run_phase(const Phase& p, const Fetch& f, float4* xs4, float* pa
 
 // One launch per phase: the first row fetched before the wait for the launch before.
 // dry: only the wait and the trigger (what a launch boundary alone costs).
-__global__ void __launch_bounds__(kThreads) phase_kernel(int i, int dry) {
+// early: the next launch may start at once (not only after this one's wait), so a chain of
+// launches can be resident together, each waiting for the one before.
+__global__ void __launch_bounds__(kThreads) phase_kernel(int i, int dry, int early) {
   __shared__ float4 xs4[kMaxK / 4];
   __shared__ float part[kThreads / 32];
   const Phase& p = c_phases[i];
+  if (early) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   Fetch f;
   if (!dry) fetch(p, blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, threadIdx.x & 31, f);
   asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  if (!early) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   if (!dry) run_phase(p, f, xs4, part);
 }
 
@@ -205,19 +256,19 @@ constexpr int kShards = 8, kStride = 32;
 __device__ inline unsigned* counters(unsigned* bar, int i) { return bar + size_t(i) * kShards * kStride; }
 __device__ inline bool takes_part(const Phase& p) { return p.kind != kShort || int(blockIdx.x) < p.blocks; }
 __device__ inline int producers(const Phase& p) { return p.kind == kShort ? min(p.blocks, int(gridDim.x)) : int(gridDim.x); }
-__device__ inline void arrive(unsigned* c) {
-  __syncthreads();
+__device__ inline void arrive(unsigned* c, int bar = 0, int nt = 0) {
+  meet(bar, nt);
   if (threadIdx.x == 0)
     asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(c + (blockIdx.x % kShards) * kStride) : "memory");
 }
-__device__ inline void wait_for(unsigned* c, int n) {
+__device__ inline void wait_for(unsigned* c, int n, int bar = 0, int nt = 0) {
   if (threadIdx.x < kShards) {
     const unsigned want = unsigned(n / kShards + (int(threadIdx.x) < n % kShards));
     const unsigned* at = c + threadIdx.x * kStride;
     unsigned v;
     do asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(at) : "memory"); while (v < want);
   }
-  __syncthreads();
+  meet(bar, nt);
 }
 
 // The whole step, phases [0, n), in one cooperative launch.
@@ -351,7 +402,7 @@ __device__ void run_phase_stream(const Phase& p, Stream& st, float4* xs4, float*
     run_phase(p, none, xs4, part);
     return;
   }
-  const float4* x = stage_x(p, xs4, part);
+  const float4* x = stage_x(p, xs4, part, blockDim.x / 32);
   const int lane = st.lane;
   for (int o = st.gw; o < p.rows; o += st.all) {
     float acc = 0, up = 0;
@@ -420,6 +471,298 @@ __global__ void __launch_bounds__(kThreads) stream_kernel(int n, unsigned* bar, 
   asm volatile("cp.async.wait_all;" ::: "memory");
 }
 
+// ---- the weights streamed by the copy engine through rings in shared memory
+//
+// A block's rows of a product are a contiguous range [r0, r1); consumer warp w (of 8) takes
+// rows w, w + 8, ... of it, each as units of at most 4 KB (kSeg chunks of the row; kNormGlu:
+// a segment of the gate row, then the same of the up row), which arrive in the warp's own
+// ring of S slots. A ninth warp produces: its lane w issues one bulk copy (cp.async.bulk,
+// completing on the slot's "full" mbarrier) per unit of warp w, in the order the warp takes
+// them, refilling a slot once the warp has arrived on the slot's "empty" barrier. Weights are nobody's result, so it
+// starts at once, and the rings fill while the consumers wait. A warp's units walk its row
+// in row_dot's order (the same bits as the other schedules). One launch per product
+// (ring_kernel; with early, the next launch may start at once, so its rings fill beside
+// this one's tail where two blocks fit a SM), or the whole step in one persistent launch
+// (ring_step_kernel), where the producer runs on into the next products through the phase
+// waits and the short phases, up to S x 4 KB a warp ahead. (Measured on an H100, session
+// 40: the units issued by the consumer warps themselves, each the unit S ahead when it is
+// done with a slot, were slower in both forms; so were all units issued by one producer
+// thread, in row order: its index arithmetic bound the stream.)
+constexpr int kRingWarps = 8, kRingThreads = 32 * (kRingWarps + 1);
+
+__device__ inline unsigned smem_addr(const void* p) { return unsigned(__cvta_generic_to_shared(p)); }
+__device__ inline void mbar_init(uint64_t* b, unsigned n) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(b)), "r"(n) : "memory");
+}
+__device__ inline void mbar_arrive(uint64_t* b) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(b)) : "memory");
+}
+__device__ inline void mbar_expect(uint64_t* b, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(b)), "r"(bytes) : "memory");
+}
+__device__ inline void mbar_wait(uint64_t* b, unsigned parity) {
+  asm volatile(
+      "{\n .reg .pred done;\n WAIT:\n mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n @!done bra WAIT;\n}"
+      ::"r"(smem_addr(b)), "r"(parity) : "memory");
+}
+__device__ inline void bulk_copy(void* dst, const void* src, unsigned bytes, uint64_t* b) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+               ::"r"(smem_addr(dst)), "l"(src), "r"(bytes), "r"(smem_addr(b)) : "memory");
+}
+__host__ __device__ inline size_t rings_smem(int S) { return size_t(kRingWarps) * S * (kSeg * 16 + 16); }
+__host__ __device__ inline size_t ring_smem(const Phase& p, int S) { return size_t(p.k8) * 32 + rings_smem(S); }
+
+// A block's rings: S slots of kSeg chunks per consumer warp, a "full" and an "empty"
+// barrier per slot; warp w's slots are w * S, ..., w * S + S - 1, taken in turn (RingPos).
+struct Rings {
+  uint4* slots;
+  uint64_t *full, *empty;
+  int S;
+};
+__device__ inline Rings make_rings(uint4* at, int S) {
+  Rings r{at, nullptr, nullptr, S};
+  r.full = reinterpret_cast<uint64_t*>(at + size_t(kRingWarps) * S * kSeg);
+  r.empty = r.full + kRingWarps * S;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kRingWarps * S; ++s) {
+      mbar_init(r.full + s, 1);
+      mbar_init(r.empty + s, 1);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  return r;
+}
+__device__ inline void block_rows(const Phase& p, int& r0, int& n) {
+  r0 = int(int64_t(p.rows) * blockIdx.x / gridDim.x);
+  n = int(int64_t(p.rows) * (blockIdx.x + 1) / gridDim.x) - r0;
+}
+// Cycles spent, summed over the blocks of a profiled run (RING_PROFILE): [0] the consumer
+// warps' whole run, [1] their waits for full slots, [2] their phase waits, [3] their x
+// staging, [4] the producer's whole run, [5] its waits for empty slots.
+// [6], [7], [8]: the staging's parts (stage_x's laps).
+__device__ unsigned long long g_ring_prof[10];  // [9]: the consumers' arrivals (the block's barrier)
+struct Clock {
+  long long t;
+  __device__ void start() { t = clock64(); }
+  __device__ long long lap() {
+    const long long n = clock64(), d = n - t;
+    t = n;
+    return d;
+  }
+};
+
+// Where a warp's ring stands: its next slot and how many times the ring has wrapped.
+struct RingPos {
+  int slot = 0;
+  unsigned round = 0;
+  __device__ void next(int S) {
+    if (++slot == S) {
+      slot = 0;
+      ++round;
+    }
+  }
+};
+// Producer lane w (< kRingWarps): every unit of product phase p for consumer warp w, in
+// the order it consumes them; the lanes run side by side, each waiting only for its own
+// warp's slots. waited: cycles waiting for empty slots (Prof).
+template <bool Prof = false>
+__device__ inline void produce(const Phase& p, const Rings& r, int w, RingPos& at, long long* waited = nullptr) {
+  int r0, n;
+  block_rows(p, r0, n);
+  const int segs = (p.k8 + kSeg - 1) / kSeg, parts = p.kind == kNormGlu ? 2 : 1;
+  for (int j = w; j < n; j += kRingWarps)
+    for (int seg = 0; seg < segs; ++seg) {
+      const unsigned bytes = unsigned(min(kSeg, p.k8 - seg * kSeg) * 16);
+      for (int part = 0; part < parts; ++part) {
+        const int s = w * r.S + at.slot;
+        if (at.round > 0) {
+          long long t0 = 0;
+          if constexpr (Prof) t0 = clock64();
+          mbar_wait(r.empty + s, (at.round - 1) & 1);
+          if constexpr (Prof) *waited += clock64() - t0;
+        }
+        mbar_expect(r.full + s, bytes);
+        bulk_copy(r.slots + size_t(s) * kSeg, p.w + size_t(r0 + j + part * p.rows) * p.k8 + seg * kSeg, bytes,
+                  r.full + s);
+        at.next(r.S);
+      }
+    }
+}
+// Consumer warp `warp`: its rows of product phase p from its ring. waited: cycles waiting
+// for full slots (Prof).
+template <bool Prof = false>
+__device__ inline void consume(const Phase& p, const Rings& r, const float4* x, int warp, int lane, RingPos& at,
+                               long long* waited = nullptr) {
+  int r0, n;
+  block_rows(p, r0, n);
+  const int segs = (p.k8 + kSeg - 1) / kSeg, parts = p.kind == kNormGlu ? 2 : 1;
+  for (int j = warp; j < n; j += kRingWarps) {
+    float g = 0, up = 0;
+    for (int seg = 0; seg < segs; ++seg) {
+      const int len = min(kSeg, p.k8 - seg * kSeg);
+      const float4* xs = x + 2 * seg * kSeg;
+      for (int part = 0; part < parts; ++part) {
+        const int s = warp * r.S + at.slot;
+        long long t0 = 0;
+        if constexpr (Prof) t0 = clock64();
+        mbar_wait(r.full + s, at.round & 1);
+        if constexpr (Prof) *waited += clock64() - t0;
+        const uint4* u = r.slots + size_t(s) * kSeg;
+        float a = part ? up : g;
+#pragma unroll
+        for (int t = 0; t < kSeg / 32; ++t) {
+          const int c = lane + 32 * t;
+          if (c < len) a = dot8(u[c], xs + 2 * c, a);
+        }
+        if (part) up = a;
+        else g = a;
+        __syncwarp();
+        if (lane == 0) mbar_arrive(r.empty + s);
+        at.next(r.S);
+      }
+    }
+    const int o = r0 + j;
+    g = warp_sum(g);
+    if (p.kind == kNormGlu) {
+      up = warp_sum(up);
+      if (lane == 0) p.y[o] = __fmul_rn(g / (1.0f + expf(-g)), up);
+    } else if (lane == 0) {
+      p.y[o] = p.res ? g + __ldcg(p.res + o) : g;
+    }
+  }
+}
+
+// One product phase, one launch.
+__global__ void __launch_bounds__(kRingThreads) ring_kernel(int i, int S, int early) {
+  __shared__ float part[kRingWarps];
+  extern __shared__ uint4 dyn[];
+  const Phase& p = c_phases[i];
+  if (early) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+  const Rings r = make_rings(dyn + p.k8 * 2, S);
+  RingPos at;
+  if (warp == kRingWarps) {
+    if (lane < kRingWarps) produce(p, r, lane, at);
+    return;
+  }
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  if (!early) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  const float4* x = stage_x(p, reinterpret_cast<float4*>(dyn), part, kRingWarps, 1);
+  consume(p, r, x, warp, lane, at);
+}
+
+// The whole step in one cooperative launch, one block a SM; the consumers wait for each
+// phase's producers as step_kernel does.
+// Prof: where the cycles go (g_ring_prof), for a run that is not timed.
+template <bool Prof>
+__global__ void __launch_bounds__(kRingThreads) ring_step_kernel(int n, unsigned* bar, int S) {
+  __shared__ float part[kRingWarps];
+  __shared__ float4 xs4[kMaxK / 4];
+  extern __shared__ uint4 dyn[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, nt = 32 * kRingWarps;
+  Clock clk;
+  clk.start();
+  const Rings r = make_rings(dyn, S);
+  RingPos at;
+  if (warp == kRingWarps) {
+    long long waited = 0;
+    if (lane < kRingWarps) {
+      for (int i = 0; i < n; ++i)
+        if (c_phases[i].kind != kShort) produce<Prof>(c_phases[i], r, lane, at, &waited);
+      if constexpr (Prof) {
+        atomicAdd(g_ring_prof + 4, (unsigned long long)clk.lap());
+        atomicAdd(g_ring_prof + 5, (unsigned long long)waited);
+      }
+    }
+    return;
+  }
+  long long full_wait = 0, phase_wait = 0, staging = 0, laps[3] = {0, 0, 0}, arriving = 0;
+  const long long start = clk.t;
+  for (int i = 0; i < n; ++i) {
+    const Phase& p = c_phases[i];
+    if (!takes_part(p)) continue;
+    if constexpr (Prof) clk.lap();
+    if (i > 0) wait_for(counters(bar, i - 1), producers(c_phases[i - 1]), 1, nt);
+    if constexpr (Prof) phase_wait += clk.lap();
+    if (p.kind == kShort) {
+      short_phase(p, nt);
+    } else {
+      const float4* x = stage_x(p, xs4, part, kRingWarps, 1, Prof ? laps : nullptr);
+      if constexpr (Prof) staging += clk.lap();
+      consume<Prof>(p, r, x, warp, lane, at, &full_wait);
+    }
+    if constexpr (Prof) clk.lap();
+    arrive(counters(bar, i), 1, nt);
+    if constexpr (Prof) arriving += clk.lap();
+  }
+  if constexpr (Prof)
+    if (lane == 0) {
+      atomicAdd(g_ring_prof + 0, (unsigned long long)(clock64() - start));
+      atomicAdd(g_ring_prof + 1, (unsigned long long)full_wait);
+      atomicAdd(g_ring_prof + 2, (unsigned long long)phase_wait);
+      atomicAdd(g_ring_prof + 3, (unsigned long long)staging);
+      for (int i = 0; i < 3; ++i) atomicAdd(g_ring_prof + 6 + i, (unsigned long long)laps[i]);
+      atomicAdd(g_ring_prof + 9, (unsigned long long)arriving);
+    }
+}
+
+// ---- x to every block of a cluster: one multicast bulk copy per slice
+//
+// As phase_kernel (rlx's form), but a product's x reaches the blocks of each cluster of C
+// (launched with that cluster shape) by C bulk copies, block r copying slice r of x into
+// the shared memory of every block of its cluster (cp.async.bulk ... .multicast::cluster),
+// so L2 serves each line of x to a cluster once instead of to every block: every block of
+// the grid reads the same x right after its wait, and those reads, not the weights, were
+// most of a phase's time in the profiled ring schedule. The norm then reads x from shared
+// memory in stage_x's order (the same bits).
+__device__ inline unsigned cluster_rank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+__device__ inline unsigned cluster_size() {
+  unsigned n;
+  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(n));
+  return n;
+}
+__device__ inline void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+__device__ inline void bulk_multicast(void* dst, const void* src, unsigned bytes, uint64_t* b, unsigned short mask) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1], %2, [%3], %4;"
+      ::"r"(smem_addr(dst)), "l"(src), "r"(bytes), "r"(smem_addr(b)), "h"(mask) : "memory");
+}
+__global__ void __launch_bounds__(kThreads) phase_mc_kernel(int i, int early) {
+  __shared__ float4 xs4[kMaxK / 4];
+  __shared__ float part[kThreads / 32];
+  __shared__ uint64_t got;
+  const Phase& p = c_phases[i];
+  if (early) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  Fetch f;
+  fetch(p, blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, threadIdx.x & 31, f);
+  const unsigned C = cluster_size(), rank = cluster_rank();
+  const int k = 8 * p.k8, per = k / int(C);
+  if (threadIdx.x == 0) {
+    mbar_init(&got, 1);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    mbar_expect(&got, unsigned(k * 4));
+  }
+  cluster_sync();  // every block's barrier ready before any copy lands in it
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  if (!early) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  if (threadIdx.x == 0) {
+    asm volatile("fence.proxy.async.global;" ::: "memory");
+    bulk_multicast(reinterpret_cast<float*>(xs4) + rank * per, p.x + rank * per, unsigned(per * 4), &got,
+                   (unsigned short)((1u << C) - 1));
+  }
+  mbar_wait(&got, 0);
+  stage_x(p, xs4, part, blockDim.x / 32, 0, nullptr, true);
+  run_phase(p, f, xs4, part, true);
+  cluster_sync();  // no block leaves while a copy into it may be in flight
+}
+
 __global__ void fill(__half* w, size_t n, unsigned seed, float scale) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
     unsigned h = unsigned(i) * 2654435761u ^ seed;
@@ -482,7 +825,7 @@ int main(int argc, char** argv) {
   cudaEventCreate(&e1);
   // A graph of one step: the input row reset, then the launches (mode 0), the persistent
   // kernel with the register fetch (1) or with S slots a warp of shared memory (2).
-  auto build = [&](int mode, int blocks_per_sm, int S, int dry) -> cudaGraphExec_t {
+  auto build = [&](int mode, int blocks_per_sm, int S, int dry, int early) -> cudaGraphExec_t {
     cudaGraph_t g;
     cudaGraphExec_t ge;
     cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal);
@@ -494,13 +837,18 @@ int main(int argc, char** argv) {
     c.attrs = &at;
     c.numAttrs = 1;
     c.blockDim = kThreads;
-    if (mode == 1 || mode == 2) {
+    if (mode == 1 || mode == 2 || mode == 5) {
       cudaMemsetAsync(bar, 0, bar_bytes, st);
       at.id = cudaLaunchAttributeCooperative;
       at.val.cooperative = 1;
       c.gridDim = grid;
       if (mode == 1) {
         cudaLaunchKernelEx(&c, step_kernel, n, bar, dry);
+      } else if (mode == 5) {
+        c.blockDim = kRingThreads;
+        c.dynamicSmemBytes = rings_smem(S);
+        if (dry) cudaLaunchKernelEx(&c, ring_step_kernel<true>, n, bar, S);
+        else cudaLaunchKernelEx(&c, ring_step_kernel<false>, n, bar, S);
       } else {
         c.dynamicSmemBytes = size_t(kThreads / 32) * S * kSeg * 16;
         cudaLaunchKernelEx(&c, stream_kernel, n, bar, S);
@@ -510,12 +858,28 @@ int main(int argc, char** argv) {
       at.val.programmaticStreamSerializationAllowed = 1;
       for (int i = 0; i < n; ++i) {
         c.gridDim = ph[size_t(i)].kind == kShort ? ph[size_t(i)].blocks : grid;
+        c.blockDim = kThreads;
         if (mode == 3 && ph[size_t(i)].kind != kShort) {
           c.dynamicSmemBytes = size_t(kThreads / 32) * S * kSeg * 16;
           cudaLaunchKernelEx(&c, phase_stream_kernel, i, S);
+        } else if (mode == 6 && ph[size_t(i)].kind != kShort) {
+          cudaLaunchAttribute two[2];
+          two[0] = at;
+          two[1].id = cudaLaunchAttributeClusterDimension;
+          two[1].val.clusterDim.x = unsigned(S);
+          two[1].val.clusterDim.y = two[1].val.clusterDim.z = 1;
+          cudaLaunchConfig_t cc = c;
+          cc.attrs = two;
+          cc.numAttrs = 2;
+          cc.dynamicSmemBytes = 0;
+          cudaLaunchKernelEx(&cc, phase_mc_kernel, i, early);
+        } else if (mode == 4 && ph[size_t(i)].kind != kShort) {
+          c.blockDim = kRingThreads;
+          c.dynamicSmemBytes = ring_smem(ph[size_t(i)], S);
+          cudaLaunchKernelEx(&c, ring_kernel, i, S, early);
         } else {
           c.dynamicSmemBytes = 0;
-          cudaLaunchKernelEx(&c, phase_kernel, i, dry);
+          cudaLaunchKernelEx(&c, phase_kernel, i, dry, early);
         }
       }
     }
@@ -543,13 +907,30 @@ int main(int argc, char** argv) {
   for (const void* k : {(const void*)stream_kernel, (const void*)phase_stream_kernel})
     if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, ring_bytes) != cudaSuccess)
       printf("cannot give a block %d KB of shared memory: %s\n", ring_bytes >> 10, cudaGetErrorString(cudaGetLastError()));
+  // The largest ring launch: the down product's x (22 KB) and rings of up to 200 KB.
+  int optin = 0;
+  cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0);
+  if (cudaFuncSetAttribute(ring_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin - 64) != cudaSuccess)
+    printf("ring_kernel: %s\n", cudaGetErrorString(cudaGetLastError()));
+  cudaFuncAttributes rsa;
+  cudaFuncGetAttributes(&rsa, ring_step_kernel<false>);
+  for (const void* k : {(const void*)ring_step_kernel<false>, (const void*)ring_step_kernel<true>})
+    if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, optin - int(rsa.sharedSizeBytes)) != cudaSuccess)
+      printf("ring_step_kernel: %s\n", cudaGetErrorString(cudaGetLastError()));
+  // The most shared memory a ring launch of this step asks for with S slots a warp.
+  auto ring_most = [&](int S) {
+    size_t most = 0;
+    for (const Phase& q : ph)
+      if (q.kind != kShort) most = std::max(most, ring_smem(q, S));
+    return most;
+  };
   struct Build {
-    char name[64];
+    char name[96];
     cudaGraphExec_t ge;
     int dry;
   };
   std::vector<Build> builds;
-  auto add = [&](int mode, int bps, int S, int dry = 0) {
+  auto add = [&](int mode, int bps, int S, int dry = 0, int early = 0) {
     int fit = 0;
     if (mode == 0) cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, phase_kernel, kThreads, 0);
     if (mode == 1) fit = per_sm;
@@ -557,6 +938,14 @@ int main(int argc, char** argv) {
       cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, stream_kernel, kThreads, size_t(kThreads / 32) * S * kSeg * 16);
     if (mode == 3)
       cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, phase_stream_kernel, kThreads, size_t(kThreads / 32) * S * kSeg * 16);
+    if (mode == 6) cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, phase_mc_kernel, kThreads, 0);
+    if (mode == 5)
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, ring_step_kernel<false>, kRingThreads, rings_smem(S));
+    if (mode == 4) {
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, ring_kernel, kRingThreads, ring_most(S));
+      printf("(rings of %d x 4 KB a warp: up to %zu B of shared memory a block, %d blocks fit a SM)\n", S,
+             ring_most(S), fit);
+    }
     if (fit < bps) {
       printf("(%s, %d blocks a SM, S %d: only %d fit)\n", mode == 0 ? "launches" : "persistent", bps, S, fit);
       return;
@@ -566,11 +955,52 @@ int main(int argc, char** argv) {
     if (mode == 1) snprintf(b.name, sizeof b.name, "persistent, register fetch, %d block(s) a SM", bps);
     if (mode == 2) snprintf(b.name, sizeof b.name, "persistent, %d x 4 KB a warp, %d block(s) a SM", S, bps);
     if (mode == 3) snprintf(b.name, sizeof b.name, "launches, %d x 4 KB a warp, %d block(s) a SM", S, bps);
+    if (mode == 6) snprintf(b.name, sizeof b.name, "launches, %d block(s) a SM, x multicast to clusters of %d", bps, S);
+    if (mode == 5) snprintf(b.name, sizeof b.name, "persistent, bulk copies, %d x 4 KB a warp, %d block(s) a SM", S, bps);
+    if (mode == 4) snprintf(b.name, sizeof b.name, "launches, bulk copies, %d x 4 KB a warp, %d block(s) a SM", S, bps);
+    if (early) snprintf(b.name + strlen(b.name), sizeof b.name - strlen(b.name), ", early");
     if (dry) snprintf(b.name, sizeof b.name, "%s, %d block(s) a SM: nothing but", mode == 0 ? "launch boundaries" : "barriers", bps);
     b.dry = dry;
-    b.ge = build(mode, bps, S, dry);
+    b.ge = build(mode, bps, S, dry, early);
     builds.push_back(b);
   };
+  if (getenv("RING_PROFILE")) {  // where a persistent ring step's cycles go, S slots a warp
+    for (int S : {2, 4, 6}) {
+      builds.clear();
+      add(5, 1, S, 1);
+      for (int rep = 0; rep < 3; ++rep) cudaGraphLaunch(builds[0].ge, st);  // warm
+      unsigned long long z[10] = {}, got[10];
+      cudaMemcpyToSymbol(g_ring_prof, z, sizeof z);
+      const int reps = 10;
+      cudaEventRecord(e0, st);
+      for (int rep = 0; rep < reps; ++rep) cudaGraphLaunch(builds[0].ge, st);
+      cudaEventRecord(e1, st);
+      cudaEventSynchronize(e1);
+      float ms;
+      cudaEventElapsedTime(&ms, e0, e1);
+      cudaMemcpyFromSymbol(got, g_ring_prof, sizeof got);
+      const double cw = double(got[0]);
+      printf("S %d: %.3f ms a step (profiled); consumer warps: full-slot waits %.1f %%, phase waits %.1f %%, x staging "
+             "%.1f %%, the rest %.1f %%; producer: empty-slot waits %.1f %% of its run, its run %.1f %% of the "
+             "consumers'\n",
+             S, ms / reps, 100 * got[1] / cw, 100 * got[2] / cw, 100 * got[3] / cw,
+             100 * (1 - (got[1] + got[2] + got[3]) / cw), 100.0 * got[5] / got[4], 100.0 * got[4] * 8 / cw);
+      printf("      x staging: loads %.1f %%, first barrier %.1f %%, stores and second barrier %.1f %%; %.0f cycles "
+             "a consumer warp and step; arrivals %.1f %%\n", 100 * got[6] / cw, 100 * got[7] / cw, 100 * got[8] / cw,
+             cw / (8.0 * sms), 100 * got[9] / cw);
+    }
+    return 0;
+  }
+  if (getenv("RING_ONLY")) {  // one ring build, run once (for compute-sanitizer)
+    add(4, 1, 2, 0, 1);
+    add(5, 1, 2);
+    add(6, 2, 8);
+    for (Build& b : builds) {
+      cudaGraphLaunch(b.ge, st);
+      printf("%s: %s\n", b.name, cudaGetErrorString(cudaStreamSynchronize(st)));
+    }
+    return 0;
+  }
   add(0, 2, 0);
   add(0, 1, 0);
   add(0, 3, 0);
@@ -587,6 +1017,11 @@ int main(int argc, char** argv) {
   add(3, 1, 4);
   add(0, 2, 0, 1);
   add(1, 2, 0, 1);
+  add(0, 2, 0, 0, 1);
+  for (int C : {2, 4, 8}) add(6, 2, C);
+  add(6, 2, 8, 0, 1);
+  for (int S : {3, 4, 6}) add(4, 1, S, 0, 1);
+  for (int S : {3, 4, 5, 6}) add(5, 1, S);
   std::vector<float> ref(vocab), got(vocab);
   bool all_same = true;
   for (size_t i = 0; i < builds.size(); ++i) {
