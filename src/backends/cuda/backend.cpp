@@ -271,8 +271,9 @@ class CudaExecutable final : public backend::Executable {
   // A bound input's bytes leave the arena: it is allocated again without them (the other
   // inputs and constants copied across), so passes bound to one buffer hold its memory once.
   // That layout waits until the arena is next touched (settle_layout), so binding every cache
-  // of a new pass (an LLM engine's 2 x layers calls) allocates and copies the arena once.
-  // Moving a binding to other bytes only resolves the pointers again.
+  // of a new pass (an LLM engine's 2 x layers calls) allocates and copies the arena once,
+  // and moving every binding of a pass to other bytes (a slot change) resolves the pointers
+  // once.
   bool bind_value_storage(Value v, const std::shared_ptr<backend::Storage>& s, size_t offset, size_t bytes) override {
     const Ref& r = ref(v);
     if (r.absent() || r.segment != opt::Segment::Arena || bytes != prog_->plan.graph.type(v).bytes() || !bytes)
@@ -285,21 +286,9 @@ class CudaExecutable final : public backend::Executable {
     if (!cs) {
       if (it == nb.end()) return true;
       nb.erase(it);
-    } else if (it != nb.end() && pending_) {
-      it->storage = cs;  // laid out with the rest
-      it->offset = offset;
-      pending_ = std::move(nb);
-      return true;
     } else if (it != nb.end()) {
-      // Pointers only: resolved before the next launch, so that moving every cache of a pass
-      // (an LLM engine's slot change: one call per layer's K and V) resolves them once.
-      ok(cudaStreamSynchronize(stream_), "rebind");
       it->storage = cs;
       it->offset = offset;
-      bound_ = std::move(nb);
-      stale_ = true;
-      drop_graph();
-      return true;
     } else {
       nb.push_back(Bound{r.offset, r.offset + int64_t(bytes), cs, offset, int64_t(bytes) / 256 * 256});
       std::sort(nb.begin(), nb.end(), [](const Bound& a, const Bound& b) { return a.begin < b.begin; });
@@ -520,7 +509,6 @@ class CudaExecutable final : public backend::Executable {
     resolve();
   }
   void resolve() {
-    stale_ = false;
     param_ptr_.clear();
     for (const ParamSlot& ps : prog_->params) param_ptr_.push_back(static_cast<uint8_t*>(weights_->entries.at(ps.name).mem->p));
     ptrs_.resize(prog_->refs.size());
@@ -538,19 +526,34 @@ class CudaExecutable final : public backend::Executable {
     return arena_at(bound_, arena_->p, off);
   }
   // Lays the arena out for the bindings made since it was last touched (bind_value_storage).
-  // Every address of an arena value comes through at(), so nothing sees the old layout. A
-  // layout that fails (out of memory) leaves the old one and the bindings still pending: the
-  // failing call reports it, and the next use tries again rather than read the old bytes.
+  // Every address of an arena value comes through at(), so nothing sees the old layout. When
+  // the bound ranges are those of the layout in place (bindings moved to other bytes only),
+  // the arena stays and only the pointers are resolved again, once the work queued with the
+  // old ones is done (their storage may go with bound_). A layout that fails (out of memory)
+  // leaves the old one and the bindings still pending: the failing call reports it, and the
+  // next use tries again rather than read the old bytes.
   void settle_layout() const {
     if (!pending_) return;
     std::optional<std::vector<Bound>> nb = std::move(pending_);
     pending_.reset();  // relayout reads the old arena through at()
+    auto* self = const_cast<CudaExecutable*>(this);
     try {
-      const_cast<CudaExecutable*>(this)->relayout(*nb);
+      if (same_ranges(*nb, bound_)) {
+        ok(cudaStreamSynchronize(stream_), "rebind");
+        self->bound_ = *nb;  // a copy: should resolve() fail, nb stays pending whole
+        self->resolve();
+      } else {
+        self->relayout(*nb);
+      }
     } catch (...) {
       pending_ = std::move(nb);
       throw;
     }
+  }
+  static bool same_ranges(const std::vector<Bound>& a, const std::vector<Bound>& b) {
+    return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const Bound& x, const Bound& y) {
+      return x.begin == y.begin && x.end == y.end && x.left_out == y.left_out;
+    });
   }
   // The arena allocated again for the bindings `nb`: persistent bytes outside every bound
   // input (before and after) copied to their new place, an input leaving a binding zeroed.
@@ -612,7 +615,6 @@ class CudaExecutable final : public backend::Executable {
   }
   void launch() {
     settle_layout();
-    if (stale_) resolve();
     if (!graph_ && ran_once_ && replay_) capture();
     if (graph_) {
       ok(cudaGraphLaunch(graph_, stream_), "graph launch");
@@ -663,7 +665,6 @@ class CudaExecutable final : public backend::Executable {
   // RLX_PROFILE=1: each step between two events, summed per op kind over the runs.
   void run_profiled() {
     settle_layout();
-    if (stale_) resolve();
     const size_t n = prog_->steps.size();
     while (events_.size() < n + 1) {
       cudaEvent_t e;
@@ -771,7 +772,6 @@ class CudaExecutable final : public backend::Executable {
   std::unique_ptr<DeviceMem> arena_, err_, blas_ws_, scratch_;
   std::vector<Bound> bound_;  // inputs bound to shared storage (bind_value_storage), by arena offset
   mutable std::optional<std::vector<Bound>> pending_;  // bindings the arena is not laid out for yet (settle_layout)
-  bool stale_ = false;        // ptrs_ and the run end's copies predate a moved binding: resolve() before a launch
   std::vector<uint8_t*> param_ptr_;
   std::vector<void*> ptrs_;
   cudaStream_t stream_ = nullptr;
