@@ -192,6 +192,11 @@ bool supports(const Node& n, const std::vector<const Shape*>& in) {
       const size_t e = dtype_size(t);
       return e == 1 || e == 2 || e == 4 || e == 8;
     }
+    case OpKind::Tile: {
+      const size_t e = dtype_size(t);
+      return (e == 1 || e == 2 || e == 4 || e == 8) && n.outputs.size() == 1 && n.outputs[0].is_static() &&
+             tile_as_copy(in[0]->static_dims(), n.outputs[0].static_dims()).has_value();
+    }
     case OpKind::Gather: {
       const size_t e = dtype_size(t);
       return in.size() == 2 && in[1] && (in[1]->dtype() == DType::I64 || in[1]->dtype() == DType::I32) &&
@@ -408,6 +413,16 @@ Launch lower(const Node& n, const std::vector<const Shape*>& in, const std::vect
       const int e = int(dtype_size(t));
       return [np, e, sx, sy, it](const LaunchCtx& c, void* const* b) {
         check(strided_copy(e, b[0], sx, b[1], sy, it, c.stream), "expand kernel", *np);
+      };
+    }
+    case OpKind::Tile: {
+      const std::optional<TileAsCopy> tc = tile_as_copy(in[0]->static_dims(), out[0].static_dims());
+      RLX_CHECK(tc.has_value(), "tile: more dims than the copy kernel takes");
+      const Strides sx = strides_of(tc->sx), sy = strides_of(tc->sy);
+      const Iter it = iter_of(tc->dims);
+      const int e = int(dtype_size(t));
+      return [np, e, sx, sy, it](const LaunchCtx& c, void* const* b) {
+        check(strided_copy(e, b[0], sx, b[1], sy, it, c.stream), "tile kernel", *np);
       };
     }
     case OpKind::Concat:

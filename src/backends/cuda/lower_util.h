@@ -65,6 +65,33 @@ inline Strides strides_of(const std::vector<int64_t>& s, int64_t base = 0) {
   return st;
 }
 
+// Tile as a strided copy: output axis k of in[k] * reps elements is iterated as two dims,
+// the repeat (input stride 0, output stride in[k] * out stride) and the element (the
+// input's stride, the output's), dims of extent 1 left out; nullopt past kMaxRank dims.
+struct TileAsCopy {
+  std::vector<int64_t> dims, sx, sy;
+};
+inline std::optional<TileAsCopy> tile_as_copy(const std::vector<int64_t>& in, const std::vector<int64_t>& out) {
+  if (in.size() != out.size()) return std::nullopt;
+  const auto is = row_major_strides(in), os = row_major_strides(out);
+  TileAsCopy t;
+  for (size_t k = 0; k < in.size(); ++k) {
+    const int64_t reps = in[k] ? out[k] / in[k] : 0;
+    if (reps != 1) {
+      t.dims.push_back(reps);
+      t.sx.push_back(0);
+      t.sy.push_back(in[k] * os[k]);
+    }
+    if (in[k] != 1) {
+      t.dims.push_back(in[k]);
+      t.sx.push_back(is[k]);
+      t.sy.push_back(os[k]);
+    }
+  }
+  if (t.dims.size() > size_t(kMaxRank)) return std::nullopt;
+  return t;
+}
+
 inline int64_t norm_cols(const Node& n, const Shape& x) {
   const int ax = normalize_axis(n.attr<NormAttrs>().axis, x.rank(), "norm axis");
   int64_t cols = 1;
