@@ -47,7 +47,8 @@ TEST(PipelineFeatures, SymbolicDimsBoundAtCompile) {
 
 // Constants flow through transpose, reshape, concat, slice, matmul, softmax, conv,
 // pooling, reductions, topk and gather before meeting the input; with constant-fold on,
-// none of those nodes is left, and the results equal the unfolded compile bit for bit.
+// none of those nodes is left, and the results equal the unfolded compile bit for bit (on
+// the CPU, which folds with its own kernels; within f32 rounding on a device backend).
 TEST(PipelineFeatures, ConstantSubgraphsFoldThroughEveryFamily) {
   Rng rng(7);
   auto cst = [&](Graph& g, std::vector<int64_t> d, const std::string& name) {
@@ -77,7 +78,19 @@ TEST(PipelineFeatures, ConstantSubgraphsFoldThroughEveryFamily) {
     EXPECT_FALSE(left.count(k)) << op_name(k) << " on constants should have been folded";
   Feeds in = random_inputs(g, 8);
   std::vector<T> a1 = run_net(on, in), a2 = run_net(off, in);
-  for (size_t o = 0; o < a1.size(); ++o) expect_bitwise_equal(a1[o], a2[o], "folded vs unfolded " + std::to_string(o));
+  for (size_t o = 0; o < a1.size(); ++o) {
+    const std::string what = "folded vs unfolded " + std::to_string(o);
+    if (e2e_device() == Device::Cpu) {
+      expect_bitwise_equal(a1[o], a2[o], what);
+    } else {
+      // A device backend folds with the CPU's kernels at compile time and runs the unfolded
+      // graph with its own (cuBLAS, cuDNN), whose sums go in another order: equal up to f32
+      // rounding through the chain (products of 8 and 27 terms, softmax, layer norm), the
+      // suite's f32 tolerance. (The top-k indices need the same order, which holds here: the
+      // values differ only in their last bits, far from any tie.)
+      expect_close(a1[o], a2[o], rtol_of(DType::F32), 1e-6, what);
+    }
+  }
 }
 
 // cast(cast(x: a -> b) -> c): simplify merges the pair when a -> b is lossless; the
