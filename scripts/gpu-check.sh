@@ -23,6 +23,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "$1" && pwd) || exit 2
 shared=$(cd "$2" && pwd) || exit 2
 suites=${3:-cuda e2e llm onnx}
+tmp=
+trap '[ -n "$tmp" ] && rm -rf "$tmp"' EXIT
 
 bin() {  # the path of binary $1 in the build
   for p in "$build/tests/$1" "$build/$1"; do [ -x "$p" ] && { echo "$p"; return 0; }; done

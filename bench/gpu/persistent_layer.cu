@@ -396,6 +396,18 @@ __device__ inline float unit_dot(const uint4* u, const float4* x, int len, int l
   return acc;
 }
 
+// Row o's result from the lanes' partial sums g (and up): silu(g) * up for kNormGlu, else
+// the sum plus the residual (as run_phase stores them: the same bits).
+__device__ inline void finish_row(const Phase& p, int o, int lane, float g, float up) {
+  g = warp_sum(g);
+  if (p.kind == kNormGlu) {
+    up = warp_sum(up);
+    if (lane == 0) p.y[o] = __fmul_rn(g / (1.0f + expf(-g)), up);
+  } else if (lane == 0) {
+    p.y[o] = p.res ? g + __ldcg(p.res + o) : g;
+  }
+}
+
 __device__ void run_phase_stream(const Phase& p, Stream& st, float4* xs4, float* part) {
   if (p.kind == kShort) {
     Fetch none;
@@ -416,13 +428,7 @@ __device__ void run_phase_stream(const Phase& p, Stream& st, float4* xs4, float*
         st.release();
       }
     }
-    acc = warp_sum(acc);
-    if (p.kind == kNormGlu) {
-      up = warp_sum(up);
-      if (lane == 0) p.y[o] = __fmul_rn(acc / (1.0f + expf(-acc)), up);
-    } else if (lane == 0) {
-      p.y[o] = p.res ? acc + __ldcg(p.res + o) : acc;
-    }
+    finish_row(p, o, lane, acc, up);
   }
 }
 
@@ -622,14 +628,7 @@ __device__ inline void consume(const Phase& p, const Rings& r, const float4* x, 
         at.next(r.S);
       }
     }
-    const int o = r0 + j;
-    g = warp_sum(g);
-    if (p.kind == kNormGlu) {
-      up = warp_sum(up);
-      if (lane == 0) p.y[o] = __fmul_rn(g / (1.0f + expf(-g)), up);
-    } else if (lane == 0) {
-      p.y[o] = p.res ? g + __ldcg(p.res + o) : g;
-    }
+    finish_row(p, r0 + j, lane, g, up);
   }
 }
 
