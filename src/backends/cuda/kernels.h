@@ -160,6 +160,13 @@ cudaError_t cast(ET from, ET to, const void* x, void* y, int64_t n, cudaStream_t
 // transpose, slice, expand, concat and split pieces.
 cudaError_t strided_copy(int elem, const void* x, const Strides& sx, void* y, const Strides& sy, const Iter& it,
                          cudaStream_t s);
+// c[batch, m, n] = a[batch][m, k] . b[batch][k, n] for the types cuBLASLt has no product of
+// (exact_matmul_type: f64, and the integers, wrapping in the element type as the CPU's do);
+// the operands' matrices at batch index i (row-major over it's dims) start at sum over the
+// dims of idx * as.s / bs.s (0: broadcast); c is contiguous. matmul_exact.cu.
+bool exact_matmul_type(ET t);
+cudaError_t exact_matmul(ET t, const void* a, const void* b, void* c, int64_t m, int64_t n, int64_t k, const Iter& it,
+                         const Strides& as, const Strides& bs, cudaStream_t s);
 // Gather along one axis: data [outer, dim, inner] (elements of `elem` bytes), indices
 // (i32 or i64, n_idx of them; negative counts from the end), y [outer, n_idx, inner].
 cudaError_t gather(int elem, const void* data, int64_t outer, int64_t dim, int64_t inner, const void* idx,

@@ -156,9 +156,6 @@ std::optional<FusedArgs> fused_program(const Node& n, const std::vector<const Sh
   return a;
 }
 
-// The float types the GEMM, convolution and pool kernels store (computing in f32).
-bool float_storage(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
-
 bool supports(const Node& n, const std::vector<const Shape*>& in) {
   for (const Shape* s : in)
     if (s && !static_rank_ok(s)) return false;
@@ -219,8 +216,9 @@ bool supports(const Node& n, const std::vector<const Shape*>& in) {
         if (in[i] && (in[i]->numel() != cols || in[i]->dtype() != t)) return false;
       return true;
     }
-    case OpKind::MatMul:
-      return float_storage(t) && in.size() == 2 && in[1] && in[1]->dtype() == t;
+    case OpKind::MatMul:  // f64 and integer products by matmul_exact.cu, the float types by cuBLASLt
+      return (float_storage(t) || (et_of(t) && exact_matmul_type(*et_of(t)))) && in.size() == 2 && in[1] &&
+             in[1]->dtype() == t;
     case OpKind::FusedMatMul: {
       if (!float_storage(t) || in.size() < 2 || !in[1] || in[1]->dtype() != t || n.outputs.size() != 1) return false;
       if (in[0]->rank() == 0 || in[0]->static_dims().back() == 0) return false;  // k = 0: decomposed

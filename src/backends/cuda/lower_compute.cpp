@@ -262,6 +262,12 @@ Launch lower_compute(const Node& n, const std::vector<const Shape*>& in, const s
     case OpKind::MatMul:
     case OpKind::FusedMatMul: {
       const MatMulShape s = matmul_shape(*in[0], *in[1]);
+      if (!float_storage(t)) {  // f64 / integers (supports claims only a plain matmul of them)
+        const ET et = *et_of(t);
+        return [np, s, et](const LaunchCtx& c, void* const* b) {
+          check(exact_matmul(et, b[0], b[1], b[2], s.m, s.n, s.k, s.it, s.as, s.bs, c.stream), "matmul kernel", *np);
+        };
+      }
       const size_t out_bytes = out[0].bytes();
       const int64_t e = int64_t(dtype_size(t));
       const bool has_bias = n.kind == OpKind::FusedMatMul && in.size() > 2 && in[2];

@@ -39,6 +39,9 @@ inline std::optional<GemmSpec::Bias> matmul_bias_kind(const Shape& bias, const S
   return std::nullopt;
 }
 
+// The float types the GEMM, convolution and pool kernels store (computing in f32).
+inline bool float_storage(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+
 inline bool static_rank_ok(const Shape* s) { return s && s->is_static() && s->rank() <= kMaxRank; }
 
 inline Iter iter_of(const std::vector<int64_t>& d) {
