@@ -162,8 +162,8 @@ cudaError_t strided_copy(int elem, const void* x, const Strides& sx, void* y, co
                          cudaStream_t s);
 // c[batch, m, n] = a[batch][m, k] . b[batch][k, n] for the types cuBLASLt has no product of
 // (exact_matmul_type: f64, and the integers, wrapping in the element type as the CPU's do);
-// the operands' matrices at batch index i (row-major over it's dims) start at sum over the
-// dims of idx * as.s / bs.s (0: broadcast); c is contiguous. matmul_exact.cu.
+// the operands' matrices at batch index i (row-major over the dims of `it`) start at
+// offset_of(i, it, as / bs) (stride 0: broadcast); c is contiguous. matmul_exact.cu.
 bool exact_matmul_type(ET t);
 cudaError_t exact_matmul(ET t, const void* a, const void* b, void* c, int64_t m, int64_t n, int64_t k, const Iter& it,
                          const Strides& as, const Strides& bs, cudaStream_t s);

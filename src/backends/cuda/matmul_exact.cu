@@ -2,7 +2,7 @@
 // k in order) and the integer types (the terms summed modulo 2^64 and narrowed: wrapping
 // in the element type, as the CPU's integer products and numpy's fixed-width arithmetic
 // do, so the CPU's bytes). One thread per output element; the batch offsets of A and B
-// come from the output's batch index (any broadcasting). For small products: ONNX's
+// come from the output's batch index (any broadcasting) through dev::offset_of. For small products: ONNX's
 // MatMulInteger / QLinearMatMul and f64 graphs, not the models' float products.
 #include <type_traits>
 
@@ -19,16 +19,9 @@ __global__ void exact_matmul_kernel(const T* a, const T* b, T* c, int64_t m, int
   dev::grid_next();
   const int64_t total = it.numel * m * n;
   for (int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; o < total; o += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t j = o % n, i = (o / n) % m;
-    int64_t oa = 0, ob = 0, r = o / (m * n);
-    for (int d = it.rank - 1; d >= 0; --d) {
-      const int64_t x = r % it.dims[d];
-      r /= it.dims[d];
-      oa += x * as.s[d];
-      ob += x * bs.s[d];
-    }
-    const T* ar = a + oa + i * k;
-    const T* bc = b + ob + j;
+    const int64_t j = o % n, i = (o / n) % m, batch = o / (m * n);
+    const T* ar = a + dev::offset_of(batch, it, as) + i * k;
+    const T* bc = b + dev::offset_of(batch, it, bs) + j;
     if constexpr (std::is_same_v<T, double>) {
       double acc = 0;
       for (int64_t t = 0; t < k; ++t) acc = fma(ar[t], bc[t * n], acc);
