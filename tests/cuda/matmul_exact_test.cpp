@@ -1,10 +1,12 @@
 // Matrix products of the types cuBLASLt has none for (matmul_exact.cu): the integers give
 // the CPU's bytes, wrapping in the element type (int8 sums of seven products up to 100 x
-// 100 overflow on purpose), and f64 the CPU's values up to the order of its sums. Plain,
+// 100 overflow on purpose), and f64 the CPU's values up to the order of its sums (one f32
+// ulp after the cast back). Plain,
 // batched with broadcasting on both sides, and a batch of A against one B. Skips without a
 // usable CUDA device.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <string>
@@ -61,10 +63,13 @@ TEST(CudaExactMatMul, IntegersGiveTheCpuBytesAndF64ItsValues) {
         EXPECT_EQ(got[0], want[0]);
         continue;
       }
-      // f64 sums in another order differ by a few units of 2^-52 of the terms' sizes; the
-      // cast to f32 may then round the two to neighbouring values: at most 2 f32 ulps apart.
+      // The two f64 sums (another order of at most 9 terms) differ by far less than half an
+      // f32 ulp of the result, so after the cast to f32 they are equal or neighbours: one ulp,
+      // at most 2^-23 of the larger magnitude (1e-12 absolute for a result that cancels to
+      // near zero, where an f32 ulp is smaller than the f64 sums' difference).
       for (size_t i = 0; i < want[0].size(); ++i)
-        EXPECT_NEAR(got[0][i], want[0][i], 2.4e-7 * std::fabs(want[0][i]) + 1e-12) << "element " << i;
+        EXPECT_NEAR(got[0][i], want[0][i], std::ldexp(1.0, -23) * std::max(std::fabs(want[0][i]), std::fabs(got[0][i])) + 1e-12)
+            << "element " << i;
     }
   }
 }
