@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cuda/std/limits>
+#include <type_traits>
 
 #include "backends/cuda/device_util.cuh"
 #include "backends/cuda/kernels.h"
@@ -66,7 +68,11 @@ __global__ void conv2d_kernel(ConvArgs a, const T* x, const T* w, const T* bias,
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t ox = i % a.ow, oy = (i / a.ow) % a.oh, co = (i / (a.ow * a.oh)) % a.cout, n = i / (a.ow * a.oh * a.cout);
     const int64_t g = co / og;
-    float acc = 0;
+    // f64 as the CPU oracle's direct loops: the bias first, then each product rounded and
+    // added in (channel, row, column) order; the float types by fma in f32, the bias last.
+    constexpr bool f64 = std::is_same_v<T, double>;
+    using A = std::conditional_t<f64, double, float>;
+    A acc = f64 && bias ? A(bias[co]) : A(0);
     for (int64_t ci = 0; ci < cg; ++ci) {
       const T* xp = x + ((n * a.c + g * cg + ci) * a.h) * a.w;
       const T* wp = w + ((co * cg + ci) * a.kh) * a.kw;
@@ -76,11 +82,13 @@ __global__ void conv2d_kernel(ConvArgs a, const T* x, const T* w, const T* bias,
         for (int64_t kx = 0; kx < a.kw; ++kx) {
           const int64_t ix = ox * a.sw - a.pl + kx * a.dw;
           if (ix < 0 || ix >= a.w) continue;
-          acc = fmaf(ldf(xp[iy * a.w + ix]), ldf(wp[ky * a.kw + kx]), acc);
+          if constexpr (f64) acc = __dadd_rn(acc, __dmul_rn(wp[ky * a.kw + kx], xp[iy * a.w + ix]));
+          else acc = fmaf(ldf(xp[iy * a.w + ix]), ldf(wp[ky * a.kw + kx]), acc);
         }
       }
     }
-    y[i] = stf<T>(bias ? acc + ldf(bias[co]) : acc);
+    if constexpr (f64) y[i] = acc;
+    else y[i] = stf<T>(bias ? acc + ldf(bias[co]) : acc);
   }
 }
 
@@ -101,6 +109,21 @@ __device__ inline Taps taps(int64_t start, int64_t k, int64_t d, int64_t n, int6
   return {lo, hi, phi - plo};
 }
 
+// A pool's accumulator: f32 for f32 and the half types (the CPU oracle's), f64 for f64, the
+// element itself for integers (max pooling only: the CPU has no integer average).
+template <class T>
+using PoolAcc = std::conditional_t<std::is_integral_v<T> || std::is_same_v<T, double>, T, float>;
+template <class T>
+__device__ inline PoolAcc<T> pool_load(T v) {
+  if constexpr (std::is_same_v<PoolAcc<T>, float>) return ldf(v);
+  else return v;
+}
+template <class T>
+__device__ inline T pool_store(PoolAcc<T> v) {
+  if constexpr (std::is_same_v<PoolAcc<T>, float>) return stf<T>(v);
+  else return v;
+}
+
 // Output element i is (plane p, row oy, column ox, channel ch) with ch innermost (a.c = 1:
 // NCHW planes; a.c = C: NHWC, neighbouring threads reading neighbouring channels).
 template <class T>
@@ -119,20 +142,23 @@ __global__ void pool2d_kernel(PoolArgs a, const T* x, T* y) {
     const int64_t y0 = oy * a.sh - a.pt, x0 = ox * a.sw - a.pl;
     const Taps ty = taps(y0, a.kh, a.dh, a.h, a.pt, a.pb), tx = taps(x0, a.kw, a.dw, a.w, a.pl, a.pr);
     const T* xp = x + p * a.h * a.w * a.c + ch;
+    using A = PoolAcc<T>;
     if (a.is_max) {
-      float m = -INFINITY;
+      A m;
+      if constexpr (std::is_integral_v<A>) m = ::cuda::std::numeric_limits<A>::lowest();
+      else m = A(-INFINITY);
       for (int64_t ky = ty.lo; ky < ty.hi; ++ky)
         for (int64_t kx = tx.lo; kx < tx.hi; ++kx) {
-          const float v = ldf(xp[((y0 + ky * a.dh) * a.w + x0 + kx * a.dw) * a.c]);
+          const A v = pool_load(xp[((y0 + ky * a.dh) * a.w + x0 + kx * a.dw) * a.c]);
           if (v > m || v != v) m = v;
         }
-      y[i] = stf<T>(m);
-    } else {
-      float s = 0;
+      y[i] = pool_store<T>(m);
+    } else if constexpr (!std::is_integral_v<A>) {
+      A s = 0;
       for (int64_t ky = ty.lo; ky < ty.hi; ++ky)
-        for (int64_t kx = tx.lo; kx < tx.hi; ++kx) s += ldf(xp[((y0 + ky * a.dh) * a.w + x0 + kx * a.dw) * a.c]);
+        for (int64_t kx = tx.lo; kx < tx.hi; ++kx) s += pool_load(xp[((y0 + ky * a.dh) * a.w + x0 + kx * a.dw) * a.c]);
       const int64_t count = a.count_include_pad ? ty.padded * tx.padded : (ty.hi - ty.lo) * (tx.hi - tx.lo);
-      y[i] = stf<T>(count > 0 ? s / float(count) : 0.0f);
+      y[i] = pool_store<T>(count > 0 ? s / A(count) : A(0));
     }
   }
 }
@@ -224,7 +250,8 @@ __global__ void pad_kernel(const void* xv, Iter in, PadArgs a, void* yv, Iter ou
 // (v, i) ranks before (w, j) in arg_kernel's scan order: NaN above every number (the first
 // NaN, or the last with `last`), then the larger (max) or smaller value, then the lower index
 // (the higher with `last`). A total order, so any split of the scan gives arg_kernel's answer.
-__device__ inline bool arg_before(bool is_max, bool last, float v, int64_t i, float w, int64_t j) {
+template <class V>
+__device__ inline bool arg_before(bool is_max, bool last, V v, int64_t i, V w, int64_t j) {
   const bool vn = v != v, wn = w != w;
   if (vn || wn) return vn && wn ? (last ? i > j : i < j) : vn;
   if (v != w) return is_max ? v > w : v < w;
@@ -318,13 +345,24 @@ __global__ void __launch_bounds__(kArgThreads) arg_cluster_kernel(bool is_max, b
   cluster.sync();  // no block leaves while block 0 still reads its shared memory
 }
 
-__global__ void arg_kernel(bool is_max, bool last, const float* x, int64_t outer, int64_t n, int64_t inner, int64_t* y) {
+// Elements as arg_kernel / topk_kernel compare them: the half types in f32 (exact), every
+// other type as itself (f64, the integers; bool as 0 / 1).
+template <class T>
+using Key = std::conditional_t<std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>, float, T>;
+template <class T>
+__device__ inline Key<T> key_of(T v) {
+  if constexpr (std::is_same_v<Key<T>, T>) return v;
+  else return ldf(v);
+}
+
+template <class T>
+__global__ void arg_kernel(bool is_max, bool last, const T* x, int64_t outer, int64_t n, int64_t inner, int64_t* y) {
   for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c < outer * inner; c += int64_t(gridDim.x) * blockDim.x) {
     const int64_t base = (c / inner) * n * inner + c % inner;
-    float b = x[base];
+    Key<T> b = key_of(x[base]);
     int64_t bi = 0;
     for (int64_t k = 1; k < n; ++k) {
-      const float v = x[base + k * inner];
+      const Key<T> v = key_of(x[base + k * inner]);
       if (arg_before(is_max, last, v, k, b, bi)) b = v, bi = k;
     }
     y[c] = bi;
@@ -333,7 +371,8 @@ __global__ void arg_kernel(bool is_max, bool last, const float* x, int64_t outer
 
 // The CPU's total order for topk: NaN ranks first when largest (last otherwise), equal keys
 // by index. True when (va, a) comes before (vb, b).
-__device__ inline bool topk_before(bool largest, float va, int64_t a, float vb, int64_t b) {
+template <class V>
+__device__ inline bool topk_before(bool largest, V va, int64_t a, V vb, int64_t b) {
   const bool na = va != va, nb = vb != vb;
   if (na || nb) return (na && nb) ? a < b : (largest ? na : nb);
   if (va != vb) return largest ? va > vb : va < vb;
@@ -342,22 +381,23 @@ __device__ inline bool topk_before(bool largest, float va, int64_t a, float vb, 
 
 // One thread per row of [outer, n, inner]: the j-th output is the first element, in that
 // order, after the (j-1)-th (selection: k passes over the row).
-__global__ void topk_kernel(bool largest, const float* x, int64_t outer, int64_t n, int64_t inner, int64_t k,
-                            float* vals, int64_t* idx) {
+template <class T>
+__global__ void topk_kernel(bool largest, const T* x, int64_t outer, int64_t n, int64_t inner, int64_t k, T* vals,
+                            int64_t* idx) {
   for (int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; r < outer * inner; r += int64_t(gridDim.x) * blockDim.x) {
     const int64_t o = r / inner, i = r % inner;
-    const float* src = x + o * n * inner + i;
+    const T* src = x + o * n * inner + i;
     int64_t prev = -1;
-    float pv = 0;
+    Key<T> pv = 0;
     for (int64_t j = 0; j < k; ++j) {
       int64_t best = -1;
-      float bv = 0;
+      Key<T> bv = 0;
       for (int64_t c = 0; c < n; ++c) {
-        const float v = src[c * inner];
+        const Key<T> v = key_of(src[c * inner]);
         if (prev >= 0 && !topk_before(largest, pv, prev, v, c)) continue;
         if (best < 0 || topk_before(largest, v, c, bv, best)) best = c, bv = v;
       }
-      vals[(o * k + j) * inner + i] = bv;
+      vals[(o * k + j) * inner + i] = src[best * inner];
       idx[(o * k + j) * inner + i] = best;
       prev = best;
       pv = bv;
@@ -367,11 +407,35 @@ __global__ void topk_kernel(bool largest, const float* x, int64_t outer, int64_t
 
 }  // namespace
 
-cudaError_t topk(bool largest, const float* x, int64_t outer, int64_t n, int64_t inner, int64_t k, float* vals,
+namespace {
+// f(T{}) for the element type of t (every ET).
+template <class F>
+cudaError_t by_type(ET t, F&& f) {
+  switch (t) {
+    case ET::F32: f(float{}); break;
+    case ET::F16: f(__half{}); break;
+    case ET::BF16: f(__nv_bfloat16{}); break;
+    case ET::F64: f(double{}); break;
+    case ET::I8: f(int8_t{}); break;
+    case ET::U8: f(uint8_t{}); break;
+    case ET::I16: f(int16_t{}); break;
+    case ET::I32: f(int32_t{}); break;
+    case ET::I64: f(int64_t{}); break;
+    case ET::U32: f(uint32_t{}); break;
+    case ET::Bool: f(bool{}); break;
+  }
+  return cudaGetLastError();
+}
+}  // namespace
+
+cudaError_t topk(bool largest, ET t, const void* x, int64_t outer, int64_t n, int64_t inner, int64_t k, void* vals,
                  int64_t* idx, cudaStream_t s) {
   if (outer * inner * k == 0) return cudaSuccess;
-  topk_kernel<<<grid_for(outer * inner, 128), 128, 0, s>>>(largest, x, outer, n, inner, k, vals, idx);
-  return cudaGetLastError();
+  return by_type(t, [&](auto z) {
+    using T = decltype(z);
+    topk_kernel<<<grid_for(outer * inner, 128), 128, 0, s>>>(largest, static_cast<const T*>(x), outer, n, inner, k,
+                                                            static_cast<T*>(vals), idx);
+  });
 }
 
 using dev::by_float;
@@ -379,6 +443,11 @@ using dev::by_float;
 cudaError_t conv2d(const ConvArgs& a, ET t, const void* x, const void* wt, const void* bias, void* y, cudaStream_t s) {
   const int64_t total = a.n * a.cout * a.oh * a.ow;
   if (total == 0) return cudaSuccess;
+  if (t == ET::F64) {
+    conv2d_kernel<<<grid_for(total, 128), 128, 0, s>>>(a, static_cast<const double*>(x), static_cast<const double*>(wt),
+                                                        static_cast<const double*>(bias), static_cast<double*>(y));
+    return cudaGetLastError();
+  }
   return by_float(t, [&](auto z) {
     using T = decltype(z);
     conv2d_kernel<<<grid_for(total, 128), 128, 0, s>>>(a, static_cast<const T*>(x), static_cast<const T*>(wt),
@@ -417,6 +486,21 @@ cudaError_t pool2d(const PoolArgs& a, ET t, const void* x, void* y, cudaStream_t
   const int64_t total = a.planes * a.oh * a.ow * a.c;
   if (total == 0) return cudaSuccess;
   const bool aligned = dev::aligned16(x) && dev::aligned16(y);
+  const unsigned g = grid_for(total, 256);
+  if (!a.is_max && t != ET::F32 && t != ET::F16 && t != ET::BF16 && t != ET::F64) return cudaErrorInvalidValue;
+#define RLX_POOL(ET_, T_) \
+  case ET_: pool2d_kernel<<<g, 256, 0, s>>>(a, static_cast<const T_*>(x), static_cast<T_*>(y)); return cudaGetLastError();
+  switch (t) {  // f64 and the integers (max pooling): the scalar kernel
+    RLX_POOL(ET::F64, double)
+    RLX_POOL(ET::I8, int8_t)
+    RLX_POOL(ET::U8, uint8_t)
+    RLX_POOL(ET::I16, int16_t)
+    RLX_POOL(ET::I32, int32_t)
+    RLX_POOL(ET::I64, int64_t)
+    RLX_POOL(ET::U32, uint32_t)
+    default: break;
+  }
+#undef RLX_POOL
   return by_float(t, [&](auto z) {
     using T = decltype(z);
     constexpr int V = 16 / sizeof(T);
@@ -440,9 +524,16 @@ cudaError_t pad(int elem, const void* x, const Iter& in, const PadArgs& a, void*
   return cudaGetLastError();
 }
 
-cudaError_t arg_reduce(bool is_max, bool select_last, const float* x, int64_t outer, int64_t n, int64_t inner,
+cudaError_t arg_reduce(bool is_max, bool select_last, ET t, const void* xv, int64_t outer, int64_t n, int64_t inner,
                        int64_t* y, cudaStream_t s) {
   if (outer * inner == 0) return cudaSuccess;
+  if (t != ET::F32)  // the other types: a thread per output
+    return by_type(t, [&](auto z) {
+      using T = decltype(z);
+      arg_kernel<<<grid_for(outer * inner, 256), 256, 0, s>>>(is_max, select_last, static_cast<const T*>(xv), outer, n,
+                                                             inner, y);
+    });
+  const auto* x = static_cast<const float*>(xv);
   // A thread per output scans its row alone: for long rows with few outputs, a block each.
   if (n >= 8192 && outer * inner <= 64 && clusters()) {
     cudaLaunchAttribute attr[2];

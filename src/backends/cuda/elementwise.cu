@@ -77,9 +77,11 @@ __device__ inline T unary_f(const UnaryArgs& a, T x) {
 // Integer ops (abs, neg, sign, relu, bitwise not), wrapping like the CPU's.
 template <class T>
 __device__ inline T unary_i(const UnaryArgs& a, T x) {
+  using U = std::conditional_t<sizeof(T) <= 4, uint32_t, uint64_t>;  // -MIN wraps to MIN
+  const T neg = T(U(0) - U(x));
   switch (a.op) {
-    case UnaryOp::Abs: if constexpr (std::is_signed_v<T>) return x < 0 ? T(-x) : x; else return x;
-    case UnaryOp::Neg: return T(-x);
+    case UnaryOp::Abs: if constexpr (std::is_signed_v<T>) return x < 0 ? neg : x; else return x;
+    case UnaryOp::Neg: return neg;
     case UnaryOp::Sign: if constexpr (std::is_signed_v<T>) return T(x > 0 ? 1 : x < 0 ? -1 : 0); else return T(x > 0 ? 1 : 0);
     case UnaryOp::Relu: if constexpr (std::is_signed_v<T>) return x > 0 ? x : T(0); else return x;
     default: return T(~x);  // BitNot
@@ -121,37 +123,44 @@ __device__ inline T pow_t(T a, T b) {
   else {  // integer power by squaring (negative exponents: 0 unless |a| == 1)
     if constexpr (std::is_signed_v<T>)
       if (b < 0) return a == 1 ? T(1) : a == T(-1) ? ((b & 1) ? T(-1) : T(1)) : T(0);
-    T r = 1, base = a;
+    using U = std::conditional_t<sizeof(T) <= 4, uint32_t, uint64_t>;  // wrapping products, as the CPU's
+    U r = 1, base = U(a);
     for (auto e = b; e > 0; e >>= 1) {
       if (e & 1) r *= base;
       base *= base;
     }
-    return r;
+    return T(r);
   }
 }
 
+// Integer arithmetic wraps (computed in the unsigned type of the same width: no signed
+// overflow); x / 0 and x % 0 give 0, MIN / -1 wraps to MIN and MIN % -1 is 0, as the CPU
+// oracle defines them.
 template <class T>
 __device__ inline T arith(BinaryOp op, T a, T b) {
   constexpr bool fl = std::is_floating_point_v<T>;
+  using U = std::conditional_t<sizeof(T) <= 4, uint32_t, uint64_t>;  // no promotion to int
   switch (op) {
-    case BinaryOp::Add: return a + b;
-    case BinaryOp::Sub: return a - b;
-    case BinaryOp::Mul: return a * b;
+    case BinaryOp::Add: if constexpr (fl) return a + b; else return T(U(a) + U(b));
+    case BinaryOp::Sub: if constexpr (fl) return a - b; else return T(U(a) - U(b));
+    case BinaryOp::Mul: if constexpr (fl) return a * b; else return T(U(a) * U(b));
     case BinaryOp::Div:
       if constexpr (fl) return a / b;
-      else return b == 0 ? T(0) : T(a / b);  // integers truncate toward zero, as the CPU oracle does
+      else if (b == 0) return T(0);
+      else if (std::is_signed_v<T> && b == T(-1)) return T(U(0) - U(a));
+      else return T(a / b);  // integers truncate toward zero, as the CPU oracle does
     case BinaryOp::Pow: return pow_t(a, b);
     case BinaryOp::Max: if constexpr (fl) return (a != a || b != b) ? a + b : (a > b ? a : b); else return a > b ? a : b;
     case BinaryOp::Min: if constexpr (fl) return (a != a || b != b) ? a + b : (a < b ? a : b); else return a < b ? a : b;
     case BinaryOp::FMod:
       if constexpr (fl) return T(fmod(double(a), double(b)));
-      else return b == 0 ? T(0) : T(a % b);
+      else return (b == 0 || (std::is_signed_v<T> && b == T(-1))) ? T(0) : T(a % b);
     case BinaryOp::FloorMod:
       if constexpr (fl) {
         const double r = fmod(double(a), double(b));
         return T((r != 0 && ((r < 0) != (b < 0))) ? r + double(b) : r);
       } else {
-        if (b == 0) return T(0);
+        if (b == 0 || (std::is_signed_v<T> && b == T(-1))) return T(0);
         const T r = a % b;
         if constexpr (std::is_signed_v<T>) return (r != 0 && ((r < 0) != (b < 0))) ? T(r + b) : r;
         else return r;
@@ -295,8 +304,11 @@ __global__ void cast_kernel(const S* x, D* y, int64_t n) {
   constexpr bool s_int = std::is_integral_v<S>;
   constexpr bool d_int = std::is_integral_v<D> && !std::is_same_v<D, bool>;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    constexpr bool d_f32ish = std::is_same_v<D, float> || std::is_same_v<D, __half> || std::is_same_v<D, __nv_bfloat16>;
     if constexpr (s_int && d_int) {
       y[i] = D(int64_t(x[i]));  // integer to integer: wraps like the CPU's static_cast
+    } else if constexpr (s_int && d_f32ish) {
+      y[i] = stf<D>(float(x[i]));  // rounded to f32 once (not through f64: 64-bit integers), as the CPU
     } else if constexpr (std::is_same_v<D, float> && std::is_same_v<S, float>) {
       y[i] = x[i];
     } else if constexpr ((std::is_same_v<S, float> || std::is_same_v<S, __half> || std::is_same_v<S, __nv_bfloat16>) &&
@@ -325,6 +337,7 @@ cudaError_t cast_from(ET to, const S* x, void* y, int64_t n, cudaStream_t s) {
     case ET::I32: cast_kernel<<<g, kThreads, 0, s>>>(x, static_cast<int32_t*>(y), n); break;
     case ET::I64: cast_kernel<<<g, kThreads, 0, s>>>(x, static_cast<int64_t*>(y), n); break;
     case ET::Bool: cast_kernel<<<g, kThreads, 0, s>>>(x, static_cast<bool*>(y), n); break;
+    case ET::U32: cast_kernel<<<g, kThreads, 0, s>>>(x, static_cast<uint32_t*>(y), n); break;
   }
   return cudaGetLastError();
 }
@@ -369,6 +382,7 @@ cudaError_t unary(const UnaryArgs& a, ET t, const void* x, void* y, int64_t n, c
     RLX_UN(ET::I16, int16_t)
     RLX_UN(ET::I32, int32_t)
     RLX_UN(ET::I64, int64_t)
+    RLX_UN(ET::U32, uint32_t)
     default: return cudaErrorInvalidValue;
   }
 #undef RLX_UN
@@ -421,6 +435,8 @@ cudaError_t binary(BinaryOp op, ET t, const void* a, const Strides& sa_in, const
     RLX_BIN(ET::I64, int64_t)
     RLX_BIN(ET::I8, int8_t)
     RLX_BIN(ET::U8, uint8_t)
+    RLX_BIN(ET::I16, int16_t)
+    RLX_BIN(ET::U32, uint32_t)
     RLX_BIN(ET::Bool, uint8_t)
     default: return cudaErrorInvalidValue;
   }
@@ -646,6 +662,7 @@ cudaError_t cast(ET from, ET to, const void* x, void* y, int64_t n, cudaStream_t
     case ET::I32: return cast_from(to, static_cast<const int32_t*>(x), y, n, s);
     case ET::I64: return cast_from(to, static_cast<const int64_t*>(x), y, n, s);
     case ET::Bool: return cast_from(to, static_cast<const bool*>(x), y, n, s);
+    case ET::U32: return cast_from(to, static_cast<const uint32_t*>(x), y, n, s);
   }
   return cudaErrorInvalidValue;
 }

@@ -91,7 +91,7 @@ inline void coalesce(Iter& it, Strides* const* ops, int n_ops) {  // n_ops <= 10
 }
 
 // Element types the kernels know (a subset of rlx::DType, mapped by the lowering).
-enum class ET : int { F32, F16, BF16, F64, I8, U8, I16, I32, I64, Bool };
+enum class ET : int { F32, F16, BF16, F64, I8, U8, I16, I32, I64, Bool, U32 };
 
 enum class UnaryOp : int {
   Abs, Neg, Exp, Log, Sqrt, Rsqrt, Reciprocal, Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh,
@@ -204,9 +204,10 @@ struct PoolArgs {
   int64_t c = 1;  // channels innermost (NHWC: planes = N, c = C); 1 for NCHW (planes = N*C)
 };
 cudaError_t pool2d(const PoolArgs& a, ET t, const void* x, void* y, cudaStream_t s);
-// argmax / argmin of f32 over the middle dim of [outer, n, inner] into i64 (first index of
-// the extreme value, or the last with select_last; NaN wins, as on the CPU).
-cudaError_t arg_reduce(bool is_max, bool select_last, const float* x, int64_t outer, int64_t n, int64_t inner,
+// argmax / argmin over the middle dim of [outer, n, inner] into i64 (first index of the
+// extreme value, or the last with select_last; NaN wins, as on the CPU); any type (f32 long
+// rows by a block or a cluster per output, the rest a thread per output).
+cudaError_t arg_reduce(bool is_max, bool select_last, ET t, const void* x, int64_t outer, int64_t n, int64_t inner,
                        int64_t* y, cudaStream_t s);
 
 // qmatmul: y[m, n] = x[m, :] . dequant(W[n, :]) for W's rows in GGUF block format `format`
@@ -346,10 +347,10 @@ struct KvStorePtrs {
 cudaError_t kv_store(const RotaryArgs& q, const RotaryArgs& k, const CacheWriteArgs& kw, const CacheWriteArgs& vw, ET to,
                      const KvStorePtrs& p, int* err, int step, cudaStream_t s);
 
-// topk of f32 over the middle dim of [outer, n, inner]: values and i64 indices [outer, k,
+// topk over the middle dim of [outer, n, inner], any type: values and i64 indices [outer, k,
 // inner], in the CPU's order (largest or smallest first; NaN first when largest; ties by
 // index), whatever `sorted` says.
-cudaError_t topk(bool largest, const float* x, int64_t outer, int64_t n, int64_t inner, int64_t k, float* vals,
+cudaError_t topk(bool largest, ET t, const void* x, int64_t outer, int64_t n, int64_t inner, int64_t k, void* vals,
                  int64_t* idx, cudaStream_t s);
 
 enum class ReduceOp : int { Sum, Mean, Max, Min, Prod };

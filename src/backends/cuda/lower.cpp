@@ -73,9 +73,14 @@ std::optional<BinaryOp> binary_of(const Node& n) {
   }
 }
 
+// The integer types the element-wise and reduction kernels are built for.
+bool integer_type(DType t) {
+  return t == DType::I8 || t == DType::U8 || t == DType::I16 || t == DType::I32 || t == DType::I64 || t == DType::U32;
+}
+
 bool binary_type_ok(BinaryOp op, DType t) {
   const bool fl = t == DType::F32 || t == DType::F64 || t == DType::F16 || t == DType::BF16;
-  const bool in = t == DType::I32 || t == DType::I64 || t == DType::I8 || t == DType::U8;
+  const bool in = integer_type(t);
   if (op == BinaryOp::And || op == BinaryOp::Or || op == BinaryOp::Xor) return t == DType::Bool;
   if (op >= BinaryOp::Eq) return fl || in || t == DType::Bool;
   if (op == BinaryOp::BitAnd || op == BinaryOp::BitOr || op == BinaryOp::BitXor) return in;
@@ -156,6 +161,42 @@ std::optional<FusedArgs> fused_program(const Node& n, const std::vector<const Sh
   return a;
 }
 
+// A pow whose exponent's type is not the base's (ONNX allows any numeric exponent): as the
+// CPU oracle computes it, both operands cast to one compute type (the result's float type,
+// f32 for the half types; i64 for an integer base and exponent; f64 for an integer base
+// and a float exponent, truncated on the cast back), then the result cast to its type.
+namespace {
+bool float_type(DType t) { return t == DType::F32 || t == DType::F64 || t == DType::F16 || t == DType::BF16; }
+
+struct MixedPow {
+  DType c;                      // compute type
+  size_t a_off, e_off, y_off;   // scratch offsets of the staged operands and the result
+  size_t bytes;                 // scratch in all
+};
+std::optional<MixedPow> mixed_pow(const Node& n, const std::vector<const Shape*>& in) {
+  if (n.kind != OpKind::Pow || in.size() != 2 || !in[0] || !in[1] || n.outputs.size() != 1) return std::nullopt;
+  const DType a = in[0]->dtype(), e = in[1]->dtype(), y = n.outputs[0].dtype();
+  if (a == e || y != a || !(float_type(a) || integer_type(a))) return std::nullopt;
+  if (!(float_type(e) || integer_type(e) || e == DType::Bool)) return std::nullopt;
+  MixedPow p{};
+  p.c = float_type(a) ? (a == DType::F64 ? DType::F64 : DType::F32) : float_type(e) ? DType::F64 : DType::I64;
+  auto up = [](size_t b) { return (b + 255) / 256 * 256; };
+  const size_t cs = dtype_size(p.c);
+  p.a_off = 0;
+  p.e_off = up(p.a_off + (a == p.c ? 0 : size_t(in[0]->numel()) * cs));
+  p.y_off = up(p.e_off + (e == p.c ? 0 : size_t(in[1]->numel()) * cs));
+  p.bytes = p.y_off + (y == p.c ? 0 : size_t(n.outputs[0].numel()) * cs);
+  return p;
+}
+}  // namespace
+
+size_t mixed_pow_scratch(const Node& n, const std::vector<const Shape*>& in) {
+  for (const Shape* s : in)
+    if (!static_rank_ok(s)) return 0;
+  const auto p = mixed_pow(n, in);
+  return p ? p->bytes : 0;
+}
+
 bool supports(const Node& n, const std::vector<const Shape*>& in) {
   for (const Shape* s : in)
     if (s && !static_rank_ok(s)) return false;
@@ -164,11 +205,12 @@ bool supports(const Node& n, const std::vector<const Shape*>& in) {
   if (auto u = unary_of(n.kind)) {
     if (*u == UnaryOp::Not) return t == DType::Bool;
     const bool fl = t == DType::F32 || t == DType::F64 || t == DType::F16 || t == DType::BF16;
-    const bool in = t == DType::I8 || t == DType::U8 || t == DType::I16 || t == DType::I32 || t == DType::I64;
+    const bool in = integer_type(t);
     if (*u == UnaryOp::BitNot) return in;
     if (*u == UnaryOp::Abs || *u == UnaryOp::Neg || *u == UnaryOp::Sign || *u == UnaryOp::Relu) return fl || in;
     return fl;
   }
+  if (mixed_pow(n, in)) return true;
   if (auto b = binary_of(n)) return in.size() == 2 && in[1] && in[1]->dtype() == t && binary_type_ok(*b, t);
   switch (n.kind) {
     case OpKind::Where:
@@ -201,11 +243,9 @@ bool supports(const Node& n, const std::vector<const Shape*>& in) {
     }
     case OpKind::ReduceSum:
     case OpKind::ReduceMean:
-    case OpKind::ReduceProd: return t == DType::F32 || t == DType::F64;
+    case OpKind::ReduceProd:
     case OpKind::ReduceMax:
-    case OpKind::ReduceMin:
-      return t == DType::F32 || t == DType::F64 || t == DType::I8 || t == DType::U8 || t == DType::I16 ||
-             t == DType::I32 || t == DType::I64;
+    case OpKind::ReduceMin: return t == DType::F32 || t == DType::F64 || integer_type(t);
     case OpKind::Softmax:
     case OpKind::LogSoftmax: return float_storage(t);
     case OpKind::LayerNorm:
@@ -229,16 +269,18 @@ bool supports(const Node& n, const std::vector<const Shape*>& in) {
       return et_of(t) && (e == 1 || e == 2 || e == 4 || e == 8);
     }
     case OpKind::Conv2d:
-      return float_storage(t) && in.size() >= 2 && in[1] && in[1]->dtype() == t && in[0]->rank() == 4 &&
-             (in.size() < 3 || !in[2] || in[2]->dtype() == t) &&
+      return (float_storage(t) || (t == DType::F64 && !n.attr<ConvAttrs>().nhwc)) && in.size() >= 2 && in[1] &&
+             in[1]->dtype() == t && in[0]->rank() == 4 && (in.size() < 3 || !in[2] || in[2]->dtype() == t) &&
              (!n.attr<ConvAttrs>().nhwc || nhwc_conv_claimed(n, in));
     case OpKind::FusedConv2d: return float_storage(t) && fused_conv_claimed(n, in);
-    case OpKind::MaxPool2d:
+    case OpKind::MaxPool2d:  // f64 and integer pools (NCHW only) by the scalar kernel: the CPU's bits
     case OpKind::AvgPool2d:
+      if (t == DType::F64 || (n.kind == OpKind::MaxPool2d && integer_type(t)))
+        return in[0]->rank() == 4 && !n.attr<PoolAttrs>().nhwc;
       return float_storage(t) && in[0]->rank() == 4 && (!n.attr<PoolAttrs>().nhwc || nhwc_allowed());
     case OpKind::ArgMax:
     case OpKind::ArgMin:
-    case OpKind::TopK: return t == DType::F32;
+    case OpKind::TopK: return et_of(t).has_value();
     case OpKind::QMatMul:
     case OpKind::QMatMulId: {
       // the formats the kernels are built for (not the rlx-internal repacks)
@@ -290,6 +332,30 @@ Launch lower(const Node& n, const std::vector<const Shape*>& in, const std::vect
     const ET et = *et_of(t);
     return [np, a, et, count](const LaunchCtx& c, void* const* b) {
       check(unary(a, et, b[0], b[1], count, c.stream), "unary kernel", *np);
+    };
+  }
+  if (auto p = mixed_pow(n, in)) {
+    const auto od = out[0].static_dims();
+    const Iter it = iter_of(od);
+    const Strides sa = broadcast_strides(in[0]->static_dims(), od), sb = broadcast_strides(in[1]->static_dims(), od);
+    const ET ea = *et_of(t), ee = *et_of(in[1]->dtype()), ec = *et_of(p->c), ey = *et_of(out[0].dtype());
+    const int64_t na = in[0]->numel(), ne = in[1]->numel(), ny = out[0].numel();
+    const MixedPow mp = *p;
+    return [np, mp, it, sa, sb, ea, ee, ec, ey, na, ne, ny](const LaunchCtx& c, void* const* b) {
+      auto* scratch = static_cast<uint8_t*>(c.scratch);
+      const void* pa = b[0];
+      const void* pe = b[1];
+      void* py = ey == ec ? b[2] : scratch + mp.y_off;
+      if (ea != ec) {
+        check(cast(ea, ec, b[0], scratch + mp.a_off, na, c.stream), "cast kernel (pow base)", *np);
+        pa = scratch + mp.a_off;
+      }
+      if (ee != ec) {
+        check(cast(ee, ec, b[1], scratch + mp.e_off, ne, c.stream), "cast kernel (pow exponent)", *np);
+        pe = scratch + mp.e_off;
+      }
+      check(binary(BinaryOp::Pow, ec, pa, sa, pe, sb, py, it, c.stream), "binary kernel", *np);
+      if (ey != ec) check(cast(ec, ey, py, b[2], ny, c.stream), "cast kernel (pow result)", *np);
     };
   }
   if (auto op = binary_of(n)) {

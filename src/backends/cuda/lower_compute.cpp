@@ -186,9 +186,10 @@ bool fused_conv_claimed(const Node& n, const std::vector<const Shape*>& in) {
 
 size_t scratch_need(const Node& n, const std::vector<const Shape*>& in, const std::vector<Shape>& out,
                     const LowerOptions& opts) {
+  if (n.kind == OpKind::Pow) return mixed_pow_scratch(n, in);
   if (n.kind == OpKind::FusedConv2d && supports(n, in))
     return DnnConv(conv_args(n, in, out), *et_of(in[0]->dtype()), opts.tf32, n, true).workspace();
-  if (n.kind != OpKind::Conv2d || !supports(n, in)) return 0;
+  if (n.kind != OpKind::Conv2d || !supports(n, in) || in[0]->dtype() == DType::F64) return 0;
   const ConvArgs a = conv_args(n, in, out);
   if (conv_through_dnn(a)) return DnnConv(a, *et_of(in[0]->dtype()), opts.tf32, n).workspace();
   if (a.group != 1) return 0;
@@ -343,6 +344,10 @@ Launch lower_compute(const Node& n, const std::vector<const Shape*>& in, const s
       const int nin = int(in.size());
       const ET et = *et_of(t);
       const int64_t e = int64_t(dtype_size(t));
+      if (t == DType::F64)  // the direct kernel, in the CPU oracle's order (conv.cu)
+        return [np, a, has_bias, nin, et](const LaunchCtx& c, void* const* b) {
+          check(conv2d(a, et, b[0], b[1], has_bias ? b[2] : nullptr, b[nin], c.stream), "conv2d kernel", *np);
+        };
       if (conv_through_dnn(a)) {
         auto conv = std::make_shared<const DnnConv>(a, et, opts.tf32, n);
         if (opts.uses_dnn) *opts.uses_dnn = true;
@@ -448,9 +453,9 @@ Launch lower_compute(const Node& n, const std::vector<const Shape*>& in, const s
       for (size_t k = size_t(ax) + 1; k < id.size(); ++k) inner *= id[k];
       const int64_t len = id.empty() ? 1 : id[size_t(ax)];
       const bool is_max = n.kind == OpKind::ArgMax, last = at.select_last_index;
-      return [np, is_max, last, outer, len, inner](const LaunchCtx& c, void* const* b) {
-        check(arg_reduce(is_max, last, static_cast<const float*>(b[0]), outer, len, inner, static_cast<int64_t*>(b[1]),
-                         c.stream),
+      const ET et = *et_of(t);
+      return [np, is_max, last, et, outer, len, inner](const LaunchCtx& c, void* const* b) {
+        check(arg_reduce(is_max, last, et, b[0], outer, len, inner, static_cast<int64_t*>(b[1]), c.stream),
               "argmax kernel", *np);
       };
     }
@@ -464,10 +469,10 @@ Launch lower_compute(const Node& n, const std::vector<const Shape*>& in, const s
       const int64_t len = id[size_t(ax)], kk = at.k;
       if (kk < 0 || kk > len) fail(ErrorCategory::InvalidArgument, "node '", n.name, "' (topk): k=", kk, " outside [0, ", len, "]");
       const bool largest = at.largest;
-      return [np, largest, outer, len, inner, kk](const LaunchCtx& c, void* const* b) {
-        check(topk(largest, static_cast<const float*>(b[0]), outer, len, inner, kk, static_cast<float*>(b[1]),
-                   static_cast<int64_t*>(b[2]), c.stream),
-              "topk kernel", *np);
+      const ET et = *et_of(t);
+      return [np, largest, et, outer, len, inner, kk](const LaunchCtx& c, void* const* b) {
+        check(topk(largest, et, b[0], outer, len, inner, kk, b[1], static_cast<int64_t*>(b[2]), c.stream), "topk kernel",
+              *np);
       };
     }
     case OpKind::QMatMul: {

@@ -23,6 +23,7 @@ inline std::optional<ET> et_of(DType t) {
     case DType::I16: return ET::I16;
     case DType::I32: return ET::I32;
     case DType::I64: return ET::I64;
+    case DType::U32: return ET::U32;
     case DType::Bool: return ET::Bool;
     default: return std::nullopt;
   }
@@ -140,6 +141,9 @@ inline std::optional<std::pair<int, int>> swiglu_operands(const Node& n) {
 bool fused_conv_claimed(const Node& n, const std::vector<const Shape*>& in);
 // Channels-last convolutions and pools (the channels-last pass asks): convolutions where
 // cuDNN runs them (the kernels here are NCHW), pools everywhere; RLX_CUDA_NHWC=0: never.
+// Scratch bytes of a pow whose operands' types differ (lower.cpp stages them), else 0.
+size_t mixed_pow_scratch(const Node& n, const std::vector<const Shape*>& in);
+
 bool nhwc_allowed();
 bool nhwc_conv_claimed(const Node& n, const std::vector<const Shape*>& in);
 

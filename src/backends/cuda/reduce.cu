@@ -37,9 +37,13 @@ __device__ inline float warp_all(ReduceOp op, float v) {
   return v;
 }
 
+// Floats accumulate in their own type; integers in int64, sums and products wrapping (mod
+// 2^64, then narrowed to T on store: the CPU oracle's bytes), the mean truncated.
 template <class T>
-__device__ inline T combine_t(ReduceOp op, T a, T b) {
-  if constexpr (std::is_floating_point_v<T>) {
+using Acc = std::conditional_t<std::is_floating_point_v<T>, T, int64_t>;
+template <class A>
+__device__ inline A combine_t(ReduceOp op, A a, A b) {
+  if constexpr (std::is_floating_point_v<A>) {
     switch (op) {
       case ReduceOp::Max: return (a != a || b != b) ? a + b : (a > b ? a : b);
       case ReduceOp::Min: return (a != a || b != b) ? a + b : (a < b ? a : b);
@@ -47,18 +51,24 @@ __device__ inline T combine_t(ReduceOp op, T a, T b) {
       default: return a + b;
     }
   } else {
-    return op == ReduceOp::Max ? (a > b ? a : b) : (a < b ? a : b);  // integers: max / min only
+    switch (op) {
+      case ReduceOp::Max: return a > b ? a : b;
+      case ReduceOp::Min: return a < b ? a : b;
+      case ReduceOp::Prod: return A(uint64_t(a) * uint64_t(b));
+      default: return A(uint64_t(a) + uint64_t(b));
+    }
   }
 }
 template <class T>
-__device__ inline T identity_t(ReduceOp op) {
-  if constexpr (std::is_floating_point_v<T>)
-    return op == ReduceOp::Max ? T(-INFINITY) : op == ReduceOp::Min ? T(INFINITY) : op == ReduceOp::Prod ? T(1) : T(0);
-  else return op == ReduceOp::Max ? ::cuda::std::numeric_limits<T>::lowest() : ::cuda::std::numeric_limits<T>::max();
+__device__ inline Acc<T> identity_t(ReduceOp op) {
+  if (op == ReduceOp::Prod) return Acc<T>(1);
+  if (op != ReduceOp::Max && op != ReduceOp::Min) return Acc<T>(0);
+  if constexpr (std::is_floating_point_v<T>) return op == ReduceOp::Max ? T(-INFINITY) : T(INFINITY);
+  else return op == ReduceOp::Max ? Acc<T>(::cuda::std::numeric_limits<T>::lowest()) : Acc<T>(::cuda::std::numeric_limits<T>::max());
 }
-template <class T>
-__device__ inline T warp_all_t(ReduceOp op, T v) {
-  for (int o = 16; o > 0; o >>= 1) v = combine_t(op, v, T(__shfl_xor_sync(0xFFFFFFFFu, v, o)));
+template <class A>
+__device__ inline A warp_all_t(ReduceOp op, A v) {
+  for (int o = 16; o > 0; o >>= 1) v = combine_t(op, v, A(__shfl_xor_sync(0xFFFFFFFFu, v, o)));
   return v;
 }
 
@@ -67,10 +77,12 @@ __global__ void reduce_kernel(ReduceOp op, const T* x, Iter kept, Strides ks, It
   const int lane = threadIdx.x & 31;
   for (int64_t o = blockIdx.x * int64_t(kWarps) + threadIdx.x / 32; o < kept.numel; o += int64_t(gridDim.x) * kWarps) {
     const int64_t base = offset_of(o, kept, ks);
-    T acc = identity_t<T>(op);
-    for (int64_t r = lane; r < red.numel; r += 32) acc = combine_t(op, acc, x[base + offset_of(r, red, rs)]);
+    Acc<T> acc = identity_t<T>(op);
+    for (int64_t r = lane; r < red.numel; r += 32) acc = combine_t(op, acc, Acc<T>(x[base + offset_of(r, red, rs)]));
     acc = warp_all_t(op, acc);
-    if (lane == 0) y[o] = op == ReduceOp::Mean ? T(acc / T(red.numel)) : acc;
+    if (lane != 0) continue;
+    if constexpr (std::is_floating_point_v<T>) y[o] = op == ReduceOp::Mean ? T(acc / T(red.numel)) : acc;
+    else y[o] = T(op == ReduceOp::Mean ? (red.numel ? acc / red.numel : 0) : acc);
   }
 }
 
@@ -211,6 +223,7 @@ cudaError_t reduce(ReduceOp op, ET t, const void* x, const Iter& kept, const Str
     RLX_RED(ET::I16, int16_t)
     RLX_RED(ET::I32, int32_t)
     RLX_RED(ET::I64, int64_t)
+    RLX_RED(ET::U32, uint32_t)
     default: return cudaErrorInvalidValue;
   }
 #undef RLX_RED
