@@ -407,31 +407,10 @@ __global__ void topk_kernel(bool largest, const T* x, int64_t outer, int64_t n, 
 
 }  // namespace
 
-namespace {
-// f(T{}) for the element type of t (every ET).
-template <class F>
-cudaError_t by_type(ET t, F&& f) {
-  switch (t) {
-    case ET::F32: f(float{}); break;
-    case ET::F16: f(__half{}); break;
-    case ET::BF16: f(__nv_bfloat16{}); break;
-    case ET::F64: f(double{}); break;
-    case ET::I8: f(int8_t{}); break;
-    case ET::U8: f(uint8_t{}); break;
-    case ET::I16: f(int16_t{}); break;
-    case ET::I32: f(int32_t{}); break;
-    case ET::I64: f(int64_t{}); break;
-    case ET::U32: f(uint32_t{}); break;
-    case ET::Bool: f(bool{}); break;
-  }
-  return cudaGetLastError();
-}
-}  // namespace
-
 cudaError_t topk(bool largest, ET t, const void* x, int64_t outer, int64_t n, int64_t inner, int64_t k, void* vals,
                  int64_t* idx, cudaStream_t s) {
   if (outer * inner * k == 0) return cudaSuccess;
-  return by_type(t, [&](auto z) {
+  return dev::by_type(t, [&](auto z) {
     using T = decltype(z);
     topk_kernel<<<grid_for(outer * inner, 128), 128, 0, s>>>(largest, static_cast<const T*>(x), outer, n, inner, k,
                                                             static_cast<T*>(vals), idx);
@@ -488,19 +467,11 @@ cudaError_t pool2d(const PoolArgs& a, ET t, const void* x, void* y, cudaStream_t
   const bool aligned = dev::aligned16(x) && dev::aligned16(y);
   const unsigned g = grid_for(total, 256);
   if (!a.is_max && t != ET::F32 && t != ET::F16 && t != ET::BF16 && t != ET::F64) return cudaErrorInvalidValue;
-#define RLX_POOL(ET_, T_) \
-  case ET_: pool2d_kernel<<<g, 256, 0, s>>>(a, static_cast<const T_*>(x), static_cast<T_*>(y)); return cudaGetLastError();
-  switch (t) {  // f64 and the integers (max pooling): the scalar kernel
-    RLX_POOL(ET::F64, double)
-    RLX_POOL(ET::I8, int8_t)
-    RLX_POOL(ET::U8, uint8_t)
-    RLX_POOL(ET::I16, int16_t)
-    RLX_POOL(ET::I32, int32_t)
-    RLX_POOL(ET::I64, int64_t)
-    RLX_POOL(ET::U32, uint32_t)
-    default: break;
-  }
-#undef RLX_POOL
+  if (t != ET::F32 && t != ET::F16 && t != ET::BF16)  // f64 and the integers (max pooling): the scalar kernel
+    return dev::by_type(t, [&](auto z) {
+      using T = decltype(z);
+      pool2d_kernel<<<g, 256, 0, s>>>(a, static_cast<const T*>(x), static_cast<T*>(y));
+    });
   return by_float(t, [&](auto z) {
     using T = decltype(z);
     constexpr int V = 16 / sizeof(T);
@@ -528,7 +499,7 @@ cudaError_t arg_reduce(bool is_max, bool select_last, ET t, const void* xv, int6
                        int64_t* y, cudaStream_t s) {
   if (outer * inner == 0) return cudaSuccess;
   if (t != ET::F32)  // the other types: a thread per output
-    return by_type(t, [&](auto z) {
+    return dev::by_type(t, [&](auto z) {
       using T = decltype(z);
       arg_kernel<<<grid_for(outer * inner, 256), 256, 0, s>>>(is_max, select_last, static_cast<const T*>(xv), outer, n,
                                                              inner, y);

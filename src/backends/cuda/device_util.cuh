@@ -25,7 +25,12 @@ template <> __device__ inline float ldf(__half v) { return __half2float(v); }
 template <> __device__ inline float ldf(__nv_bfloat16 v) { return __bfloat162float(v); }
 template <class T> __device__ inline T stf(float v) { return T(v); }
 template <> __device__ inline __half stf(float v) { return __float2half_rn(v); }
-template <> __device__ inline __nv_bfloat16 stf(float v) { return __float2bfloat16_rn(v); }
+// bf16: a NaN keeps the top of its payload, quieted (the CPU oracle's conversion; the cvt
+// instruction would give the canonical NaN), every other value rounds to nearest even.
+template <> __device__ inline __nv_bfloat16 stf(float v) {
+  if (v != v) return __ushort_as_bfloat16((unsigned short)((__float_as_uint(v) >> 16) | 0x40u));
+  return __float2bfloat16_rn(v);
+}
 
 // Programmatic dependent launch (sm_90): a kernel started by launch() below may begin while
 // the kernel before it on the stream still runs. It must call grid_wait() before it touches
@@ -142,8 +147,9 @@ __device__ inline int64_t offset_of(int64_t i, const Iter& it, const Strides& st
   return off + i * st.s[0];
 }
 
-// Calls f(T{}) with T the storage type of float type t (f32, f16, bf16), then returns the
-// launch's status; cudaErrorInvalidValue for another type.
+// Calls f(T{}) with T the storage type of t, then returns the launch's status. by_float:
+// the float storage types (f32, f16, bf16; cudaErrorInvalidValue for another); by_type:
+// every ET.
 template <class F>
 cudaError_t by_float(ET t, F&& f) {
   switch (t) {
@@ -151,6 +157,21 @@ cudaError_t by_float(ET t, F&& f) {
     case ET::F16: f(__half{}); break;
     case ET::BF16: f(__nv_bfloat16{}); break;
     default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+template <class F>
+cudaError_t by_type(ET t, F&& f) {
+  switch (t) {
+    case ET::F64: f(double{}); break;
+    case ET::I8: f(int8_t{}); break;
+    case ET::U8: f(uint8_t{}); break;
+    case ET::I16: f(int16_t{}); break;
+    case ET::I32: f(int32_t{}); break;
+    case ET::I64: f(int64_t{}); break;
+    case ET::U32: f(uint32_t{}); break;
+    case ET::Bool: f(bool{}); break;
+    default: return by_float(t, f);
   }
   return cudaGetLastError();
 }

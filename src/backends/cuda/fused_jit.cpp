@@ -130,7 +130,8 @@ std::string fused_source(const FusedArgs& a, ET t) {
          "__device__ __forceinline__ unsigned short rlx_st(float f) { unsigned short h; asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f)); return h; }\n";
   else if (t == ET::BF16)
     o << "__device__ __forceinline__ float rlx_ld(unsigned short h) { return __uint_as_float(unsigned(h) << 16); }\n"
-         "__device__ __forceinline__ unsigned short rlx_st(float f) { unsigned short h; asm(\"cvt.rn.bf16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f)); return h; }\n";
+         "__device__ __forceinline__ unsigned short rlx_st(float f) { unsigned short h; asm(\"cvt.rn.bf16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f));\n"
+         "  return f != f ? (unsigned short)((__float_as_uint(f) >> 16) | 0x40u) : h; }\n";  // NaN: as dev::stf
   else
     o << "__device__ __forceinline__ float rlx_ld(float f) { return f; }\n"
          "__device__ __forceinline__ float rlx_st(float f) { return f; }\n";
