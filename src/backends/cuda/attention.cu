@@ -166,18 +166,19 @@ struct TcLayout {
 constexpr size_t kTcSmemMax = TcLayout(kAttentionMaxDim, kAttentionMaxDim).bytes;
 
 // Copies `count` rows of w elements (w % 8 == 0), src rows `sld` elements apart, into shared
-// memory with row stride ld, 16 bytes at a time; rows past `live` are zeros.
+// memory with row stride ld, 16 bytes at a time; rows past `live` are zeros. The copies are
+// asynchronous (every one of a tile in flight at once, where a load then a store per
+// iteration cost a round trip each: 8 of them for 128 keys of 64 dims), so they reach the
+// block only after dev::copy_async_wait() and a barrier.
 template <class T>
 __device__ inline void tile_load(T* dst, int ld, const T* src, int64_t sld, int64_t w, int count, int live) {
   const int vecs = int(w / 8);
   for (int e = threadIdx.x; e < count * vecs; e += blockDim.x) {
     const int r = e / vecs, c = (e - r * vecs) * 8;
-    uint4 x = make_uint4(0, 0, 0, 0);
-    if (r < live) x = *reinterpret_cast<const uint4*>(src + int64_t(r) * sld + c);
-    *reinterpret_cast<uint4*>(dst + r * ld + c) = x;
+    if (r < live) dev::copy16_async(dst + r * ld + c, src + int64_t(r) * sld + c);
+    else *reinterpret_cast<uint4*>(dst + r * ld + c) = make_uint4(0, 0, 0, 0);
   }
 }
-
 template <class T>
 __global__ void __launch_bounds__(kTcWarps * 32)
     attention_tc_kernel(AttentionArgs a, const T* q, const T* k, const T* v, const T* mask, T* out) {
@@ -216,6 +217,7 @@ __global__ void __launch_bounds__(kTcWarps * 32)
     const int n = int(imin(kTcKeys, kend - j0));
     tile_load(ks, ldk, kb_ptr + j0 * a.kst[2], a.kst[2], a.d, kTcKeys, n);
     tile_load(vs, ldv, vb_ptr + j0 * a.vst[2], a.vst[2], a.dv, kTcKeys, n);
+    dev::copy_async_wait();  // this thread's copies (the query tile's too, the first time) landed
     __syncthreads();
     // S = Q K^T for the warp's 16 rows.
     for (int nb = 0; nb < kTcKeys / 16; ++nb) {
@@ -274,6 +276,7 @@ __global__ void __launch_bounds__(kTcWarps * 32)
     }
     __syncwarp();
   }
+  dev::copy_async_wait();  // no key tile (kend = 0): the query tile's copies are still this thread's
   if (i < a.sq) {
     const float inv = l > 0 ? 1.0f / l : 0.0f;
     T* o = out + b * a.ost[0] + h * a.ost[1] + i * a.ost[2] + hf * half_dv;
@@ -335,6 +338,7 @@ __global__ void __launch_bounds__(kTcWarps * 32)
             int(imin(kTcRows, a.sq - row0)));
   tile_load(ks, ldq, k + b * a.kst[0] + hk * a.kst[1], a.kst[2], a.d, skp, int(a.sk));
   tile_load(vs, ldv, v + b * a.vst[0] + hk * a.vst[1], a.vst[2], a.dv, skp, int(a.sk));
+  dev::copy_async_wait();
   __syncthreads();
   // S = Q K^T for the warp's 16 rows and every key.
   for (int nb = 0; nb < skp / 16; ++nb) {

@@ -147,6 +147,15 @@ __device__ inline int64_t offset_of(int64_t i, const Iter& it, const Strides& st
   return off + i * st.s[0];
 }
 
+// 16 bytes from global to shared memory (both 16-byte aligned) without holding the thread
+// (cp.async, sm_80+): the copy lands after copy_async_wait(), which waits for all of the
+// thread's copies; other threads see it after a barrier that follows that wait.
+__device__ inline void copy16_async(void* smem, const void* gmem) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem) : "memory");
+}
+__device__ inline void copy_async_wait() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
 // Calls f(T{}) with T the storage type of t, then returns the launch's status. by_float:
 // the float storage types (f32, f16, bf16; cudaErrorInvalidValue for another); by_type:
 // every ET.
