@@ -109,19 +109,20 @@ __device__ inline Taps taps(int64_t start, int64_t k, int64_t d, int64_t n, int6
   return {lo, hi, phi - plo};
 }
 
-// A pool's accumulator: f32 for f32 and the half types (the CPU oracle's), f64 for f64, the
-// element itself for integers (max pooling only: the CPU has no integer average).
+// An element as the pool, arg-reduction and top-k kernels hold it: the half types in f32
+// (exact; and the CPU oracle pools them in f32), every other type as itself (f64, the
+// integers, bool). widen() / narrow<T>() convert to and from it.
 template <class T>
-using PoolAcc = std::conditional_t<std::is_integral_v<T> || std::is_same_v<T, double>, T, float>;
+using Wide = std::conditional_t<std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>, float, T>;
 template <class T>
-__device__ inline PoolAcc<T> pool_load(T v) {
-  if constexpr (std::is_same_v<PoolAcc<T>, float>) return ldf(v);
-  else return v;
+__device__ inline Wide<T> widen(T v) {
+  if constexpr (std::is_same_v<Wide<T>, T>) return v;
+  else return ldf(v);
 }
 template <class T>
-__device__ inline T pool_store(PoolAcc<T> v) {
-  if constexpr (std::is_same_v<PoolAcc<T>, float>) return stf<T>(v);
-  else return v;
+__device__ inline T narrow(Wide<T> v) {
+  if constexpr (std::is_same_v<Wide<T>, T>) return v;
+  else return stf<T>(v);
 }
 
 // Output element i is (plane p, row oy, column ox, channel ch) with ch innermost (a.c = 1:
@@ -142,23 +143,23 @@ __global__ void pool2d_kernel(PoolArgs a, const T* x, T* y) {
     const int64_t y0 = oy * a.sh - a.pt, x0 = ox * a.sw - a.pl;
     const Taps ty = taps(y0, a.kh, a.dh, a.h, a.pt, a.pb), tx = taps(x0, a.kw, a.dw, a.w, a.pl, a.pr);
     const T* xp = x + p * a.h * a.w * a.c + ch;
-    using A = PoolAcc<T>;
+    using A = Wide<T>;  // integers: max pooling only (the CPU has no integer average)
     if (a.is_max) {
       A m;
       if constexpr (std::is_integral_v<A>) m = ::cuda::std::numeric_limits<A>::lowest();
       else m = A(-INFINITY);
       for (int64_t ky = ty.lo; ky < ty.hi; ++ky)
         for (int64_t kx = tx.lo; kx < tx.hi; ++kx) {
-          const A v = pool_load(xp[((y0 + ky * a.dh) * a.w + x0 + kx * a.dw) * a.c]);
+          const A v = widen(xp[((y0 + ky * a.dh) * a.w + x0 + kx * a.dw) * a.c]);
           if (v > m || v != v) m = v;
         }
-      y[i] = pool_store<T>(m);
+      y[i] = narrow<T>(m);
     } else if constexpr (!std::is_integral_v<A>) {
       A s = 0;
       for (int64_t ky = ty.lo; ky < ty.hi; ++ky)
-        for (int64_t kx = tx.lo; kx < tx.hi; ++kx) s += pool_load(xp[((y0 + ky * a.dh) * a.w + x0 + kx * a.dw) * a.c]);
+        for (int64_t kx = tx.lo; kx < tx.hi; ++kx) s += widen(xp[((y0 + ky * a.dh) * a.w + x0 + kx * a.dw) * a.c]);
       const int64_t count = a.count_include_pad ? ty.padded * tx.padded : (ty.hi - ty.lo) * (tx.hi - tx.lo);
-      y[i] = pool_store<T>(count > 0 ? s / A(count) : A(0));
+      y[i] = narrow<T>(count > 0 ? s / A(count) : A(0));
     }
   }
 }
@@ -345,24 +346,14 @@ __global__ void __launch_bounds__(kArgThreads) arg_cluster_kernel(bool is_max, b
   cluster.sync();  // no block leaves while block 0 still reads its shared memory
 }
 
-// Elements as arg_kernel / topk_kernel compare them: the half types in f32 (exact), every
-// other type as itself (f64, the integers; bool as 0 / 1).
-template <class T>
-using Key = std::conditional_t<std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>, float, T>;
-template <class T>
-__device__ inline Key<T> key_of(T v) {
-  if constexpr (std::is_same_v<Key<T>, T>) return v;
-  else return ldf(v);
-}
-
 template <class T>
 __global__ void arg_kernel(bool is_max, bool last, const T* x, int64_t outer, int64_t n, int64_t inner, int64_t* y) {
   for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c < outer * inner; c += int64_t(gridDim.x) * blockDim.x) {
     const int64_t base = (c / inner) * n * inner + c % inner;
-    Key<T> b = key_of(x[base]);
+    Wide<T> b = widen(x[base]);
     int64_t bi = 0;
     for (int64_t k = 1; k < n; ++k) {
-      const Key<T> v = key_of(x[base + k * inner]);
+      const Wide<T> v = widen(x[base + k * inner]);
       if (arg_before(is_max, last, v, k, b, bi)) b = v, bi = k;
     }
     y[c] = bi;
@@ -388,12 +379,12 @@ __global__ void topk_kernel(bool largest, const T* x, int64_t outer, int64_t n, 
     const int64_t o = r / inner, i = r % inner;
     const T* src = x + o * n * inner + i;
     int64_t prev = -1;
-    Key<T> pv = 0;
+    Wide<T> pv = 0;
     for (int64_t j = 0; j < k; ++j) {
       int64_t best = -1;
-      Key<T> bv = 0;
+      Wide<T> bv = 0;
       for (int64_t c = 0; c < n; ++c) {
-        const Key<T> v = key_of(src[c * inner]);
+        const Wide<T> v = widen(src[c * inner]);
         if (prev >= 0 && !topk_before(largest, pv, prev, v, c)) continue;
         if (best < 0 || topk_before(largest, v, c, bv, best)) best = c, bv = v;
       }
@@ -422,16 +413,14 @@ using dev::by_float;
 cudaError_t conv2d(const ConvArgs& a, ET t, const void* x, const void* wt, const void* bias, void* y, cudaStream_t s) {
   const int64_t total = a.n * a.cout * a.oh * a.ow;
   if (total == 0) return cudaSuccess;
-  if (t == ET::F64) {
-    conv2d_kernel<<<grid_for(total, 128), 128, 0, s>>>(a, static_cast<const double*>(x), static_cast<const double*>(wt),
-                                                        static_cast<const double*>(bias), static_cast<double*>(y));
-    return cudaGetLastError();
-  }
-  return by_float(t, [&](auto z) {
+  auto run = [&](auto z) {
     using T = decltype(z);
     conv2d_kernel<<<grid_for(total, 128), 128, 0, s>>>(a, static_cast<const T*>(x), static_cast<const T*>(wt),
                                                         static_cast<const T*>(bias), static_cast<T*>(y));
-  });
+  };
+  if (t != ET::F64) return by_float(t, run);
+  run(double{});
+  return cudaGetLastError();
 }
 
 cudaError_t im2col(const ConvArgs& a, int elem, const void* x, int64_t n0, int64_t images, void* col, int64_t kp,
@@ -465,13 +454,13 @@ cudaError_t pool2d(const PoolArgs& a, ET t, const void* x, void* y, cudaStream_t
   const int64_t total = a.planes * a.oh * a.ow * a.c;
   if (total == 0) return cudaSuccess;
   const bool aligned = dev::aligned16(x) && dev::aligned16(y);
-  const unsigned g = grid_for(total, 256);
-  if (!a.is_max && t != ET::F32 && t != ET::F16 && t != ET::BF16 && t != ET::F64) return cudaErrorInvalidValue;
-  if (t != ET::F32 && t != ET::F16 && t != ET::BF16)  // f64 and the integers (max pooling): the scalar kernel
+  if (t != ET::F32 && t != ET::F16 && t != ET::BF16) {  // f64, and the integers' max pooling: the scalar kernel
+    if (!a.is_max && t != ET::F64) return cudaErrorInvalidValue;
     return dev::by_type(t, [&](auto z) {
       using T = decltype(z);
-      pool2d_kernel<<<g, 256, 0, s>>>(a, static_cast<const T*>(x), static_cast<T*>(y));
+      pool2d_kernel<<<grid_for(total, 256), 256, 0, s>>>(a, static_cast<const T*>(x), static_cast<T*>(y));
     });
+  }
   return by_float(t, [&](auto z) {
     using T = decltype(z);
     constexpr int V = 16 / sizeof(T);

@@ -25,6 +25,15 @@ constexpr int kThreads = 256;
 
 inline unsigned blocks_for(int64_t n) { return dev::grid_for(n, kThreads); }
 
+// Integer arithmetic in the unsigned type of at least T's width and 32 bits: it wraps (no
+// signed overflow, no promotion of 8- and 16-bit operands to int), and narrowing back to T
+// keeps the low bits, as the CPU's wrapping arithmetic does.
+template <class T>
+using Wrap = std::conditional_t<sizeof(T) <= 4, uint32_t, uint64_t>;
+// The storage types whose values f32 holds or rounds to directly.
+template <class T>
+constexpr bool kF32Like = std::is_same_v<T, float> || std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>;
+
 // Float ops in T (float or double: the overloads of CUDA's math library pick the precision).
 template <class T>
 __device__ inline T unary_f(const UnaryArgs& a, T x) {
@@ -77,8 +86,8 @@ __device__ inline T unary_f(const UnaryArgs& a, T x) {
 // Integer ops (abs, neg, sign, relu, bitwise not), wrapping like the CPU's.
 template <class T>
 __device__ inline T unary_i(const UnaryArgs& a, T x) {
-  using U = std::conditional_t<sizeof(T) <= 4, uint32_t, uint64_t>;  // -MIN wraps to MIN
-  const T neg = T(U(0) - U(x));
+  using U = Wrap<T>;
+  const T neg = T(U(0) - U(x));  // -MIN wraps to MIN
   switch (a.op) {
     case UnaryOp::Abs: if constexpr (std::is_signed_v<T>) return x < 0 ? neg : x; else return x;
     case UnaryOp::Neg: return neg;
@@ -123,8 +132,7 @@ __device__ inline T pow_t(T a, T b) {
   else {  // integer power by squaring (negative exponents: 0 unless |a| == 1)
     if constexpr (std::is_signed_v<T>)
       if (b < 0) return a == 1 ? T(1) : a == T(-1) ? ((b & 1) ? T(-1) : T(1)) : T(0);
-    using U = std::conditional_t<sizeof(T) <= 4, uint32_t, uint64_t>;  // wrapping products, as the CPU's
-    U r = 1, base = U(a);
+    Wrap<T> r = 1, base = Wrap<T>(a);
     for (auto e = b; e > 0; e >>= 1) {
       if (e & 1) r *= base;
       base *= base;
@@ -133,13 +141,12 @@ __device__ inline T pow_t(T a, T b) {
   }
 }
 
-// Integer arithmetic wraps (computed in the unsigned type of the same width: no signed
-// overflow); x / 0 and x % 0 give 0, MIN / -1 wraps to MIN and MIN % -1 is 0, as the CPU
+// Integer arithmetic wraps (Wrap); x / 0 and x % 0 give 0, MIN / -1 wraps to MIN and MIN % -1 is 0, as the CPU
 // oracle defines them.
 template <class T>
 __device__ inline T arith(BinaryOp op, T a, T b) {
   constexpr bool fl = std::is_floating_point_v<T>;
-  using U = std::conditional_t<sizeof(T) <= 4, uint32_t, uint64_t>;  // no promotion to int
+  using U = Wrap<T>;
   switch (op) {
     case BinaryOp::Add: if constexpr (fl) return a + b; else return T(U(a) + U(b));
     case BinaryOp::Sub: if constexpr (fl) return a - b; else return T(U(a) - U(b));
@@ -304,15 +311,13 @@ __global__ void cast_kernel(const S* x, D* y, int64_t n) {
   constexpr bool s_int = std::is_integral_v<S>;
   constexpr bool d_int = std::is_integral_v<D> && !std::is_same_v<D, bool>;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    constexpr bool d_f32ish = std::is_same_v<D, float> || std::is_same_v<D, __half> || std::is_same_v<D, __nv_bfloat16>;
     if constexpr (s_int && d_int) {
       y[i] = D(int64_t(x[i]));  // integer to integer: wraps like the CPU's static_cast
-    } else if constexpr (s_int && d_f32ish) {
+    } else if constexpr (s_int && kF32Like<D>) {
       y[i] = stf<D>(float(x[i]));  // rounded to f32 once (not through f64: 64-bit integers), as the CPU
     } else if constexpr (std::is_same_v<D, float> && std::is_same_v<S, float>) {
       y[i] = x[i];
-    } else if constexpr ((std::is_same_v<S, float> || std::is_same_v<S, __half> || std::is_same_v<S, __nv_bfloat16>) &&
-                         (std::is_same_v<D, float> || std::is_same_v<D, __half> || std::is_same_v<D, __nv_bfloat16>)) {
+    } else if constexpr (kF32Like<S> && kF32Like<D>) {
       y[i] = stf<D>(ldf(x[i]));  // f32 holds every f16 / bf16 exactly: one rounding, as through double
     } else if constexpr (d_int) {
       const double v = to_d(x[i]);  // float to integer: truncation; NaN / out of range as the CPU does (0)

@@ -73,13 +73,14 @@ std::optional<BinaryOp> binary_of(const Node& n) {
   }
 }
 
-// The integer types the element-wise and reduction kernels are built for.
+// The float and integer types the element-wise and reduction kernels are built for.
+bool float_type(DType t) { return t == DType::F32 || t == DType::F64 || t == DType::F16 || t == DType::BF16; }
 bool integer_type(DType t) {
   return t == DType::I8 || t == DType::U8 || t == DType::I16 || t == DType::I32 || t == DType::I64 || t == DType::U32;
 }
 
 bool binary_type_ok(BinaryOp op, DType t) {
-  const bool fl = t == DType::F32 || t == DType::F64 || t == DType::F16 || t == DType::BF16;
+  const bool fl = float_type(t);
   const bool in = integer_type(t);
   if (op == BinaryOp::And || op == BinaryOp::Or || op == BinaryOp::Xor) return t == DType::Bool;
   if (op >= BinaryOp::Eq) return fl || in || t == DType::Bool;
@@ -166,12 +167,10 @@ std::optional<FusedArgs> fused_program(const Node& n, const std::vector<const Sh
 // f32 for the half types; i64 for an integer base and exponent; f64 for an integer base
 // and a float exponent, truncated on the cast back), then the result cast to its type.
 namespace {
-bool float_type(DType t) { return t == DType::F32 || t == DType::F64 || t == DType::F16 || t == DType::BF16; }
-
 struct MixedPow {
-  DType c;                      // compute type
-  size_t a_off, e_off, y_off;   // scratch offsets of the staged operands and the result
-  size_t bytes;                 // scratch in all
+  DType c;               // compute type
+  size_t e_off, y_off;   // scratch offsets of the staged exponent and result (the base's is 0)
+  size_t bytes;          // scratch in all
 };
 std::optional<MixedPow> mixed_pow(const Node& n, const std::vector<const Shape*>& in) {
   if (n.kind != OpKind::Pow || in.size() != 2 || !in[0] || !in[1] || n.outputs.size() != 1) return std::nullopt;
@@ -182,8 +181,7 @@ std::optional<MixedPow> mixed_pow(const Node& n, const std::vector<const Shape*>
   p.c = float_type(a) ? (a == DType::F64 ? DType::F64 : DType::F32) : float_type(e) ? DType::F64 : DType::I64;
   auto up = [](size_t b) { return (b + 255) / 256 * 256; };
   const size_t cs = dtype_size(p.c);
-  p.a_off = 0;
-  p.e_off = up(p.a_off + (a == p.c ? 0 : size_t(in[0]->numel()) * cs));
+  p.e_off = up(a == p.c ? 0 : size_t(in[0]->numel()) * cs);
   p.y_off = up(p.e_off + (e == p.c ? 0 : size_t(in[1]->numel()) * cs));
   p.bytes = p.y_off + (y == p.c ? 0 : size_t(n.outputs[0].numel()) * cs);
   return p;
@@ -204,8 +202,7 @@ bool supports(const Node& n, const std::vector<const Shape*>& in) {
   const DType t = in[0]->dtype();
   if (auto u = unary_of(n.kind)) {
     if (*u == UnaryOp::Not) return t == DType::Bool;
-    const bool fl = t == DType::F32 || t == DType::F64 || t == DType::F16 || t == DType::BF16;
-    const bool in = integer_type(t);
+    const bool fl = float_type(t), in = integer_type(t);
     if (*u == UnaryOp::BitNot) return in;
     if (*u == UnaryOp::Abs || *u == UnaryOp::Neg || *u == UnaryOp::Sign || *u == UnaryOp::Relu) return fl || in;
     return fl;
@@ -347,8 +344,8 @@ Launch lower(const Node& n, const std::vector<const Shape*>& in, const std::vect
       const void* pe = b[1];
       void* py = ey == ec ? b[2] : scratch + mp.y_off;
       if (ea != ec) {
-        check(cast(ea, ec, b[0], scratch + mp.a_off, na, c.stream), "cast kernel (pow base)", *np);
-        pa = scratch + mp.a_off;
+        check(cast(ea, ec, b[0], scratch, na, c.stream), "cast kernel (pow base)", *np);
+        pa = scratch;
       }
       if (ee != ec) {
         check(cast(ee, ec, b[1], scratch + mp.e_off, ne, c.stream), "cast kernel (pow exponent)", *np);

@@ -344,11 +344,8 @@ Launch lower_compute(const Node& n, const std::vector<const Shape*>& in, const s
       const int nin = int(in.size());
       const ET et = *et_of(t);
       const int64_t e = int64_t(dtype_size(t));
-      if (t == DType::F64)  // the direct kernel, in the CPU oracle's order (conv.cu)
-        return [np, a, has_bias, nin, et](const LaunchCtx& c, void* const* b) {
-          check(conv2d(a, et, b[0], b[1], has_bias ? b[2] : nullptr, b[nin], c.stream), "conv2d kernel", *np);
-        };
-      if (conv_through_dnn(a)) {
+      const bool direct = t == DType::F64;  // the direct kernel below, in the CPU oracle's order (conv.cu)
+      if (!direct && conv_through_dnn(a)) {
         auto conv = std::make_shared<const DnnConv>(a, et, opts.tf32, n);
         if (opts.uses_dnn) *opts.uses_dnn = true;
         // The bias over y [n, cout, P], or channels last over y [n * P, cout, 1].
@@ -360,7 +357,7 @@ Launch lower_compute(const Node& n, const std::vector<const Shape*>& in, const s
       }
       if (a.nhwc)  // claimed only where cuDNN runs it (lower.cpp)
         fail(ErrorCategory::Internal, "node '", n.name, "' (conv2d, nhwc): cuDNN cannot run it");
-      if (a.group == 1) {
+      if (!direct && a.group == 1) {
         // y[img] [cout, P] = W [cout, kp] col[img] [kp, P]: one strided-batched product per
         // chunk of images with W broadcast, or one folded product (conv_plan).
         const ConvPlan cp = conv_plan(a, e);

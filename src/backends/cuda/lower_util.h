@@ -139,11 +139,10 @@ inline std::optional<std::pair<int, int>> swiglu_operands(const Node& n) {
 // A fused_conv2d the backend claims: relu over conv + per-channel bias (+ a residual of the
 // output's type), f32 / f16 / bf16, through cuDNN's fused convolution (lower_compute.cpp).
 bool fused_conv_claimed(const Node& n, const std::vector<const Shape*>& in);
-// Channels-last convolutions and pools (the channels-last pass asks): convolutions where
-// cuDNN runs them (the kernels here are NCHW), pools everywhere; RLX_CUDA_NHWC=0: never.
 // Scratch bytes of a pow whose operands' types differ (lower.cpp stages them), else 0.
 size_t mixed_pow_scratch(const Node& n, const std::vector<const Shape*>& in);
-
+// Channels-last convolutions and pools (the channels-last pass asks): convolutions where
+// cuDNN runs them (the kernels here are NCHW), pools everywhere; RLX_CUDA_NHWC=0: never.
 bool nhwc_allowed();
 bool nhwc_conv_claimed(const Node& n, const std::vector<const Shape*>& in);
 

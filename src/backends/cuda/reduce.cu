@@ -64,7 +64,7 @@ __device__ inline Acc<T> identity_t(ReduceOp op) {
   if (op == ReduceOp::Prod) return Acc<T>(1);
   if (op != ReduceOp::Max && op != ReduceOp::Min) return Acc<T>(0);
   if constexpr (std::is_floating_point_v<T>) return op == ReduceOp::Max ? T(-INFINITY) : T(INFINITY);
-  else return op == ReduceOp::Max ? Acc<T>(::cuda::std::numeric_limits<T>::lowest()) : Acc<T>(::cuda::std::numeric_limits<T>::max());
+  else return Acc<T>(op == ReduceOp::Max ? ::cuda::std::numeric_limits<T>::lowest() : ::cuda::std::numeric_limits<T>::max());
 }
 template <class A>
 __device__ inline A warp_all_t(ReduceOp op, A v) {
