@@ -24,7 +24,12 @@ template <class T> __device__ inline float ldf(T v) { return float(v); }
 template <> __device__ inline float ldf(__half v) { return __half2float(v); }
 template <> __device__ inline float ldf(__nv_bfloat16 v) { return __bfloat162float(v); }
 template <class T> __device__ inline T stf(float v) { return T(v); }
-template <> __device__ inline __half stf(float v) { return __float2half_rn(v); }
+// f16: a NaN becomes the quiet NaN 0x7E00 with its sign (the CPU oracle's conversion; the
+// cvt instruction gives 0x7FFF), every other value rounds to nearest even.
+template <> __device__ inline __half stf(float v) {
+  if (v != v) return __ushort_as_half((unsigned short)(((__float_as_uint(v) >> 16) & 0x8000u) | 0x7e00u));
+  return __float2half_rn(v);
+}
 // bf16: a NaN keeps the top of its payload, quieted (the CPU oracle's conversion; the cvt
 // instruction would give the canonical NaN), every other value rounds to nearest even.
 template <> __device__ inline __nv_bfloat16 stf(float v) {

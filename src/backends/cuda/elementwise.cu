@@ -302,7 +302,7 @@ template <class T> __device__ inline double to_d(T v) { return double(v); }
 template <> __device__ inline double to_d(__half v) { return double(__half2float(v)); }
 template <> __device__ inline double to_d(__nv_bfloat16 v) { return double(__bfloat162float(v)); }
 template <class T> __device__ inline T from_d(double v) { return T(v); }
-template <> __device__ inline __half from_d(double v) { return __float2half_rn(float(v)); }
+template <> __device__ inline __half from_d(double v) { return stf<__half>(float(v)); }
 template <> __device__ inline __nv_bfloat16 from_d(double v) { return stf<__nv_bfloat16>(float(v)); }
 template <> __device__ inline bool from_d(double v) { return v != 0.0; }
 

@@ -127,7 +127,8 @@ std::string fused_source(const FusedArgs& a, ET t) {
        "  return float((r != 0 && ((r < 0) != (b < 0))) ? r + double(b) : r);\n}\n";
   if (t == ET::F16)
     o << "__device__ __forceinline__ float rlx_ld(unsigned short h) { float f; asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h)); return f; }\n"
-         "__device__ __forceinline__ unsigned short rlx_st(float f) { unsigned short h; asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f)); return h; }\n";
+         "__device__ __forceinline__ unsigned short rlx_st(float f) { unsigned short h; asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f));\n"
+         "  return f != f ? (unsigned short)(((__float_as_uint(f) >> 16) & 0x8000u) | 0x7e00u) : h; }\n";  // NaN: as dev::stf
   else if (t == ET::BF16)
     o << "__device__ __forceinline__ float rlx_ld(unsigned short h) { return __uint_as_float(unsigned(h) << 16); }\n"
          "__device__ __forceinline__ unsigned short rlx_st(float f) { unsigned short h; asm(\"cvt.rn.bf16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f));\n"
