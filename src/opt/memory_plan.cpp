@@ -4,7 +4,8 @@
 // Lifetimes are inclusive step ranges [first, last]: a node at step s reads its inputs and
 // writes its outputs during step s, so an input used at s (last >= s) always conflicts
 // with an output defined at s (first == s). That is what keeps outputs off their own
-// inputs. The only sharing is through view_of (views, and in-place ops such as
+// inputs. A joint run (nodes a backend runs as one launch) counts as one step [a, b] for
+// this: what any of its nodes reads lives to b, what any writes from a. The only sharing is through view_of (views, and in-place ops such as
 // cache_write on a graph input, which memory_plan.h describes).
 #include <algorithm>
 #include <cstdio>
@@ -41,10 +42,20 @@ struct Liveness {
   std::vector<Buffer> buffers;
 };
 
-Liveness analyze(const Graph& g) {
+Liveness analyze(const Graph& g, const std::vector<std::pair<int32_t, int32_t>>& joint) {
   const auto& nodes = g.nodes();
   const int32_t n_steps = int32_t(nodes.size());
   const int32_t end = std::max<int32_t>(n_steps - 1, 0);
+  // Each node's step range: its own id, or the whole joint run it is in.
+  std::vector<int32_t> span_first(nodes.size()), span_last(nodes.size());
+  std::iota(span_first.begin(), span_first.end(), 0);
+  std::iota(span_last.begin(), span_last.end(), 0);
+  for (const auto& [a, b] : joint) {
+    if (a < 0 || b < a || b >= n_steps)
+      fail(ErrorCategory::Internal, "plan-memory: joint steps ", a, "..", b, " are not a run of the ", n_steps, " nodes");
+    for (int32_t i = a; i <= b; ++i) span_first[size_t(i)] = std::min(span_first[size_t(i)], a),
+                                     span_last[size_t(i)] = std::max(span_last[size_t(i)], b);
+  }
   Liveness lv;
   lv.root.resize(nodes.size());
   lv.offset.resize(nodes.size());
@@ -56,7 +67,7 @@ Liveness analyze(const Graph& g) {
         fail(ErrorCategory::Internal, "plan-memory: node '", n.name, "' uses node ", in.node,
              " which does not precede it");
       const int32_t r = lv.root[in.node][in.out];
-      if (r >= 0) lv.buffers[r].last = std::max(lv.buffers[r].last, id);
+      if (r >= 0) lv.buffers[r].last = std::max(lv.buffers[r].last, span_last[size_t(id)]);
     }
     lv.root[id].assign(n.outputs.size(), -1);
     lv.offset[id].assign(n.outputs.size(), 0);
@@ -80,7 +91,8 @@ Liveness analyze(const Graph& g) {
       b.node = id;
       b.out = o;
       b.bytes = bytes;
-      b.first = b.last = id;
+      b.first = span_first[size_t(id)];
+      b.last = id;
       switch (n.kind) {
         case OpKind::Input: b.role = BufferRole::Input; break;
         case OpKind::Constant: b.role = BufferRole::Constant; break;
@@ -258,10 +270,10 @@ std::vector<std::pair<int64_t, int64_t>> merge_ranges(std::vector<std::pair<int6
 
 }  // namespace
 
-MemoryPlan plan_memory(const Graph& g, int64_t alignment) {
+MemoryPlan plan_memory(const Graph& g, int64_t alignment, const std::vector<std::pair<int32_t, int32_t>>& joint) {
   if (alignment <= 0 || alignment > (int64_t(1) << 20))
     fail(ErrorCategory::InvalidArgument, "plan-memory: alignment must be in 1..2^20, got ", alignment);
-  Liveness lv = analyze(g);
+  Liveness lv = analyze(g, joint);
   MemoryPlan plan;
   plan.alignment = alignment;
   const int32_t n_steps = int32_t(g.nodes().size());

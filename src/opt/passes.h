@@ -36,7 +36,9 @@ Graph legalize(const Graph& g, const BackendClaims& claims, std::string* dispatc
 // precision; `claims` (optional): the backend's, asked whether it runs softmax and norms
 // on low operands (precision.cpp).
 Graph apply_precision(const Graph& g, Precision p, const BackendClaims* claims = nullptr);
-MemoryPlan plan_memory(const Graph& g, int64_t alignment);           // plan-memory
+// plan-memory. joint: runs of node ids [first, last] a backend runs as one launch
+// (BackendClaims::joint_steps), planned as one step each.
+MemoryPlan plan_memory(const Graph& g, int64_t alignment, const std::vector<std::pair<int32_t, int32_t>>& joint = {});
 // Throws Error(Internal) if two simultaneously live buffers overlap or an output
 // overlaps its own inputs (used by tests and RLX_VERIFY).
 void verify_memory_plan(const Graph& g, const MemoryPlan& plan);

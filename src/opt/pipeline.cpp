@@ -115,7 +115,9 @@ Plan compile_pipeline(const Graph& g, const PipelineContext& ctx) {
   if (o.constant_fold && ctx.evaluate)
     r.step("constant-fold", [&](const Graph& x) { return constant_fold(x, ctx.evaluate); });
   r.step("dce", dce);
-  plan.memory = plan_memory(r.graph(), o.arena_alignment);
+  plan.memory = plan_memory(r.graph(), o.arena_alignment,
+                            ctx.claims.joint_steps ? ctx.claims.joint_steps(r.graph())
+                                                   : std::vector<std::pair<int32_t, int32_t>>{});
   plan.pass_log = r.log() + "plan-memory: arena " + std::to_string(plan.memory.arena_bytes) + " bytes\n";
   plan.graph = std::move(r.graph());
   return plan;

@@ -22,6 +22,11 @@ struct BackendClaims {
   // kernels better than its half ones); legalize then wraps it in casts as it wraps a half
   // node the backend lacks. The value is the same: the f32 result rounded to the node's type.
   std::function<bool(const Node&, const std::vector<const Shape*>&)> prefers_f32;
+  // Optional: the runs of nodes (first and last node id, in schedule order) of the final graph
+  // that the backend will run as one launch. plan-memory plans each run as one step: what
+  // any of its nodes reads stays live to its end, what any writes is live from its start,
+  // so no result lands on bytes the launch still reads, nor on another of its results.
+  std::function<std::vector<std::pair<int32_t, int32_t>>(const Graph&)> joint_steps;
 };
 
 // Evaluates one node on constant inputs (used by constant-fold). Given by the runtime so

@@ -253,6 +253,32 @@ TEST(MemoryPlan, ReportNamesTheLargestBuffers) {
   EXPECT_EQ(std::count(r.begin(), consts == std::string::npos ? r.end() : r.begin() + long(r.rfind("top ", consts)), '\n'), 5) << r;
 }
 
+// A joint run (nodes a backend runs as one launch) is planned as one step: without it, c
+// may take a's bytes (a's last reader is b, before c); with b..d joint, every result of
+// the run misses every input it reads and every other result of it.
+TEST(MemoryPlan, JointStepsKeepTheRunsResultsOffItsInputs) {
+  Graph g("joint");
+  Value x = g.input("x", Shape({256}, DType::F32));
+  Value a = g.relu(x);   // read by b only
+  Value b = g.neg(a);
+  Value c = g.exp(b);    // may land on a, free after b
+  Value d = g.add(c, b);
+  g.set_outputs({d});
+  auto where = [&](const MemoryPlan& p, Value v) { return p.loc[size_t(v.node)][size_t(v.out)].offset; };
+  plan_and_check(g);
+  const MemoryPlan joint = plan_memory(g, 64, {{b.node, d.node}});
+  EXPECT_NO_THROW(verify_memory_plan(g, joint)) << joint.report(g);
+  EXPECT_EQ(simulate_plan(g, joint), "") << joint.report(g);
+  const Value run_in[] = {a, b, c}, run_out[] = {b, c, d};  // read / written inside b..d
+  for (const Value o : run_out)
+    for (const Value i : run_in) {
+      if (o == i) continue;
+      const int64_t lo = where(joint, o), li = where(joint, i), n = 256 * 4;
+      EXPECT_TRUE(lo + n <= li || li + n <= lo) << "node " << o.node << " at " << lo << ", node " << i.node << " at " << li;
+    }
+  EXPECT_THROW(plan_memory(g, 64, {{d.node, b.node}}), Error);  // not a run
+}
+
 // Constants (what ONNX initializers become) are weights in the report, not arena buffers.
 TEST(MemoryPlan, ReportCountsConstantsAsWeights) {
   Graph g;
