@@ -2,7 +2,8 @@
 // then its residual add, rms_norm then the product it feeds, the K/V cast then its cache
 // write, the Q and K rotaries) run as
 // one launch each and give the same bits as the two launches (RLX_CUDA_FUSE=0), so the
-// comparison is exact; the fused graph has one step fewer per pair. A pair whose first
+// comparison is exact; the fused graph has one step fewer per pair. The rotaries, the K/V
+// casts and cache writes, and the attention after them are one launch. A pair whose first
 // result is also a graph output still fuses where the kernel writes both (the cast), and
 // does not where it would leave the result unwritten (the product). A feed-forward's norm,
 // gate/up product and SwiGLU program are one launch; another program stays its own.
@@ -11,6 +12,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "cuda_test_util.h"
 #include "rlx/quant.h"
@@ -108,22 +112,35 @@ TEST(CudaStepFusion, DecodePairsGiveTheSameBitsInFewerSteps) {
 
 // A decode step's rotaries and cache writes: q, k rotated; k's rows cast and written into
 // the K cache, v's into the V cache; attention over both. keep: the rotated K and the
-// rounded K rows are graph outputs too (then written, not only passed in registers).
-Graph kv_window(bool keep) {
-  Graph g(keep ? "kv_kept" : "kv");
-  Value q = g.input("q", Shape({1, Hq, 1, D}, DType::F32));
-  Value k = g.input("k", Shape({1, H, 1, D}, DType::F32));
-  Value v = g.input("v", Shape({1, H, 1, D}, DType::F32));
-  Value kc = g.input("kc", Shape({1, H, C, D}, DType::F16)), vc = g.input("vc", Shape({1, H, C, D}, DType::F16));
+// rounded K rows are graph outputs too (then written, not only passed in registers, and the
+// attention is not fused with them). c: the cache's rows, t: the step's new rows (queries),
+// d: the head dim, hq query heads over H KV heads.
+struct KvCase {
+  bool keep = false;
+  int64_t c = C, t = 1, d = D, hq = Hq;
+  bool interleaved = false;
+  std::string str() const {
+    return std::string(keep ? "kept" : "plain") + " c=" + std::to_string(c) + " t=" + std::to_string(t) +
+           " d=" + std::to_string(d) + " hq=" + std::to_string(hq) + (interleaved ? " interleaved" : "");
+  }
+};
+
+Graph kv_window(const KvCase& k_) {
+  const int64_t t = k_.t, d = k_.d, c = k_.c, hq = k_.hq;
+  Graph g(k_.keep ? "kv_kept" : "kv");
+  Value q = g.input("q", Shape({1, hq, t, d}, DType::F32));
+  Value k = g.input("k", Shape({1, H, t, d}, DType::F32));
+  Value v = g.input("v", Shape({1, H, t, d}, DType::F32));
+  Value kc = g.input("kc", Shape({1, H, c, d}, DType::F16)), vc = g.input("vc", Shape({1, H, c, d}, DType::F16));
   Value past = g.input("past", Shape({1}, DType::I64));
-  Value cs = g.input("cos", Shape({1, D / 2}, DType::F32)), sn = g.input("sin", Shape({1, D / 2}, DType::F32));
-  Value yq = g.rotary(q, cs, sn, false), yk = g.rotary(k, cs, sn, false);
+  Value cs = g.input("cos", Shape({t, d / 2}, DType::F32)), sn = g.input("sin", Shape({t, d / 2}, DType::F32));
+  Value yq = g.rotary(q, cs, sn, k_.interleaved), yk = g.rotary(k, cs, sn, k_.interleaved);
   Value rk = g.cast(yk, DType::F16);
   Value wk = g.cache_write(kc, rk, past);
   Value rv = g.cast(v, DType::F16);
   Value wv = g.cache_write(vc, rv, past);
   std::vector<Value> outs{g.kv_attention(yq, wk, wv, rk, rv, past), wk, wv};
-  if (keep) {
+  if (k_.keep) {
     outs.push_back(yk);
     outs.push_back(rk);
   }
@@ -131,46 +148,62 @@ Graph kv_window(bool keep) {
   return g;
 }
 
-Ran run_kv(const Graph& g, bool fuse, int64_t at) {
+Ran run_kv(const Graph& g, const KvCase& k_, bool fuse, int64_t at) {
+  const int64_t t = k_.t, d = k_.d, c = k_.c, hq = k_.hq;
   if (!fuse) setenv("RLX_CUDA_FUSE", "0", 1);
   CompiledGraph net = Session(Device::Cuda).compile(g);
   unsetenv("RLX_CUDA_FUSE");
-  auto cache = [](int salt) {
-    TypedTensor c{DType::F16, {1, H, C, D}, std::vector<uint8_t>(size_t(H * C * D) * 2)};
-    for (size_t i = 0; i < c.bytes.size() / 2; ++i) {
+  auto cache = [&](int salt) {
+    TypedTensor x{DType::F16, {1, H, c, d}, std::vector<uint8_t>(size_t(H * c * d) * 2)};
+    for (size_t i = 0; i < x.bytes.size() / 2; ++i) {
       const uint16_t h = f32_to_f16(float((i + size_t(salt)) % 89) / 89.0f - 0.5f);
-      std::memcpy(c.bytes.data() + 2 * i, &h, 2);
+      std::memcpy(x.bytes.data() + 2 * i, &h, 2);
     }
-    return c;
+    return x;
   };
   TypedTensor past{DType::I64, {1}, std::vector<uint8_t>(8)};
   std::memcpy(past.bytes.data(), &at, 8);
   Ran r;
   r.steps = net.report().num_thunks;
-  r.out = net.run_typed({{"q", f32({1, Hq, 1, D}, 21)}, {"k", f32({1, H, 1, D}, 22)}, {"v", f32({1, H, 1, D}, 23)},
-                         {"kc", cache(1)}, {"vc", cache(2)}, {"past", past}, {"cos", f32({1, D / 2}, 24)},
-                         {"sin", f32({1, D / 2}, 25)}});
+  r.out = net.run_typed({{"q", f32({1, hq, t, d}, 21)}, {"k", f32({1, H, t, d}, 22)}, {"v", f32({1, H, t, d}, 23)},
+                         {"kc", cache(1)}, {"vc", cache(2)}, {"past", past}, {"cos", f32({t, d / 2}, 24)},
+                         {"sin", f32({t, d / 2}, 25)}});
   return r;
 }
 
-TEST(CudaStepFusion, RotariesAndCacheWritesAreOneLaunchWithTheSameBits) {
+// The six steps (two rotaries, two casts, two cache writes) are one launch, and with the
+// attention after them one launch in all: the same bits as the seven launches. The cases
+// cover the attention kernel's paths: a short cache (one block per cluster attends), a long
+// one (every block of the cluster, merged), two new rows, interleaved pairs, head dims of
+// 64 and 128, one or two query heads per KV head.
+TEST(CudaStepFusion, RotariesCacheWritesAndAttentionAreOneLaunchWithTheSameBits) {
   REQUIRE_CUDA();
-  for (bool keep : {false, true}) {
-    const Graph g = kv_window(keep);
-    const Ran fused = run_kv(g, true, 3), plain = run_kv(g, false, 3);
+  std::vector<std::pair<KvCase, int64_t>> cases;  // and the position
+  cases.push_back({KvCase{}, 3});
+  cases.push_back({KvCase{true}, 3});
+  cases.push_back({KvCase{false, 700, 1, 64, Hq, false}, 650});
+  cases.push_back({KvCase{false, 700, 2, 64, Hq, true}, 411});
+  cases.push_back({KvCase{false, 40, 2, 128, H, false}, 0});
+  cases.push_back({KvCase{false, 300, 1, 128, 4 * H, true}, 299});
+  for (const auto& [kc, at] : cases) {
+    SCOPED_TRACE(kc.str() + " past=" + std::to_string(at));
+    const Graph g = kv_window(kc);
+    const Ran fused = run_kv(g, kc, true, at), plain = run_kv(g, kc, false, at);
     ASSERT_EQ(fused.out.size(), plain.out.size());
-    for (size_t o = 0; o < fused.out.size(); ++o)
-      EXPECT_EQ(fused.out[o].bytes, plain.out[o].bytes) << (keep ? "kept" : "plain") << " output " << o;
-    // Six steps (two rotaries, two casts, two cache writes) become one.
-    EXPECT_EQ(plain.steps - fused.steps, 5) << "steps fused " << fused.steps << ", unfused " << plain.steps;
+    for (size_t o = 0; o < fused.out.size(); ++o) EXPECT_EQ(fused.out[o].bytes, plain.out[o].bytes) << "output " << o;
+    // Seven launches become one; with the rotated K kept, the six become one.
+    EXPECT_EQ(plain.steps - fused.steps, kc.keep ? 5 : 6) << "steps fused " << fused.steps << ", unfused " << plain.steps;
   }
-  // A position past the cache's end is the cache write's error, named, from the fused launch.
-  const Graph g = kv_window(false);
-  try {
-    run_kv(g, true, C);
-    ADD_FAILURE() << "expected an error for a position past the cache";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("cache_write"), std::string::npos) << e.what();
+  // A position that leaves no room for the step's rows is the cache write's error, named,
+  // from either fused launch.
+  for (bool keep : {false, true}) {
+    const KvCase kc{keep};
+    try {
+      run_kv(kv_window(kc), kc, true, C);
+      ADD_FAILURE() << "expected an error for a position past the cache (" << kc.str() << ")";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("cache_write"), std::string::npos) << e.what();
+    }
   }
 }
 

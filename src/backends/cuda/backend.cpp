@@ -876,9 +876,11 @@ class CudaBackend final : public backend::Backend {
   // H200: 9.8 ms NCHW, 12.4 ms NHWC; TF32 4.04 -> 2.35 ms NHWC).
   opt::BackendClaims claims(const CompileOptions& opts) const override {
     const bool nhwc = opts.precision != Precision::F32;
-    return opt::BackendClaims{"cuda", [nhwc](const Node& n, const std::vector<const Shape*>& in) {
-                                return (nhwc || !ir::is_channels_last(n)) && supports(n, in);
-                              }};
+    opt::BackendClaims c{"cuda", [nhwc](const Node& n, const std::vector<const Shape*>& in) {
+                           return (nhwc || !ir::is_channels_last(n)) && supports(n, in);
+                         }};
+    c.joint_steps = joint_steps;  // the launches of several nodes the memory plan must allow for
+    return c;
   }
   // Constants fold on the host, with the CPU oracle's kernels.
   opt::ConstEvaluator const_evaluator() const override { return cpu_->const_evaluator(); }

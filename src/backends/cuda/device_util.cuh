@@ -37,6 +37,16 @@ template <> __device__ inline __nv_bfloat16 stf(float v) {
   return __float2bfloat16_rn(v);
 }
 
+// One rotary pair (x0, x1) by (cos, sin): x0 co - x1 si and x1 co + x0 si, each product and
+// the sum rounded on its own as the CPU computes them (no fma spans two ops), so that every
+// kernel that rotates (rotary, kv_store, kv_store_attention) gives the same bits.
+__device__ inline float rotate_first(float x0, float x1, float co, float si) {
+  return __fsub_rn(__fmul_rn(x0, co), __fmul_rn(x1, si));
+}
+__device__ inline float rotate_second(float x0, float x1, float co, float si) {
+  return __fadd_rn(__fmul_rn(x1, co), __fmul_rn(x0, si));
+}
+
 // Programmatic dependent launch (sm_90): a kernel started by launch() below may begin while
 // the kernel before it on the stream still runs. It must call grid_wait() before it touches
 // any memory: that returns once the previous kernel has finished and its writes are

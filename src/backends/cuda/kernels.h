@@ -347,6 +347,19 @@ struct KvStorePtrs {
 cudaError_t kv_store(const RotaryArgs& q, const RotaryArgs& k, const CacheWriteArgs& kw, const CacheWriteArgs& vw, ET to,
                      const KvStorePtrs& p, int* err, int step, cudaStream_t s);
 
+// kv_store followed by the kv_attention that reads its results, as one launch (step fusion
+// of seven nodes, lower_kv_attention): the attention's blocks rotate their queries from the
+// Q rotary's input (p.q.x) and make the step's new K / V row (rotated, rounded to f16) in
+// registers, and one lane group per sequence and KV head writes it into the caches, so no
+// rotated or rounded row goes through memory. Bits as kv_store then kv_attention. The fused
+// kernel takes one new row per sequence (t = 1), f16 caches written in place, head dims of
+// 32, 64, 128 or 256 rotated whole, the rotaries' rows laid out as the attention reads
+// them; elsewhere (and where kv_attention would not take its by-KV-head kernel) this runs
+// the two launches, writing p.q.y, p.k_rounded and p.v_rounded (buffers of their own).
+cudaError_t kv_store_attention(const RotaryArgs& q, const RotaryArgs& k, const CacheWriteArgs& kw,
+                               const CacheWriteArgs& vw, const KvStorePtrs& p, const KvAttentionArgs& a, float* out,
+                               int* err, int step, cudaStream_t s);
+
 // topk over the middle dim of [outer, n, inner], any type: values and i64 indices [outer, k,
 // inner], in the CPU's order (largest or smallest first; NaN first when largest; ties by
 // index), whatever `sorted` says.

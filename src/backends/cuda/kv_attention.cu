@@ -7,6 +7,8 @@
 //  - by KV head (a decode step's few queries, f16 caches): a thread-block cluster per
 //    (sequence, KV head, pair of query heads sharing it, query), its blocks splitting the
 //    keys, by 16-byte loads, the first of them issued before the wait for the kernel before.
+//    Also run fused with the step's kv_store (kv_store_attention): the queries rotated and
+//    the new K / V row made in registers, and written into the caches by one lane group.
 #include <cooperative_groups.h>
 #include <cuda_fp16.h>
 
@@ -181,10 +183,77 @@ __device__ inline void halves8(uint4 u, float* f) {
   }
 }
 
-template <int LPR, int GM>
+// kv_store_attention: what the fused kernel reads instead of rotated / rounded rows (the
+// rotaries' inputs and their tables, V's f32 rows) and the caches it writes. One new row per
+// (sequence, KV head) (t = 1), head dims of 8 LPR, both rotaries over the whole head.
+struct KvNewRows {
+  bool interleaved_q = false, interleaved_k = false;
+  RotaryPtrs q, k;  // y unused
+  const float* v = nullptr;
+  __half* kc = nullptr;  // the caches, written in place
+  __half* vc = nullptr;
+};
+
+// The 8 floats at p (16-byte aligned).
+__device__ inline void load8(const float* p, float* f) {
+  const float4 a = reinterpret_cast<const float4*>(p)[0], b = reinterpret_cast<const float4*>(p)[1];
+  f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w, f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
+}
+
+// A row's lane share, loaded before any of it is used (so that every load after the wait is
+// one trip to memory): dims e0 .. e0 + 7 of x and the cos / sin its rotation needs (the 4 of
+// pairs (2i, 2i + 1) interleaved, else the 8 of dims e0 .. e0 + 7 mod half).
+struct RotaryShare {
+  float x[8], co[8], si[8];
+};
+__device__ inline void load_share(const RotaryPtrs& r, int64_t row, int64_t pos, int d, int e0, bool interleaved,
+                                  RotaryShare& s) {
+  const int half = d / 2;
+  load8(r.x + row * d + e0, s.x);
+  if (interleaved) {
+    const float4 c = *reinterpret_cast<const float4*>(r.cs + pos * half + e0 / 2),
+                 n = *reinterpret_cast<const float4*>(r.sn + pos * half + e0 / 2);
+    s.co[0] = c.x, s.co[1] = c.y, s.co[2] = c.z, s.co[3] = c.w, s.si[0] = n.x, s.si[1] = n.y, s.si[2] = n.z, s.si[3] = n.w;
+  } else {
+    load8(r.cs + pos * half + e0 % half, s.co);
+    load8(r.sn + pos * half + e0 % half, s.si);
+  }
+}
+// The share rotated as rotary_item rotates it (llm.cu): (2i, 2i + 1) in the lane's own
+// dims, or (i, i + half) with the partner dims from lane sub ^ LPR / 2 (the lane half a row
+// away; every lane of the warp calls this).
+template <int LPR>
+__device__ inline void rotate_share(const RotaryShare& s, bool interleaved, int sub, float* y) {
+  if (interleaved) {
+#pragma unroll
+    for (int k = 0; k < 8; k += 2) {
+      y[k] = dev::rotate_first(s.x[k], s.x[k + 1], s.co[k / 2], s.si[k / 2]);
+      y[k + 1] = dev::rotate_second(s.x[k], s.x[k + 1], s.co[k / 2], s.si[k / 2]);
+    }
+    return;
+  }
+  const bool first = sub < LPR / 2;
+#pragma unroll
+  for (int k = 0; k < 8; ++k) {
+    const float other = __shfl_xor_sync(0xFFFFFFFFu, s.x[k], LPR / 2);
+    y[k] = first ? dev::rotate_first(s.x[k], other, s.co[k], s.si[k]) : dev::rotate_second(other, s.x[k], s.co[k], s.si[k]);
+  }
+}
+
+// 8 floats rounded to f16 as the cast does (dev::stf), packed as one 16-byte load gives them.
+__device__ inline uint4 halves8_of(const float* f) {
+  __half h[8];
+#pragma unroll
+  for (int k = 0; k < 8; ++k) h[k] = dev::stf<__half>(f[k]);
+  uint4 u;
+  memcpy(&u, h, 16);
+  return u;
+}
+
+template <int LPR, int GM, bool FUSED>
 __global__ void __launch_bounds__(32 * kDecWarps)
     kv_decode_kernel(KvAttentionArgs a, const float* q, const __half* kc, const __half* vc, const __half* kn,
-                     const __half* vn, const int64_t* past, float* out, int* err, int step) {
+                     const __half* vn, const int64_t* past, float* out, int* err, int step, KvNewRows f) {
   namespace cg = cooperative_groups;
   constexpr int RS = 32 / LPR, W = kDecWarps, C = kDecCluster, U = kDecUnroll, DW = 8 * LPR;
   __shared__ float wm[W][GM], wl[W][GM], wo[W][GM][DW];  // each warp's state
@@ -213,7 +282,7 @@ __global__ void __launch_bounds__(32 * kDecWarps)
   // written by earlier steps and are final, and every row below C is inside the cache, so
   // the loads are safe whatever past is; rows at past or after are fetched again from the
   // new rows once past is known. (So the first trip to memory overlaps the kernel before.)
-  uint4 kr[U], vr[U];
+  uint4 kr[U], vr[U], knew = make_uint4(0, 0, 0, 0), vnew = knew;
   const auto fetch = [&](int64_t jb, int64_t np, int64_t n) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -221,6 +290,10 @@ __global__ void __launch_bounds__(32 * kDecWarps)
       kr[u] = vr[u] = make_uint4(0, 0, 0, 0);
       if (j < n && dims) {
         const bool cached = j < np;
+        if (FUSED && !cached) {  // the one new row (fused: t = 1), made below
+          kr[u] = knew, vr[u] = vnew;
+          continue;
+        }
         const int64_t off = (cached ? cache_base + j * d : new_base + (j - np) * d) + 8 * sub;
         kr[u] = *reinterpret_cast<const uint4*>((cached ? kc : kn) + off);
         vr[u] = *reinterpret_cast<const uint4*>((cached ? vc : vn) + off);
@@ -246,25 +319,69 @@ __global__ void __launch_bounds__(32 * kDecWarps)
 #pragma unroll
   for (int u = 0; u < U; ++u) {
     const int64_t j = jb0 + slot + u * ns;
-    if (j >= np && j < n && dims) {
+    if (!FUSED && j >= np && j < n && dims) {
       const int64_t off = new_base + (j - np) * d + 8 * sub;
       kr[u] = *reinterpret_cast<const uint4*>(kn + off);
       vr[u] = *reinterpret_cast<const uint4*>(vn + off);
     }
   }
   float qv[GM][8], acc[GM][8], m[GM], l[GM];
+  if constexpr (FUSED) {
+    // Everything this launch makes instead of reading: the queries rotated, and the new K /
+    // V row (row past of the attention: t = 1) rotated and rounded by every lane group (the
+    // same addresses for all, so one trip for each) and written into the caches at past by
+    // one lane group per (sequence, KV head) (the rows below past, which the attention
+    // reads, are not touched); a position past the cache's last row is recorded, as
+    // cache_write does. Every load is issued before any use: one trip after the wait.
+    RotaryShare qs[GM], ks;
+    float vx[8];
+    const int64_t bh = b * a.hkv + hk;
+#pragma unroll
+    for (int g = 0; g < GM; ++g)
+      if (g < heads) load_share(f.q, row(g) / d, 0, d, 8 * sub, f.interleaved_q, qs[g]);
+    load_share(f.k, bh, 0, d, 8 * sub, f.interleaved_k, ks);
+    load8(f.v + bh * d + 8 * sub, vx);
+    float y[8];
+    rotate_share<LPR>(ks, f.interleaved_k, sub, y);
+    knew = halves8_of(y);
+    vnew = halves8_of(vx);
+#pragma unroll
+    for (int g = 0; g < GM; ++g) {
+      rotate_share<LPR>(qs[g], f.interleaved_q, sub, y);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) qv[g][k] = g < heads ? y[k] * a.scale : 0.0f;
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+      if (jb0 + slot + u * ns == np) kr[u] = knew, vr[u] = vnew;
+    if (chunk == 0 && rank == 0 && warp == 0 && slot == 0) {
+      if (np > a.c - 1) {
+        if (sub == 0) {
+          atomicCAS(err, 0, 1);
+          atomicCAS(err + 1, 0, step);
+        }
+      } else {
+        *reinterpret_cast<uint4*>(f.kc + cache_base + np * d + 8 * sub) = knew;
+        *reinterpret_cast<uint4*>(f.vc + cache_base + np * d + 8 * sub) = vnew;
+      }
+    }
+  }
 #pragma unroll
   for (int g = 0; g < GM; ++g) {
     m[g] = -INFINITY;
     l[g] = 0;
 #pragma unroll
-    for (int k = 0; k < 8; ++k) qv[g][k] = acc[g][k] = 0;
-    if (g < heads && dims) {
-      const float4* qr = reinterpret_cast<const float4*>(q + row(g) + 8 * sub);
-      const float4 x0 = qr[0], x1 = qr[1];
-      const float x[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+    for (int k = 0; k < 8; ++k) acc[g][k] = 0;
+    if constexpr (!FUSED) {
 #pragma unroll
-      for (int k = 0; k < 8; ++k) qv[g][k] = x[k] * a.scale;
+      for (int k = 0; k < 8; ++k) qv[g][k] = 0;
+      if (g < heads && dims) {
+        const float4* qr = reinterpret_cast<const float4*>(q + row(g) + 8 * sub);
+        const float4 x0 = qr[0], x1 = qr[1];
+        const float x[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+#pragma unroll
+        for (int k = 0; k < 8; ++k) qv[g][k] = x[k] * a.scale;
+      }
     }
   }
   // Every row in rank 0's first span: the other blocks have nothing to add (their states
@@ -390,32 +507,43 @@ __global__ void __launch_bounds__(32 * kDecWarps)
 }
 
 using DecodeFn = void (*)(KvAttentionArgs, const float*, const __half*, const __half*, const __half*, const __half*,
-                          const int64_t*, float*, int*, int);
+                          const int64_t*, float*, int*, int, KvNewRows);
 
 // The kernel for lanes per row LPR and `heads` query heads per block (1 or kDecHeads).
-template <int LPR>
+template <int LPR, bool FUSED>
 DecodeFn decode_for(int heads) {
-  return heads == 1 ? kv_decode_kernel<LPR, 1> : kv_decode_kernel<LPR, kDecHeads>;
+  return heads == 1 ? kv_decode_kernel<LPR, 1, FUSED> : kv_decode_kernel<LPR, kDecHeads, FUSED>;
+}
+template <bool FUSED>
+DecodeFn decode_for_dim(int64_t d, int heads) {
+  return d <= 32 ? decode_for<4, FUSED>(heads) : d <= 64 ? decode_for<8, FUSED>(heads)
+         : d <= 128 ? decode_for<16, FUSED>(heads) : decode_for<32, FUSED>(heads);
 }
 
 // The by-KV-head kernel when it applies (f16 caches, head dims of whole 16-byte chunks up to
 // 256, 16-byte aligned operands, a device with clusters); cudaErrorNotSupported otherwise.
+// With f (kv_store_attention): the new rows made from f's f32 rows (q, kn, vn unread) and
+// written into f's caches.
 cudaError_t kv_decode(const KvAttentionArgs& a, const float* q, const void* kc, const void* vc, const void* kn,
-                      const void* vn, const int64_t* past, float* out, int* err, int step, cudaStream_t s) {
+                      const void* vn, const int64_t* past, float* out, int* err, int step, cudaStream_t s,
+                      const KvNewRows* f = nullptr) {
   if (a.d % 8 != 0 || a.d > 256 || a.hkv <= 0 || a.hq % a.hkv != 0 || !clusters())
     return cudaErrorNotSupported;
   for (const void* p : {static_cast<const void*>(q), kc, vc, kn, vn})
     if (!dev::aligned16(p)) return cudaErrorNotSupported;
+  if (f)  // V's f32 rows by 16-byte loads, the caches by 16-byte stores
+    for (const void* p : {static_cast<const void*>(f->v), static_cast<const void*>(f->kc), static_cast<const void*>(f->vc)})
+      if (!dev::aligned16(p)) return cudaErrorNotSupported;
   const int64_t group = a.hq / a.hkv;
   const int heads = group == 1 ? 1 : kDecHeads;
-  const DecodeFn fn = a.d <= 32 ? decode_for<4>(heads) : a.d <= 64 ? decode_for<8>(heads)
-                      : a.d <= 128 ? decode_for<16>(heads) : decode_for<32>(heads);
+  const DecodeFn fn = f ? decode_for_dim<true>(a.d, heads) : decode_for_dim<false>(a.d, heads);
   const int64_t blocks = a.b * a.hkv * ((group + heads - 1) / heads) * a.t * kDecCluster;
   if (blocks >= int64_t(1) << 31) return cudaErrorNotSupported;  // gridDim.x < 2^31
   cudaLaunchAttribute attr[2];
   const cudaLaunchConfig_t cfg = cluster_config(dim3(unsigned(blocks)), dim3(32 * kDecWarps), kDecCluster, s, attr);
   return cudaLaunchKernelEx(&cfg, fn, a, q, static_cast<const __half*>(kc), static_cast<const __half*>(vc),
-                            static_cast<const __half*>(kn), static_cast<const __half*>(vn), past, out, err, step);
+                            static_cast<const __half*>(kn), static_cast<const __half*>(vn), past, out, err, step,
+                            f ? *f : KvNewRows{});
 }
 
 }  // namespace
@@ -452,6 +580,46 @@ cudaError_t kv_attention(const KvAttentionArgs& a, bool f16, const float* q, con
                 : a.d <= 128 ? with(std::integral_constant<int, 4>{})
                              : with(std::integral_constant<int, 8>{});
   return dev::launch(fn, g, 32 * warps, 0, s, a, q, kc, vc, kn, vn, past, out, err, step);
+}
+
+
+cudaError_t kv_store_attention(const RotaryArgs& qa, const RotaryArgs& ka, const CacheWriteArgs& kw,
+                               const CacheWriteArgs& vw, const KvStorePtrs& p, const KvAttentionArgs& a, float* out,
+                               int* err, int step, cudaStream_t s) {
+  // The fused kernel: a decode step's few queries (as kv_attention picks the by-KV-head
+  // kernel), one new row per sequence, head dims of whole lane groups (32, 64, 128, 256),
+  // rotaries over the whole head, caches in place, the rotaries' rows in the attention's
+  // layout and every shape agreeing (the lowering checks the graph's; these are the
+  // launch's own conditions).
+  const auto layout = [&](const RotaryArgs& r, int64_t h) {
+    return r.rows == a.b * h * a.t && r.s == a.t && r.d == a.d && 2 * r.half == a.d;
+  };
+  const auto cache = [&](const CacheWriteArgs& w) {
+    return w.b == a.b && w.h == a.hkv && w.c == a.c && w.t == a.t && w.d == a.d;
+  };
+  const int64_t tasks = a.b * a.hq * a.t;
+  const bool few = tasks * 8 < int64_t(dev::sm_count()) * 32;
+  const bool lanes = a.d == 32 || a.d == 64 || a.d == 128 || a.d == 256;
+  bool aligned = true;
+  for (const void* ptr : {static_cast<const void*>(p.q.x), static_cast<const void*>(p.q.cs), static_cast<const void*>(p.q.sn),
+                          static_cast<const void*>(p.k.x), static_cast<const void*>(p.k.cs), static_cast<const void*>(p.k.sn)})
+    aligned = aligned && dev::aligned16(ptr);
+  if (tasks > 0 && few && a.t == 1 && lanes && aligned && p.k_out == p.k_cache && p.v_out == p.v_cache &&
+      layout(qa, a.hq) && layout(ka, a.hkv) && cache(kw) && cache(vw) && p.k_past == p.v_past && !p.k.y) {
+    KvNewRows f;
+    f.interleaved_q = qa.interleaved;
+    f.interleaved_k = ka.interleaved;
+    f.q = p.q;
+    f.k = p.k;
+    f.v = p.v;
+    f.kc = static_cast<__half*>(p.k_out);
+    f.vc = static_cast<__half*>(p.v_out);
+    const cudaError_t e =
+        kv_decode(a, p.q.x, p.k_out, p.v_out, p.k_rounded, p.v_rounded, p.k_past, out, err, step, s, &f);
+    if (e != cudaErrorNotSupported) return e;
+  }
+  if (const cudaError_t e = kv_store(qa, ka, kw, vw, ET::F16, p, err, step, s); e != cudaSuccess) return e;
+  return kv_attention(a, true, p.q.y, p.k_out, p.v_out, p.k_rounded, p.v_rounded, p.k_past, out, err, step, s);
 }
 
 }  // namespace rlx::cuda

@@ -283,8 +283,8 @@ __device__ inline void rotary_item(const RotaryArgs& a, const float* x, const fl
   const int64_t r = t / a.half, i = t % a.half, p = r % a.s;
   const int64_t i0 = a.interleaved ? 2 * i : i, i1 = a.interleaved ? 2 * i + 1 : i + a.half;
   const float x0 = x[r * a.d + i0], x1 = x[r * a.d + i1], co = cs[p * a.half + i], si = sn[p * a.half + i];
-  put(r * a.d + i0, x0 * co - x1 * si);
-  put(r * a.d + i1, x1 * co + x0 * si);
+  put(r * a.d + i0, dev::rotate_first(x0, x1, co, si));
+  put(r * a.d + i1, dev::rotate_second(x0, x1, co, si));
 }
 __device__ inline void rotary_item(const RotaryArgs& a, const float* x, const float* cs, const float* sn, float* y,
                                    int64_t t) {

@@ -67,6 +67,12 @@ std::optional<Launch> lower_pair(const PairSide& first, const PairSide& second, 
 // launch's bufs are the six nodes' inputs and outputs in order. One kv_store launch
 // (kernels.h), nullopt when the dtypes or shapes do not fit it.
 std::optional<Launch> lower_kv_store(const PairSide (&s)[6], int rk, int ck, bool yk_sole, bool k_sole, bool v_sole);
+// The same six (K's rotary read by its cast alone) and then the kv_attention reading Q's
+// rotary (its only reader), both caches and both casts' results (read by nothing else
+// outside the seven), with one position input for all three: one kv_store_attention launch
+// (kernels.h), nullopt when the types do not fit it (f16 caches only). bufs: the seven
+// nodes' inputs and outputs in order; a device error names the K cache write.
+std::optional<Launch> lower_kv_attention(const PairSide (&s)[7], int rk, int ck);
 
 // rms_norm -> qmatmul -> fused_elementwise (compile_program matches them): a decode step's
 // norm, the feed-forward's gate/up product (m == 1) and the SwiGLU program (swiglu_operands)

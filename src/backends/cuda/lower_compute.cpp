@@ -521,10 +521,7 @@ Launch lower_compute(const Node& n, const std::vector<const Shape*>& in, const s
       };
     }
     case OpKind::KvAttention: {
-      const auto qd = in[0]->static_dims(), kd = in[1]->static_dims();
-      KvAttentionArgs a{qd[0], qd[1], kd[1], qd[2], kd[2], qd[3], 1.0f};
-      const double sc = n.attr<AttentionAttrs>().scale;
-      a.scale = float(sc != 0 ? sc : 1.0 / std::sqrt(double(a.d)));
+      const KvAttentionArgs a = kv_attention_args(n, in);
       const bool f16 = in[1]->dtype() == DType::F16;
       return [np, a, f16](const LaunchCtx& c, void* const* b) {
         KvAttentionArgs as = a;

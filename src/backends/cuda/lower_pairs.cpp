@@ -16,6 +16,10 @@
 //                        (lower_kv_store) Q's rotary, K's rotary rounded and written into
 //                        its cache element by element, V's rows into theirs: one launch
 //                        where the pairs above take three;
+//   the same six, then the kv_attention reading their results
+//                        (lower_kv_attention) the attention's blocks rotate the queries
+//                        and make the new K / V rows themselves, and write them into the
+//                        caches: one launch where the group above and the attention take two;
 //   rms_norm -> qmatmul -> fused_elementwise
 //                        (lower_norm_swiglu) the gate/up product of a feed-forward and the
 //                        SwiGLU program over its two halves: each warp takes a gate row and
@@ -119,7 +123,17 @@ std::optional<Launch> lower_pair(const PairSide& first, const PairSide& second, 
   return std::nullopt;
 }
 
-std::optional<Launch> lower_kv_store(const PairSide (&s)[6], int rk, int ck, bool yk_sole, bool k_sole, bool v_sole) {
+namespace {
+
+// What lower_kv_store and lower_kv_attention share: the six nodes' kernel arguments and the
+// places of their bufs; nullopt when the dtypes or shapes do not fit kv_store.
+struct KvStoreParts {
+  RotaryArgs qa, ka;
+  CacheWriteArgs kw, vw;
+  ET et = ET::F16;
+  int bq = 0, bk = 0, pk = 0, pv = 0;  // bufs: Q's and K's rotary, K's and V's cast -> cache_write
+};
+std::optional<KvStoreParts> kv_store_parts(const PairSide* s, int rk, int ck) {  // s: the six nodes
   const PairSide& rq_side = s[1 - rk];
   const PairSide& rk_side = s[rk];
   const PairSide& kc = s[2 + 2 * ck];
@@ -135,34 +149,72 @@ std::optional<Launch> lower_kv_store(const PairSide (&s)[6], int rk, int ck, boo
     if (!w->in[0] || !w->in[1] || w->in[0]->dtype() != to || w->in[1]->dtype() != to || !w->in[0]->is_static() ||
         !w->in[1]->is_static())
       return std::nullopt;
-  const RotaryArgs qa = rotary_args(*rq_side.node, rq_side.in), ka = rotary_args(*rk_side.node, rk_side.in);
-  const CacheWriteArgs kw = cache_write_args(kw_side.in), vw = cache_write_args(vw_side.in);
+  KvStoreParts r;
+  r.qa = rotary_args(*rq_side.node, rq_side.in), r.ka = rotary_args(*rk_side.node, rk_side.in);
+  r.kw = cache_write_args(kw_side.in), r.vw = cache_write_args(vw_side.in);
   // K's elements go from the rotary's flat index straight to the cache write's.
-  if ((*rk_side.out)[0].numel() != kc.in[0]->numel() || kw.rows() != kc.in[0]->numel() || vw.rows() != vc.in[0]->numel())
+  if ((*rk_side.out)[0].numel() != kc.in[0]->numel() || r.kw.rows() != kc.in[0]->numel() ||
+      r.vw.rows() != vc.in[0]->numel())
     return std::nullopt;
-  const ET et = to == DType::F16 ? ET::F16 : ET::BF16;
+  r.et = to == DType::F16 ? ET::F16 : ET::BF16;
   // bufs: rotary 0 and 1 (x, cos, sin, y) at 0 and 4; pair 0 (cast x, y; cache, rows, past,
   // out) at 8, pair 1 at 14.
-  const int bq = 4 * (1 - rk), bk = 4 * rk, pk = 8 + 6 * ck, pv = 8 + 6 * (1 - ck);
-  const Node* np = kw_side.node;
-  return Launch([=](const LaunchCtx& c, void* const* p) {
-    auto f = [p](int i) { return static_cast<float*>(p[i]); };
-    KvStorePtrs b;
-    b.q = RotaryPtrs{f(bq), f(bq + 1), f(bq + 2), f(bq + 3)};
-    b.k = RotaryPtrs{f(bk), f(bk + 1), f(bk + 2), yk_sole ? nullptr : f(bk + 3)};
-    b.k_rounded = k_sole ? nullptr : p[pk + 1];
-    b.k_cache = p[pk + 2];
-    b.k_past = static_cast<const int64_t*>(p[pk + 4]);
-    b.k_out = p[pk + 5];
-    b.v = f(pv);
-    b.v_rounded = v_sole ? nullptr : p[pv + 1];
-    b.v_cache = p[pv + 2];
-    b.v_past = static_cast<const int64_t*>(p[pv + 4]);
-    b.v_out = p[pv + 5];
-    CacheWriteArgs ks = kw, vs = vw;
-    ks.past_settled = c.is_settled(pk + 4);
-    vs.past_settled = c.is_settled(pv + 4);
-    check(kv_store(qa, ka, ks, vs, et, b, c.err, c.step, c.stream), "rotary+kv_store kernel", *np);
+  r.bq = 4 * (1 - rk), r.bk = 4 * rk, r.pk = 8 + 6 * ck, r.pv = 8 + 6 * (1 - ck);
+  return r;
+}
+
+// The six nodes' pointers; a result with no other reader (q_sole etc.) null.
+KvStorePtrs kv_store_ptrs(const KvStoreParts& r, void* const* p, bool q_sole, bool yk_sole, bool k_sole, bool v_sole) {
+  auto f = [p](int i) { return static_cast<float*>(p[i]); };
+  KvStorePtrs b;
+  b.q = RotaryPtrs{f(r.bq), f(r.bq + 1), f(r.bq + 2), q_sole ? nullptr : f(r.bq + 3)};
+  b.k = RotaryPtrs{f(r.bk), f(r.bk + 1), f(r.bk + 2), yk_sole ? nullptr : f(r.bk + 3)};
+  b.k_rounded = k_sole ? nullptr : p[r.pk + 1];
+  b.k_cache = p[r.pk + 2];
+  b.k_past = static_cast<const int64_t*>(p[r.pk + 4]);
+  b.k_out = p[r.pk + 5];
+  b.v = f(r.pv);
+  b.v_rounded = v_sole ? nullptr : p[r.pv + 1];
+  b.v_cache = p[r.pv + 2];
+  b.v_past = static_cast<const int64_t*>(p[r.pv + 4]);
+  b.v_out = p[r.pv + 5];
+  return b;
+}
+
+}  // namespace
+
+std::optional<Launch> lower_kv_store(const PairSide (&s)[6], int rk, int ck, bool yk_sole, bool k_sole, bool v_sole) {
+  const std::optional<KvStoreParts> r = kv_store_parts(s, rk, ck);
+  if (!r) return std::nullopt;
+  const Node* np = s[3 + 2 * ck].node;
+  return Launch([=, r = *r](const LaunchCtx& c, void* const* p) {
+    const KvStorePtrs b = kv_store_ptrs(r, p, false, yk_sole, k_sole, v_sole);
+    CacheWriteArgs ks = r.kw, vs = r.vw;
+    ks.past_settled = c.is_settled(r.pk + 4);
+    vs.past_settled = c.is_settled(r.pv + 4);
+    check(kv_store(r.qa, r.ka, ks, vs, r.et, b, c.err, c.step, c.stream), "rotary+kv_store kernel", *np);
+  });
+}
+
+std::optional<Launch> lower_kv_attention(const PairSide (&s)[7], int rk, int ck) {
+  const std::optional<KvStoreParts> r = kv_store_parts(s, rk, ck);
+  const PairSide& at = s[6];
+  if (!r || r->et != ET::F16 || !at.in[0] || !at.in[1] || at.in[1]->dtype() != DType::F16 ||
+      (*at.out)[0].dtype() != DType::F32)
+    return std::nullopt;
+  const KvAttentionArgs a = kv_attention_args(*at.node, at.in);
+  const Node* np = s[3 + 2 * ck].node;
+  // bufs: the six nodes' at 0 .. 19, then the attention's q, caches, new rows, past at 20 ..
+  // 25 and its result at 26.
+  return Launch([=, r = *r](const LaunchCtx& c, void* const* p) {
+    const KvStorePtrs b = kv_store_ptrs(r, p, false, true, false, false);
+    CacheWriteArgs ks = r.kw, vs = r.vw;
+    ks.past_settled = c.is_settled(r.pk + 4);
+    vs.past_settled = c.is_settled(r.pv + 4);
+    KvAttentionArgs as = a;
+    as.past_settled = c.is_settled(25);
+    check(kv_store_attention(r.qa, r.ka, ks, vs, b, as, static_cast<float*>(p[26]), c.err, c.step, c.stream),
+          "rotary+kv_store+kv_attention kernel", *np);
   });
 }
 

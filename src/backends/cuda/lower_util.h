@@ -1,6 +1,7 @@
 // Internal: shape helpers of the CUDA lowering (lower.cpp, lower_compute.cpp).
 #pragma once
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -116,6 +117,14 @@ inline CacheWriteArgs cache_write_args(const std::vector<const Shape*>& in) {
   return CacheWriteArgs{cd[0], cd[1], cd[2], in[1]->static_dims()[2], cd[3]};
 }
 
+// A kv_attention node's kernel arguments (q [b, hq, t, d], caches [b, hkv, c, d]).
+inline KvAttentionArgs kv_attention_args(const Node& n, const std::vector<const Shape*>& in) {
+  const auto qd = in[0]->static_dims(), kd = in[1]->static_dims();
+  KvAttentionArgs a{qd[0], qd[1], kd[1], qd[2], kd[2], qd[3], 1.0f};
+  const double sc = n.attr<AttentionAttrs>().scale;
+  a.scale = float(sc != 0 ? sc : 1.0 / std::sqrt(double(a.d)));
+  return a;
+}
 // A rotary node's kernel arguments; Error(Shape) naming the node for cos/sin that do not fit.
 RotaryArgs rotary_args(const Node& n, const std::vector<const Shape*>& in);
 

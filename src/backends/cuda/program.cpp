@@ -51,15 +51,18 @@ struct Readers {
   }
   // True when `reader` is the only node reading `v` (views seen through) and no graph output
   // is `v` or a view of it.
-  bool sole(Value v, int32_t reader) const {
+  bool sole(Value v, int32_t reader) const { return only_read_by(v, reader, reader); }
+  // The same with two readers allowed (r1 may equal r0).
+  bool only_read_by(Value v, int32_t r0, int32_t r1) const {
     for (const GraphOutput& o : g.outputs())
       if (o.value == v) return false;
     for (size_t m = 0; m < g.nodes().size(); ++m) {
       const Node& n = g.nodes()[m];
-      if (std::find(n.inputs.begin(), n.inputs.end(), v) == n.inputs.end() || int32_t(m) == reader) continue;
+      if (std::find(n.inputs.begin(), n.inputs.end(), v) == n.inputs.end() || int32_t(m) == r0 || int32_t(m) == r1)
+        continue;
       if (!alias[m]) return false;
       for (size_t o = 0; o < n.outputs.size(); ++o)
-        if (!sole(Value{int32_t(m), int32_t(o)}, reader)) return false;
+        if (!only_read_by(Value{int32_t(m), int32_t(o)}, r0, r1)) return false;
     }
     return true;
   }
@@ -107,6 +110,25 @@ std::vector<uint64_t> settled_refs(const std::vector<StepBytes>& steps) {
     open.insert(open.end(), st.writes.begin(), st.writes.end());
   }
   return out;
+}
+
+std::vector<std::pair<int32_t, int32_t>> joint_steps(const Graph& g) {
+  std::vector<std::pair<int32_t, int32_t>> runs;
+  if (!fusion_on()) return runs;
+  auto producer = [&](Value v, OpKind k) { return v.valid() && g.node(v.node).kind == k ? v.node : -1; };
+  for (size_t a = 0; a < g.nodes().size(); ++a) {
+    const Node& n = g.nodes()[a];
+    if (n.kind != OpKind::KvAttention || n.inputs.size() != 6 || !n.inputs[1].valid() ||
+        g.type(n.inputs[1]).dtype() != DType::F16)
+      continue;
+    const int32_t rq = producer(n.inputs[0], OpKind::Rotary), wk = producer(n.inputs[1], OpKind::CacheWrite),
+                  wv = producer(n.inputs[2], OpKind::CacheWrite), ck = producer(n.inputs[3], OpKind::Cast),
+                  cv = producer(n.inputs[4], OpKind::Cast);
+    if (rq < 0 || wk < 0 || wv < 0 || ck < 0 || cv < 0 || g.node(ck).inputs.empty()) continue;
+    const int32_t rk = producer(g.node(ck).inputs[0], OpKind::Rotary);
+    if (rk >= 0) runs.emplace_back(std::min({rq, rk, ck, wk, cv, wv}), int32_t(a));
+  }
+  return runs;
 }
 
 std::shared_ptr<Program> compile_program(opt::Plan plan, const LowerOptions& opts) {
@@ -184,63 +206,108 @@ std::shared_ptr<Program> compile_program(opt::Plan plan, const LowerOptions& opt
     if (fed >= 0 && sole) return true;
     return disjoint(out_j, out_i) && (fed >= 0 || disjoint(out_i, bytes_of(j, false)));
   };
-  // Six steps of a decode step as one launch (lower_kv_store): rotary, rotary, cast ->
-  // cache_write, cast -> cache_write, one rotary feeding one cast (K's chain). What the
-  // launch writes (the results with another reader, the caches) must miss everything it
-  // reads (the rotaries' inputs, V's rows, the caches and positions) and itself; a cache
-  // written in place is its own input.
-  auto kv_store_at = [&](size_t k) -> std::optional<Launch> {
+  // Six steps of a decode step (kv_match): rotary, rotary, cast -> cache_write, cast ->
+  // cache_write, one rotary feeding one cast (K's chain), inside the window no other link.
+  struct KvMatch {
+    size_t n[6];
+    Value y[6];
+    int rk = -1, ck = -1, kc = 0, vc = 0;  // K's rotary and pair; the K and V casts' places
+  };
+  auto kv_match = [&](size_t k) -> std::optional<KvMatch> {
     if (k + 5 >= stepping.size()) return std::nullopt;
     static constexpr OpKind kinds[6] = {OpKind::Rotary, OpKind::Rotary, OpKind::Cast, OpKind::CacheWrite, OpKind::Cast,
                                         OpKind::CacheWrite};
-    size_t n[6];
-    Value y[6];
+    KvMatch m;
     for (int t = 0; t < 6; ++t) {
-      n[t] = stepping[k + size_t(t)];
-      if (g.nodes()[n[t]].kind != kinds[t] || g.nodes()[n[t]].outputs.size() != 1) return std::nullopt;
-      y[t] = Value{int32_t(n[t]), 0};
+      m.n[t] = stepping[k + size_t(t)];
+      if (g.nodes()[m.n[t]].kind != kinds[t] || g.nodes()[m.n[t]].outputs.size() != 1) return std::nullopt;
+      m.y[t] = Value{int32_t(m.n[t]), 0};
     }
-    int rk = -1, ck = -1;
     for (int r = 0; r < 2; ++r)
       for (int c = 0; c < 2; ++c)
-        if (readers.fed(y[r], int32_t(n[2 + 2 * c])) == 0) rk = r, ck = c;
-    if (rk < 0) return std::nullopt;
+        if (readers.fed(m.y[r], int32_t(m.n[2 + 2 * c])) == 0) m.rk = r, m.ck = c;
+    if (m.rk < 0) return std::nullopt;
     // Inside the window only the three links read a result of it: the K rotary's by its
     // cast (as input 0), each cast's by its cache write (as the rows, input 1).
-    const int kc = 2 + 2 * ck, vc = 2 + 2 * (1 - ck);
+    m.kc = 2 + 2 * m.ck, m.vc = 2 + 2 * (1 - m.ck);
     for (int a = 0; a < 6; ++a)
       for (int b = a + 1; b < 6; ++b) {
-        const int want = (a == rk && b == kc) ? 0 : ((a == 2 && b == 3) || (a == 4 && b == 5)) ? 1 : -1;
-        if (readers.fed(y[a], int32_t(n[b])) != want) return std::nullopt;
+        const int want = (a == m.rk && b == m.kc) ? 0 : ((a == 2 && b == 3) || (a == 4 && b == 5)) ? 1 : -1;
+        if (readers.fed(m.y[a], int32_t(m.n[b])) != want) return std::nullopt;
       }
-    const bool yk_sole = readers.sole(y[rk], int32_t(n[kc])), k_sole = readers.sole(y[kc], int32_t(n[kc + 1])),
-               v_sole = readers.sole(y[vc], int32_t(n[vc + 1]));
-    Ranges writes, reads;
+    return m;
+  };
+  // What such a launch writes (`writes`: results with another reader, the caches, and any
+  // more the caller adds) must miss everything the six read (the rotaries' inputs, V's rows,
+  // the caches and positions) and itself; a cache written in place is its own input.
+  auto kv_apart = [&](const KvMatch& m, Ranges writes) {
+    for (int t : {3, 5}) range_of(m.y[t], writes);
+    Ranges reads;
     for (int t : {0, 1})
-      if (!(t == rk && yk_sole)) range_of(y[t], writes);
-    if (!k_sole) range_of(y[kc], writes);
-    if (!v_sole) range_of(y[vc], writes);
-    for (int t : {3, 5}) range_of(y[t], writes);
-    for (int t : {0, 1})
-      for (const Value& v : g.nodes()[n[t]].inputs) range_of(v, reads);
-    range_of(g.nodes()[n[vc]].inputs[0], reads);
-    for (int t : {3, 5}) range_of(g.nodes()[n[t]].inputs[2], reads);
+      for (const Value& v : g.nodes()[m.n[t]].inputs) range_of(v, reads);
+    range_of(g.nodes()[m.n[m.vc]].inputs[0], reads);
+    for (int t : {3, 5}) range_of(g.nodes()[m.n[t]].inputs[2], reads);
     for (size_t a = 0; a < writes.size(); ++a)
       for (size_t b = a + 1; b < writes.size(); ++b)
-        if (!disjoint({writes[a]}, {writes[b]})) return std::nullopt;
-    if (!disjoint(writes, reads)) return std::nullopt;
+        if (!disjoint({writes[a]}, {writes[b]})) return false;
+    if (!disjoint(writes, reads)) return false;
     // A cache is read only by its own write (the copy when its output is elsewhere): it may
     // share bytes with that output alone (in place), no other write.
     for (int t : {3, 5}) {
       Ranges cache, own;
-      range_of(g.nodes()[n[t]].inputs[0], cache);
-      range_of(y[t], own);
+      range_of(g.nodes()[m.n[t]].inputs[0], cache);
+      range_of(m.y[t], own);
       for (const auto& w : writes)
-        if (!disjoint(cache, {w}) && !(own.size() == 1 && w == own[0] && cache[0] == w)) return std::nullopt;
+        if (!disjoint(cache, {w}) && !(own.size() == 1 && w == own[0] && cache[0] == w)) return false;
     }
+    return true;
+  };
+  // The six as one launch (lower_kv_store).
+  auto kv_store_at = [&](size_t k) -> std::optional<Launch> {
+    const std::optional<KvMatch> m = kv_match(k);
+    if (!m) return std::nullopt;
+    const int rk = m->rk, kc = m->kc, vc = m->vc;
+    const bool yk_sole = readers.sole(m->y[rk], int32_t(m->n[kc])),
+               k_sole = readers.sole(m->y[kc], int32_t(m->n[kc + 1])),
+               v_sole = readers.sole(m->y[vc], int32_t(m->n[vc + 1]));
+    Ranges writes;
+    for (int t : {0, 1})
+      if (!(t == rk && yk_sole)) range_of(m->y[t], writes);
+    if (!k_sole) range_of(m->y[kc], writes);
+    if (!v_sole) range_of(m->y[vc], writes);
+    if (!kv_apart(*m, writes)) return std::nullopt;
     PairSide sides[6];
-    for (int t = 0; t < 6; ++t) sides[t] = side(n[t]);
-    return lower_kv_store(sides, rk, ck, yk_sole, k_sole, v_sole);
+    for (int t = 0; t < 6; ++t) sides[t] = side(m->n[t]);
+    return lower_kv_store(sides, rk, m->ck, yk_sole, k_sole, v_sole);
+  };
+  // The six and the kv_attention after them as one launch (lower_kv_attention): the
+  // attention reads Q's rotary (its only reader), the caches, the casts' results (read by
+  // their cache writes and it alone) and the caches' position. Its result is written while
+  // the launch still reads the six's inputs, and its fallback (two launches) writes Q's
+  // rotary and the casts' results too: all of that must miss what the six read.
+  auto kv_attention_at = [&](size_t k) -> std::optional<Launch> {
+    if (k + 6 >= stepping.size()) return std::nullopt;
+    const std::optional<KvMatch> m = kv_match(k);
+    const size_t a = stepping[k + 6];
+    const Node& at = g.nodes()[a];
+    if (!m || at.kind != OpKind::KvAttention || at.outputs.size() != 1 || at.inputs.size() != 6) return std::nullopt;
+    const int rk = m->rk, kc = m->kc, vc = m->vc, rq = 1 - rk;
+    const int32_t ai = int32_t(a);
+    const Value past = at.inputs[5];
+    if (readers.fed(m->y[rq], ai) != 0 || readers.fed(m->y[kc + 1], ai) != 1 || readers.fed(m->y[vc + 1], ai) != 2 ||
+        readers.fed(m->y[kc], ai) != 3 || readers.fed(m->y[vc], ai) != 4 || !past.valid() ||
+        !(g.nodes()[m->n[kc + 1]].inputs[2] == past) || !(g.nodes()[m->n[vc + 1]].inputs[2] == past) ||
+        !readers.sole(m->y[rq], ai) || !readers.sole(m->y[rk], int32_t(m->n[kc])) ||
+        !readers.only_read_by(m->y[kc], int32_t(m->n[kc + 1]), ai) ||
+        !readers.only_read_by(m->y[vc], int32_t(m->n[vc + 1]), ai))
+      return std::nullopt;
+    Ranges writes;
+    for (const Value v : {m->y[rq], m->y[kc], m->y[vc], Value{ai, 0}}) range_of(v, writes);
+    if (!kv_apart(*m, writes)) return std::nullopt;
+    PairSide sides[7];
+    for (int t = 0; t < 6; ++t) sides[t] = side(m->n[t]);
+    sides[6] = side(a);
+    return lower_kv_attention(sides, rk, m->ck);
   };
   // rms_norm -> qmatmul -> the SwiGLU program over the product's two halves (through views at
   // its bytes), as one launch (lower_norm_swiglu): the norm's and the product's results
@@ -323,6 +390,11 @@ std::shared_ptr<Program> compile_program(opt::Plan plan, const LowerOptions& opt
     const size_t i = stepping[k];
     const PairSide here = side(i);
     if (fuse) {
+      if (auto l = kv_attention_at(k)) {  // errors name the K cache write (the range check)
+        push_group(std::move(*l), k, 7, 3 + 2 * size_t(kv_match(k)->ck), "rotary+kv_store+kv_attention");
+        k += 6;
+        continue;
+      }
       if (auto l = kv_store_at(k)) {  // errors name the first cache write (the range check)
         push_group(std::move(*l), k, 6, 3, "rotary+kv_store");
         k += 5;

@@ -62,6 +62,13 @@ struct Program {
   bool uses_dnn = false;     // some step runs through cuDNN (the executable makes a handle)
 };
 
+// The runs of nodes compile_program will run as one launch and that need the memory plan's
+// help to (BackendClaims::joint_steps): a decode step's rotaries, K / V cache writes and the
+// kv_attention reading them (f16 caches; none when RLX_CUDA_FUSE=0). Matched on the graph
+// alone, so a run listed here may still be refused at compile_program (which checks the
+// plan's bytes again); listing it costs at most a little arena.
+std::vector<std::pair<int32_t, int32_t>> joint_steps(const Graph& g);
+
 // Error(Unsupported) naming the node when no CUDA kernel runs it; Error(Internal) when the
 // memory plan disagrees with the graph.
 std::shared_ptr<Program> compile_program(opt::Plan plan, const LowerOptions& opts = {});
