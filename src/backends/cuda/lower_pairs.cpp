@@ -132,6 +132,13 @@ struct KvStoreParts {
   CacheWriteArgs kw, vw;
   ET et = ET::F16;
   int bq = 0, bk = 0, pk = 0, pv = 0;  // bufs: Q's and K's rotary, K's and V's cast -> cache_write
+  // The K and V cache writes' arguments, their positions read before the wait where settled.
+  std::pair<CacheWriteArgs, CacheWriteArgs> writes(const LaunchCtx& c) const {
+    CacheWriteArgs ks = kw, vs = vw;
+    ks.past_settled = c.is_settled(pk + 4);
+    vs.past_settled = c.is_settled(pv + 4);
+    return {ks, vs};
+  }
 };
 std::optional<KvStoreParts> kv_store_parts(const PairSide* s, int rk, int ck) {  // s: the six nodes
   const PairSide& rq_side = s[1 - rk];
@@ -189,9 +196,7 @@ std::optional<Launch> lower_kv_store(const PairSide (&s)[6], int rk, int ck, boo
   const Node* np = s[3 + 2 * ck].node;
   return Launch([=, r = *r](const LaunchCtx& c, void* const* p) {
     const KvStorePtrs b = kv_store_ptrs(r, p, false, yk_sole, k_sole, v_sole);
-    CacheWriteArgs ks = r.kw, vs = r.vw;
-    ks.past_settled = c.is_settled(r.pk + 4);
-    vs.past_settled = c.is_settled(r.pv + 4);
+    const auto [ks, vs] = r.writes(c);
     check(kv_store(r.qa, r.ka, ks, vs, r.et, b, c.err, c.step, c.stream), "rotary+kv_store kernel", *np);
   });
 }
@@ -208,9 +213,7 @@ std::optional<Launch> lower_kv_attention(const PairSide (&s)[7], int rk, int ck)
   // 25 and its result at 26.
   return Launch([=, r = *r](const LaunchCtx& c, void* const* p) {
     const KvStorePtrs b = kv_store_ptrs(r, p, false, true, false, false);
-    CacheWriteArgs ks = r.kw, vs = r.vw;
-    ks.past_settled = c.is_settled(r.pk + 4);
-    vs.past_settled = c.is_settled(r.pv + 4);
+    const auto [ks, vs] = r.writes(c);
     KvAttentionArgs as = a;
     as.past_settled = c.is_settled(25);
     check(kv_store_attention(r.qa, r.ka, ks, vs, b, as, static_cast<float*>(p[26]), c.err, c.step, c.stream),
