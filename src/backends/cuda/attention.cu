@@ -354,35 +354,41 @@ __global__ void __launch_bounds__(kTcWarps * 32)
     wmma::store_matrix_sync(ws + nb * 16, acc, ldw, wmma::mem_row_major);
   }
   __syncwarp();
-  // Softmax, a row at a time: lane + 32t holds column lane + 32t (t < 4 covers 128 keys).
-  for (int r = 0; r < 16; ++r) {
-    const int64_t i = row0 + warp * 16 + r;
-    const int64_t end = a.causal ? i + a.sk - a.sq + 1 : a.sk;  // exclusive
-    const T* mrow = mask && i < a.sq ? mask + b * a.mst[0] + h * a.mst[1] + i * a.mst[2] : nullptr;
-    float x[kShortKeys / 32];
-    float mx = -INFINITY;
+  // Softmax, four rows at a time: lane group g = lane / 8 takes row 4 * pass + g, lane q = lane % 8
+  // its columns q + 8t (t < 16 covers 128 keys); max and sum over the group's 8 lanes (three
+  // shuffles each where a warp per row took five, and four rows' chains side by side).
+  {
+    const int g = lane >> 3, q8 = lane & 7;
+    for (int pass = 0; pass < 4; ++pass) {
+      const int r = 4 * pass + g;
+      const int64_t i = row0 + warp * 16 + r;
+      const int64_t end = a.causal ? i + a.sk - a.sq + 1 : a.sk;  // exclusive
+      const T* mrow = mask && i < a.sq ? mask + b * a.mst[0] + h * a.mst[1] + i * a.mst[2] : nullptr;
+      float x[kShortKeys / 8];
+      float mx = -INFINITY;
 #pragma unroll
-    for (int t = 0; t < kShortKeys / 32; ++t) {
-      const int64_t c = lane + 32 * t;
-      x[t] = -INFINITY;
-      if (i < a.sq && c < a.sk && c < end) {
-        x[t] = ws[r * ldw + c] * a.scale;
-        if (mrow) x[t] += dev::ldf(mrow[c * a.mst[3]]);
+      for (int t = 0; t < kShortKeys / 8; ++t) {
+        const int64_t c = q8 + 8 * t;
+        x[t] = -INFINITY;
+        if (i < a.sq && c < a.sk && c < end) {
+          x[t] = ws[r * ldw + c] * a.scale;
+          if (mrow) x[t] += dev::ldf(mrow[c * a.mst[3]]);
+        }
+        mx = fmaxf(mx, x[t]);
       }
-      mx = fmaxf(mx, x[t]);
-    }
-    mx = dev::warp_max(mx);
-    float sum = 0;
+      for (int o = 4; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, o));
+      float sum = 0;
 #pragma unroll
-    for (int t = 0; t < kShortKeys / 32; ++t) {
-      const int c = lane + 32 * t;
-      if (c >= skp) break;
-      const T p = dev::stf<T>(mx == -INFINITY ? 0.0f : __expf(x[t] - mx));
-      ps[r * ldp + c] = p;
-      sum += dev::ldf(p);
+      for (int t = 0; t < kShortKeys / 8; ++t) {
+        const int c = q8 + 8 * t;
+        if (c >= skp) break;
+        const T p = dev::stf<T>(mx == -INFINITY ? 0.0f : __expf(x[t] - mx));
+        ps[r * ldp + c] = p;
+        sum += dev::ldf(p);
+      }
+      for (int o = 4; o > 0; o >>= 1) sum += __shfl_xor_sync(0xFFFFFFFFu, sum, o);
+      if (q8 == 0) inv[r] = sum > 0 ? 1.0f / sum : 0.0f;
     }
-    sum = dev::warp_sum(sum);
-    if (lane == 0) inv[r] = sum > 0 ? 1.0f / sum : 0.0f;
   }
   __syncwarp();
   // O = P V into the (now free) S region.
