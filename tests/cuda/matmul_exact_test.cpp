@@ -41,7 +41,7 @@ Graph product(const Case& c, DType t) {
 
 TEST(CudaExactMatMul, IntegersGiveTheCpuBytesAndF64ItsValues) {
   REQUIRE_CUDA();
-  for (DType t : {DType::F64, DType::I8, DType::U8, DType::I16, DType::I32, DType::I64}) {
+  for (DType t : {DType::F64, DType::I8, DType::U8, DType::I16, DType::I32, DType::U32, DType::I64}) {
     for (size_t ci = 0; ci < kCases.size(); ++ci) {
       const Case& c = kCases[ci];
       SCOPED_TRACE(std::string(dtype_name(t)) + " case " + std::to_string(ci));
@@ -51,7 +51,11 @@ TEST(CudaExactMatMul, IntegersGiveTheCpuBytesAndF64ItsValues) {
         std::vector<float> v(size_t(numel(name[0] == 'a' ? c.a : c.b)));
         for (size_t i = 0; i < v.size(); ++i) {
           const int k = int(i * 37 % 201) - 100;  // -100 .. 100
-          v[i] = t == DType::F64 ? float(k) / 7.0f : small ? float(t == DType::U8 ? k + 100 : k) : float(k * 3);
+          // u32: 0 .. 16,000,000 (exact in f32), whose products wrap modulo 2^32.
+          v[i] = t == DType::F64   ? float(k) / 7.0f
+                 : t == DType::U32 ? float((k + 100) * 80000)
+                 : small           ? float(t == DType::U8 ? k + 100 : k)
+                                   : float(k * 3);
         }
         feeds[name] = std::move(v);
       }

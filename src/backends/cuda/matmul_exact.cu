@@ -46,7 +46,7 @@ cudaError_t launch_exact(const void* a, const void* b, void* c, int64_t m, int64
 }  // namespace
 
 bool exact_matmul_type(ET t) {
-  return t == ET::F64 || t == ET::I8 || t == ET::U8 || t == ET::I16 || t == ET::I32 || t == ET::I64;
+  return t == ET::F64 || t == ET::I8 || t == ET::U8 || t == ET::I16 || t == ET::I32 || t == ET::U32 || t == ET::I64;
 }
 
 cudaError_t exact_matmul(ET t, const void* a, const void* b, void* c, int64_t m, int64_t n, int64_t k, const Iter& it,
@@ -57,6 +57,7 @@ cudaError_t exact_matmul(ET t, const void* a, const void* b, void* c, int64_t m,
     case ET::U8: return launch_exact<uint8_t>(a, b, c, m, n, k, it, as, bs, s);
     case ET::I16: return launch_exact<int16_t>(a, b, c, m, n, k, it, as, bs, s);
     case ET::I32: return launch_exact<int32_t>(a, b, c, m, n, k, it, as, bs, s);
+    case ET::U32: return launch_exact<uint32_t>(a, b, c, m, n, k, it, as, bs, s);
     case ET::I64: return launch_exact<int64_t>(a, b, c, m, n, k, it, as, bs, s);
     default: return cudaErrorInvalidValue;
   }
