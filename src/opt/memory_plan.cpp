@@ -5,8 +5,9 @@
 // writes its outputs during step s, so an input used at s (last >= s) always conflicts
 // with an output defined at s (first == s). That is what keeps outputs off their own
 // inputs. A joint run (nodes a backend runs as one launch) counts as one step [a, b] for
-// this: what any of its nodes reads lives to b, what any writes from a. The only sharing is through view_of (views, and in-place ops such as
-// cache_write on a graph input, which memory_plan.h describes).
+// this: what any of its nodes reads lives to b, what any writes from a. The only sharing is
+// through view_of (views, and in-place ops such as cache_write on a graph input, which
+// memory_plan.h describes).
 #include <algorithm>
 #include <cstdio>
 #include <functional>
@@ -53,8 +54,10 @@ Liveness analyze(const Graph& g, const std::vector<std::pair<int32_t, int32_t>>&
   for (const auto& [a, b] : joint) {
     if (a < 0 || b < a || b >= n_steps)
       fail(ErrorCategory::Internal, "plan-memory: joint steps ", a, "..", b, " are not a run of the ", n_steps, " nodes");
-    for (int32_t i = a; i <= b; ++i) span_first[size_t(i)] = std::min(span_first[size_t(i)], a),
-                                     span_last[size_t(i)] = std::max(span_last[size_t(i)], b);
+    for (int32_t i = a; i <= b; ++i) {
+      span_first[size_t(i)] = std::min(span_first[size_t(i)], a);
+      span_last[size_t(i)] = std::max(span_last[size_t(i)], b);
+    }
   }
   Liveness lv;
   lv.root.resize(nodes.size());

@@ -520,6 +520,10 @@ DecodeFn decode_for_dim(int64_t d, int heads) {
          : d <= 128 ? decode_for<16, FUSED>(heads) : decode_for<32, FUSED>(heads);
 }
 
+// A decode step's few queries (one per head and sequence, at most 4 queries a multiprocessor):
+// the by-KV-head kernel's work, and many warps per query for the by-query one.
+bool few_queries(const KvAttentionArgs& a) { return a.b * a.hq * a.t * 8 < int64_t(dev::sm_count()) * 32; }
+
 // The by-KV-head kernel when it applies (f16 caches, head dims of whole 16-byte chunks up to
 // 256, 16-byte aligned operands, a device with clusters); cudaErrorNotSupported otherwise.
 // With f (kv_store_attention): the new rows made from f's f32 rows (q, kn, vn unread) and
@@ -531,8 +535,11 @@ cudaError_t kv_decode(const KvAttentionArgs& a, const float* q, const void* kc, 
     return cudaErrorNotSupported;
   for (const void* p : {static_cast<const void*>(q), kc, vc, kn, vn})
     if (!dev::aligned16(p)) return cudaErrorNotSupported;
-  if (f)  // V's f32 rows by 16-byte loads, the caches by 16-byte stores
-    for (const void* p : {static_cast<const void*>(f->v), static_cast<const void*>(f->kc), static_cast<const void*>(f->vc)})
+  if (f)  // the f32 rows and the rotary tables by 16-byte loads, the caches by 16-byte stores
+    for (const void* p : {static_cast<const void*>(f->q.cs), static_cast<const void*>(f->q.sn),
+                          static_cast<const void*>(f->k.x), static_cast<const void*>(f->k.cs),
+                          static_cast<const void*>(f->k.sn), static_cast<const void*>(f->v),
+                          static_cast<const void*>(f->kc), static_cast<const void*>(f->vc)})
       if (!dev::aligned16(p)) return cudaErrorNotSupported;
   const int64_t group = a.hq / a.hkv;
   const int heads = group == 1 ? 1 : kDecHeads;
@@ -563,7 +570,7 @@ cudaError_t kv_attention(const KvAttentionArgs& a, bool f16, const float* q, con
   // would not fit 32 warps' registers; before the by-KV-head kernel this took TinyLlama's
   // F16 decode after 2,048 cached tokens from 267 (8 warps) to 496 tok/s). A prompt's many
   // queries fill the device with 8 warps each.
-  const bool few = tasks * 8 < int64_t(dev::sm_count()) * 32;
+  const bool few = few_queries(a);
   if (few && f16) {
     const cudaError_t e = kv_decode(a, q, kc, vc, kn, vn, past, out, err, step, s);
     if (e != cudaErrorNotSupported) return e;
@@ -582,7 +589,6 @@ cudaError_t kv_attention(const KvAttentionArgs& a, bool f16, const float* q, con
   return dev::launch(fn, g, 32 * warps, 0, s, a, q, kc, vc, kn, vn, past, out, err, step);
 }
 
-
 cudaError_t kv_store_attention(const RotaryArgs& qa, const RotaryArgs& ka, const CacheWriteArgs& kw,
                                const CacheWriteArgs& vw, const KvStorePtrs& p, const KvAttentionArgs& a, float* out,
                                int* err, int step, cudaStream_t s) {
@@ -590,30 +596,18 @@ cudaError_t kv_store_attention(const RotaryArgs& qa, const RotaryArgs& ka, const
   // kernel), one new row per sequence, head dims of whole lane groups (32, 64, 128, 256),
   // rotaries over the whole head, caches in place, the rotaries' rows in the attention's
   // layout and every shape agreeing (the lowering checks the graph's; these are the
-  // launch's own conditions).
+  // launch's own conditions; kv_decode checks the alignments).
   const auto layout = [&](const RotaryArgs& r, int64_t h) {
     return r.rows == a.b * h * a.t && r.s == a.t && r.d == a.d && 2 * r.half == a.d;
   };
   const auto cache = [&](const CacheWriteArgs& w) {
     return w.b == a.b && w.h == a.hkv && w.c == a.c && w.t == a.t && w.d == a.d;
   };
-  const int64_t tasks = a.b * a.hq * a.t;
-  const bool few = tasks * 8 < int64_t(dev::sm_count()) * 32;
   const bool lanes = a.d == 32 || a.d == 64 || a.d == 128 || a.d == 256;
-  bool aligned = true;
-  for (const void* ptr : {static_cast<const void*>(p.q.x), static_cast<const void*>(p.q.cs), static_cast<const void*>(p.q.sn),
-                          static_cast<const void*>(p.k.x), static_cast<const void*>(p.k.cs), static_cast<const void*>(p.k.sn)})
-    aligned = aligned && dev::aligned16(ptr);
-  if (tasks > 0 && few && a.t == 1 && lanes && aligned && p.k_out == p.k_cache && p.v_out == p.v_cache &&
+  if (a.b * a.hq > 0 && few_queries(a) && a.t == 1 && lanes && p.k_out == p.k_cache && p.v_out == p.v_cache &&
       layout(qa, a.hq) && layout(ka, a.hkv) && cache(kw) && cache(vw) && p.k_past == p.v_past && !p.k.y) {
-    KvNewRows f;
-    f.interleaved_q = qa.interleaved;
-    f.interleaved_k = ka.interleaved;
-    f.q = p.q;
-    f.k = p.k;
-    f.v = p.v;
-    f.kc = static_cast<__half*>(p.k_out);
-    f.vc = static_cast<__half*>(p.v_out);
+    const KvNewRows f{qa.interleaved, ka.interleaved, p.q, p.k, p.v, static_cast<__half*>(p.k_out),
+                      static_cast<__half*>(p.v_out)};
     const cudaError_t e =
         kv_decode(a, p.q.x, p.k_out, p.v_out, p.k_rounded, p.v_rounded, p.k_past, out, err, step, s, &f);
     if (e != cudaErrorNotSupported) return e;

@@ -71,7 +71,7 @@ std::optional<Launch> lower_kv_store(const PairSide (&s)[6], int rk, int ck, boo
 // rotary (its only reader), both caches and both casts' results (read by nothing else
 // outside the seven), with one position input for all three: one kv_store_attention launch
 // (kernels.h), nullopt when the types do not fit it (f16 caches only). bufs: the seven
-// nodes' inputs and outputs in order; a device error names the K cache write.
+// nodes' inputs and outputs in order.
 std::optional<Launch> lower_kv_attention(const PairSide (&s)[7], int rk, int ck);
 
 // rms_norm -> qmatmul -> fused_elementwise (compile_program matches them): a decode step's

@@ -170,11 +170,13 @@ std::optional<KvStoreParts> kv_store_parts(const PairSide* s, int rk, int ck) { 
   return r;
 }
 
-// The six nodes' pointers; a result with no other reader (q_sole etc.) null.
-KvStorePtrs kv_store_ptrs(const KvStoreParts& r, void* const* p, bool q_sole, bool yk_sole, bool k_sole, bool v_sole) {
+// The six nodes' pointers; a result with no other reader (yk_sole etc.) null. Q's rotated
+// rows are always there (the kv_store kernel writes them; the fused attention reads Q's
+// input instead).
+KvStorePtrs kv_store_ptrs(const KvStoreParts& r, void* const* p, bool yk_sole, bool k_sole, bool v_sole) {
   auto f = [p](int i) { return static_cast<float*>(p[i]); };
   KvStorePtrs b;
-  b.q = RotaryPtrs{f(r.bq), f(r.bq + 1), f(r.bq + 2), q_sole ? nullptr : f(r.bq + 3)};
+  b.q = RotaryPtrs{f(r.bq), f(r.bq + 1), f(r.bq + 2), f(r.bq + 3)};
   b.k = RotaryPtrs{f(r.bk), f(r.bk + 1), f(r.bk + 2), yk_sole ? nullptr : f(r.bk + 3)};
   b.k_rounded = k_sole ? nullptr : p[r.pk + 1];
   b.k_cache = p[r.pk + 2];
@@ -195,7 +197,7 @@ std::optional<Launch> lower_kv_store(const PairSide (&s)[6], int rk, int ck, boo
   if (!r) return std::nullopt;
   const Node* np = s[3 + 2 * ck].node;
   return Launch([=, r = *r](const LaunchCtx& c, void* const* p) {
-    const KvStorePtrs b = kv_store_ptrs(r, p, false, yk_sole, k_sole, v_sole);
+    const KvStorePtrs b = kv_store_ptrs(r, p, yk_sole, k_sole, v_sole);
     const auto [ks, vs] = r.writes(c);
     check(kv_store(r.qa, r.ka, ks, vs, r.et, b, c.err, c.step, c.stream), "rotary+kv_store kernel", *np);
   });
@@ -212,7 +214,7 @@ std::optional<Launch> lower_kv_attention(const PairSide (&s)[7], int rk, int ck)
   // bufs: the six nodes' at 0 .. 19, then the attention's q, caches, new rows, past at 20 ..
   // 25 and its result at 26.
   return Launch([=, r = *r](const LaunchCtx& c, void* const* p) {
-    const KvStorePtrs b = kv_store_ptrs(r, p, false, true, false, false);
+    const KvStorePtrs b = kv_store_ptrs(r, p, true, false, false);
     const auto [ks, vs] = r.writes(c);
     KvAttentionArgs as = a;
     as.past_settled = c.is_settled(25);

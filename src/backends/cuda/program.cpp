@@ -390,8 +390,8 @@ std::shared_ptr<Program> compile_program(opt::Plan plan, const LowerOptions& opt
     const size_t i = stepping[k];
     const PairSide here = side(i);
     if (fuse) {
-      if (auto l = kv_attention_at(k)) {  // errors name the K cache write (the range check)
-        push_group(std::move(*l), k, 7, 3 + 2 * size_t(kv_match(k)->ck), "rotary+kv_store+kv_attention");
+      if (auto l = kv_attention_at(k)) {  // errors name the first cache write (the range check), as the six's
+        push_group(std::move(*l), k, 7, 3, "rotary+kv_store+kv_attention");
         k += 6;
         continue;
       }
