@@ -60,6 +60,15 @@ std::string labels(const Program& prog) {
   for (const Step& st : prog.steps) s += std::string(st.label ? st.label : "-") + ";";
   return s;
 }
+// Whether the plan places values a and b on a common byte (of one segment).
+bool share_bytes(const Program& prog, Value a, Value b) {
+  const Graph& g = prog.plan.graph;
+  const opt::Loc la = prog.plan.memory.loc[size_t(a.node)][size_t(a.out)];
+  const opt::Loc lb = prog.plan.memory.loc[size_t(b.node)][size_t(b.out)];
+  if (la.segment != lb.segment || la.offset < 0 || lb.offset < 0) return false;
+  return overlaps({la.offset, la.offset + int64_t(g.type(a).bytes())},
+                  {lb.offset, lb.offset + int64_t(g.type(b).bytes())});
+}
 // Whether the plan puts the attention's result on bytes of the q | k | v product (the first
 // qmatmul), which the fused launch still reads while it writes that result.
 bool attention_on_product(const Program& prog) {
@@ -69,10 +78,7 @@ bool attention_on_product(const Program& prog) {
     if (g.nodes()[i].kind == OpKind::KvAttention) att = int32_t(i);
     if (g.nodes()[i].kind == OpKind::QMatMul && product < 0) product = int32_t(i);
   }
-  if (att < 0 || product < 0) return false;
-  const opt::Loc a = prog.plan.memory.loc[size_t(att)][0], p = prog.plan.memory.loc[size_t(product)][0];
-  const int64_t an = int64_t(g.type(Value{att, 0}).bytes()), pn = int64_t(g.type(Value{product, 0}).bytes());
-  return a.segment == p.segment && a.offset >= 0 && p.offset >= 0 && a.offset < p.offset + pn && p.offset < a.offset + an;
+  return att >= 0 && product >= 0 && share_bytes(prog, Value{att, 0}, Value{product, 0});
 }
 
 TEST(CudaStepPlan, TheDecodeAttentionBlockIsOneLaunchFromRotariesToAttention) {
