@@ -300,8 +300,23 @@ __global__ void __launch_bounds__(32 * kDecWarps)
       }
     }
   };
-  fetch(jb0, a.c, a.c);
-  const int64_t np_settled = a.past_settled ? past[b] : 0;  // read before the wait when settled
+  // When past is settled (read before the wait), a block past rank 0 whose query's rows all
+  // lie in rank 0's first span (the "alone" case below) leaves before it fetches or waits: it
+  // would only fetch rows it discards and hold a multiprocessor slot through the wait that
+  // the kernels around it could use. Its past is read before its fetch (the fetch waits on
+  // that load, before the wait for the kernel before, where the trip is hidden); rank 0
+  // fetches first. TinyLlama-1.1B-shaped F16 decode on an H100, 128 tokens, two alternated
+  // rounds: generate_greedy 967.3 / 967.0 -> 983.5 / 983.8 tok/s from an empty cache, 780.9
+  // -> 780.2 (medians of three rounds) after 2,048 cached tokens.
+  int64_t np_settled = 0;
+  if (a.past_settled && rank != 0) {
+    np_settled = past[b];
+    if (np_settled >= 0 && np_settled <= a.c && np_settled + t + 1 <= span) return;
+    fetch(jb0, a.c, a.c);
+  } else {
+    fetch(jb0, a.c, a.c);
+    if (a.past_settled) np_settled = past[b];
+  }
   dev::grid_wait();
   dev::grid_next();
   const int64_t np = a.past_settled ? np_settled : past[b];
