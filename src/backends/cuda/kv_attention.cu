@@ -400,9 +400,10 @@ __global__ void __launch_bounds__(32 * kDecWarps)
     }
   }
   // Every row in rank 0's first span: the other blocks have nothing to add (their states
-  // would merge in as exp(-inf) = 0 terms), so they leave now and rank 0 stores the result
-  // from its own state, with no cluster barrier (the whole cluster sees the same n). The
-  // same bits as the merge: rank 0's terms scaled by exp(0) = 1 plus zeros.
+  // would merge in as exp(-inf) = 0 terms), so they leave now (or left before their fetch,
+  // when past is settled) and rank 0 stores the result from its own state, with no cluster
+  // barrier (the whole cluster sees the same n). The same bits as the merge: rank 0's terms
+  // scaled by exp(0) = 1 plus zeros.
   const bool alone = n <= span;
   if (alone && rank != 0) return;
   // jb is the warp's first row of the round (uniform across the warp, so every lane takes
