@@ -308,10 +308,14 @@ __global__ void __launch_bounds__(32 * kDecWarps)
   // fetches first. TinyLlama-1.1B-shaped F16 decode on an H100, 128 tokens, two alternated
   // rounds: generate_greedy 967.3 / 967.0 -> 983.5 / 983.8 tok/s from an empty cache, 780.9
   // -> 780.2 (medians of three rounds) after 2,048 cached tokens.
+  // The two tests on past, made here for the early exit and after the wait for everyone: past
+  // in [0, C] (else the error below), and every row of the query in rank 0's first span.
+  const auto in_range = [&](int64_t p) { return p >= 0 && p <= a.c; };
+  const auto alone_at = [&](int64_t p) { return p + t + 1 <= span; };
   int64_t np_settled = 0;
   if (a.past_settled && rank != 0) {
     np_settled = past[b];
-    if (np_settled >= 0 && np_settled <= a.c && np_settled + t + 1 <= span) return;
+    if (in_range(np_settled) && alone_at(np_settled)) return;
     fetch(jb0, a.c, a.c);
   } else {
     fetch(jb0, a.c, a.c);
@@ -320,7 +324,7 @@ __global__ void __launch_bounds__(32 * kDecWarps)
   dev::grid_wait();
   dev::grid_next();
   const int64_t np = a.past_settled ? np_settled : past[b];
-  if (np < 0 || np > a.c) {  // the whole cluster sees the same np: no block reaches a cluster barrier
+  if (!in_range(np)) {  // the whole cluster sees the same np: no block reaches a cluster barrier
     if (threadIdx.x == 0) {
       atomicCAS(err, 0, 1);
       atomicCAS(err + 1, 0, step);
@@ -404,7 +408,7 @@ __global__ void __launch_bounds__(32 * kDecWarps)
   // when past is settled) and rank 0 stores the result from its own state, with no cluster
   // barrier (the whole cluster sees the same n). The same bits as the merge: rank 0's terms
   // scaled by exp(0) = 1 plus zeros.
-  const bool alone = n <= span;
+  const bool alone = alone_at(np);
   if (alone && rank != 0) return;
   // jb is the warp's first row of the round (uniform across the warp, so every lane takes
   // part in the shuffles); the lane group's rows are jb + slot + u NS.
