@@ -16,6 +16,7 @@ packages=(
   libjpeg62-turbo-dev libpng-dev libtiff-dev libwebp-dev libopenjp2-7-dev libstb-dev  # ONNX ImageDecoder
   libre2-dev                            # ONNX RegexFullMatch
   ccache                                # faster rebuilds
+  xz-utils                              # scripts/gpu-bundle.sh (and its test): the bundles for a GPU machine
   imagemagick fonts-dejavu-core         # the OCR demo renders its input text
   python3-numpy                         # bench: generates the synthetic LLM (../shared/gguf/tools)
 )

@@ -1,0 +1,45 @@
+#!/bin/bash
+# scripts/gpu-bundle.sh on a stand-in build: a small C++ program named rlx (it loads libstdc++,
+# a library a bare GPU image may lack) and a fixture tree. Checks that the bundle holds the
+# stripped binary with libstdc++ but not glibc, the fixtures and gguf-py; that the program runs
+# from the unpacked bundle with env.sh's LD_LIBRARY_PATH resolving libstdc++ to the bundle's
+# copy; and that a build without binaries and a wrong mode are refused.
+#   tests/scripts/gpu_bundle_test.sh SOURCE_DIR CXX
+set -u
+src=$1 cxx=$2
+t=$(mktemp -d); trap 'rm -rf "$t"' EXIT
+fail=0
+check() {  # description, command...
+  if "${@:2}"; then echo "ok: $1"; else echo "FAILED: $1"; fail=1; fi
+}
+mkdir -p "$t/build/tests" "$t/shared/gguf/vocab" "$t/shared/onnx" "$t/gguf-py/gguf"
+printf '#include <iostream>\n#include <string>\nint main() { std::cout << std::string("bundled") << "\\n"; }\n' > "$t/p.cpp"
+"$cxx" -g -O1 -o "$t/build/rlx" "$t/p.cpp" || { echo "FAILED: cannot compile the stand-in"; exit 1; }
+echo vocab > "$t/shared/gguf/vocab/v.gguf"
+echo nodes > "$t/shared/onnx/node.tar.xz"
+echo 'x = 1' > "$t/gguf-py/gguf/__init__.py"
+
+out=$(bash "$src/scripts/gpu-bundle.sh" pack "$t/build" "$t/shared" "$t/out" "$t/gguf-py" 2>&1)
+check "pack succeeds" test $? -eq 0
+bins=$(tar tJf "$t/out/bin.tar.xz")
+check "the binary is bundled" grep -qx 'b/rlx' <<<"$bins"
+check "libstdc++ is bundled" grep -q '^b/lib/libstdc++\.so' <<<"$bins"
+check "glibc is not bundled" bash -c '! grep -Eq "^b/lib/(libc|libm)\.so" <<<"$1"' _ "$bins"
+fix=$(tar tJf "$t/out/fixtures.tar.xz")
+check "the fixtures are bundled" grep -q 'shared/gguf/vocab/v.gguf' <<<"$fix"
+check "node.tar.xz is bundled" grep -q 'shared/onnx/node.tar.xz' <<<"$fix"
+check "gguf-py is bundled" grep -q 'gguf-py/gguf/__init__.py' <<<"$fix"
+
+bash "$src/scripts/gpu-bundle.sh" unpack "$t/out" "$t/dest" >/dev/null
+check "unpack succeeds" test $? -eq 0
+check "the bundled binary is stripped" bash -c '! readelf -S "$1" | grep -q "\.debug_info"' _ "$t/dest/b/rlx"
+ran=$(. "$t/dest/env.sh" && "$t/dest/b/rlx")
+check "the binary runs from the bundle" test "$ran" = bundled
+check "env.sh resolves libstdc++ to the bundle" bash -c '. "$1/env.sh" && ldd "$1/b/rlx" | grep -q "libstdc++.* => $1/b/lib/"' _ "$t/dest"
+check "the fixtures are unpacked" test -f "$t/dest/shared/gguf/vocab/v.gguf"
+
+mkdir -p "$t/empty"
+check "a build without binaries is refused" bash -c '! bash "$1/scripts/gpu-bundle.sh" pack "$2/empty" "$2/shared" "$2/o2" 2>/dev/null' _ "$src" "$t"
+check "an unknown mode is refused" bash -c '! bash "$1/scripts/gpu-bundle.sh" run 2>/dev/null' _ "$src"
+[ $fail -eq 0 ] && echo "gpu-bundle: every check passed"
+exit $fail
