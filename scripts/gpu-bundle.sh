@@ -10,28 +10,40 @@
 #     OUT_DIR/fixtures.tar.xz: SHARED_DIR's gguf/ and onnx/node.tar.xz, and GGUF_PY_DIR (llama.cpp's
 #       gguf-py, which the model generator of ../shared/gguf/tools imports) when given.
 #     Prints each file's size: a carried folder counts against the device tool's transfer limit.
+#   scripts/gpu-bundle.sh variant BUILD_DIR OUT_DIR NAME
+#     OUT_DIR/NAME.tar.xz: another build's binaries (an experiment to time against the first), the
+#       same ones pack takes, stripped, under NAME/; only the libraries that OUT_DIR/bin.tar.xz
+#       lacks go with them (NAME/lib), so a variant of the same tree adds a few MB.
 #   scripts/gpu-bundle.sh unpack OUT_DIR DEST      (on the GPU machine)
-#     DEST/b (binaries and their lib/), DEST/shared, DEST/gguf-py, and DEST/env.sh, which sets
-#     LD_LIBRARY_PATH to the bundle's libraries and then the lib folders of the `nvidia` wheels.
-#     Then: . DEST/env.sh && scripts/gpu-check.sh DEST/b DEST/shared
+#     DEST/b (binaries and their lib/), DEST/NAME for each variant, DEST/shared, DEST/gguf-py, and
+#     DEST/env.sh, which sets LD_LIBRARY_PATH to the bundle's libraries and then the lib folders
+#     of the `nvidia` wheels.
+#     Then: . DEST/env.sh && scripts/gpu-check.sh DEST/b DEST/shared, and bench/gpu/decode_ab.sh
+#     MODEL head=DEST/b/rlx exp=DEST/NAME/rlx to time a variant against the bundle's build.
 set -euo pipefail
 mode=${1:-}
+# Copies BUILD's rlx and test binaries with a CUDA mode into DIR, stripped; prints their paths.
+take_bins() {  # BUILD DIR
+  local p
+  for p in "$1/rlx" "$1"/tests/rlx_test_{cuda,e2e,llm}; do
+    [ -x "$p" ] || continue
+    cp "$p" "$2/" && strip "$2/$(basename "$p")" && echo "$p"
+  done
+}
+# The libraries the binaries resolve, less the ones the GPU machine brings itself.
+own_libs() {  # BINARY...
+  ldd "$@" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }' | sort -u |
+    grep -Ev '/(libc|libm|libpthread|libdl|librt|ld-linux-x86-64|libcuda|libcublas|libcublasLt|libcudart|libcudnn[a-z_]*|libnvrtc|libnvJitLink)\.so' || true
+}
 case $mode in
   pack)
     [ $# -ge 4 ] || { echo "usage: $0 pack BUILD_DIR SHARED_DIR OUT_DIR [GGUF_PY_DIR]" >&2; exit 2; }
     build=$(cd "$2" && pwd); shared=$(cd "$3" && pwd); mkdir -p "$4"; out=$(cd "$4" && pwd)
     tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
     mkdir -p "$tmp/b/lib" "$tmp/f/shared/onnx"
-    bins=()
-    for p in "$build/rlx" "$build"/tests/rlx_test_{cuda,e2e,llm}; do
-      [ -x "$p" ] || continue
-      cp "$p" "$tmp/b/" && strip "$tmp/b/$(basename "$p")" && bins+=("$p")
-    done
+    mapfile -t bins < <(take_bins "$build" "$tmp/b")
     [ ${#bins[@]} -gt 0 ] || { echo "gpu-bundle: no rlx or test binary under $build" >&2; exit 1; }
-    # The libraries each binary resolves, less the ones the GPU machine brings itself.
-    ldd "${bins[@]}" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }' | sort -u |
-      grep -Ev '/(libc|libm|libpthread|libdl|librt|ld-linux-x86-64|libcuda|libcublas|libcublasLt|libcudart|libcudnn[a-z_]*|libnvrtc|libnvJitLink)\.so' |
-      while read -r l; do cp -L "$l" "$tmp/b/lib/"; done
+    own_libs "${bins[@]}" | while read -r l; do cp -L "$l" "$tmp/b/lib/"; done
     tar cf - -C "$tmp" b | xz -9e > "$out/bin.tar.xz"
     cp -r "$shared/gguf" "$tmp/f/shared/"
     [ -f "$shared/onnx/node.tar.xz" ] && cp "$shared/onnx/node.tar.xz" "$tmp/f/shared/onnx/"
@@ -39,17 +51,41 @@ case $mode in
     tar cf - -C "$tmp/f" . | xz -6 > "$out/fixtures.tar.xz"
     ls -la "$out/bin.tar.xz" "$out/fixtures.tar.xz"
     ;;
+  variant)
+    [ $# -eq 4 ] || { echo "usage: $0 variant BUILD_DIR OUT_DIR NAME" >&2; exit 2; }
+    [[ $4 =~ ^[A-Za-z0-9_-]+$ ]] && [[ ! $4 =~ ^(b|bin|fixtures|shared|gguf-py)$ ]] ||
+      { echo "gpu-bundle: variant name '$4' must be letters, digits, _ or - and not b, bin, fixtures, shared or gguf-py" >&2; exit 2; }
+    build=$(cd "$2" && pwd); mkdir -p "$3"; out=$(cd "$3" && pwd); name=$4
+    tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+    mkdir -p "$tmp/$name/lib"
+    mapfile -t bins < <(take_bins "$build" "$tmp/$name")
+    [ ${#bins[@]} -gt 0 ] || { echo "gpu-bundle: no rlx or test binary under $build" >&2; exit 1; }
+    have=$( [ -f "$out/bin.tar.xz" ] && tar tJf "$out/bin.tar.xz" | sed -n 's|^b/lib/||p' || true)
+    own_libs "${bins[@]}" | while read -r l; do
+      grep -qxF "$(basename "$l")" <<<"$have" || cp -L "$l" "$tmp/$name/lib/"
+    done
+    tar cf - -C "$tmp" "$name" | xz -9e > "$out/$name.tar.xz"
+    ls -la "$out/$name.tar.xz"
+    ;;
   unpack)
     [ $# -eq 3 ] || { echo "usage: $0 unpack OUT_DIR DEST" >&2; exit 2; }
     mkdir -p "$3"; dest=$(cd "$3" && pwd)
     tar xJf "$2/bin.tar.xz" -C "$dest"
     tar xJf "$2/fixtures.tar.xz" -C "$dest"
+    libs=$dest/b/lib variants=
+    for v in "$2"/*.tar.xz; do
+      n=$(basename "$v" .tar.xz)
+      case $n in bin | fixtures) continue ;; esac
+      tar xJf "$v" -C "$dest"
+      variants+=" $n/"
+      [ -n "$(ls -A "$dest/$n/lib" 2>/dev/null)" ] && libs+=":$dest/$n/lib"
+    done
     cat > "$dest/env.sh" <<EOF
 # LD_LIBRARY_PATH for the bundle under $dest: its own libraries, then the CUDA wheels' (if any).
 wheels=\$(python3 -c "import glob, nvidia; print(':'.join(d for p in nvidia.__path__ for d in glob.glob(p + '/*/lib')))" 2>/dev/null || true)
-export LD_LIBRARY_PATH=$dest/b/lib\${wheels:+:\$wheels}\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}
+export LD_LIBRARY_PATH=$libs\${wheels:+:\$wheels}\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}
 EOF
-    echo "$dest: b/ shared/$( [ -d "$dest/gguf-py" ] && echo ' gguf-py/') env.sh"
+    echo "$dest: b/$variants shared/$( [ -d "$dest/gguf-py" ] && echo ' gguf-py/') env.sh"
     ;;
-  *) echo "usage: $0 pack BUILD_DIR SHARED_DIR OUT_DIR [GGUF_PY_DIR] | unpack OUT_DIR DEST" >&2; exit 2 ;;
+  *) echo "usage: $0 pack BUILD_DIR SHARED_DIR OUT_DIR [GGUF_PY_DIR] | variant BUILD_DIR OUT_DIR NAME | unpack OUT_DIR DEST" >&2; exit 2 ;;
 esac

@@ -3,7 +3,9 @@
 # a library a bare GPU image may lack) and a fixture tree. Checks that the bundle holds the
 # stripped binary with libstdc++ but not glibc, the fixtures and gguf-py; that the program runs
 # from the unpacked bundle with env.sh's LD_LIBRARY_PATH resolving libstdc++ to the bundle's
-# copy; and that a build without binaries and a wrong mode are refused.
+# copy; that a variant (a second build) is packed without the libraries the bundle has and runs
+# from it too; and that a build without binaries, a reserved variant name and a wrong mode are
+# refused.
 #   tests/scripts/gpu_bundle_test.sh SOURCE_DIR CXX
 set -u
 src=$1 cxx=$2
@@ -37,6 +39,22 @@ ran=$(. "$t/dest/env.sh" && "$t/dest/b/rlx")
 check "the binary runs from the bundle" test "$ran" = bundled
 check "env.sh resolves libstdc++ to the bundle" bash -c '. "$1/env.sh" && ldd "$1/b/rlx" | grep -q "libstdc++.* => $1/b/lib/"' _ "$t/dest"
 check "the fixtures are unpacked" test -f "$t/dest/shared/gguf/vocab/v.gguf"
+
+# A variant: another build of the same stand-in, packed beside the first; the library the bundle
+# already holds is not carried again, and the variant runs from the unpacked bundle too.
+mkdir -p "$t/build2"
+printf '#include <iostream>\n#include <string>\nint main() { std::cout << std::string("variant") << "\\n"; }\n' > "$t/p2.cpp"
+"$cxx" -O1 -o "$t/build2/rlx" "$t/p2.cpp" || { echo "FAILED: cannot compile the variant stand-in"; exit 1; }
+bash "$src/scripts/gpu-bundle.sh" variant "$t/build2" "$t/out" exp1 >/dev/null
+check "variant succeeds" test $? -eq 0
+vbins=$(tar tJf "$t/out/exp1.tar.xz")
+check "the variant's binary is bundled" grep -qx 'exp1/rlx' <<<"$vbins"
+check "the variant does not carry libstdc++ again" bash -c '! grep -q "^exp1/lib/libstdc" <<<"$1"' _ "$vbins"
+bash "$src/scripts/gpu-bundle.sh" unpack "$t/out" "$t/dest2" >/dev/null
+vran=$(. "$t/dest2/env.sh" && "$t/dest2/exp1/rlx")
+check "the variant runs from the bundle" test "$vran" = variant
+check "a variant named like the bundle's own folders is refused" \
+  bash -c '! bash "$1/scripts/gpu-bundle.sh" variant "$2/build2" "$2/out" shared 2>/dev/null' _ "$src" "$t"
 
 mkdir -p "$t/empty"
 check "a build without binaries is refused" bash -c '! bash "$1/scripts/gpu-bundle.sh" pack "$2/empty" "$2/shared" "$2/o2" 2>/dev/null' _ "$src" "$t"
