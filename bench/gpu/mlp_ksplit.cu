@@ -1,0 +1,386 @@
+// The MLP of a TinyLlama-1.1B-shaped F16 decode step, without rlx, in two schedules, to decide
+// before rlx's kernels change whether removing the boundary between the gate/up product and the
+// down product pays. 22 layers of distinct weights (gate/up 11264 x 2048, down 2048 x 5632: 69.2
+// MB a layer, 1.52 GB a stack, so nothing stays in L2), x f32, one token:
+//   (A) rlx's form: a gate/up launch (a warp per gate/up row pair, SwiGLU, its first pair's
+//       chunks fetched before the wait for the launch before) and a down launch (a warp per
+//       output row plus the residual, its first 8 chunks a lane fetched before the wait), both
+//       under programmatic dependent launch;
+//   (B) K-split: one launch in which block b takes a contiguous range of about 22 gate/up pairs,
+//       makes their SwiGLU values in shared memory and multiplies them at once by the same rows
+//       of the down matrix stored transposed (2048 wide, copied into shared memory by cp.async
+//       while the pairs stream), writing a partial 2048-vector; then a small launch adds the
+//       partials in a fixed order plus the residual. The down weights then stream with the
+//       gate/up weights instead of after a boundary; the cost is 2.1 MB of partials a layer and
+//       a short launch. B2 issues the down rows' copies before the wait instead of after it.
+// Each schedule is recorded once into a CUDA graph (44 launches) and replayed; the outputs of
+// A and B after 22 layers are compared (their sums run in different orders: agreement to
+// ~1e-5 relative). Prints ms a stack, the weights' TB/s, and the copy rate measured alike.
+// Written in session 49 and not yet run on a GPU. Build and run on the GPU machine (or build
+// here and carry the binary): nvcc -O3 -arch=sm_90a -o mlp_ksplit bench/gpu/mlp_ksplit.cu && ./mlp_ksplit
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+namespace {
+
+constexpr int H = 2048, F = 5632, L = 22, W = 8;  // hidden, feed-forward, layers, warps a block
+constexpr int H8 = H / 8, F8 = F / 8;             // 16-byte chunks a row
+
+#define CK(e)                                                                            \
+  do {                                                                                   \
+    cudaError_t r_ = (e);                                                                \
+    if (r_ != cudaSuccess) {                                                             \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #e, cudaGetErrorString(r_)); \
+      std::exit(1);                                                                      \
+    }                                                                                    \
+  } while (0)
+
+__device__ inline void grid_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ inline void grid_next() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+__device__ inline void copy16_async(void* smem, const void* g) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(g) : "memory");
+}
+__device__ inline void copy_async_wait() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
+__device__ inline float dot8(uint4 u, const float* x, float acc) {  // x: 8 floats
+  __half2 h[4];
+  memcpy(h, &u, 16);
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const float2 f = __half22float2(h[k]);
+    acc = fmaf(f.x, x[2 * k], acc);
+    acc = fmaf(f.y, x[2 * k + 1], acc);
+  }
+  return acc;
+}
+__device__ inline float warp_sum(float v) {
+  for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(~0u, v, o);
+  return v;
+}
+__device__ inline float swiglu(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+
+// The lane's chunks lane + 32 t, t in [t0, 8) of a 2048-wide row, loaded 4 at a time (rlx's
+// groups of 8 chunks for a pair: 4 of each row).
+__device__ inline void pair_rest(const uint4* g, const uint4* u, const float* xs, int lane, int t0, float& sg,
+                                 float& su) {
+  for (int t = t0; t < H8 / 32; t += 4) {
+    uint4 a[4], b[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) a[k] = __ldg(g + lane + 32 * (t + k)), b[k] = __ldg(u + lane + 32 * (t + k));
+#pragma unroll
+    for (int k = 0; k < 4; ++k) sg = dot8(a[k], xs + 8 * (lane + 32 * (t + k)), sg);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) su = dot8(b[k], xs + 8 * (lane + 32 * (t + k)), su);
+  }
+}
+// x [H] into shared memory by the block.
+__device__ inline void stage_x(const float* x, float* xs) {
+  for (int i = threadIdx.x; i < H / 4; i += blockDim.x) reinterpret_cast<float4*>(xs)[i] = reinterpret_cast<const float4*>(x)[i];
+}
+
+// (A) gate/up: rows 0..F-1 gate, F..2F-1 up; h[o] = swiglu(gate o . x, up o . x).
+__global__ void __launch_bounds__(32 * W) gu_kernel(const uint4* w, const float* x, float* h) {
+  __shared__ __align__(16) float xs[H];
+  const int lane = threadIdx.x & 31;
+  int o = blockIdx.x * W + threadIdx.x / 32;
+  const int stride = gridDim.x * W;
+  uint4 pg[4], pu[4];
+  if (o < F)
+#pragma unroll
+    for (int t = 0; t < 4; ++t)
+      pg[t] = __ldg(w + size_t(o) * H8 + lane + 32 * t), pu[t] = __ldg(w + size_t(F + o) * H8 + lane + 32 * t);
+  grid_wait();
+  grid_next();
+  stage_x(x, xs);
+  __syncthreads();
+  if (o < F) {
+    float sg = 0, su = 0;
+#pragma unroll
+    for (int t = 0; t < 4; ++t) sg = dot8(pg[t], xs + 8 * (lane + 32 * t), sg);
+#pragma unroll
+    for (int t = 0; t < 4; ++t) su = dot8(pu[t], xs + 8 * (lane + 32 * t), su);
+    pair_rest(w + size_t(o) * H8, w + size_t(F + o) * H8, xs, lane, 4, sg, su);
+    sg = warp_sum(sg), su = warp_sum(su);
+    if (lane == 0) h[o] = swiglu(sg, su);
+    o += stride;
+  }
+  for (; o < F; o += stride) {
+    float sg = 0, su = 0;
+    pair_rest(w + size_t(o) * H8, w + size_t(F + o) * H8, xs, lane, 0, sg, su);
+    sg = warp_sum(sg), su = warp_sum(su);
+    if (lane == 0) h[o] = swiglu(sg, su);
+  }
+}
+
+// (A) down: y[o] = down o . h + x[o], a warp a row (F8 = 704 chunks, 22 a lane), the first 8
+// a lane fetched before the wait, the rest in groups of 8.
+__global__ void __launch_bounds__(32 * W) down_kernel(const uint4* w, const float* h, const float* x, float* y) {
+  const int lane = threadIdx.x & 31, o = blockIdx.x * W + threadIdx.x / 32;
+  uint4 p[8];
+  if (o < H)
+#pragma unroll
+    for (int t = 0; t < 8; ++t) p[t] = __ldg(w + size_t(o) * F8 + lane + 32 * t);
+  grid_wait();
+  grid_next();
+  if (o >= H) return;
+  float s = 0;
+#pragma unroll
+  for (int t = 0; t < 8; ++t) s = dot8(p[t], h + 8 * (lane + 32 * t), s);
+  for (int t = 8; t < F8 / 32; t += 8) {
+    uint4 u[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) u[k] = t + k < F8 / 32 ? __ldg(w + size_t(o) * F8 + lane + 32 * (t + k)) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int k = 0; k < 8; ++k)
+      if (t + k < F8 / 32) s = dot8(u[k], h + 8 * (lane + 32 * (t + k)), s);
+  }
+  s = warp_sum(s);
+  if (lane == 0) y[o] = s + x[o];
+}
+
+// (B) block b: pairs [p0, p1) of gate/up, their values hs, then partial[b] = sum_r hs[r] *
+// downT[p0 + r] (downT: the down matrix transposed, F rows of H halves); warp w makes columns
+// [256 w, 256 w + 256), 8 a lane. Shared memory: xs[H] f32, hs[kMaxR] f32, the rows [kMaxR][H]
+// halves. EARLY: the down rows' copies issued before the wait.
+constexpr int kMaxR = 24;
+constexpr size_t kFusedSmem = sizeof(float) * (H + kMaxR) + size_t(kMaxR) * H * 2;
+template <bool EARLY>
+__global__ void __launch_bounds__(32 * W) fused_kernel(const uint4* w, const uint4* dt, const float* x, float* partial) {
+  extern __shared__ __align__(16) float sm[];
+  float* xs = sm;
+  float* hs = sm + H;
+  uint4* rows = reinterpret_cast<uint4*>(sm + H + kMaxR);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+  const int p0 = int(int64_t(blockIdx.x) * F / gridDim.x), p1 = int(int64_t(blockIdx.x + 1) * F / gridDim.x), R = p1 - p0;
+  const auto copy_rows = [&] {
+    for (int i = threadIdx.x; i < R * H8; i += blockDim.x) copy16_async(rows + i, dt + size_t(p0) * H8 + i);
+  };
+  uint4 pg[4], pu[4];
+  const int o0 = p0 + warp;
+  if (o0 < p1)
+#pragma unroll
+    for (int t = 0; t < 4; ++t)
+      pg[t] = __ldg(w + size_t(o0) * H8 + lane + 32 * t), pu[t] = __ldg(w + size_t(F + o0) * H8 + lane + 32 * t);
+  if (EARLY) copy_rows();
+  grid_wait();
+  grid_next();
+  if (!EARLY) copy_rows();
+  stage_x(x, xs);
+  __syncthreads();
+  for (int o = o0; o < p1; o += W) {
+    float sg = 0, su = 0;
+    if (o == o0) {
+#pragma unroll
+      for (int t = 0; t < 4; ++t) sg = dot8(pg[t], xs + 8 * (lane + 32 * t), sg);
+#pragma unroll
+      for (int t = 0; t < 4; ++t) su = dot8(pu[t], xs + 8 * (lane + 32 * t), su);
+      pair_rest(w + size_t(o) * H8, w + size_t(F + o) * H8, xs, lane, 4, sg, su);
+    } else {
+      pair_rest(w + size_t(o) * H8, w + size_t(F + o) * H8, xs, lane, 0, sg, su);
+    }
+    sg = warp_sum(sg), su = warp_sum(su);
+    if (lane == 0) hs[o - p0] = swiglu(sg, su);
+  }
+  copy_async_wait();
+  __syncthreads();
+  const int c8 = warp * 32 + lane;  // the lane's chunk of 8 columns
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (int r = 0; r < R; ++r) {
+    const uint4 u = rows[r * H8 + c8];
+    __half2 hh[4];
+    memcpy(hh, &u, 16);
+    const float v = hs[r];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const float2 f = __half22float2(hh[k]);
+      acc[2 * k] = fmaf(v, f.x, acc[2 * k]);
+      acc[2 * k + 1] = fmaf(v, f.y, acc[2 * k + 1]);
+    }
+  }
+  float4* out = reinterpret_cast<float4*>(partial + size_t(blockIdx.x) * H + 8 * c8);
+  out[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+  out[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
+}
+
+// (B) y[c] = x[c] + sum over the G partials in a fixed order: block of 32 columns, warp w adds
+// partials w, w + 8, ..., then the warps' sums in warp order.
+__global__ void __launch_bounds__(32 * W) reduce_kernel(const float* partial, int G, const float* x, float* y) {
+  __shared__ float red[W][32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, c = blockIdx.x * 32 + lane;
+  grid_wait();
+  grid_next();
+  float s = 0;
+  for (int b = warp; b < G; b += W) s += partial[size_t(b) * H + c];
+  red[warp][lane] = s;
+  __syncthreads();
+  if (warp == 0) {
+    float t = 0;
+    for (int k = 0; k < W; ++k) t += red[k][lane];
+    y[c] = t + x[c];
+  }
+}
+
+// Deterministic weights in [-a, a]: gate/up by index; down and its transpose from the same
+// (row, column) value.
+__device__ inline float hash_unit(uint64_t i, uint32_t seed) {
+  uint64_t z = i * 0x9E3779B97F4A7C15ull + seed;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return float((z ^ (z >> 31)) >> 40) / float(1 << 24) - 0.5f;
+}
+__global__ void init_gu(__half* w, uint32_t seed, float a) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < size_t(2) * F * H; i += size_t(gridDim.x) * blockDim.x)
+    w[i] = __float2half(2 * a * hash_unit(i, seed));
+}
+__global__ void init_down(__half* d, __half* dt, uint32_t seed, float a) {  // d [H][F], dt [F][H]
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < size_t(H) * F; i += size_t(gridDim.x) * blockDim.x) {
+    const size_t r = i / F, c = i % F;
+    const __half v = __float2half(2 * a * hash_unit(i, seed));
+    d[i] = v;
+    dt[c * H + r] = v;
+  }
+}
+
+template <class K, class... A>
+void launch(K k, int grid, size_t smem, cudaStream_t s, A... args) {
+  cudaLaunchAttribute at[1];
+  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t c = {};
+  c.gridDim = dim3(grid), c.blockDim = dim3(32 * W), c.dynamicSmemBytes = smem, c.stream = s, c.attrs = at, c.numAttrs = 1;
+  CK(cudaLaunchKernelEx(&c, k, args...));
+}
+
+float median(std::vector<float> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+// ms a replay of g: 3 warm-ups, then 5 timings of 20 replays, the median.
+float time_graph(cudaGraphExec_t g, cudaStream_t s) {
+  for (int i = 0; i < 3; ++i) CK(cudaGraphLaunch(g, s));
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  std::vector<float> ms;
+  for (int r = 0; r < 5; ++r) {
+    CK(cudaEventRecord(a, s));
+    for (int i = 0; i < 20; ++i) CK(cudaGraphLaunch(g, s));
+    CK(cudaEventRecord(b, s));
+    CK(cudaEventSynchronize(b));
+    float t;
+    CK(cudaEventElapsedTime(&t, a, b));
+    ms.push_back(t / 20);
+  }
+  return median(ms);
+}
+
+}  // namespace
+
+int main() {
+  int dev = 0, sms = 0;
+  CK(cudaGetDevice(&dev));
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, dev));
+  const int G = 2 * sms;  // (B) blocks: two a multiprocessor (about 21-22 pairs each)
+  if ((F + G - 1) / G > kMaxR) {
+    std::fprintf(stderr, "%d blocks leave more than %d pairs a block\n", G, kMaxR);
+    return 1;
+  }
+  std::printf("%s, %d SMs; B: %d blocks of %d-%d pairs, %zu bytes of shared memory a block\n", prop.name, sms, G, F / G,
+              (F + G - 1) / G, kFusedSmem);
+  std::vector<__half*> gu(L), dn(L), dt(L);
+  for (int l = 0; l < L; ++l) {
+    CK(cudaMalloc(&gu[l], size_t(2) * F * H * 2));
+    CK(cudaMalloc(&dn[l], size_t(H) * F * 2));
+    CK(cudaMalloc(&dt[l], size_t(H) * F * 2));
+    init_gu<<<1024, 256>>>(gu[l], 2 * l + 1, 0.02f);
+    init_down<<<1024, 256>>>(dn[l], dt[l], 2 * l + 2, 0.02f);
+  }
+  CK(cudaGetLastError());
+  float *xa, *xb, *h, *part;  // x of every layer boundary (L + 1 rows) for A and B
+  CK(cudaMalloc(&xa, sizeof(float) * H * (L + 1)));
+  CK(cudaMalloc(&xb, sizeof(float) * H * (L + 1)));
+  CK(cudaMalloc(&h, sizeof(float) * F));
+  CK(cudaMalloc(&part, sizeof(float) * size_t(G) * H));
+  std::vector<float> x0(H);
+  for (int i = 0; i < H; ++i) x0[i] = std::sin(0.37f * i);
+  CK(cudaMemcpy(xa, x0.data(), sizeof(float) * H, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(xb, x0.data(), sizeof(float) * H, cudaMemcpyHostToDevice));
+  CK(cudaFuncSetAttribute(fused_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kFusedSmem)));
+  CK(cudaFuncSetAttribute(fused_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kFusedSmem)));
+  // rlx's F16 products hold two blocks a multiprocessor through unused shared memory.
+  const size_t cap = size_t(prop.sharedMemPerMultiprocessor) / 3 + 1;
+  CK(cudaFuncSetAttribute(down_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(cap)));
+
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  const auto record = [&](auto body) {
+    cudaGraph_t g;
+    cudaGraphExec_t e;
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    body();
+    CK(cudaStreamEndCapture(s, &g));
+    CK(cudaGraphInstantiate(&e, g, 0));
+    return e;
+  };
+  const auto w4 = [](const __half* p) { return reinterpret_cast<const uint4*>(p); };
+  cudaGraphExec_t ga = record([&] {
+    for (int l = 0; l < L; ++l) {
+      launch(gu_kernel, G, 0, s, w4(gu[l]), (const float*)(xa + l * H), h);
+      launch(down_kernel, H / W, cap, s, w4(dn[l]), (const float*)h, (const float*)(xa + l * H), xa + (l + 1) * H);
+    }
+  });
+  const auto fused = [&](auto kernel) {
+    return record([&] {
+      for (int l = 0; l < L; ++l) {
+        launch(kernel, G, kFusedSmem, s, w4(gu[l]), w4(dt[l]), (const float*)(xb + l * H), part);
+        launch(reduce_kernel, H / 32, 0, s, (const float*)part, G, (const float*)(xb + l * H), xb + (l + 1) * H);
+      }
+    });
+  };
+  cudaGraphExec_t gb = fused(fused_kernel<false>), gb2 = fused(fused_kernel<true>);
+
+  // Agreement after one replay each from the same x0.
+  CK(cudaGraphLaunch(ga, s));
+  CK(cudaGraphLaunch(gb, s));
+  CK(cudaStreamSynchronize(s));
+  std::vector<float> ya(H), yb(H);
+  CK(cudaMemcpy(ya.data(), xa + L * H, sizeof(float) * H, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(yb.data(), xb + L * H, sizeof(float) * H, cudaMemcpyDeviceToHost));
+  float diff = 0, mag = 0;
+  for (int i = 0; i < H; ++i) diff = std::max(diff, std::fabs(ya[i] - yb[i])), mag = std::max(mag, std::fabs(ya[i]));
+  std::printf("after %d layers: max |A - B| %.3g, max |A| %.3g (relative %.2g)\n", L, diff, mag, diff / mag);
+  if (!(diff <= 1e-3f * mag)) std::printf("A and B DISAGREE\n");
+
+  // Copy rate (read + write of 1 GiB), as bench/gpu/llm_decode.sh counts it.
+  void *ca, *cb;
+  const size_t n = size_t(1) << 30;
+  CK(cudaMalloc(&ca, n));
+  CK(cudaMalloc(&cb, n));
+  const double bytes = double(L) * (size_t(3) * F * H * 2);
+  for (int round = 1; round <= 3; ++round) {
+    const float ta = time_graph(ga, s), tb = time_graph(gb, s), tb2 = time_graph(gb2, s);
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    CK(cudaMemcpyAsync(cb, ca, n, cudaMemcpyDeviceToDevice, s));
+    CK(cudaEventRecord(e0, s));
+    for (int i = 0; i < 10; ++i) CK(cudaMemcpyAsync(cb, ca, n, cudaMemcpyDeviceToDevice, s));
+    CK(cudaEventRecord(e1, s));
+    CK(cudaEventSynchronize(e1));
+    float tc;
+    CK(cudaEventElapsedTime(&tc, e0, e1));
+    const double copy = 2.0 * n * 10 / (tc / 1e3) / 1e9;
+    std::printf("round %d: A %.3f ms (%.0f GB/s)  B %.3f ms (%.0f GB/s)  B2 %.3f ms (%.0f GB/s)  copy %.0f GB/s\n", round, ta,
+                bytes / (ta / 1e3) / 1e9, tb, bytes / (tb / 1e3) / 1e9, tb2, bytes / (tb2 / 1e3) / 1e9, copy);
+  }
+  return 0;
+}
