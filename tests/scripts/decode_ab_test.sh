@@ -55,6 +55,10 @@ chmod +x "$t/bad"
 err=$(ROUNDS=1 bash "$ab" "$t/model.gguf" a="$t/rlx" b="$t/bad" 2>&1)
 check "a run without a figure fails the script" test $? -ne 0
 check "and shows that run's output" grep -q 'no such model' <<<"$err"
+printf '#!/bin/bash\necho "rlx tg128 t=1: n/a tok/s (median of 3; generate_greedy)"\n' > "$t/odd"
+chmod +x "$t/odd"
+check "a figure that is not a number fails the script" \
+  bash -c '! ROUNDS=1 bash "$1" "$2/model.gguf" a="$2/odd" >/dev/null 2>&1' _ "$ab" "$t"
 check "a variant without a label is refused" bash -c '! bash "$1" "$2/model.gguf" "$2/rlx" 2>/dev/null' _ "$ab" "$t"
 check "a missing binary is refused" bash -c '! bash "$1" "$2/model.gguf" a="$2/none" 2>/dev/null' _ "$ab" "$t"
 check "a missing model is refused" bash -c '! bash "$1" "$2/none.gguf" a="$2/rlx" 2>/dev/null' _ "$ab" "$t"
