@@ -22,29 +22,34 @@
 #     MODEL head=DEST/b/rlx exp=DEST/NAME/rlx to time a variant against the bundle's build.
 set -euo pipefail
 mode=${1:-}
-# Copies BUILD's rlx and test binaries with a CUDA mode into DIR, stripped; prints their paths.
-take_bins() {  # BUILD DIR
-  local p
-  for p in "$1/rlx" "$1"/tests/rlx_test_{cuda,e2e,llm}; do
-    [ -x "$p" ] || continue
-    cp "$p" "$2/" && strip "$2/$(basename "$p")" && echo "$p"
-  done
-}
 # The libraries the binaries resolve, less the ones the GPU machine brings itself.
 own_libs() {  # BINARY...
   ldd "$@" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }' | sort -u |
     grep -Ev '/(libc|libm|libpthread|libdl|librt|ld-linux-x86-64|libcuda|libcublas|libcublasLt|libcudart|libcudnn[a-z_]*|libnvrtc|libnvJitLink)\.so' || true
+}
+# BUILD's rlx and test binaries with a CUDA mode, stripped, under NAME/ with NAME/lib holding the
+# libraries they load that are not named in HAVE (one file name a line), as one xz stream in
+# ARCHIVE. Uses $tmp.
+bundle_bins() {  # BUILD NAME ARCHIVE HAVE
+  local p l bins=()
+  mkdir -p "$tmp/$2/lib"
+  for p in "$1/rlx" "$1"/tests/rlx_test_{cuda,e2e,llm}; do
+    [ -x "$p" ] || continue
+    cp "$p" "$tmp/$2/" && strip "$tmp/$2/$(basename "$p")" && bins+=("$p")
+  done
+  [ ${#bins[@]} -gt 0 ] || { echo "gpu-bundle: no rlx or test binary under $1" >&2; exit 1; }
+  own_libs "${bins[@]}" | while read -r l; do
+    grep -qxF "$(basename "$l")" <<<"$4" || cp -L "$l" "$tmp/$2/lib/"
+  done
+  tar cf - -C "$tmp" "$2" | xz -9e > "$3"
 }
 case $mode in
   pack)
     [ $# -ge 4 ] || { echo "usage: $0 pack BUILD_DIR SHARED_DIR OUT_DIR [GGUF_PY_DIR]" >&2; exit 2; }
     build=$(cd "$2" && pwd); shared=$(cd "$3" && pwd); mkdir -p "$4"; out=$(cd "$4" && pwd)
     tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-    mkdir -p "$tmp/b/lib" "$tmp/f/shared/onnx"
-    mapfile -t bins < <(take_bins "$build" "$tmp/b")
-    [ ${#bins[@]} -gt 0 ] || { echo "gpu-bundle: no rlx or test binary under $build" >&2; exit 1; }
-    own_libs "${bins[@]}" | while read -r l; do cp -L "$l" "$tmp/b/lib/"; done
-    tar cf - -C "$tmp" b | xz -9e > "$out/bin.tar.xz"
+    bundle_bins "$build" b "$out/bin.tar.xz" ""
+    mkdir -p "$tmp/f/shared/onnx"
     cp -r "$shared/gguf" "$tmp/f/shared/"
     [ -f "$shared/onnx/node.tar.xz" ] && cp "$shared/onnx/node.tar.xz" "$tmp/f/shared/onnx/"
     [ -n "${5:-}" ] && cp -r "$5" "$tmp/f/gguf-py"
@@ -57,14 +62,8 @@ case $mode in
       { echo "gpu-bundle: variant name '$4' must be letters, digits, _ or - and not b, bin, fixtures, shared or gguf-py" >&2; exit 2; }
     build=$(cd "$2" && pwd); mkdir -p "$3"; out=$(cd "$3" && pwd); name=$4
     tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-    mkdir -p "$tmp/$name/lib"
-    mapfile -t bins < <(take_bins "$build" "$tmp/$name")
-    [ ${#bins[@]} -gt 0 ] || { echo "gpu-bundle: no rlx or test binary under $build" >&2; exit 1; }
     have=$( [ -f "$out/bin.tar.xz" ] && tar tJf "$out/bin.tar.xz" | sed -n 's|^b/lib/||p' || true)
-    own_libs "${bins[@]}" | while read -r l; do
-      grep -qxF "$(basename "$l")" <<<"$have" || cp -L "$l" "$tmp/$name/lib/"
-    done
-    tar cf - -C "$tmp" "$name" | xz -9e > "$out/$name.tar.xz"
+    bundle_bins "$build" "$name" "$out/$name.tar.xz" "$have"
     ls -la "$out/$name.tar.xz"
     ;;
   unpack)
