@@ -263,11 +263,8 @@ float median(std::vector<float> v) {
   return v[v.size() / 2];
 }
 // ms a replay of g: 3 warm-ups, then 5 timings of 20 replays, the median.
-float time_graph(cudaGraphExec_t g, cudaStream_t s) {
+float time_graph(cudaGraphExec_t g, cudaStream_t s, cudaEvent_t a, cudaEvent_t b) {
   for (int i = 0; i < 3; ++i) CK(cudaGraphLaunch(g, s));
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
   std::vector<float> ms;
   for (int r = 0; r < 5; ++r) {
     CK(cudaEventRecord(a, s));
@@ -366,11 +363,11 @@ int main() {
   CK(cudaMalloc(&ca, n));
   CK(cudaMalloc(&cb, n));
   const double bytes = double(L) * (size_t(3) * F * H * 2);
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
   for (int round = 1; round <= 3; ++round) {
-    const float ta = time_graph(ga, s), tb = time_graph(gb, s), tb2 = time_graph(gb2, s);
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
+    const float ta = time_graph(ga, s, e0, e1), tb = time_graph(gb, s, e0, e1), tb2 = time_graph(gb2, s, e0, e1);
     CK(cudaMemcpyAsync(cb, ca, n, cudaMemcpyDeviceToDevice, s));
     CK(cudaEventRecord(e0, s));
     for (int i = 0; i < 10; ++i) CK(cudaMemcpyAsync(cb, ca, n, cudaMemcpyDeviceToDevice, s));
