@@ -12,12 +12,22 @@
 //       while the pairs stream), writing a partial 2048-vector; then a small launch adds the
 //       partials in a fixed order plus the residual. The down weights then stream with the
 //       gate/up weights instead of after a boundary; the cost is 2.1 MB of partials a layer and
-//       a short launch. B2 issues the down rows' copies before the wait instead of after it.
-// Each schedule is recorded once into a CUDA graph (44 launches) and replayed; the outputs of
-// A and B after 22 layers are compared (their sums run in different orders: agreement to
-// ~1e-5 relative). Prints ms a stack, the weights' TB/s, and the copy rate measured alike.
-// Written in session 49 and not yet run on a GPU. Build and run on the GPU machine (or build
-// here and carry the binary): nvcc -O3 -arch=sm_90a -o mlp_ksplit bench/gpu/mlp_ksplit.cu && ./mlp_ksplit
+//       a short launch.
+// Variants of B: when the down rows' copies are issued (after the wait, before it, or each
+// with its pair), 16 warps at one block a multiprocessor, and B without the addition of the
+// partials (timing only). Each schedule is recorded once into a CUDA graph (44 launches) and
+// replayed; B's outputs after 22 layers are compared with A's (their sums run in different
+// orders: agreement to ~1e-6 relative). Prints ms a stack, the weights' TB/s, and the copy
+// rate measured alike.
+//   nvcc -O3 -arch=sm_90a -o mlp_ksplit bench/gpu/mlp_ksplit.cu && ./mlp_ksplit
+// Measured in session 50 on an H100 (copy 3,015 GB/s; three rounds, round 3): A 0.743 ms
+// (2,049 GB/s); B 0.690-0.697 (x1.07-1.08), the row-with-its-pair form 0.685 (x1.08); 16
+// warps a block 0.689-0.708; without the addition 0.617-0.622 (x1.20). But A is not rlx:
+// rlx's own gate/up and down launches take 28.5 us a layer in its decode step (a kernel
+// trace), A 33.8. Built into rlx (the down matrix transposed at load, the norm, gate/up,
+// SwiGLU and split down product as one launch, a second adding the partials) the split
+// form took 29.2 us plus 5.7 for the addition, and the step ran at 0.867 of the two-launch
+// form (docs/performance.md, session 50): this harness overstates the split's gain.
 #include <cuda_fp16.h>
 
 #include <algorithm>
@@ -145,22 +155,27 @@ __global__ void __launch_bounds__(32 * W) down_kernel(const uint4* w, const floa
   if (lane == 0) y[o] = s + x[o];
 }
 
-// (B) block b: pairs [p0, p1) of gate/up, their values hs, then partial[b] = sum_r hs[r] *
-// downT[p0 + r] (downT: the down matrix transposed, F rows of H halves); warp w makes columns
-// [256 w, 256 w + 256), 8 a lane. Shared memory: xs[H] f32, hs[kMaxR] f32, the rows [kMaxR][H]
-// halves. EARLY: the down rows' copies issued before the wait.
-constexpr int kMaxR = 24;
-constexpr size_t kFusedSmem = sizeof(float) * (H + kMaxR) + size_t(kMaxR) * H * 2;
-template <bool EARLY>
-__global__ void __launch_bounds__(32 * W) fused_kernel(const uint4* w, const uint4* dt, const float* x, float* partial) {
+// (B) block b: pairs [p0, p1) of gate/up (R <= rmax of them), their values hs, then partial[b]
+// = sum_r hs[r] * downT[p0 + r] (downT: the down matrix transposed, F rows of H halves).
+// Shared memory: xs[H] f32, hs[rmax] f32, the rows [rmax][H] halves. MODE says when the down
+// rows' copies (cp.async) are issued: 0 all after the wait, 1 all before it, 2 each pair's
+// row by the warp that takes the pair as it starts it (the first before the wait). NW warps;
+// the down part: thread t makes columns [8 (t % 256), + 8) over the rows r = t / 256 mod
+// NW / 8, the groups then added in a fixed order through shared memory.
+template <int MODE, int NW>
+__global__ void __launch_bounds__(32 * NW) fused_kernel(const uint4* w, const uint4* dt, const float* x, float* partial,
+                                                      int rmax) {
   extern __shared__ __align__(16) float sm[];
   float* xs = sm;
   float* hs = sm + H;
-  uint4* rows = reinterpret_cast<uint4*>(sm + H + kMaxR);
+  uint4* rows = reinterpret_cast<uint4*>(sm + H + rmax);
   const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
   const int p0 = int(int64_t(blockIdx.x) * F / gridDim.x), p1 = int(int64_t(blockIdx.x + 1) * F / gridDim.x), R = p1 - p0;
   const auto copy_rows = [&] {
     for (int i = threadIdx.x; i < R * H8; i += blockDim.x) copy16_async(rows + i, dt + size_t(p0) * H8 + i);
+  };
+  const auto copy_row = [&](int r) {
+    for (int i = lane; i < H8; i += 32) copy16_async(rows + r * H8 + i, dt + size_t(p0 + r) * H8 + i);
   };
   uint4 pg[4], pu[4];
   const int o0 = p0 + warp;
@@ -168,13 +183,14 @@ __global__ void __launch_bounds__(32 * W) fused_kernel(const uint4* w, const uin
 #pragma unroll
     for (int t = 0; t < 4; ++t)
       pg[t] = __ldg(w + size_t(o0) * H8 + lane + 32 * t), pu[t] = __ldg(w + size_t(F + o0) * H8 + lane + 32 * t);
-  if (EARLY) copy_rows();
+  if (MODE == 1) copy_rows();
+  if (MODE == 2 && o0 < p1) copy_row(o0 - p0);
   grid_wait();
   grid_next();
-  if (!EARLY) copy_rows();
+  if (MODE == 0) copy_rows();
   stage_x(x, xs);
   __syncthreads();
-  for (int o = o0; o < p1; o += W) {
+  for (int o = o0; o < p1; o += NW) {
     float sg = 0, su = 0;
     if (o == o0) {
 #pragma unroll
@@ -183,6 +199,7 @@ __global__ void __launch_bounds__(32 * W) fused_kernel(const uint4* w, const uin
       for (int t = 0; t < 4; ++t) su = dot8(pu[t], xs + 8 * (lane + 32 * t), su);
       pair_rest(w + size_t(o) * H8, w + size_t(F + o) * H8, xs, lane, 4, sg, su);
     } else {
+      if (MODE == 2) copy_row(o - p0);
       pair_rest(w + size_t(o) * H8, w + size_t(F + o) * H8, xs, lane, 0, sg, su);
     }
     sg = warp_sum(sg), su = warp_sum(su);
@@ -190,9 +207,10 @@ __global__ void __launch_bounds__(32 * W) fused_kernel(const uint4* w, const uin
   }
   copy_async_wait();
   __syncthreads();
-  const int c8 = warp * 32 + lane;  // the lane's chunk of 8 columns
+  constexpr int NG = NW / 8;  // row groups
+  const int c8 = threadIdx.x % 256, grp = threadIdx.x / 256;
   float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  for (int r = 0; r < R; ++r) {
+  for (int r = grp; r < R; r += NG) {
     const uint4 u = rows[r * H8 + c8];
     __half2 hh[4];
     memcpy(hh, &u, 16);
@@ -204,9 +222,19 @@ __global__ void __launch_bounds__(32 * W) fused_kernel(const uint4* w, const uin
       acc[2 * k + 1] = fmaf(v, f.y, acc[2 * k + 1]);
     }
   }
-  float4* out = reinterpret_cast<float4*>(partial + size_t(blockIdx.x) * H + 8 * c8);
-  out[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
-  out[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
+  for (int g = NG - 1; g > 0; --g) {  // group g's sums into group g - 1's, last first (xs is free now)
+    if (grp == g)
+      for (int k = 0; k < 8; ++k) xs[8 * c8 + k] = acc[k];
+    __syncthreads();
+    if (grp == g - 1)
+      for (int k = 0; k < 8; ++k) acc[k] += xs[8 * c8 + k];
+    __syncthreads();
+  }
+  if (grp == 0) {
+    float4* out = reinterpret_cast<float4*>(partial + size_t(blockIdx.x) * H + 8 * c8);
+    out[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+    out[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
+  }
 }
 
 // (B) y[c] = x[c] + sum over the G partials in a fixed order: block of 32 columns, warp w adds
@@ -249,12 +277,12 @@ __global__ void init_down(__half* d, __half* dt, uint32_t seed, float a) {  // d
 }
 
 template <class K, class... A>
-void launch(K k, int grid, size_t smem, cudaStream_t s, A... args) {
+void launch(K k, int grid, int warps, size_t smem, cudaStream_t s, A... args) {
   cudaLaunchAttribute at[1];
   at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   at[0].val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t c = {};
-  c.gridDim = dim3(grid), c.blockDim = dim3(32 * W), c.dynamicSmemBytes = smem, c.stream = s, c.attrs = at, c.numAttrs = 1;
+  c.gridDim = dim3(grid), c.blockDim = dim3(32 * warps), c.dynamicSmemBytes = smem, c.stream = s, c.attrs = at, c.numAttrs = 1;
   CK(cudaLaunchKernelEx(&c, k, args...));
 }
 
@@ -278,6 +306,18 @@ float time_graph(cudaGraphExec_t g, cudaStream_t s, cudaEvent_t a, cudaEvent_t b
   return median(ms);
 }
 
+
+struct Variant {
+  const char* name;
+  const void* kernel;
+  int warps, blocks_per_sm;
+  bool reduce;  // false: the partials are not added (timing only; its output is not compared)
+};
+template <int MODE, int NW>
+const void* fused() {
+  return reinterpret_cast<const void*>(&fused_kernel<MODE, NW>);
+}
+
 }  // namespace
 
 int main() {
@@ -286,13 +326,17 @@ int main() {
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, dev));
-  const int G = 2 * sms;  // (B) blocks: two a multiprocessor (about 21-22 pairs each)
-  if ((F + G - 1) / G > kMaxR) {
-    std::fprintf(stderr, "%d blocks leave more than %d pairs a block\n", G, kMaxR);
-    return 1;
-  }
-  std::printf("%s, %d SMs; B: %d blocks of %d-%d pairs, %zu bytes of shared memory a block\n", prop.name, sms, G, F / G,
-              (F + G - 1) / G, kFusedSmem);
+  std::printf("%s, %d SMs\n", prop.name, sms);
+  const Variant vars[] = {
+      {"B0 (copies after the wait)", fused<0, 8>(), 8, 2, true},
+      {"B1 (copies before the wait)", fused<1, 8>(), 8, 2, true},
+      {"B2 (a row with its pair)", fused<2, 8>(), 8, 2, true},
+      {"B1 16 warps, 1 block/SM", fused<1, 16>(), 16, 1, true},
+      {"B2 16 warps, 1 block/SM", fused<2, 16>(), 16, 1, true},
+      {"B1 without the reduce", fused<1, 8>(), 8, 2, false},
+      {"B2 without the reduce", fused<2, 8>(), 8, 2, false},
+  };
+  constexpr int NV = sizeof(vars) / sizeof(vars[0]);
   std::vector<__half*> gu(L), dn(L), dt(L);
   for (int l = 0; l < L; ++l) {
     CK(cudaMalloc(&gu[l], size_t(2) * F * H * 2));
@@ -302,17 +346,16 @@ int main() {
     init_down<<<1024, 256>>>(dn[l], dt[l], 2 * l + 2, 0.02f);
   }
   CK(cudaGetLastError());
-  float *xa, *xb, *h, *part;  // x of every layer boundary (L + 1 rows) for A and B
+  float *xa, *h, *part;  // x of every layer boundary (L + 1 rows)
   CK(cudaMalloc(&xa, sizeof(float) * H * (L + 1)));
-  CK(cudaMalloc(&xb, sizeof(float) * H * (L + 1)));
   CK(cudaMalloc(&h, sizeof(float) * F));
-  CK(cudaMalloc(&part, sizeof(float) * size_t(G) * H));
+  CK(cudaMalloc(&part, sizeof(float) * size_t(2 * sms) * H));
+  std::vector<float*> xb(NV);
+  for (auto& p : xb) CK(cudaMalloc(&p, sizeof(float) * H * (L + 1)));
   std::vector<float> x0(H);
   for (int i = 0; i < H; ++i) x0[i] = std::sin(0.37f * i);
   CK(cudaMemcpy(xa, x0.data(), sizeof(float) * H, cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(xb, x0.data(), sizeof(float) * H, cudaMemcpyHostToDevice));
-  CK(cudaFuncSetAttribute(fused_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kFusedSmem)));
-  CK(cudaFuncSetAttribute(fused_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kFusedSmem)));
+  for (auto p : xb) CK(cudaMemcpy(p, x0.data(), sizeof(float) * H, cudaMemcpyHostToDevice));
   // rlx's F16 products hold two blocks a multiprocessor through unused shared memory.
   const size_t cap = size_t(prop.sharedMemPerMultiprocessor) / 3 + 1;
   CK(cudaFuncSetAttribute(down_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(cap)));
@@ -329,33 +372,45 @@ int main() {
     return e;
   };
   const auto w4 = [](const __half* p) { return reinterpret_cast<const uint4*>(p); };
-  cudaGraphExec_t ga = record([&] {
+  const int GA = 2 * sms;
+  std::vector<cudaGraphExec_t> graphs;
+  graphs.push_back(record([&] {
     for (int l = 0; l < L; ++l) {
-      launch(gu_kernel, G, 0, s, w4(gu[l]), (const float*)(xa + l * H), h);
-      launch(down_kernel, H / W, cap, s, w4(dn[l]), (const float*)h, (const float*)(xa + l * H), xa + (l + 1) * H);
+      launch(gu_kernel, GA, W, 0, s, w4(gu[l]), (const float*)(xa + l * H), h);
+      launch(down_kernel, H / W, W, cap, s, w4(dn[l]), (const float*)h, (const float*)(xa + l * H), xa + (l + 1) * H);
     }
-  });
-  const auto fused = [&](auto kernel) {
-    return record([&] {
+  }));
+  for (int v = 0; v < NV; ++v) {
+    const int G = vars[v].blocks_per_sm * sms, rmax = ((F + G - 1) / G + 3) / 4 * 4;
+    const size_t smem = sizeof(float) * (H + rmax) + size_t(rmax) * H * 2;
+    using K = void (*)(const uint4*, const uint4*, const float*, float*, int);
+    const K k = reinterpret_cast<K>(const_cast<void*>(vars[v].kernel));
+    CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    std::printf("%-32s %d blocks of %d-%d pairs, %zu bytes of shared memory a block\n", vars[v].name, G, F / G,
+                (F + G - 1) / G, smem);
+    float* x = xb[v];
+    graphs.push_back(record([&] {
       for (int l = 0; l < L; ++l) {
-        launch(kernel, G, kFusedSmem, s, w4(gu[l]), w4(dt[l]), (const float*)(xb + l * H), part);
-        launch(reduce_kernel, H / 32, 0, s, (const float*)part, G, (const float*)(xb + l * H), xb + (l + 1) * H);
+        launch(k, G, vars[v].warps, smem, s, w4(gu[l]), w4(dt[l]), (const float*)(x + l * H), part, rmax);
+        if (vars[v].reduce)
+          launch(reduce_kernel, H / 32, W, 0, s, (const float*)part, G, (const float*)(x + l * H), x + (l + 1) * H);
       }
-    });
-  };
-  cudaGraphExec_t gb = fused(fused_kernel<false>), gb2 = fused(fused_kernel<true>);
+    }));
+  }
 
   // Agreement after one replay each from the same x0.
-  CK(cudaGraphLaunch(ga, s));
-  CK(cudaGraphLaunch(gb, s));
+  for (auto g : graphs) CK(cudaGraphLaunch(g, s));
   CK(cudaStreamSynchronize(s));
   std::vector<float> ya(H), yb(H);
   CK(cudaMemcpy(ya.data(), xa + L * H, sizeof(float) * H, cudaMemcpyDeviceToHost));
-  CK(cudaMemcpy(yb.data(), xb + L * H, sizeof(float) * H, cudaMemcpyDeviceToHost));
-  float diff = 0, mag = 0;
-  for (int i = 0; i < H; ++i) diff = std::max(diff, std::fabs(ya[i] - yb[i])), mag = std::max(mag, std::fabs(ya[i]));
-  std::printf("after %d layers: max |A - B| %.3g, max |A| %.3g (relative %.2g)\n", L, diff, mag, diff / mag);
-  if (!(diff <= 1e-3f * mag)) std::printf("A and B DISAGREE\n");
+  for (int v = 0; v < NV; ++v) {
+    if (!vars[v].reduce) continue;
+    CK(cudaMemcpy(yb.data(), xb[v] + L * H, sizeof(float) * H, cudaMemcpyDeviceToHost));
+    float diff = 0, mag = 0;
+    for (int i = 0; i < H; ++i) diff = std::max(diff, std::fabs(ya[i] - yb[i])), mag = std::max(mag, std::fabs(ya[i]));
+    std::printf("%-32s after %d layers: max |A - B| %.3g, max |A| %.3g (relative %.2g)%s\n", vars[v].name, L, diff, mag,
+                diff / mag, diff <= 1e-3f * mag ? "" : "  DISAGREES");
+  }
 
   // Copy rate (read + write of 1 GiB), as bench/gpu/llm_decode.sh counts it.
   void *ca, *cb;
@@ -367,7 +422,8 @@ int main() {
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
   for (int round = 1; round <= 3; ++round) {
-    const float ta = time_graph(ga, s, e0, e1), tb = time_graph(gb, s, e0, e1), tb2 = time_graph(gb2, s, e0, e1);
+    std::vector<float> t;
+    for (auto g : graphs) t.push_back(time_graph(g, s, e0, e1));
     CK(cudaMemcpyAsync(cb, ca, n, cudaMemcpyDeviceToDevice, s));
     CK(cudaEventRecord(e0, s));
     for (int i = 0; i < 10; ++i) CK(cudaMemcpyAsync(cb, ca, n, cudaMemcpyDeviceToDevice, s));
@@ -376,8 +432,11 @@ int main() {
     float tc;
     CK(cudaEventElapsedTime(&tc, e0, e1));
     const double copy = 2.0 * n * 10 / (tc / 1e3) / 1e9;
-    std::printf("round %d: A %.3f ms (%.0f GB/s)  B %.3f ms (%.0f GB/s)  B2 %.3f ms (%.0f GB/s)  copy %.0f GB/s\n", round, ta,
-                bytes / (ta / 1e3) / 1e9, tb, bytes / (tb / 1e3) / 1e9, tb2, bytes / (tb2 / 1e3) / 1e9, copy);
+    std::printf("round %d (copy %.0f GB/s):\n  %-32s %.3f ms %.0f GB/s\n", round, copy, "A (rlx's form)", t[0],
+                bytes / (t[0] / 1e3) / 1e9);
+    for (int v = 0; v < NV; ++v)
+      std::printf("  %-32s %.3f ms %.0f GB/s (%.3f of A)\n", vars[v].name, t[v + 1], bytes / (t[v + 1] / 1e3) / 1e9,
+                  t[0] / t[v + 1]);
   }
   return 0;
 }
