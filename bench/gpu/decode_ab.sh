@@ -32,12 +32,11 @@ figures=$(mktemp)
 trap 'rm -f "$figures"' EXIT
 # One figure: the line of the wanted loop among llm-bench's "... tok/s (median of R[; generate_greedy])".
 run() {  # index, depth
-  local args=(llm-bench -m "$model" --device "$device" -p 0 -n "$tokens" -r "$reps") out line fig
+  local args=(llm-bench -m "$model" --device "$device" -p 0 -n "$tokens" -r "$reps") out line fig which=-v
   [ "$2" != 0 ] && args+=(-d "$2")
-  [ "$greedy" = 1 ] && args+=(--generate-greedy)
+  [ "$greedy" = 1 ] && args+=(--generate-greedy) && which=-e
   out=$(env ${envs[$1]} "${bins[$1]}" "${args[@]}" 2>&1)
-  if [ "$greedy" = 1 ]; then line=$(grep 'tok/s' <<<"$out" | grep 'generate_greedy' | tail -1)
-  else line=$(grep 'tok/s' <<<"$out" | grep -v 'generate_greedy' | tail -1); fi
+  line=$(grep 'tok/s' <<<"$out" | grep "$which" 'generate_greedy' | tail -1)
   fig=$(sed -n 's/.*: \([0-9][0-9.]*\) tok\/s.*/\1/p' <<<"$line")
   [ -n "$fig" ] || { echo "decode_ab: '${labels[$1]}' gave no figure at depth $2:" >&2; echo "$out" >&2; return 1; }
   echo "$fig"
