@@ -19,8 +19,12 @@
 // replayed; B's outputs after 22 layers are compared with A's (their sums run in different
 // orders: agreement to ~1e-6 relative). Prints ms a stack, the weights' TB/s, and the copy
 // rate measured alike.
-//   nvcc -O3 -arch=sm_90a -o mlp_ksplit bench/gpu/mlp_ksplit.cu && ./mlp_ksplit
-// Measured in session 50 on an H100 (copy 3,015 GB/s; three rounds, round 3): A 0.743 ms
+// A and B read rows with rlx's own device functions (backends/cuda/quant_dot.cuh and
+// device_util.cuh), so it builds against the source tree:
+//   nvcc -O3 -arch=sm_90a -std=c++17 -Isrc -Iinclude -o mlp_ksplit bench/gpu/mlp_ksplit.cu && ./mlp_ksplit
+// Measured in session 50 on an H100, on the harness's first build, which carried its own copies
+// of those loops (the same loads, order and arithmetic; A's kernels at 58 and 48 registers, B's
+// at 100, against 70, 52 and 124 now; copy 3,015 GB/s; three rounds, round 3): A 0.743 ms
 // (2,049 GB/s); B 0.690-0.697 (x1.07-1.08), the row-with-its-pair form 0.685 (x1.08); 16
 // warps a block 0.689-0.708; without the addition 0.617-0.622 (x1.20). But A is not rlx:
 // rlx's own gate/up and down launches take 28.5 us a layer in its decode step (a kernel
@@ -37,7 +41,20 @@
 #include <cstdlib>
 #include <vector>
 
+#include "backends/cuda/device_util.cuh"
+#include "backends/cuda/quant_dot.cuh"
+
 namespace {
+
+// rlx's own device pieces, so that A streams and sums exactly as rlx's products do.
+using rlx::cuda::dev::copy16_async;
+using rlx::cuda::dev::copy_async_wait;
+using rlx::cuda::dev::grid_next;
+using rlx::cuda::dev::grid_wait;
+using rlx::cuda::dev::warp_sum;
+using rlx::cuda::qdot::dot8_f16;
+using rlx::cuda::qdot::f16_dot2_from;
+using rlx::cuda::qdot::f16_dot_from;
 
 constexpr int H = 2048, F = 5632, L = 22, W = 8;  // hidden, feed-forward, layers, warps a block
 constexpr int H8 = H / 8, F8 = F / 8;             // 16-byte chunks a row
@@ -51,44 +68,28 @@ constexpr int H8 = H / 8, F8 = F / 8;             // 16-byte chunks a row
     }                                                                                    \
   } while (0)
 
-__device__ inline void grid_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
-__device__ inline void grid_next() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
-__device__ inline void copy16_async(void* smem, const void* g) {
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(g) : "memory");
-}
-__device__ inline void copy_async_wait() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
-
-__device__ inline float dot8(uint4 u, const float* x, float acc) {  // x: 8 floats
-  __half2 h[4];
-  memcpy(h, &u, 16);
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const float2 f = __half22float2(h[k]);
-    acc = fmaf(f.x, x[2 * k], acc);
-    acc = fmaf(f.y, x[2 * k + 1], acc);
-  }
-  return acc;
-}
-__device__ inline float warp_sum(float v) {
-  for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(~0u, v, o);
-  return v;
+// acc + the 8 halves in u times x[0..8).
+__device__ inline float dot8(uint4 u, const float* x, float acc) {
+  return dot8_f16(u, reinterpret_cast<const float4*>(x), acc);
 }
 __device__ inline float swiglu(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 
-// The lane's chunks lane + 32 t, t in [t0, 8) of a 2048-wide row, loaded 4 at a time (rlx's
-// groups of 8 chunks for a pair: 4 of each row).
+// The gate (g) and up (u) rows' chunks lane + 32 t, t in [t0, 8) (rlx's groups of 8 chunks
+// for a pair: 4 of each row).
 __device__ inline void pair_rest(const uint4* g, const uint4* u, const float* xs, int lane, int t0, float& sg,
                                  float& su) {
-  for (int t = t0; t < H8 / 32; t += 4) {
-    uint4 a[4], b[4];
+  f16_dot2_from(reinterpret_cast<const uint8_t*>(g), reinterpret_cast<const uint8_t*>(u), xs, H8, lane + 32 * t0, sg,
+                su);
+}
+// A warp's first pair: its first 4 chunks a lane of each row held in pg / pu (fetched before
+// the wait), then the rest.
+__device__ inline void first_pair(const uint4* pg, const uint4* pu, const uint4* g, const uint4* u, const float* xs,
+                                  int lane, float& sg, float& su) {
 #pragma unroll
-    for (int k = 0; k < 4; ++k) a[k] = __ldg(g + lane + 32 * (t + k)), b[k] = __ldg(u + lane + 32 * (t + k));
+  for (int t = 0; t < 4; ++t) sg = dot8(pg[t], xs + 8 * (lane + 32 * t), sg);
 #pragma unroll
-    for (int k = 0; k < 4; ++k) sg = dot8(a[k], xs + 8 * (lane + 32 * (t + k)), sg);
-#pragma unroll
-    for (int k = 0; k < 4; ++k) su = dot8(b[k], xs + 8 * (lane + 32 * (t + k)), su);
-  }
+  for (int t = 0; t < 4; ++t) su = dot8(pu[t], xs + 8 * (lane + 32 * t), su);
+  pair_rest(g, u, xs, lane, 4, sg, su);
 }
 // x [H] into shared memory by the block.
 __device__ inline void stage_x(const float* x, float* xs) {
@@ -112,11 +113,7 @@ __global__ void __launch_bounds__(32 * W) gu_kernel(const uint4* w, const float*
   __syncthreads();
   if (o < F) {
     float sg = 0, su = 0;
-#pragma unroll
-    for (int t = 0; t < 4; ++t) sg = dot8(pg[t], xs + 8 * (lane + 32 * t), sg);
-#pragma unroll
-    for (int t = 0; t < 4; ++t) su = dot8(pu[t], xs + 8 * (lane + 32 * t), su);
-    pair_rest(w + size_t(o) * H8, w + size_t(F + o) * H8, xs, lane, 4, sg, su);
+    first_pair(pg, pu, w + size_t(o) * H8, w + size_t(F + o) * H8, xs, lane, sg, su);
     sg = warp_sum(sg), su = warp_sum(su);
     if (lane == 0) h[o] = swiglu(sg, su);
     o += stride;
@@ -143,14 +140,7 @@ __global__ void __launch_bounds__(32 * W) down_kernel(const uint4* w, const floa
   float s = 0;
 #pragma unroll
   for (int t = 0; t < 8; ++t) s = dot8(p[t], h + 8 * (lane + 32 * t), s);
-  for (int t = 8; t < F8 / 32; t += 8) {
-    uint4 u[8];
-#pragma unroll
-    for (int k = 0; k < 8; ++k) u[k] = t + k < F8 / 32 ? __ldg(w + size_t(o) * F8 + lane + 32 * (t + k)) : make_uint4(0, 0, 0, 0);
-#pragma unroll
-    for (int k = 0; k < 8; ++k)
-      if (t + k < F8 / 32) s = dot8(u[k], h + 8 * (lane + 32 * (t + k)), s);
-  }
+  s = f16_dot_from(reinterpret_cast<const uint8_t*>(w + size_t(o) * F8), h, F8, lane + 32 * 8, s);
   s = warp_sum(s);
   if (lane == 0) y[o] = s + x[o];
 }
@@ -193,11 +183,7 @@ __global__ void __launch_bounds__(32 * NW) fused_kernel(const uint4* w, const ui
   for (int o = o0; o < p1; o += NW) {
     float sg = 0, su = 0;
     if (o == o0) {
-#pragma unroll
-      for (int t = 0; t < 4; ++t) sg = dot8(pg[t], xs + 8 * (lane + 32 * t), sg);
-#pragma unroll
-      for (int t = 0; t < 4; ++t) su = dot8(pu[t], xs + 8 * (lane + 32 * t), su);
-      pair_rest(w + size_t(o) * H8, w + size_t(F + o) * H8, xs, lane, 4, sg, su);
+      first_pair(pg, pu, w + size_t(o) * H8, w + size_t(F + o) * H8, xs, lane, sg, su);
     } else {
       if (MODE == 2) copy_row(o - p0);
       pair_rest(w + size_t(o) * H8, w + size_t(F + o) * H8, xs, lane, 0, sg, su);
@@ -306,17 +292,12 @@ float time_graph(cudaGraphExec_t g, cudaStream_t s, cudaEvent_t a, cudaEvent_t b
   return median(ms);
 }
 
-
 struct Variant {
   const char* name;
-  const void* kernel;
+  void (*kernel)(const uint4*, const uint4*, const float*, float*, int);  // a fused_kernel<MODE, NW>
   int warps, blocks_per_sm;
   bool reduce;  // false: the partials are not added (timing only; its output is not compared)
 };
-template <int MODE, int NW>
-const void* fused() {
-  return reinterpret_cast<const void*>(&fused_kernel<MODE, NW>);
-}
 
 }  // namespace
 
@@ -328,13 +309,13 @@ int main() {
   CK(cudaGetDeviceProperties(&prop, dev));
   std::printf("%s, %d SMs\n", prop.name, sms);
   const Variant vars[] = {
-      {"B0 (copies after the wait)", fused<0, 8>(), 8, 2, true},
-      {"B1 (copies before the wait)", fused<1, 8>(), 8, 2, true},
-      {"B2 (a row with its pair)", fused<2, 8>(), 8, 2, true},
-      {"B1 16 warps, 1 block/SM", fused<1, 16>(), 16, 1, true},
-      {"B2 16 warps, 1 block/SM", fused<2, 16>(), 16, 1, true},
-      {"B1 without the reduce", fused<1, 8>(), 8, 2, false},
-      {"B2 without the reduce", fused<2, 8>(), 8, 2, false},
+      {"B0 (copies after the wait)", fused_kernel<0, 8>, 8, 2, true},
+      {"B1 (copies before the wait)", fused_kernel<1, 8>, 8, 2, true},
+      {"B2 (a row with its pair)", fused_kernel<2, 8>, 8, 2, true},
+      {"B1 16 warps, 1 block/SM", fused_kernel<1, 16>, 16, 1, true},
+      {"B2 16 warps, 1 block/SM", fused_kernel<2, 16>, 16, 1, true},
+      {"B1 without the reduce", fused_kernel<1, 8>, 8, 2, false},
+      {"B2 without the reduce", fused_kernel<2, 8>, 8, 2, false},
   };
   constexpr int NV = sizeof(vars) / sizeof(vars[0]);
   std::vector<__half*> gu(L), dn(L), dt(L);
@@ -383,8 +364,7 @@ int main() {
   for (int v = 0; v < NV; ++v) {
     const int G = vars[v].blocks_per_sm * sms, rmax = ((F + G - 1) / G + 3) / 4 * 4;
     const size_t smem = sizeof(float) * (H + rmax) + size_t(rmax) * H * 2;
-    using K = void (*)(const uint4*, const uint4*, const float*, float*, int);
-    const K k = reinterpret_cast<K>(const_cast<void*>(vars[v].kernel));
+    const auto k = vars[v].kernel;
     CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     std::printf("%-32s %d blocks of %d-%d pairs, %zu bytes of shared memory a block\n", vars[v].name, G, F / G,
                 (F + G - 1) / G, smem);
