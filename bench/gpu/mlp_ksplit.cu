@@ -22,6 +22,7 @@
 // A and B read rows with rlx's own device functions (backends/cuda/quant_dot.cuh and
 // device_util.cuh), so it builds against the source tree:
 //   nvcc -O3 -arch=sm_90a -std=c++17 -Isrc -Iinclude -o mlp_ksplit bench/gpu/mlp_ksplit.cu && ./mlp_ksplit
+// (the build makes it too, as build/bench/rlx_bench_mlp_ksplit, whenever it makes the CUDA backend).
 // Measured in session 50 on an H100, on the harness's first build, which carried its own copies
 // of those loops (the same loads, order and arithmetic; A's kernels at 58 and 48 registers, B's
 // at 100, against 70, 52 and 124 now; copy 3,015 GB/s; three rounds, round 3): A 0.743 ms
@@ -262,6 +263,8 @@ __global__ void init_down(__half* d, __half* dt, uint32_t seed, float a) {  // d
   }
 }
 
+// Every launch under programmatic dependent launch. Not dev::launch: that asks the backend's
+// pdl_enabled() (its environment switch), which lives in the library this harness does not link.
 template <class K, class... A>
 void launch(K k, int grid, int warps, size_t smem, cudaStream_t s, A... args) {
   cudaLaunchAttribute at[1];
