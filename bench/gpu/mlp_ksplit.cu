@@ -56,6 +56,8 @@ using rlx::cuda::dev::warp_sum;
 using rlx::cuda::qdot::dot8_f16;
 using rlx::cuda::qdot::f16_dot2_from;
 using rlx::cuda::qdot::f16_dot_from;
+using rlx::cuda::qdot::ldg_policy;
+using rlx::cuda::qdot::weight_policy;
 
 constexpr int H = 2048, F = 5632, L = 22, W = 8;  // hidden, feed-forward, layers, warps a block
 constexpr int H8 = H / 8, F8 = F / 8;             // 16-byte chunks a row
@@ -80,7 +82,7 @@ __device__ inline float swiglu(float g, float u) { return g / (1.0f + expf(-g)) 
 __device__ inline void pair_rest(const uint4* g, const uint4* u, const float* xs, int lane, int t0, float& sg,
                                  float& su) {
   f16_dot2_from(reinterpret_cast<const uint8_t*>(g), reinterpret_cast<const uint8_t*>(u), xs, H8, lane + 32 * t0, sg,
-                su);
+                su, weight_policy(true));
 }
 // A warp's first pair: its first 4 chunks a lane of each row held in pg / pu (fetched before
 // the wait), then the rest.
@@ -107,7 +109,8 @@ __global__ void __launch_bounds__(32 * W) gu_kernel(const uint4* w, const float*
   if (o < F)
 #pragma unroll
     for (int t = 0; t < 4; ++t)
-      pg[t] = __ldg(w + size_t(o) * H8 + lane + 32 * t), pu[t] = __ldg(w + size_t(F + o) * H8 + lane + 32 * t);
+      pg[t] = ldg_policy(w + size_t(o) * H8 + lane + 32 * t, weight_policy(true)),
+      pu[t] = ldg_policy(w + size_t(F + o) * H8 + lane + 32 * t, weight_policy(true));
   grid_wait();
   grid_next();
   stage_x(x, xs);
@@ -134,14 +137,14 @@ __global__ void __launch_bounds__(32 * W) down_kernel(const uint4* w, const floa
   uint4 p[8];
   if (o < H)
 #pragma unroll
-    for (int t = 0; t < 8; ++t) p[t] = __ldg(w + size_t(o) * F8 + lane + 32 * t);
+    for (int t = 0; t < 8; ++t) p[t] = ldg_policy(w + size_t(o) * F8 + lane + 32 * t, weight_policy(true));
   grid_wait();
   grid_next();
   if (o >= H) return;
   float s = 0;
 #pragma unroll
   for (int t = 0; t < 8; ++t) s = dot8(p[t], h + 8 * (lane + 32 * t), s);
-  s = f16_dot_from(reinterpret_cast<const uint8_t*>(w + size_t(o) * F8), h, F8, lane + 32 * 8, s);
+  s = f16_dot_from(reinterpret_cast<const uint8_t*>(w + size_t(o) * F8), h, F8, lane + 32 * 8, s, weight_policy(true));
   s = warp_sum(s);
   if (lane == 0) y[o] = s + x[o];
 }
@@ -173,7 +176,8 @@ __global__ void __launch_bounds__(32 * NW) fused_kernel(const uint4* w, const ui
   if (o0 < p1)
 #pragma unroll
     for (int t = 0; t < 4; ++t)
-      pg[t] = __ldg(w + size_t(o0) * H8 + lane + 32 * t), pu[t] = __ldg(w + size_t(F + o0) * H8 + lane + 32 * t);
+      pg[t] = ldg_policy(w + size_t(o0) * H8 + lane + 32 * t, weight_policy(true)),
+      pu[t] = ldg_policy(w + size_t(F + o0) * H8 + lane + 32 * t, weight_policy(true));
   if (MODE == 1) copy_rows();
   if (MODE == 2 && o0 < p1) copy_row(o0 - p0);
   grid_wait();

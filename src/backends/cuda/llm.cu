@@ -31,10 +31,10 @@ __device__ inline bool f16_wide(const QMatMulArgs& a, const uint8_t* w, const fl
          ((reinterpret_cast<uintptr_t>(w) | reinterpret_cast<uintptr_t>(x)) & 15) == 0;
 }
 template <int P>
-__device__ inline void f16_prefetch(const uint8_t* row, int64_t n8, int lane, uint4* u) {
+__device__ inline void f16_prefetch(const uint8_t* row, int64_t n8, int lane, uint4* u, uint64_t pol) {
   const uint4* r = reinterpret_cast<const uint4*>(row);
 #pragma unroll
-  for (int t = 0; t < P; ++t) u[t] = lane + 32 * t < n8 ? __ldg(r + lane + 32 * t) : make_uint4(0, 0, 0, 0);
+  for (int t = 0; t < P; ++t) u[t] = lane + 32 * t < n8 ? ldg_policy(r + lane + 32 * t, pol) : make_uint4(0, 0, 0, 0);
 }
 // The sum over the P chunks held in u (a row's first, f16_prefetch), in row_dot's order.
 template <int P>
@@ -47,8 +47,9 @@ __device__ inline float f16_dot_held(const uint4* u, const float* x, int64_t n8,
   return acc;
 }
 template <int P>
-__device__ inline float f16_dot_prefetched(const uint4* u, const uint8_t* row, const float* x, int64_t n8, int lane) {
-  return f16_dot_from(row, x, n8, lane + 32 * P, f16_dot_held<P>(u, x, n8, lane));
+__device__ inline float f16_dot_prefetched(const uint4* u, const uint8_t* row, const float* x, int64_t n8, int lane,
+                                          uint64_t pol) {
+  return f16_dot_from(row, x, n8, lane + 32 * P, f16_dot_held<P>(u, x, n8, lane), pol);
 }
 
 // A warp's first row fetched before the kernel waits for its predecessor: P 16-byte chunks
@@ -60,32 +61,33 @@ struct RowFetch {
   uint4 u[F == 1 ? P : 1];
   Q4Prefetch<(P / 4 > 0 ? P / 4 : 1)> q;
   bool on = false;
-  __device__ void fetch(const QMatMulArgs& a, const uint8_t* w, const float* x, int64_t row, int lane) {
+  __device__ void fetch(const QMatMulArgs& a, const uint8_t* w, const float* x, int64_t row, int lane, uint64_t pol) {
     if constexpr (F == 1) {
       on = f16_wide<F>(a, w, x);
-      if (on) f16_prefetch<P>(w + row * a.row_bytes, a.k / 8, lane, u);
+      if (on) f16_prefetch<P>(w + row * a.row_bytes, a.k / 8, lane, u, pol);
     } else if constexpr (F == 2) {
       on = (reinterpret_cast<uintptr_t>(x) & 7) == 0;
       if (on) q4_0_prefetch(w + row * a.row_bytes, a.k / 32, lane, q);
     }
   }
-  __device__ float dot(const QMatMulArgs& a, const uint8_t* w, const float* x, int64_t row, int lane) const {
-    if constexpr (F == 1) return f16_dot_prefetched<P>(u, w + row * a.row_bytes, x, a.k / 8, lane);
+  __device__ float dot(const QMatMulArgs& a, const uint8_t* w, const float* x, int64_t row, int lane,
+                      uint64_t pol) const {
+    if constexpr (F == 1) return f16_dot_prefetched<P>(u, w + row * a.row_bytes, x, a.k / 8, lane, pol);
     else if constexpr (F == 2) return q4_0_dot_prefetched(q, w + row * a.row_bytes, x, a.k / 32, lane);
     else return 0.0f;
   }
   // dot() of this fetch's row (sa) and of `other`'s (sb) with the same x; F16 rows stream
   // the rest of both at once (f16_dot2_from), the same bits as two dot() calls.
   __device__ void dot2(const RowFetch& other, const QMatMulArgs& a, const uint8_t* w, const float* x, int64_t row,
-                       int64_t other_row, int lane, float& sa, float& sb) const {
+                       int64_t other_row, int lane, float& sa, float& sb, uint64_t pol) const {
     if constexpr (F == 1) {
       const int64_t n8 = a.k / 8;
       sa = f16_dot_held<P>(u, x, n8, lane);
       sb = f16_dot_held<P>(other.u, x, n8, lane);
-      f16_dot2_from(w + row * a.row_bytes, w + other_row * a.row_bytes, x, n8, lane + 32 * P, sa, sb);
+      f16_dot2_from(w + row * a.row_bytes, w + other_row * a.row_bytes, x, n8, lane + 32 * P, sa, sb, pol);
     } else {
-      sa = dot(a, w, x, row, lane);
-      sb = other.dot(a, w, x, other_row, lane);
+      sa = dot(a, w, x, row, lane, pol);
+      sb = other.dot(a, w, x, other_row, lane, pol);
     }
   }
 };
@@ -97,8 +99,9 @@ template <int F, int P>
 __global__ void qmatmul_kernel(QMatMulArgs a, const float* x, const uint8_t* w, const float* residual, float* y) {
   const int lane = threadIdx.x & 31;
   int64_t o = blockIdx.x * int64_t(kWarps) + threadIdx.x / 32;
+  const uint64_t pol = weight_policy(a.m == 1);
   RowFetch<F, P> first;
-  if (o < a.m * a.n) first.fetch(a, w, x, o % a.n, lane);
+  if (o < a.m * a.n) first.fetch(a, w, x, o % a.n, lane, pol);
   // A settled residual's element is fetched before the wait too, one trip to memory less
   // after it (TinyLlama-1.1B-shaped F16 decode on the H200: +0.8 %, alternated rounds).
   const bool early = a.residual_settled && residual && lane == 0 && o < a.m * a.n;
@@ -107,13 +110,13 @@ __global__ void qmatmul_kernel(QMatMulArgs a, const float* x, const uint8_t* w, 
   dev::grid_next();
   if (first.on) {
     const int64_t i = o / a.n, j = o % a.n;
-    const float s = warp_sum(first.dot(a, w, x + i * a.k, j, lane));
+    const float s = warp_sum(first.dot(a, w, x + i * a.k, j, lane, pol));
     if (lane == 0) y[o] = residual ? __fadd_rn(s, early ? r0 : residual[o]) : s;
     o += int64_t(gridDim.x) * kWarps;
   }
   for (; o < a.m * a.n; o += int64_t(gridDim.x) * kWarps) {
     const int64_t i = o / a.n, j = o % a.n;
-    const float s = warp_sum(row_dot<F>(w + j * a.row_bytes, x + i * a.k, a.k, lane));
+    const float s = warp_sum(row_dot<F>(w + j * a.row_bytes, x + i * a.k, a.k, lane, pol));
     if (lane == 0) y[o] = residual ? __fadd_rn(s, residual[o]) : s;
   }
 }
@@ -136,10 +139,11 @@ __device__ __forceinline__ void norm_qmatmul_body(QMatMulArgs a, const float* x,
   const int lane = threadIdx.x & 31;
   const int64_t rows = Glu ? a.n / 2 : a.n, up_row = Glu && gate_row == 0 ? rows : 0;
   int64_t o = blockIdx.x * int64_t(kWarps) + threadIdx.x / 32;
+  const uint64_t pol = weight_policy(true);     // a decode step's product (m == 1)
   RowFetch<F, Glu ? P / 2 : P> first, second;  // Glu: the up row, then the gate row
   if (o < rows) {
-    first.fetch(a, w, xs, up_row + o, lane);
-    if constexpr (Glu) second.fetch(a, w, xs, gate_row + o, lane);
+    first.fetch(a, w, xs, up_row + o, lane, pol);
+    if constexpr (Glu) second.fetch(a, w, xs, gate_row + o, lane, pol);
   }
   // A settled scale is staged into xs before the wait, each thread the elements it
   // normalizes below (row_batches' split), so its trip to memory overlaps the predecessor
@@ -165,12 +169,12 @@ __device__ __forceinline__ void norm_qmatmul_body(QMatMulArgs a, const float* x,
   if (first.on) {
     if constexpr (Glu) {
       float su, sg;
-      first.dot2(second, a, w, xs, up_row + o, gate_row + o, lane, su, sg);
+      first.dot2(second, a, w, xs, up_row + o, gate_row + o, lane, su, sg, pol);
       su = warp_sum(su);
       sg = warp_sum(sg);
       if (lane == 0) y[o] = glu(sg, su);
     } else {
-      const float s = warp_sum(first.dot(a, w, xs, o, lane));
+      const float s = warp_sum(first.dot(a, w, xs, o, lane, pol));
       if (lane == 0) y[o] = s;
     }
     o += int64_t(gridDim.x) * kWarps;
@@ -179,16 +183,17 @@ __device__ __forceinline__ void norm_qmatmul_body(QMatMulArgs a, const float* x,
     if constexpr (Glu) {
       float su = 0, sg = 0;
       if (F == 1 && first.on) {  // F16 rows of whole 16-byte chunks (f16_wide): both at once
-        f16_dot2_from(w + (up_row + o) * a.row_bytes, w + (gate_row + o) * a.row_bytes, xs, a.k / 8, lane, su, sg);
+        f16_dot2_from(w + (up_row + o) * a.row_bytes, w + (gate_row + o) * a.row_bytes, xs, a.k / 8, lane, su, sg,
+                      pol);
       } else {
-        su = row_dot<F>(w + (up_row + o) * a.row_bytes, xs, a.k, lane);
-        sg = row_dot<F>(w + (gate_row + o) * a.row_bytes, xs, a.k, lane);
+        su = row_dot<F>(w + (up_row + o) * a.row_bytes, xs, a.k, lane, pol);
+        sg = row_dot<F>(w + (gate_row + o) * a.row_bytes, xs, a.k, lane, pol);
       }
       su = warp_sum(su);
       sg = warp_sum(sg);
       if (lane == 0) y[o] = glu(sg, su);
     } else {
-      const float s = warp_sum(row_dot<F>(w + o * a.row_bytes, xs, a.k, lane));
+      const float s = warp_sum(row_dot<F>(w + o * a.row_bytes, xs, a.k, lane, pol));
       if (lane == 0) y[o] = s;
     }
   }
@@ -229,7 +234,7 @@ __global__ void qmatmul_id_kernel(QMatMulArgs a, int64_t experts, int64_t slots,
       continue;
     }
     const float* xr = x + (x_per_slot ? p : p / slots) * a.k;
-    const float s = warp_sum(row_dot<F>(w + (e * a.n + j) * a.row_bytes, xr, a.k, lane));
+    const float s = warp_sum(row_dot<F>(w + (e * a.n + j) * a.row_bytes, xr, a.k, lane, weight_policy(false)));
     if (lane == 0) y[o] = s;
   }
 }

@@ -51,6 +51,29 @@ __device__ inline float dot8_f16(uint4 u, const float4* x, float acc) {
   return fmaf(f3.y, x1.w, acc);
 }
 
+// The L2 policy of a weight row's loads. A decode step (one row of x: `once`) reads each
+// weight once and then streams the rest of the model, some GB, through a 50 MB L2 before it
+// reads that weight again; loaded evict_first, the weights leave in L2 more of what the step
+// does reuse (activations, residuals, the norms' scales, KV rows). TinyLlama-1.1B-shaped F16
+// decode on an H100, alternated against plain __ldg loads: +0.8 % from an empty cache, +1.1 %
+// after 2,048 cached tokens (docs/performance.md, session 52). Rows that several rows of x
+// read (prefill) keep the normal policy.
+__device__ inline uint64_t weight_policy(bool once) {
+  uint64_t p;
+  if (once) asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+  else asm("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(p));
+  return p;
+}
+// __ldg's load (volatile, as the toolkit writes it: the compiler keeps a group's loads
+// together ahead of their uses; a non-volatile form measured 5 % slower) under policy pol.
+__device__ inline uint4 ldg_policy(const uint4* a, uint64_t pol) {
+  uint4 v;
+  asm volatile("ld.global.nc.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(a), "l"(pol));
+  return v;
+}
+
 // acc + the lane's chunks i, i + 32, ... (< n8) of an F16 row with x, in that order, by
 // 16-byte loads: 8 halves per lane, a warp streams 512 contiguous bytes of the row. The
 // loads go in groups of U, all of a group's issued before its FMAs (a short last group
@@ -61,13 +84,14 @@ __device__ inline float dot8_f16(uint4 u, const float4* x, float acc) {
 // warps); the loop before (groups of 4, the tail one chunk per trip) 811 / 814 / 808.
 constexpr int kF16Group = 8;
 template <int U = kF16Group>
-__device__ inline float f16_dot_from(const uint8_t* row, const float* x, int64_t n8, int64_t i, float acc) {
+__device__ inline float f16_dot_from(const uint8_t* row, const float* x, int64_t n8, int64_t i, float acc,
+                                    uint64_t pol) {
   const uint4* r = reinterpret_cast<const uint4*>(row);
   const float4* xv = reinterpret_cast<const float4*>(x);
   for (; i < n8; i += 32 * U) {
     uint4 u[U];
 #pragma unroll
-    for (int t = 0; t < U; ++t) u[t] = i + 32 * t < n8 ? __ldg(r + i + 32 * t) : make_uint4(0, 0, 0, 0);
+    for (int t = 0; t < U; ++t) u[t] = i + 32 * t < n8 ? ldg_policy(r + i + 32 * t, pol) : make_uint4(0, 0, 0, 0);
 #pragma unroll
     for (int t = 0; t < U; ++t)
       if (i + 32 * t < n8) acc = dot8_f16(u[t], xv + 2 * (i + 32 * t), acc);
@@ -78,7 +102,7 @@ __device__ inline float f16_dot_from(const uint8_t* row, const float* x, int64_t
 // group loads U / 2 chunks of both, so the trip carries as much as f16_dot_from's; each sum
 // in f16_dot_from's order (its bits).
 __device__ inline void f16_dot2_from(const uint8_t* ra, const uint8_t* rb, const float* x, int64_t n8, int64_t i,
-                                     float& a, float& b) {
+                                     float& a, float& b, uint64_t pol) {
   constexpr int U = kF16Group / 2 > 0 ? kF16Group / 2 : 1;
   const uint4* pa = reinterpret_cast<const uint4*>(ra);
   const uint4* pb = reinterpret_cast<const uint4*>(rb);
@@ -88,8 +112,8 @@ __device__ inline void f16_dot2_from(const uint8_t* ra, const uint8_t* rb, const
 #pragma unroll
     for (int t = 0; t < U; ++t) {
       const bool in = i + 32 * t < n8;
-      ua[t] = in ? __ldg(pa + i + 32 * t) : make_uint4(0, 0, 0, 0);
-      ub[t] = in ? __ldg(pb + i + 32 * t) : make_uint4(0, 0, 0, 0);
+      ua[t] = in ? ldg_policy(pa + i + 32 * t, pol) : make_uint4(0, 0, 0, 0);
+      ub[t] = in ? ldg_policy(pb + i + 32 * t, pol) : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
     for (int t = 0; t < U; ++t)
@@ -592,15 +616,16 @@ __device__ inline float q3_k_dot(const uint8_t* w, const float* x, int64_t nb, i
 // K-quants by super-block.
 // The format is a template argument: the kernels are instantiated per format (for_format),
 // so each holds only its own format's code and registers.
+// pol: the L2 policy of an F16 row's loads (weight_policy), made once by the kernel.
 template <int F>
-__device__ inline float row_dot(const uint8_t* w, const float* x, int64_t k, int lane) {
+__device__ inline float row_dot(const uint8_t* w, const float* x, int64_t k, int lane, uint64_t pol) {
   constexpr int fmt = F;
   float acc = 0;
   if (fmt == 0) {
     const float* r = reinterpret_cast<const float*>(w);
     for (int64_t i = lane; i < k; i += 32) acc = fmaf(r[i], x[i], acc);
   } else if (fmt == 1 && (k & 7) == 0 && ((reinterpret_cast<uintptr_t>(w) | reinterpret_cast<uintptr_t>(x)) & 15) == 0) {
-    acc = f16_dot_from(w, x, k / 8, lane, 0.0f);
+    acc = f16_dot_from(w, x, k / 8, lane, 0.0f, pol);
   } else if (fmt == 2 && (reinterpret_cast<uintptr_t>(x) & 7) == 0) {
     acc = q4_0_dot(w, x, k / 32, lane);
   } else if (fmt == 8 && (reinterpret_cast<uintptr_t>(x) & 7) == 0) {
