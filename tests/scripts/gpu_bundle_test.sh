@@ -5,7 +5,8 @@
 # from the unpacked bundle with env.sh's LD_LIBRARY_PATH resolving libstdc++ to the bundle's
 # copy; that a variant (a second build) is packed without the libraries the bundle has and runs
 # from it too; and that a build without binaries, a reserved variant name and a wrong mode are
-# refused.
+# refused; that pack-decode carries rlx alone with only the decode model's generator, vocabulary
+# and gguf-py, and that a variant of such a bundle carries rlx alone too.
 #   tests/scripts/gpu_bundle_test.sh SOURCE_DIR CXX
 set -u
 src=$1 cxx=$2
@@ -55,6 +56,32 @@ vran=$(. "$t/dest2/env.sh" && "$t/dest2/exp1/rlx")
 check "the variant runs from the bundle" test "$vran" = variant
 check "a variant named like the bundle's own folders is refused" \
   bash -c '! bash "$1/scripts/gpu-bundle.sh" variant "$2/build2" "$2/out" shared 2>/dev/null' _ "$src" "$t"
+
+# pack-decode: rlx alone (not the test binary beside it) and only what makes the decode model.
+mkdir -p "$t/build3/tests" "$t/shared/gguf/tools" "$t/gguf-py/tests"
+cp "$t/build/rlx" "$t/build3/rlx" && cp "$t/build/rlx" "$t/build3/tests/rlx_test_cuda"
+echo gen > "$t/shared/gguf/tools/make_synth_llama_gguf.py"
+echo spm > "$t/shared/gguf/vocab/ggml-vocab-llama-spm.gguf"
+echo test > "$t/gguf-py/tests/t.py"
+bash "$src/scripts/gpu-bundle.sh" pack-decode "$t/build3" "$t/shared" "$t/outd" "$t/gguf-py" >/dev/null
+check "pack-decode succeeds" test $? -eq 0
+dbins=$(tar tJf "$t/outd/bin.tar.xz")
+check "pack-decode bundles rlx" grep -qx 'b/rlx' <<<"$dbins"
+check "pack-decode leaves the test binaries out" bash -c '! grep -q "rlx_test" <<<"$1"' _ "$dbins"
+dfix=$(tar tJf "$t/outd/fixtures.tar.xz")
+check "pack-decode bundles the generator" grep -q 'shared/gguf/tools/make_synth_llama_gguf.py' <<<"$dfix"
+check "pack-decode bundles the SPM vocabulary" grep -q 'shared/gguf/vocab/ggml-vocab-llama-spm.gguf' <<<"$dfix"
+check "pack-decode bundles gguf-py's package" grep -q 'gguf-py/gguf/__init__.py' <<<"$dfix"
+check "pack-decode leaves the rest out" bash -c '! grep -Eq "v\.gguf|node\.tar\.xz|gguf-py/tests" <<<"$1"' _ "$dfix"
+bash "$src/scripts/gpu-bundle.sh" variant "$t/build3" "$t/outd" exp2 >/dev/null
+vdbins=$(tar tJf "$t/outd/exp2.tar.xz")
+check "a variant of a pack-decode bundle takes rlx alone" \
+  bash -c 'grep -qx "exp2/rlx" <<<"$1" && ! grep -q "rlx_test" <<<"$1"' _ "$vdbins"
+bash "$src/scripts/gpu-bundle.sh" unpack "$t/outd" "$t/destd" >/dev/null
+dran=$(. "$t/destd/env.sh" && "$t/destd/exp2/rlx")
+check "the pack-decode variant runs from the bundle" test "$dran" = bundled
+check "pack-decode without gguf-py is refused" \
+  bash -c '! bash "$1/scripts/gpu-bundle.sh" pack-decode "$2/build3" "$2/shared" "$2/o3" "$2/none" 2>/dev/null' _ "$src" "$t"
 
 mkdir -p "$t/empty"
 check "a build without binaries is refused" bash -c '! bash "$1/scripts/gpu-bundle.sh" pack "$2/empty" "$2/shared" "$2/o2" 2>/dev/null' _ "$src" "$t"
