@@ -51,31 +51,34 @@ bundle_bins() {  # BUILD NAME ARCHIVE HAVE [ONLY]
   tar cf - -C "$tmp" "$2" | xz -9e > "$3"
 }
 case $mode in
-  pack)
-    [ $# -ge 4 ] || { echo "usage: $0 pack BUILD_DIR SHARED_DIR OUT_DIR [GGUF_PY_DIR]" >&2; exit 2; }
-    build=$(cd "$2" && pwd); shared=$(cd "$3" && pwd); mkdir -p "$4"; out=$(cd "$4" && pwd)
-    tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-    bundle_bins "$build" b "$out/bin.tar.xz" ""
-    mkdir -p "$tmp/f/shared/onnx"
-    cp -r "$shared/gguf" "$tmp/f/shared/"
-    [ -f "$shared/onnx/node.tar.xz" ] && cp "$shared/onnx/node.tar.xz" "$tmp/f/shared/onnx/"
-    [ -n "${5:-}" ] && cp -r "$5" "$tmp/f/gguf-py"
-    tar cf - -C "$tmp/f" . | xz -6 > "$out/fixtures.tar.xz"
-    ls -la "$out/bin.tar.xz" "$out/fixtures.tar.xz"
-    ;;
-  pack-decode)
-    [ $# -eq 5 ] || { echo "usage: $0 pack-decode BUILD_DIR SHARED_DIR OUT_DIR GGUF_PY_DIR" >&2; exit 2; }
+  pack | pack-decode)
+    # The same bundle either way; pack-decode keeps only rlx and what makes the decode model.
+    if [ "$mode" = pack ]; then
+      [ $# -ge 4 ] || { echo "usage: $0 pack BUILD_DIR SHARED_DIR OUT_DIR [GGUF_PY_DIR]" >&2; exit 2; }
+    else
+      [ $# -eq 5 ] || { echo "usage: $0 pack-decode BUILD_DIR SHARED_DIR OUT_DIR GGUF_PY_DIR" >&2; exit 2; }
+    fi
     build=$(cd "$2" && pwd); shared=$(cd "$3" && pwd); mkdir -p "$4"; out=$(cd "$4" && pwd)
     vocab=$shared/gguf/vocab/ggml-vocab-llama-spm.gguf
-    for f in "$shared/gguf/tools/make_synth_llama_gguf.py" "$vocab" "$5/gguf"; do
-      [ -e "$f" ] || { echo "gpu-bundle: pack-decode needs $f" >&2; exit 2; }
-    done
+    if [ "$mode" = pack-decode ]; then
+      for f in "$shared/gguf/tools/make_synth_llama_gguf.py" "$vocab" "$5/gguf"; do
+        [ -e "$f" ] || { echo "gpu-bundle: pack-decode needs $f" >&2; exit 2; }
+      done
+    fi
     tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-    bundle_bins "$build" b "$out/bin.tar.xz" "" rlx
-    mkdir -p "$tmp/f/shared/gguf/vocab" "$tmp/f/gguf-py"
-    cp -r "$shared/gguf/tools" "$tmp/f/shared/gguf/"
-    cp "$vocab" "$tmp/f/shared/gguf/vocab/"
-    cp -r "$5/gguf" "$tmp/f/gguf-py/"
+    if [ "$mode" = pack ]; then
+      bundle_bins "$build" b "$out/bin.tar.xz" ""
+      mkdir -p "$tmp/f/shared/onnx"
+      cp -r "$shared/gguf" "$tmp/f/shared/"
+      [ -f "$shared/onnx/node.tar.xz" ] && cp "$shared/onnx/node.tar.xz" "$tmp/f/shared/onnx/"
+      if [ -n "${5:-}" ]; then cp -r "$5" "$tmp/f/gguf-py"; fi
+    else
+      bundle_bins "$build" b "$out/bin.tar.xz" "" rlx
+      mkdir -p "$tmp/f/shared/gguf/vocab" "$tmp/f/gguf-py"
+      cp -r "$shared/gguf/tools" "$tmp/f/shared/gguf/"
+      cp "$vocab" "$tmp/f/shared/gguf/vocab/"
+      cp -r "$5/gguf" "$tmp/f/gguf-py/"
+    fi
     tar cf - -C "$tmp/f" . | xz -6 > "$out/fixtures.tar.xz"
     ls -la "$out/bin.tar.xz" "$out/fixtures.tar.xz"
     ;;

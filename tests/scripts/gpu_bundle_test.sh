@@ -69,9 +69,9 @@ dbins=$(tar tJf "$t/outd/bin.tar.xz")
 check "pack-decode bundles rlx" grep -qx 'b/rlx' <<<"$dbins"
 check "pack-decode leaves the test binaries out" bash -c '! grep -q "rlx_test" <<<"$1"' _ "$dbins"
 dfix=$(tar tJf "$t/outd/fixtures.tar.xz")
-check "pack-decode bundles the generator" grep -q 'shared/gguf/tools/make_synth_llama_gguf.py' <<<"$dfix"
-check "pack-decode bundles the SPM vocabulary" grep -q 'shared/gguf/vocab/ggml-vocab-llama-spm.gguf' <<<"$dfix"
-check "pack-decode bundles gguf-py's package" grep -q 'gguf-py/gguf/__init__.py' <<<"$dfix"
+for f in shared/gguf/tools/make_synth_llama_gguf.py shared/gguf/vocab/ggml-vocab-llama-spm.gguf gguf-py/gguf/__init__.py; do
+  check "pack-decode bundles $f" grep -q "$f" <<<"$dfix"
+done
 check "pack-decode leaves the rest out" bash -c '! grep -Eq "v\.gguf|node\.tar\.xz|gguf-py/tests" <<<"$1"' _ "$dfix"
 bash "$src/scripts/gpu-bundle.sh" variant "$t/build3" "$t/outd" exp2 >/dev/null
 vdbins=$(tar tJf "$t/outd/exp2.tar.xz")

@@ -616,7 +616,7 @@ __device__ inline float q3_k_dot(const uint8_t* w, const float* x, int64_t nb, i
 // K-quants by super-block.
 // The format is a template argument: the kernels are instantiated per format (for_format),
 // so each holds only its own format's code and registers.
-// pol: the L2 policy of an F16 row's loads (weight_policy), made once by the kernel.
+// pol: the L2 policy of an F16 row's loads (weight_policy); the decode products make it once a kernel.
 template <int F>
 __device__ inline float row_dot(const uint8_t* w, const float* x, int64_t k, int lane, uint64_t pol) {
   constexpr int fmt = F;
