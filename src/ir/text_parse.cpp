@@ -200,6 +200,12 @@ class Parser {
     if (tok_.kind != k) error(std::string("expected ") + what + ", found " + describe(tok_));
     return advance();
   }
+  // The current token (an identifier or a string) as a symbol's name: the verifier's rule that
+  // a symbol has a name, checked here where the name's place is known.
+  Token symbol_name() {
+    if (tok_.kind == Tok::String && tok_.text.empty()) error("empty symbol name");
+    return advance();
+  }
   void expect_word(std::string_view w) {
     if (!is_word(w)) error("expected '" + std::string(w) + "', found " + describe(tok_));
     advance();
@@ -358,7 +364,7 @@ class Parser {
         if (d < 0) error_at(at, "negative dim " + at.text);
         dims.emplace_back(d);
       } else if (tok_.kind == Tok::Ident || tok_.kind == Tok::String) {
-        dims.push_back(Dim::symbol(g.symbol(advance().text)));
+        dims.push_back(Dim::symbol(g.symbol(symbol_name().text)));
       } else {
         error("expected a dim (integer or symbol name), found " + describe(tok_));
       }
@@ -489,6 +495,7 @@ class Parser {
       if (is_word("as")) {
         advance();
         o.name = expect_kind(Tok::String, "an output name (string)").text;
+        if (o.name.empty()) error_at(at, "empty output name");
       } else {
         const Node& n = g.nodes()[size_t(o.value.node)];
         o.name = n.outputs.size() == 1 ? n.name : n.name + ":" + std::to_string(o.value.out);
@@ -516,7 +523,7 @@ class Parser {
       while (!is_punct(')')) {
         if (!g.symbols().empty()) expect(',');
         if (tok_.kind != Tok::Ident && tok_.kind != Tok::String) error("expected a symbol name, found " + describe(tok_));
-        Token s = advance();
+        Token s = symbol_name();
         size_t before = g.symbols().size();
         g.symbol(s.text);
         if (g.symbols().size() == before) error_at(s, "symbol '" + s.text + "' declared twice");

@@ -70,6 +70,12 @@ TEST(TextParseError, StructureAndNames) {
   EXPECT_RLX_ERROR(parse_graph("graph g {\n  outputs()\n  outputs()\n}"), Parse, "given twice");
   EXPECT_RLX_ERROR(parse_graph("graph g {\n  outputs()\n  %0 = input \"a\" : f32[4]\n}"), Parse, "before outputs");
   EXPECT_RLX_ERROR(parse_graph("graph g {\n  symbols(a, a)\n}"), Parse, "<text>:2:14:", "declared twice");
+  // Names the verifier requires are refused where they stand (fuzz/regressions/text/symbol_empty_name.rlx).
+  EXPECT_RLX_ERROR(parse_graph("graph g {\n  symbols(batch, \"\")\n}"), Parse, "<text>:2:18:", "empty symbol name");
+  EXPECT_RLX_ERROR(parse_graph("graph g {\n  %0 = input \"a\" : f32[\"\"]\n}"), Parse, "<text>:2:24:",
+                   "empty symbol name");
+  EXPECT_RLX_ERROR(parse_graph("graph g {\n  %0 = input \"a\" : f32[4]\n  outputs(%0 as \"\")\n}"), Parse,
+                   "<text>:3:11:", "empty output name");
   EXPECT_RLX_ERROR(parse_graph("graph g {\n  %0 = input \"a\\q\" : f32[4]\n}"), Parse, "unknown escape");
   EXPECT_RLX_ERROR(parse_graph("graph g {\n  %0 = input \"a\" : f32[4] 1e\n}"), Parse, "malformed exponent");
 }
