@@ -54,7 +54,7 @@ std::vector<std::string> architectures();
 
 struct EngineOptions {
   Device device = Device::Cpu;
-  int threads = 0;           // 0: hardware concurrency
+  int threads = 0;           // 0: hardware concurrency, else 1..kMaxThreads
   int64_t n_ctx = 0;         // 0: min(the model's training context, 4096); per sequence
   DType kv_type = DType::F16;  // F16 or F32
   int64_t sequences = 1;     // sequence slots (batched decode through step())

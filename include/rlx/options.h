@@ -19,9 +19,14 @@ std::string_view device_name(Device d);  // "cpu", "cuda", "null"
 // precision pass runs compute nodes in the low type (opt/precision.cpp).
 enum class Precision { F32, TF32, F16, BF16 };
 
+// The most worker threads a compile may ask for (CompileOptions::threads, RLX_THREADS,
+// EngineOptions::threads): far past any machine's cores, low enough that a mistyped count
+// is refused instead of starting tens of thousands of threads.
+inline constexpr int kMaxThreads = 4096;
+
 struct CompileOptions {
   Precision precision = Precision::F32;
-  int threads = 0;                 // 0: hardware concurrency (RLX_THREADS overrides)
+  int threads = 0;                 // 0: hardware concurrency, else 1..kMaxThreads (RLX_THREADS overrides)
   bool fuse_elementwise = true;    // pass fuse-elementwise
   bool fuse_matmul_epilogue = true;  // passes fuse-matmul-epilogue and fuse-conv-epilogue
   bool fuse_norms = true;          // pass fuse-norms (decomposed layer norms -> layer_norm)

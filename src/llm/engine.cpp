@@ -420,6 +420,9 @@ Engine::Engine(std::shared_ptr<const Model> model, EngineOptions opts) : impl_(s
            dtype_name(opts.kv_type));
     if (opts.sequences < 1 || opts.sequences > 1024)
       fail(ErrorCategory::InvalidArgument, "llm::Engine: sequences must be in [1, 1024], got ", opts.sequences);
+    if (opts.threads < 0 || opts.threads > kMaxThreads)
+      fail(ErrorCategory::InvalidArgument, "llm::Engine: threads must be 0 (all cores) to ", kMaxThreads, ", got ",
+           opts.threads);
     if (opts.prompt_chunk < 0)
       fail(ErrorCategory::InvalidArgument, "llm::Engine: prompt_chunk must be >= 0, got ", opts.prompt_chunk);
     Impl& m = *impl_;

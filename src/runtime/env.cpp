@@ -16,7 +16,7 @@ namespace rlx {
 
 const std::vector<EnvVar>& env_registry() {
   static const std::vector<EnvVar> vars = {
-      {"RLX_THREADS", "worker threads for CPU kernels (a positive integer; overrides CompileOptions::threads)"},
+      {"RLX_THREADS", "worker threads for CPU kernels (1 to 4096; overrides CompileOptions::threads)"},
       {"RLX_PRECISION", "compute precision policy: f32, tf32 (f32 values, TF32 matmul and conv math where the backend has it), f16 or bf16 (overrides CompileOptions::precision)"},
       {"RLX_FUSE", "0 turns off the fusion passes fuse-norms, fuse-attention, fuse-elementwise, fuse-matmul-epilogue and fuse-conv-epilogue (1 turns them on)"},
       {"RLX_CHANNELS_LAST", "0 turns off the channels-last pass (convolutions and pools the backend claims in NHWC: CUDA under tf32, f16 and bf16); 1 turns it on (the default)"},
@@ -87,8 +87,8 @@ CompileOptions apply_env(CompileOptions opts) {
   if (const char* v = env("RLX_THREADS")) {
     char* end = nullptr;
     long n = std::strtol(v, &end, 10);
-    if (*end != '\0' || n < 1 || n > 4096)
-      fail(ErrorCategory::InvalidArgument, "RLX_THREADS='", v, "': expected a thread count from 1 to 4096");
+    if (*end != '\0' || n < 1 || n > kMaxThreads)
+      fail(ErrorCategory::InvalidArgument, "RLX_THREADS='", v, "': expected a thread count from 1 to ", kMaxThreads);
     opts.threads = int(n);
   }
   if (const char* v = env("RLX_PRECISION")) {

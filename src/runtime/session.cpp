@@ -50,7 +50,9 @@ CompiledGraph Session::compile_unguarded(const Graph& g, Graph* owned) const {
   const backend::Backend& be = runtime::backend_for(device_);
   CompileOptions opts = apply_env(options_);
   (void)effective_memory_cap(opts);  // validates max_arena_bytes before any work
-  if (opts.threads < 0) fail(ErrorCategory::InvalidArgument, "CompileOptions::threads is ", opts.threads);
+  if (opts.threads < 0 || opts.threads > kMaxThreads)
+    fail(ErrorCategory::InvalidArgument, "CompileOptions::threads is ", opts.threads, ": expected 0 (all cores) to ",
+         kMaxThreads);
   if (opts.arena_alignment < 1 || (opts.arena_alignment & (opts.arena_alignment - 1)) != 0)
     fail(ErrorCategory::InvalidArgument, "CompileOptions::arena_alignment ", opts.arena_alignment,
          " is not a power of two");

@@ -401,6 +401,12 @@ TEST_F(Cli, TestOnnxRefusesEmptyPathsAndMissingDevices) {
   expect_one_error_line(e, "no ONNX test cases under");
   Result c = rlx("test-onnx '" + (dir_ / "empty").string() + "' --device cuda");
   expect_one_error_line(c, "--device cuda");
+  Result t = rlx("test-onnx '" + (dir_ / "empty").string() + "' --threads 99999");
+  EXPECT_EQ(t.status, 2);
+  expect_one_error_line(t, "--threads needs an integer in [1, 4096]");
+  Result j = rlx("test-onnx '" + (dir_ / "empty").string() + "' --jobs 2x");
+  EXPECT_EQ(j.status, 2);
+  expect_one_error_line(j, "--jobs needs an integer in [1, 4096]");
 }
 
 TEST_F(Cli, CheckReadsOnnxModels) {
@@ -480,6 +486,29 @@ TEST_F(Cli, GgufErrorsAreOneLine) {
   Result vocab = rlx("generate -m '" + shared_gguf("vocab/ggml-vocab-gpt-2.gguf") + "' -p hi -n 2");
   EXPECT_EQ(vocab.status, 1);
   EXPECT_NE(vocab.err.find("rlx: error:"), std::string::npos) << vocab.err;
+}
+
+// llm-bench's lists and counts are usage errors before any engine is built: a thread count
+// past kMaxThreads, a batch past the engine's 1,024 sequences, nothing to measure.
+TEST_F(Cli, LlmBenchUsageErrors) {
+  const std::string m = shared_gguf("archs/llama-dense.gguf");
+  if (!fs::exists(m)) GTEST_SKIP() << "no " << m;
+  const std::string cmd = "llm-bench -m '" + m + "' ";
+  Result t = rlx(cmd + "-t 1,100000");
+  EXPECT_EQ(t.status, 2);
+  expect_one_error_line(t, "option '-t': '100000' is not an integer in [0, 4096]");
+  Result b = rlx(cmd + "-B 2000");
+  EXPECT_EQ(b.status, 2);
+  expect_one_error_line(b, "option '-B': '2000' is not an integer in [0, 1024]");
+  Result n = rlx(cmd + "-p 0 -n 0");
+  EXPECT_EQ(n.status, 2);
+  expect_one_error_line(n, "nothing to measure");
+  Result bn = rlx(cmd + "-p 4 -n 0 -B 2");
+  EXPECT_EQ(bn.status, 2);
+  expect_one_error_line(bn, "-B times decode steps");
+  Result g = rlx("generate -m '" + m + "' -p hi --threads 5000");
+  EXPECT_EQ(g.status, 2);
+  expect_one_error_line(g, "--threads");
 }
 
 }  // namespace

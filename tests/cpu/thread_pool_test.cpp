@@ -8,6 +8,10 @@
 #include <thread>
 #include <vector>
 
+#include <sys/resource.h>
+#include <unistd.h>
+#include <fstream>
+
 #include "backends/cpu/thread_pool.h"
 #include "rlx/error.h"
 
@@ -149,6 +153,36 @@ TEST(ThreadPool, EmptyRangeAndBadSize) {
   pool.parallel_for(0, 1, [&](int64_t, int64_t) { called = true; });
   EXPECT_FALSE(called);
   EXPECT_THROW(ThreadPool(0), Error);
+}
+
+// A thread the system will not start is an rlx::Error, not std::system_error or a terminate:
+// in a child process whose address space leaves room for a few thread stacks only (256
+// workers need far more than 48 MB of stacks at any stack size glibc picks), the pool must
+// stop the workers it started and throw ResourceExhausted; a small pool still works after.
+TEST(ThreadPool, RefusedThreadIsAnError) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  auto child = [] {
+    long pages = 0;
+    std::ifstream("/proc/self/statm") >> pages;
+    if (pages <= 0) _exit(10);
+    rlimit lim{};
+    lim.rlim_cur = lim.rlim_max = rlim_t(pages) * rlim_t(sysconf(_SC_PAGESIZE)) + (rlim_t(48) << 20);
+    if (setrlimit(RLIMIT_AS, &lim) != 0) _exit(11);
+    try {
+      ThreadPool big(256);
+      _exit(12);  // every thread started: the limit did not bite
+    } catch (const Error& e) {
+      if (e.category() != ErrorCategory::ResourceExhausted) _exit(13);
+      if (std::string(e.what()).find("refused worker thread") == std::string::npos) _exit(14);
+    } catch (...) {
+      _exit(15);
+    }
+    ThreadPool small(2);
+    std::atomic<int64_t> sum{0};
+    small.parallel_for(100, 1, [&](int64_t b, int64_t e) { sum += e - b; });
+    _exit(sum.load() == 100 ? 0 : 16);
+  };
+  EXPECT_EXIT(child(), ::testing::ExitedWithCode(0), "");
 }
 
 TEST(ThreadPool, ConcurrentCallersSerialize) {

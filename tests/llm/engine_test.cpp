@@ -73,6 +73,46 @@ TEST(LlmEngine, UnknownArchitectureIsNamed) {
   std::filesystem::remove(path);
 }
 
+// Engine options out of range are refused at construction with the option named: threads
+// (a mistyped count must not start tens of thousands of threads), sequences, the KV type and
+// the prompt chunk; the model stays usable for an engine with good options.
+TEST(LlmEngine, BadOptionsAreRefused) {
+  const std::string vf = vocab("ggml-vocab-llama-spm.gguf");
+  if (!std::filesystem::exists(vf)) GTEST_SKIP() << "no " << vf;
+  const std::string path = testing::TempDir() + "/tiny-llama-opts.gguf";
+  test::write_model({"llama", "llama", "ggml-vocab-llama-spm.gguf"}, path, gguf::TensorType::Q8_0);
+  auto model = Model::load(path);
+  auto refused = [&](EngineOptions eo, const std::string& needle) {
+    try {
+      Engine e(model, eo);
+      ADD_FAILURE() << "accepted: " << needle;
+    } catch (const Error& err) {
+      EXPECT_EQ(err.category(), ErrorCategory::InvalidArgument) << err.what();
+      EXPECT_NE(std::string(err.what()).find(needle), std::string::npos) << err.what();
+    }
+  };
+  for (int t : {-1, kMaxThreads + 1}) {
+    EngineOptions eo;
+    eo.threads = t;
+    refused(eo, "threads must be 0 (all cores) to " + std::to_string(kMaxThreads) + ", got " + std::to_string(t));
+  }
+  EngineOptions eo;
+  eo.sequences = 0;
+  refused(eo, "sequences must be in [1, 1024], got 0");
+  eo = {};
+  eo.kv_type = DType::I8;
+  refused(eo, "KV cache type must be f16 or f32");
+  eo = {};
+  eo.prompt_chunk = -3;
+  refused(eo, "prompt_chunk must be >= 0, got -3");
+  eo = {};
+  eo.threads = 1;
+  Engine e(model, eo);
+  const int32_t id = 1;
+  EXPECT_EQ(e.eval(std::span<const int32_t>(&id, 1)).size(), size_t(model->hp.n_vocab));
+  std::filesystem::remove(path);
+}
+
 // greedy_token against its definition, element by element: rows of every length up to 70
 // (the 16-lane body and its tail) and a vocabulary's, values from a small set (many ties),
 // with and without NaN, -inf and an empty row.

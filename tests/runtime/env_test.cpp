@@ -75,6 +75,10 @@ TEST(Env, BadValuesAreErrorsNamingTheVariable) {
     expect_error([] { apply_env({}); }, ErrorCategory::InvalidArgument, "RLX_THREADS");
   }
   {
+    ScopedEnv t("RLX_THREADS", std::to_string(kMaxThreads + 1).c_str());
+    expect_error([] { apply_env({}); }, ErrorCategory::InvalidArgument, "RLX_THREADS");
+  }
+  {
     ScopedEnv p("RLX_PRECISION", "f8");
     expect_error([] { apply_env({}); }, ErrorCategory::InvalidArgument, "RLX_PRECISION='f8'");
   }
@@ -86,6 +90,21 @@ TEST(Env, BadValuesAreErrorsNamingTheVariable) {
     ScopedEnv i("RLX_ISA", "sse2");
     expect_error([] { apply_env({}); }, ErrorCategory::InvalidArgument, "RLX_ISA='sse2'");
   }
+}
+
+// CompileOptions::threads outside [0, kMaxThreads] is refused before any work (a mistyped
+// count must not start tens of thousands of threads), and the session still compiles after.
+TEST(Env, ThreadCountsOutOfRangeAreRefused) {
+  for (int bad : {-1, kMaxThreads + 1, 100000}) {
+    CompileOptions o;
+    o.threads = bad;
+    Session s(Device::Cpu, o);
+    expect_error([&] { s.compile(hello_graph()); }, ErrorCategory::InvalidArgument,
+                 "CompileOptions::threads is " + std::to_string(bad));
+  }
+  CompileOptions o;
+  o.threads = 2;
+  EXPECT_EQ(Session(Device::Cpu, o).compile(hello_graph()).capabilities().threads, 2);
 }
 
 TEST(Env, ThreadsReachTheCompiledGraph) {

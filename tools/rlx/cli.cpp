@@ -359,7 +359,7 @@ int64_t parse_int(const std::string& s, const std::string& what, int64_t lo, int
 
 CompileOptions compile_options_from(const Args& args) {
   CompileOptions o;
-  if (args.has("--threads")) o.threads = int(parse_int(args.get("--threads"), "--threads", 1, 4096));
+  if (args.has("--threads")) o.threads = int(parse_int(args.get("--threads"), "--threads", 1, kMaxThreads));
   if (args.has("--precision")) {
     const std::string p = args.get("--precision");
     if (p == "f32") o.precision = Precision::F32;

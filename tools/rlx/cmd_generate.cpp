@@ -114,7 +114,7 @@ int cmd_generate(const Args& a) {
   if (a.has("-p") == a.has("--prompt-ids")) throw UsageError("generate: give exactly one of -p PROMPT and --prompt-ids IDS");
   auto model = llm::Model::load(path);
   llm::EngineOptions eo;
-  eo.threads = static_cast<int>(number(a, "--threads", 0, 0, 1024));
+  eo.threads = static_cast<int>(number(a, "--threads", 0, 0, kMaxThreads));
   eo.device = device_named(a.get("--device", "cpu"), "--device");
   eo.n_ctx = static_cast<int64_t>(number(a, "--ctx", 0, 0, double(int64_t(1) << 24)));
   const std::string kv = a.get("--kv-type", "f16");
@@ -231,7 +231,8 @@ int cmd_tokenize(const Args& a) {
   return 0;
 }
 
-std::vector<int> int_list(const std::string& s, const std::string& opt) {
+// A comma-separated list of integers in [0, hi], as in "-t 1,2".
+std::vector<int> int_list(const std::string& s, const std::string& opt, int hi) {
   std::vector<int> out;
   std::string cur;
   for (size_t i = 0; i <= s.size(); ++i) {
@@ -239,10 +240,10 @@ std::vector<int> int_list(const std::string& s, const std::string& opt) {
       try {
         size_t used = 0;
         int v = std::stoi(cur, &used);
-        if (used != cur.size() || v < 0) throw std::invalid_argument(cur);
+        if (used != cur.size() || v < 0 || v > hi) throw std::invalid_argument(cur);
         out.push_back(v);
       } catch (const std::exception&) {
-        throw UsageError("option '" + opt + "': '" + cur + "' is not a non-negative integer");
+        throw UsageError("option '" + opt + "': '" + cur + "' is not an integer in [0, " + std::to_string(hi) + "]");
       }
       cur.clear();
     } else {
@@ -268,10 +269,14 @@ int cmd_llm_bench(const Args& a) {
   const int N = static_cast<int>(number(a, "-n", 32, 0, 1 << 20));
   const int D = static_cast<int>(number(a, "-d", 0, 0, 1 << 24));
   const int reps = static_cast<int>(number(a, "-r", 5, 1, 1000));
-  std::vector<int> threads = int_list(a.get("-t", "1"), "-t");
+  std::vector<int> threads = int_list(a.get("-t", "1"), "-t", kMaxThreads);
   const std::string kv = a.get("--kv-type", "f16");
   if (kv != "f16" && kv != "f32") throw UsageError("--kv-type: 'f16' or 'f32', not '" + kv + "'");
   const Device device = device_named(a.get("--device", "cpu"), "--device");
+  const std::vector<int> batches = int_list(a.get("-B", "0"), "-B", 1024);
+  if (P == 0 && N == 0 && !a.has("--chat")) throw UsageError("llm-bench: nothing to measure (-p and -n are both 0)");
+  if (N == 0 && std::any_of(batches.begin(), batches.end(), [](int b) { return b > 0; }))
+    throw UsageError("llm-bench: -B times decode steps: it needs -n >= 1");
   using clock = std::chrono::steady_clock;
   const int64_t V = model->hp.n_vocab;
   auto tokens = [&](int n, uint32_t seed) {
@@ -332,7 +337,7 @@ int cmd_llm_bench(const Args& a) {
   // after the first are timed, compiles included: prompts padded to a few pass lengths
   // (EngineOptions::pad_prompts 1), which later turns reuse, against exact lengths (0), where
   // each new length compiles a pass. Both alternate, repetition by repetition.
-  const std::vector<int> turns = a.has("--chat") ? int_list(a.get("--chat"), "--chat") : std::vector<int>{};
+  const std::vector<int> turns = a.has("--chat") ? int_list(a.get("--chat"), "--chat", 1 << 20) : std::vector<int>{};
   if (!turns.empty()) {
     int64_t total = 0;
     for (int n : turns) {
@@ -362,7 +367,7 @@ int cmd_llm_bench(const Args& a) {
   }
   // Batched decode, as llama-batched-bench measures S_TG: B sequences each holding P prompt
   // tokens, then N steps of one token for every sequence; aggregate tokens/s.
-  for (int B : int_list(a.get("-B", "0"), "-B")) {
+  for (int B : batches) {
     if (B < 1) continue;
     for (int t : threads) {
       llm::EngineOptions eo = options(t, int64_t(P) + N + 1);

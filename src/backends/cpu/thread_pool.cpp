@@ -22,6 +22,7 @@
 #include <condition_variable>
 #include <exception>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -130,17 +131,30 @@ ThreadPool::ThreadPool(int threads) : impl_(std::make_unique<Impl>()) {
   impl_->threads = threads;
   impl_->cursors = std::make_unique<Impl::Cursor[]>(size_t(threads));
   impl_->workers.reserve(size_t(threads - 1));
-  for (int i = 1; i < threads; ++i) impl_->workers.emplace_back([this, i] { impl_->worker_loop(i); });
+  // The system may refuse a thread (its limit on threads or on memory for their stacks): the
+  // workers already started are stopped and joined, and the caller gets an rlx::Error.
+  int started = 1;
+  try {
+    for (; started < threads; ++started)
+      impl_->workers.emplace_back([this, i = started] { impl_->worker_loop(i); });
+  } catch (const std::system_error& e) {
+    stop_workers();
+    fail(ErrorCategory::ResourceExhausted, "ThreadPool: the system refused worker thread ", started + 1, " of ",
+         threads, " (", e.what(), ")");
+  }
 }
 
-ThreadPool::~ThreadPool() {
+void ThreadPool::stop_workers() {
   {
     std::lock_guard<std::mutex> lk(impl_->m);
     impl_->stop = true;
   }
   impl_->wake.notify_all();
   for (auto& t : impl_->workers) t.join();
+  impl_->workers.clear();
 }
+
+ThreadPool::~ThreadPool() { stop_workers(); }
 
 int ThreadPool::size() const { return impl_->threads; }
 

@@ -16,7 +16,9 @@ namespace rlx::cpu {
 
 class ThreadPool {
  public:
-  explicit ThreadPool(int threads);  // threads >= 1; 1 runs everything inline
+  // threads >= 1; 1 runs everything inline. Throws rlx::Error (ResourceExhausted) when the
+  // system refuses a worker thread, having stopped the ones it started.
+  explicit ThreadPool(int threads);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -27,6 +29,7 @@ class ThreadPool {
   void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& f);
 
  private:
+  void stop_workers();  // stops and joins every worker
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
