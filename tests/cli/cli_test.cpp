@@ -488,6 +488,40 @@ TEST_F(Cli, GgufErrorsAreOneLine) {
   EXPECT_NE(vocab.err.find("rlx: error:"), std::string::npos) << vocab.err;
 }
 
+// generate's counts and ids are parsed exactly (no "2.5" tokens, no seed rounded through a
+// double, no empty id between two commas), and a generation cut short by the context says so.
+TEST_F(Cli, GenerateOptionsAreExactAndTheContextLimitIsReported) {
+  const std::string m = shared_gguf("archs/llama-dense.gguf");
+  if (!fs::exists(m)) GTEST_SKIP() << "no " << m;
+  const std::string cmd = "generate -m '" + m + "' ";
+  Result e = rlx(cmd + "--prompt-ids 1,,2 -n 2");
+  EXPECT_EQ(e.status, 2);
+  expect_one_error_line(e, "--prompt-ids: '1,,2' has an empty item");
+  Result f = rlx(cmd + "--prompt-ids 1 -n 2.5");
+  EXPECT_EQ(f.status, 2);
+  expect_one_error_line(f, "option '-n': '2.5' is not an integer in [0, 1073741824]");
+  Result s = rlx(cmd + "--prompt-ids 1 -n 2 --seed -1");
+  EXPECT_EQ(s.status, 2);
+  expect_one_error_line(s, "option '--seed': '-1' is not an integer in [0, 18446744073709551615]");
+  Result big = rlx(cmd + "--prompt-ids 1 -n 2 --seed 18446744073709551615");
+  EXPECT_EQ(big.status, 0) << big.err;
+  Result ids = rlx(cmd + "--prompt-ids '1, 2 3' -n 2 --temp 0 --print-ids");
+  ASSERT_EQ(ids.status, 0) << ids.err;
+  EXPECT_NE(ids.err.find("prompt: 3 tokens"), std::string::npos) << ids.err;
+  for (const std::string temp : {"0", "0.8"}) {  // the greedy path queues steps ahead; the sampled one does not
+    Result c = rlx(cmd + "--prompt-ids 1 --ctx 4 -n 10 --print-ids --temp " + temp);
+    ASSERT_EQ(c.status, 0) << c.err;
+    EXPECT_NE(c.err.find("generation: 4 tokens"), std::string::npos) << c.err;
+    EXPECT_NE(c.err.find("generation stopped at the context limit: 4 positions"), std::string::npos) << c.err;
+    Result n = rlx(cmd + "--prompt-ids 1 --ctx 4 -n 4 --temp " + temp);
+    ASSERT_EQ(n.status, 0) << n.err;
+    EXPECT_EQ(n.err.find("context limit"), std::string::npos) << n.err;
+  }
+  Result p = rlx(cmd + "--prompt-ids 1 --prompt-ids 2 --ctx 4 -n 10");
+  ASSERT_EQ(p.status, 0) << p.err;
+  EXPECT_NE(p.err.find("generation stopped at the context limit: 4 positions a sequence"), std::string::npos) << p.err;
+}
+
 // llm-bench's lists and counts are usage errors before any engine is built: a thread count
 // past kMaxThreads, a batch past the engine's 1,024 sequences, nothing to measure.
 TEST_F(Cli, LlmBenchUsageErrors) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -315,6 +316,31 @@ double number(const Args& a, const std::string& opt, double dflt, double lo, dou
     os << "option '" << opt << "': '" << s << "' is not a number in [" << lo << ", " << hi << "]";
     throw UsageError(os.str());
   }
+}
+
+int64_t integer(const Args& a, const std::string& opt, int64_t dflt, int64_t lo, int64_t hi) {
+  if (!a.has(opt)) return dflt;
+  const std::string s = a.get(opt);
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0' || errno != 0 || v < lo || v > hi)
+    throw UsageError("option '" + opt + "': '" + s + "' is not an integer in [" + std::to_string(lo) + ", " +
+                     std::to_string(hi) + "]");
+  return v;
+}
+
+uint64_t unsigned_integer(const Args& a, const std::string& opt, uint64_t dflt) {
+  if (!a.has(opt)) return dflt;
+  const std::string s = a.get(opt);
+  char* end = nullptr;
+  errno = 0;
+  // strtoull would take "-1" as 2^64 - 1: a sign is refused before it parses.
+  const unsigned long long v = std::strtoull(s.c_str(), &end, 10);
+  if (s.empty() || s.find('-') != std::string::npos || *end != '\0' || errno != 0)
+    throw UsageError("option '" + opt + "': '" + s + "' is not an integer in [0, " +
+                     std::to_string(std::numeric_limits<uint64_t>::max()) + "]");
+  return v;
 }
 
 int64_t positive_int(const std::string& s, const std::string& what, int64_t lo) {

@@ -79,6 +79,11 @@ CompileOptions compile_options_from(const Args& args);
 
 // The value of `opt` as a number in [lo, hi] (`dflt` when absent); UsageError naming it otherwise.
 double number(const Args& a, const std::string& opt, double dflt, double lo, double hi);
+// The value of `opt` as a whole number in [lo, hi] (`dflt` when absent), parsed exactly ("2.5"
+// and "1e3" are refused); UsageError naming it otherwise.
+int64_t integer(const Args& a, const std::string& opt, int64_t dflt, int64_t lo, int64_t hi);
+// The same for an unsigned 64-bit value in [0, 2^64 - 1] (a sampler's seed).
+uint64_t unsigned_integer(const Args& a, const std::string& opt, uint64_t dflt);
 // A device name ("cpu", "cuda") given to `opt`; UsageError naming both otherwise.
 Device device_named(const std::string& name, const std::string& opt);
 

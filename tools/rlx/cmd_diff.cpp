@@ -228,8 +228,8 @@ int cmd_diff(const Args& raw) {
   if (probes.empty()) throw UsageError("rlx diff: the model computes nothing (no node outside inputs, params, constants)");
   g.set_outputs(probes, names);
 
-  const uint32_t seed = uint32_t(number(args, "--seed", 1, 0, 4294967295.0));
-  const int alone_max = int(number(args, "--alone", 64, 0, 1 << 30));
+  const uint32_t seed = uint32_t(integer(args, "--seed", 1, 0, 4294967295));
+  const int alone_max = int(integer(args, "--alone", 64, 0, 1 << 30));
   std::vector<TypedTensor> out[2];
   for (int s = 0; s < 2; ++s) {
     CompiledGraph net = Session(dev[s], opt[s]).compile(g);

@@ -1,5 +1,6 @@
 // `rlx generate` (text generation from a GGUF model) and `rlx tokenize`.
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -15,27 +16,29 @@ namespace rlx::cli {
 namespace {
 
 
+// "1,2,3" or "1 2 3" (or both): an item between two commas must hold an id ("1,,2" is a typo,
+// not two ids).
 std::vector<int32_t> parse_ids(const std::string& s) {
   std::vector<int32_t> ids;
-  std::string cur;
-  for (size_t i = 0; i <= s.size(); ++i) {
-    char c = i < s.size() ? s[i] : ',';
-    if (c == ',' || c == ' ') {
-      if (cur.empty()) continue;
-      try {
-        size_t used = 0;
-        long v = std::stol(cur, &used);
-        if (used != cur.size() || v < 0 || v > INT32_MAX) throw std::invalid_argument(cur);
-        ids.push_back(static_cast<int32_t>(v));
-      } catch (const std::exception&) {
-        throw UsageError("--prompt-ids: '" + cur + "' is not a token id");
-      }
-      cur.clear();
-    } else {
-      cur += c;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t comma = s.find(',', start);
+    if (comma == std::string::npos) comma = s.size();
+    std::istringstream words(s.substr(start, comma - start));
+    std::string w;
+    bool any = false;
+    while (words >> w) {
+      any = true;
+      char* end = nullptr;
+      errno = 0;
+      const long long v = std::strtoll(w.c_str(), &end, 10);
+      if (*end != '\0' || errno != 0 || v < 0 || v > INT32_MAX)
+        throw UsageError("--prompt-ids: '" + w + "' is not a token id");
+      ids.push_back(static_cast<int32_t>(v));
     }
+    if (!any) throw UsageError("--prompt-ids: '" + s + "' has an empty item (ids are separated by commas or spaces)");
+    start = comma + 1;
   }
-  if (ids.empty()) throw UsageError("--prompt-ids: no ids given");
   return ids;
 }
 
@@ -66,6 +69,7 @@ int generate_parallel(const Args& a, const std::shared_ptr<const llm::Model>& mo
   }
   auto t1 = clock::now();
   int steps = 0;
+  bool at_context = false;  // stopped because a sequence filled its context
   for (int i = 0; i < n_gen; ++i) {
     bool all_done = true;
     for (int b = 0; b < B; ++b) {
@@ -77,7 +81,11 @@ int generate_parallel(const Args& a, const std::shared_ptr<const llm::Model>& mo
     }
     int64_t longest = 0;
     for (int b = 0; b < B; ++b) longest = std::max(longest, engine.position(b));
-    if (all_done || longest + 1 > engine.context()) break;
+    if (all_done) break;
+    if (longest + 1 > engine.context()) {
+      at_context = true;
+      break;
+    }
     std::vector<float> lg = engine.step(next);  // finished sequences ride along; their rows are ignored
     ++steps;
     for (int b = 0; b < B; ++b)
@@ -105,6 +113,9 @@ int generate_parallel(const Args& a, const std::shared_ptr<const llm::Model>& mo
   std::fprintf(stderr, "prompt: %zu tokens, %.1f tok/s; generation: %zu tokens, %.1f tok/s (%d sequences, %d batched steps)\n",
                prompt_tokens, tp > 0 ? double(prompt_tokens) / tp : 0.0, total,
                tg > 0 ? double(steps) * B / tg : 0.0, B, steps);
+  if (at_context)
+    std::fprintf(stderr, "generation stopped at the context limit: %lld positions a sequence (--ctx sets it)\n",
+                 static_cast<long long>(engine.context()));
   return 0;
 }
 
@@ -114,20 +125,20 @@ int cmd_generate(const Args& a) {
   if (a.has("-p") == a.has("--prompt-ids")) throw UsageError("generate: give exactly one of -p PROMPT and --prompt-ids IDS");
   auto model = llm::Model::load(path);
   llm::EngineOptions eo;
-  eo.threads = static_cast<int>(number(a, "--threads", 0, 0, kMaxThreads));
+  eo.threads = static_cast<int>(integer(a, "--threads", 0, 0, kMaxThreads));
   eo.device = device_named(a.get("--device", "cpu"), "--device");
-  eo.n_ctx = static_cast<int64_t>(number(a, "--ctx", 0, 0, double(int64_t(1) << 24)));
+  eo.n_ctx = integer(a, "--ctx", 0, 0, int64_t(1) << 24);
   const std::string kv = a.get("--kv-type", "f16");
   if (kv != "f16" && kv != "f32") throw UsageError("--kv-type: 'f16' or 'f32', not '" + kv + "'");
   eo.kv_type = kv == "f16" ? DType::F16 : DType::F32;
   llm::SamplerOptions so;
   so.temperature = static_cast<float>(number(a, "--temp", 0.8, 0, 100));
-  so.top_k = static_cast<int>(number(a, "--top-k", 40, 0, 1e9));
+  so.top_k = static_cast<int>(integer(a, "--top-k", 40, 0, 1 << 30));
   so.top_p = static_cast<float>(number(a, "--top-p", 0.95, 1e-9, 1));
   so.min_p = static_cast<float>(number(a, "--min-p", 0.05, 0, 1));
   so.repeat_penalty = static_cast<float>(number(a, "--repeat-penalty", 1.0, 1e-6, 100));
-  so.seed = static_cast<uint64_t>(number(a, "--seed", 0, 0, 1.8e19));
-  const int n_gen = static_cast<int>(number(a, "-n", 32, 0, 1e9));
+  so.seed = unsigned_integer(a, "--seed", 0);
+  const int n_gen = static_cast<int>(integer(a, "-n", 32, 0, 1 << 30));
 
   const llm::Tokenizer* tok = model->tokenizer.get();
   std::vector<std::vector<int32_t>> prompts;
@@ -141,7 +152,7 @@ int cmd_generate(const Args& a) {
       if (prompts.back().empty()) throw UsageError("generate: the prompt '" + s + "' gives no tokens");
     }
   }
-  const int parallel = static_cast<int>(number(a, "--parallel", double(prompts.size()), 1, 1024));
+  const int parallel = static_cast<int>(integer(a, "--parallel", int64_t(prompts.size()), 1, 1024));
   if (parallel > 1 || prompts.size() > 1) return generate_parallel(a, model, eo, so, prompts, parallel, n_gen);
   const std::vector<int32_t>& prompt = prompts[0];
   llm::Engine engine(model, eo);
@@ -162,6 +173,7 @@ int cmd_generate(const Args& a) {
   std::vector<int32_t> ahead;  // greedy: tokens generated, not yet emitted
   size_t next = 0;
   int run = 1;
+  bool at_context = false;  // stopped because the context is full
   for (; produced < n_gen; ++produced) {
     int32_t id;
     if (!greedy || produced == 0) {
@@ -183,8 +195,13 @@ int cmd_generate(const Args& a) {
     }
     if (stream) std::cout << stream->push(id) << std::flush;
     const bool queued = greedy && next < ahead.size();  // fed already, as the run that made the next one
-    if (produced + 1 == n_gen || (!queued && engine.position() >= engine.context())) {
+    if (produced + 1 == n_gen) {
       ++produced;
+      break;
+    }
+    if (!queued && engine.position() >= engine.context()) {
+      ++produced;
+      at_context = true;
       break;
     }
     if (!greedy) logits = engine.eval(std::span<const int32_t>(&id, 1));
@@ -196,6 +213,9 @@ int cmd_generate(const Args& a) {
   const double tg = std::chrono::duration<double>(t2 - t1).count();
   std::fprintf(stderr, "prompt: %zu tokens, %.1f tok/s; generation: %d tokens, %.1f tok/s\n", prompt.size(),
                tp > 0 ? double(prompt.size()) / tp : 0.0, produced, tg > 0 && produced > 1 ? double(produced - 1) / tg : 0.0);
+  if (at_context)
+    std::fprintf(stderr, "generation stopped at the context limit: %lld positions (--ctx sets it)\n",
+                 static_cast<long long>(engine.context()));
   if (a.has("--verbose")) std::fprintf(stderr, "%s\n", engine.load_report().c_str());
   if (a.has("--print-ids")) {
     std::cout << "ids:";
@@ -265,10 +285,10 @@ int cmd_llm_bench(const Args& a) {
   const std::string path = a.get("-m");
   if (path.empty()) throw UsageError("llm-bench: -m MODEL.gguf is required");
   auto model = llm::Model::load(path);
-  const int P = static_cast<int>(number(a, "-p", 128, 0, 1 << 20));
-  const int N = static_cast<int>(number(a, "-n", 32, 0, 1 << 20));
-  const int D = static_cast<int>(number(a, "-d", 0, 0, 1 << 24));
-  const int reps = static_cast<int>(number(a, "-r", 5, 1, 1000));
+  const int P = static_cast<int>(integer(a, "-p", 128, 0, 1 << 20));
+  const int N = static_cast<int>(integer(a, "-n", 32, 0, 1 << 20));
+  const int D = static_cast<int>(integer(a, "-d", 0, 0, 1 << 24));
+  const int reps = static_cast<int>(integer(a, "-r", 5, 1, 1000));
   std::vector<int> threads = int_list(a.get("-t", "1"), "-t", kMaxThreads);
   const std::string kv = a.get("--kv-type", "f16");
   if (kv != "f16" && kv != "f32") throw UsageError("--kv-type: 'f16' or 'f32', not '" + kv + "'");
