@@ -463,6 +463,12 @@ TEST_F(Cli, TokenizeInspectQuantize) {
   const std::string q = (dir_ / "q8.gguf").string();
   Result qr = rlx("quantize '" + m + "' '" + q + "' q8_0 --quiet");
   ASSERT_EQ(qr.status, 0) << qr.err;
+  EXPECT_NE(qr.out.find("quantize: 16 tensors to q8_0, 48 kept;"), std::string::npos) << qr.out;
+  // q4_K's 256-element blocks do not divide ffn_down's rows of 384: those two go to q8_0, counted apart.
+  Result qk = rlx("quantize '" + m + "' '" + (dir_ / "q4k.gguf").string() + "' q4_K --quiet");
+  ASSERT_EQ(qk.status, 0) << qk.err;
+  EXPECT_NE(qk.out.find("quantize: 14 tensors to q4_K, 2 to q8_0 (rows not a multiple of 256), 48 kept;"),
+            std::string::npos) << qk.out;
   Result qi = rlx("inspect '" + q + "'");
   EXPECT_NE(qi.out.find("blk.0.attn_q.weight                  q8_0"), std::string::npos) << qi.out;
   Result g = rlx("generate -m '" + q + "' --prompt-ids 1,14,27 -n 4 --temp 0 --print-ids");

@@ -148,7 +148,7 @@ int cmd_quantize(const Args& args) {
   uint64_t total = 0, done = 0, bytes_in = 0, bytes_out = 0;
   for (const auto& t : f.tensors()) total += static_cast<uint64_t>(t.elements());
   bool bar = !args.has("--quiet");
-  int quantized = 0, kept = 0;
+  int to_target = 0, to_q8 = 0, kept = 0;
   for (const auto& t : f.tensors()) {
     // Matrices are quantized; vectors (norms, biases, scales) stay as they are, as do
     // matrices whose rows are not a whole number of the target's blocks (then Q8_0 when
@@ -175,7 +175,7 @@ int cmd_quantize(const Args& args) {
         gguf::dequantize(t.type, f.data(t) + r * in_rb, tmp.data(), row);
         gguf::quantize(type, tmp.data(), bytes.data() + r * rb, row);
       }
-      ++quantized;
+      ++(type == target ? to_target : to_q8);
     }
     bytes_in += t.bytes;
     bytes_out += bytes.size();
@@ -190,8 +190,10 @@ int cmd_quantize(const Args& args) {
   }
   if (bar) std::fprintf(stderr, "\n");
   w.write(out);
-  std::cout << "quantize: " << quantized << " tensors to " << gguf::type_name(target) << " (or q8_0 where rows do not fit), "
-            << kept << " kept; " << human_bytes(bytes_in) << " -> " << human_bytes(bytes_out) << "; wrote " << out << "\n";
+  std::cout << "quantize: " << to_target << " tensors to " << gguf::type_name(target) << ", ";
+  if (to_q8 > 0)
+    std::cout << to_q8 << " to q8_0 (rows not a multiple of " << gguf::type_traits(target).block_elems << "), ";
+  std::cout << kept << " kept; " << human_bytes(bytes_in) << " -> " << human_bytes(bytes_out) << "; wrote " << out << "\n";
   return 0;
 }
 
