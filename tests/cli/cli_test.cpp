@@ -226,6 +226,37 @@ TEST_F(Cli, HugeShapesAreErrorsNotCrashes) {
   expect_one_error_line(capped, "cap of 1048576 bytes");
 }
 
+// bench's generated inputs and counts: an input past the memory cap is refused before it is
+// allocated (not std::bad_alloc), a run count past int is a usage error (it wrapped to a
+// negative count and crashed), and a misspelt --shape name is named before the input it was
+// meant for is found without dims.
+TEST_F(Cli, BenchRefusesHugeInputsAndCounts) {
+  std::string dyn = write_file("dyn.rlx",
+                               "graph dyn {\n"
+                               "  symbols(N)\n"
+                               "  %x = input \"x\" : f32[N,4]\n"
+                               "  %r = relu(%x) : f32[N,4]\n"
+                               "  outputs(%r)\n"
+                               "}\n");
+  Result big = rlx("bench '" + dyn + "' --shape x=100000,100000");
+  EXPECT_EQ(big.status, 1);
+  expect_one_error_line(big, "input 'x' (f32[100000,100000]) would take 10000000000 x 4 bytes to generate");
+  Result capped = rlx("bench '" + dyn + "' --shape x=1000,4", "RLX_MAX_ARENA_BYTES=1000");
+  expect_one_error_line(capped, "more than the memory cap of 1000 bytes");
+  Result runs = rlx("bench '" + dyn + "' --shape x=2,4 --runs 3000000000");
+  EXPECT_EQ(runs.status, 2);
+  expect_one_error_line(runs, "option '--runs': '3000000000' is not an integer in [1, 1073741824]");
+  Result warm = rlx("bench '" + dyn + "' --shape x=2,4 --warmup -1");
+  EXPECT_EQ(warm.status, 2);
+  expect_one_error_line(warm, "option '--warmup'");
+  Result typo = rlx("bench '" + dyn + "' --shape y=2,4");
+  EXPECT_EQ(typo.status, 2);
+  expect_one_error_line(typo, "--shape 'y': the model has no such input");
+  Result ok = rlx("bench '" + dyn + "' --shape x=2,4 --runs 3 --warmup 0");
+  ASSERT_EQ(ok.status, 0) << ok.err;
+  EXPECT_NE(ok.out.find("runs=3"), std::string::npos) << ok.out;
+}
+
 TEST_F(Cli, ParamDimsMustMatch) {
   Graph g("mm");
   auto x = g.input("x", Shape({1, 4}, DType::F32));

@@ -47,9 +47,15 @@ std::string dims_str(const std::vector<int64_t>& dims) {
   return s + "]";
 }
 
-// The deterministic fill described at the top of this file.
-TypedTensor generated_input(DType dtype, const std::vector<int64_t>& dims) {
+// The deterministic fill described at the top of this file, for input `name`; refused when it
+// would take more than `cap` bytes (the compile's memory cap: max_arena_bytes, or the machine's
+// memory), before anything is allocated.
+TypedTensor generated_input(const std::string& name, DType dtype, const std::vector<int64_t>& dims, int64_t cap) {
   const int64_t n = Shape(dims, dtype).numel();  // checked: the tensor can exist
+  if (n > cap / dtype_size(dtype))
+    fail(ErrorCategory::ResourceExhausted, "input '", name, "' (", dtype_name(dtype), dims_str(dims), ") would take ", n,
+         " x ", dtype_size(dtype), " bytes to generate, more than the memory cap of ", cap,
+         " bytes (the machine's memory, or RLX_MAX_ARENA_BYTES)");
   TypedTensor t{dtype, dims, std::vector<uint8_t>(size_t(n) * dtype_size(dtype), 0)};
   if (!is_float(dtype) && !is_complex(dtype)) return t;  // integers and bools: 0
   uint32_t state = 1;
@@ -97,6 +103,14 @@ std::map<std::string, TypedTensor> gather_inputs(const Args& args, const std::ve
     auto [name, text] = split_assignment(a, "--shape");
     shapes[name] = parse_dims(text, "--shape " + name);
   }
+  // A misspelt name first: it is why an input would be missing its dims or be generated below.
+  auto declared = [&](const std::string& name) {
+    return std::any_of(decls.begin(), decls.end(), [&](const InputDecl& d) { return d.name == name; });
+  };
+  for (const auto& [name, t] : given)
+    if (!declared(name)) throw UsageError("--input '" + name + "': the model has no such input");
+  for (const auto& [name, dims] : shapes)
+    if (!declared(name)) throw UsageError("--shape '" + name + "': the model has no such input");
   std::map<std::string, TypedTensor> inputs;
   for (const InputDecl& d : decls) {
     if (auto it = given.find(d.name); it != given.end()) {
@@ -119,14 +133,10 @@ std::map<std::string, TypedTensor> gather_inputs(const Args& args, const std::ve
                          "=D0,D1,... or --bind SYM=N");
       dims[i] = b->second;
     }
-    inputs[d.name] = generated_input(d.dtype, dims);
+    inputs[d.name] = generated_input(d.name, d.dtype, dims, effective_memory_cap(apply_env(opts)));
     std::cout << "input " << d.name << ": " << dtype_name(d.dtype) << dims_str(dims) << " generated\n";
     if (args.has("--save-inputs")) save_input(args.get("--save-inputs"), d.name, inputs[d.name]);
   }
-  if (!given.empty()) throw UsageError("--input '" + given.begin()->first + "': the model has no such input");
-  for (const auto& [name, dims] : shapes)
-    if (std::none_of(decls.begin(), decls.end(), [&](const InputDecl& d) { return d.name == name; }))
-      throw UsageError("--shape '" + name + "': the model has no such input");
   return inputs;
 }
 
@@ -168,8 +178,8 @@ void run_resident(CompiledGraph& net) { net.run_read_outputs({}, {}); }
 
 int cmd_bench(const Args& args) {
   const std::string& path = args.positional[0];
-  const int runs = int(positive_int(args.get("--runs", "50"), "--runs", 1));
-  const int warmup = int(positive_int(args.get("--warmup", "3"), "--warmup", 0));
+  const int runs = int(integer(args, "--runs", 50, 1, 1 << 30));
+  const int warmup = int(integer(args, "--warmup", 3, 0, 1 << 30));
   const CompileOptions opts = compile_options_from(args);
   const Device device = device_named(args.get("--device", "cpu"), "--device");
   Timing t;

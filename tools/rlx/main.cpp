@@ -6,6 +6,7 @@
 #include <cstring>
 #include <exception>
 #include <iostream>
+#include <new>
 
 #include "cli.h"
 
@@ -84,6 +85,8 @@ int main(int argc, char** argv) {
     return error_line(e.what(), 2);
   } catch (const rlx::Error& e) {
     return error_line(e.what(), 1);
+  } catch (const std::bad_alloc&) {  // a size rlx's own checks let through, but this machine could not hold
+    return error_line(std::string("out of memory running 'rlx ") + (argc > 1 ? argv[1] : "") + "'", 1);
   } catch (const std::exception& e) {
     return error_line(e.what(), 1);
   }
