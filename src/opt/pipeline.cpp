@@ -57,7 +57,7 @@ void require_bound(const Graph& g) {
       else sym += std::to_string(d.symbol_id());
       fail(ErrorCategory::Shape, n.kind == OpKind::Input ? "input '" : "param '", n.attr<LeafAttrs>().name,
            "' has the unbound symbolic dim '", sym, "' (type ", shape_str(g, n.outputs[0]),
-           "): bind it with CompileOptions::dim_bindings[\"", sym, "\"] or, on the command line, --bind ", sym, "=N");
+           "): bind it with CompileOptions::dim_bindings[\"", sym, "\"] or, on the command line, --bind ", sym, "=SIZE");
     }
   }
 }

@@ -285,8 +285,23 @@ TEST_F(Cli, SymbolsAndExtentsAreExplained) {
   std::string file = write_graph("dyn.rlx", g);
   Result r = rlx("check '" + file + "'");
   expect_one_error_line(r, "unbound symbolic dim 'batch'");
-  EXPECT_NE(r.err.find("--bind batch=N"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--bind batch=SIZE"), std::string::npos) << r.err;
   EXPECT_EQ(rlx("check '" + file + "' --bind batch=3").status, 0);
+  // run takes a symbol --bind leaves open from the input file's dims; a file that disagrees
+  // with --bind, or has another rank, is named.
+  std::string xf = write_npy("x.npy", TypedTensor{DType::F32, {2, 4}, f32_bytes({-1, 2, -3, 4, 5, -6, 7, -8})});
+  Result run = rlx("run '" + file + "' --input x='" + xf + "' --output-dir '" + (dir_ / "out").string() + "'");
+  ASSERT_EQ(run.status, 0) << run.err;
+  TypedTensor y = runtime::read_npy((dir_ / "out" / "relu_1.npy").string());
+  EXPECT_EQ(y.dims, (std::vector<int64_t>{2, 4}));
+  EXPECT_EQ(y.bytes, f32_bytes({0, 2, 0, 4, 5, 0, 7, 0}));
+  Result clash = rlx("run '" + file + "' --bind batch=3 --input x='" + xf + "' --output-dir '" + dir_.string() + "'");
+  EXPECT_EQ(clash.status, 2);
+  expect_one_error_line(clash, "input 'x' gives 'batch' = 2, but it is already 3");
+  std::string x3 = write_npy("x3.npy", TypedTensor{DType::F32, {2, 4, 1}, f32_bytes({1, 2, 3, 4, 5, 6, 7, 8})});
+  Result rank = rlx("run '" + file + "' --input x='" + x3 + "' --output-dir '" + dir_.string() + "'");
+  EXPECT_EQ(rank.status, 2);
+  expect_one_error_line(rank, "input 'x' has rank 3, the model expects 2 (f32[batch,4])");
 }
 
 TEST_F(Cli, HelpListsTheFormats) {
@@ -452,7 +467,7 @@ TEST_F(Cli, CheckReadsOnnxModels) {
   if (!fs::exists(model)) GTEST_SKIP() << "models could not be fetched (scripts/fetch-models.sh; npm unreachable?)";
   // Its input is f32[p2o.DynamicDimension.0, 3, .1, .2] and it needs concrete dims to import.
   Result unbound = rlx("check '" + model.string() + "'");
-  expect_one_error_line(unbound, "--bind p2o.DynamicDimension.0=N");
+  expect_one_error_line(unbound, "--bind p2o.DynamicDimension.0=SIZE");
   Result r = rlx("check '" + model.string() +
                  "' --bind p2o.DynamicDimension.0=1 --bind p2o.DynamicDimension.1=48 --bind p2o.DynamicDimension.2=192");
   ASSERT_EQ(r.status, 0) << r.err;

@@ -224,7 +224,7 @@ Graph load_onnx_graph(const std::string& path, CompileOptions& opts, const Input
         fail(ErrorCategory::Shape, "'", path, "': input '", in.name, "' dim ", i,
              sym.empty() ? std::string(" is unknown") : " ('" + sym + "') is symbolic",
              ", and the model needs concrete dims to import (", m.dynamic_reason, ")",
-             sym.empty() ? std::string("") : ": bind it with --bind " + sym + "=N");
+             sym.empty() ? std::string("") : ": bind it with --bind " + sym + "=SIZE");
       dims[i] = b->second;
       used.insert(sym);
     }
@@ -315,6 +315,32 @@ double number(const Args& a, const std::string& opt, double dflt, double lo, dou
     std::ostringstream os;
     os << "option '" << opt << "': '" << s << "' is not a number in [" << lo << ", " << hi << "]";
     throw UsageError(os.str());
+  }
+}
+
+void bind_symbols_from_inputs(const Graph& g, const std::map<std::string, TypedTensor>& inputs, CompileOptions& opts) {
+  for (int32_t id : g.input_nodes()) {
+    const Node& n = g.node(id);
+    auto it = inputs.find(n.name);
+    if (it == inputs.end()) continue;
+    const auto& want = n.outputs.at(0).dims();
+    const std::vector<int64_t>& dims = it->second.dims;
+    if (dims.size() != want.size()) {
+      std::string type = std::string(dtype_name(n.outputs.at(0).dtype())) + "[";  // with the symbols' names
+      for (size_t i = 0; i < want.size(); ++i)
+        type += (i ? "," : "") + (want[i].is_static() ? std::to_string(want[i].value())
+                                                      : g.symbols().at(size_t(want[i].symbol_id())));
+      throw UsageError("input '" + n.name + "' has rank " + std::to_string(dims.size()) + ", the model expects " +
+                       std::to_string(want.size()) + " (" + type + "])");
+    }
+    for (size_t i = 0; i < dims.size(); ++i) {
+      if (want[i].is_static()) continue;
+      const std::string& sym = g.symbols().at(size_t(want[i].symbol_id()));
+      auto [b, fresh] = opts.dim_bindings.emplace(sym, dims[i]);
+      if (!fresh && b->second != dims[i])
+        throw UsageError("input '" + n.name + "' gives '" + sym + "' = " + std::to_string(dims[i]) +
+                         ", but it is already " + std::to_string(b->second));
+    }
   }
 }
 

@@ -77,6 +77,12 @@ void set_params_from_args(CompiledGraph& net, const Args& args, bool only_its_ow
 std::vector<OptionSpec> compile_option_specs();
 CompileOptions compile_options_from(const Args& args);
 
+// Binds each symbolic dim of `g`'s inputs that `opts.dim_bindings` leaves open to its size in
+// the input given for it (`inputs`, by name; inputs not given are skipped): a tensor of the
+// wrong rank, or one that gives a symbol another size than --bind or an earlier input did, is
+// a UsageError naming the input.
+void bind_symbols_from_inputs(const Graph& g, const std::map<std::string, TypedTensor>& inputs, CompileOptions& opts);
+
 // The value of `opt` as a number in [lo, hi] (`dflt` when absent); UsageError naming it otherwise.
 double number(const Args& a, const std::string& opt, double dflt, double lo, double hi);
 // The value of `opt` as a whole number in [lo, hi] (`dflt` when absent), parsed exactly ("2.5"

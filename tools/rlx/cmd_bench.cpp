@@ -130,7 +130,7 @@ std::map<std::string, TypedTensor> gather_inputs(const Args& args, const std::ve
         throw UsageError("input '" + d.name + "' has a dynamic dim " + std::to_string(i) +
                          (sym.empty() ? "" : " ('" + sym + "')") +
                          ": give --input " + d.name + "=FILE.npy, --shape " + d.name +
-                         "=D0,D1,... or --bind SYM=N");
+                         "=D0,D1,... or --bind SYM=SIZE");
       dims[i] = b->second;
     }
     inputs[d.name] = generated_input(d.name, d.dtype, dims, effective_memory_cap(apply_env(opts)));
@@ -235,19 +235,7 @@ int cmd_bench(const Args& args) {
     const std::map<std::string, TypedTensor> inputs = gather_inputs(args, decls, opts);
     // Symbols not bound by --bind take their sizes from the inputs (given or --shape).
     CompileOptions bound = loaded;
-    for (const InputDecl& d : decls) {
-      const std::vector<int64_t>& dims = inputs.at(d.name).dims;
-      if (dims.size() != d.dims.size())
-        throw UsageError("input '" + d.name + "' has rank " + std::to_string(dims.size()) + ", the model expects " +
-                         std::to_string(d.dims.size()));
-      for (size_t i = 0; i < dims.size(); ++i) {
-        if (d.dim_names[i].empty()) continue;
-        auto [it, fresh] = bound.dim_bindings.emplace(d.dim_names[i], dims[i]);
-        if (!fresh && it->second != dims[i])
-          throw UsageError("input '" + d.name + "' gives '" + d.dim_names[i] + "' = " + std::to_string(dims[i]) +
-                           ", but it is already " + std::to_string(it->second));
-      }
-    }
+    bind_symbols_from_inputs(g, inputs, bound);
     CompiledGraph net;
     const bool resident = args.has("--resident");
     t = measure([&] {

@@ -196,7 +196,7 @@ int cmd_diff(const Args& raw) {
       if (s.dims()[size_t(i)].is_symbolic())
         throw UsageError("input '" + n.name + "' has a dynamic dim " + std::to_string(i) + " ('" +
                          g.symbols()[size_t(s.dims()[size_t(i)].symbol_id())] + "'): give --input " + n.name +
-                         "=FILE.npy, --shape " + n.name + "=D0,D1,... or --bind SYM=N");
+                         "=FILE.npy, --shape " + n.name + "=D0,D1,... or --bind SYM=SIZE");
   }
   CompileOptions opt[2] = {base, base};
   for (int s = 0; s < 2; ++s) {

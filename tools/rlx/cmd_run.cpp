@@ -121,6 +121,7 @@ int cmd_run(const Args& args) {
   } else {
     CompileOptions opts = compile_options_from(args);
     Graph g = load_model(path, opts);
+    bind_symbols_from_inputs(g, inputs, opts);  // symbols --bind leaves open: from the .npy files' dims
     CompiledGraph net = Session(device, opts).compile(std::move(g));
     set_params_from_args(net, args);
     outs = net.run_typed(inputs);
