@@ -209,8 +209,8 @@ void Instance::set_param_range(const std::string& name, size_t byte_offset, cons
   const Port& p = param_port(name);
   const size_t total = p.slot.bytes();
   if (byte_offset > total || nbytes > total - byte_offset)
-    fail(ErrorCategory::InvalidArgument, "set_param_range: bytes [", byte_offset, ", ", byte_offset + nbytes,
-         ") do not fit param '", name, "' (", p.slot.str(), ", ", total, " bytes)");
+    fail(ErrorCategory::InvalidArgument, "set_param_range: ", nbytes, " bytes at byte ", byte_offset,
+         " do not fit param '", name, "' (", p.slot.str(), ", ", total, " bytes)");
   if (nbytes && !bytes) fail(ErrorCategory::InvalidArgument, "set_param_range: null data for param '", name, "'");
   if (p.present) {
     exe_->write_param(name, byte_offset, bytes, nbytes);
@@ -575,19 +575,23 @@ int Instance::handle_range(const char* what, const std::string& name, size_t byt
   const Port& p = h.input >= 0 ? iface_->inputs[size_t(h.input)] : iface_->outputs[size_t(h.output)];
   const size_t total = p.slot.bytes();
   if (byte_offset > total || nbytes > total - byte_offset)
-    fail(ErrorCategory::InvalidArgument, what, ": bytes [", byte_offset, ", ", byte_offset + nbytes,
-         ") are outside handle '", name, "' (", total, " bytes, ", p.slot.str(), ")");
+    fail(ErrorCategory::InvalidArgument, what, ": ", nbytes, " bytes at byte ", byte_offset, " are outside handle '",
+         name, "' (", total, " bytes, ", p.slot.str(), ")");
   return k;
 }
 
 void Instance::write_handle(const std::string& name, size_t byte_offset, const void* bytes, size_t nbytes) {
   settle();  // committed runs end first (their outputs stay for sync_pending)
-  write_range(handles_[size_t(handle_range("write_handle", name, byte_offset, nbytes))], byte_offset, bytes, nbytes);
+  const int k = handle_range("write_handle", name, byte_offset, nbytes);
+  if (nbytes && !bytes) fail(ErrorCategory::InvalidArgument, "write_handle: null data for handle '", name, "'");
+  write_range(handles_[size_t(k)], byte_offset, bytes, nbytes);
 }
 
 void Instance::read_handle_range(const std::string& name, size_t byte_offset, void* bytes, size_t nbytes) const {
   settle();  // committed runs end first (their outputs stay for sync_pending)
-  read_range(handles_[size_t(handle_range("read_handle_range", name, byte_offset, nbytes))], byte_offset, bytes, nbytes);
+  const int k = handle_range("read_handle_range", name, byte_offset, nbytes);
+  if (nbytes && !bytes) fail(ErrorCategory::InvalidArgument, "read_handle_range: null destination for handle '", name, "'");
+  read_range(handles_[size_t(k)], byte_offset, bytes, nbytes);
 }
 
 void Instance::write_range(Handle& h, size_t byte_offset, const void* bytes, size_t nbytes) {

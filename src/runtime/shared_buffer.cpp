@@ -13,8 +13,8 @@ const backend::Storage& need(const std::shared_ptr<backend::Storage>& s, const c
 }
 void check_range(const char* what, const char* which, size_t offset, size_t n, size_t total) {
   if (offset > total || n > total - offset)
-    fail(ErrorCategory::InvalidArgument, what, ": bytes [", offset, ", ", offset + n, ") are outside ", which, " (",
-         total, " bytes)");
+    fail(ErrorCategory::InvalidArgument, what, ": ", n, " bytes at byte ", offset, " are outside ", which, " (", total,
+         " bytes)");  // (offset + n may not fit a size_t: not printed)
 }
 }  // namespace
 

@@ -1,6 +1,7 @@
 // More runtime state end to end: handles across release_scratch, clones and precision
 // policies; params as outputs; copy_params_from between different graphs;
 // run_read_outputs; typed half-precision feeds.
+#include <limits>
 #include <thread>
 
 #include "e2e_models.h"
@@ -230,6 +231,15 @@ void cache_write_handle(DType dt) {
   std::vector<uint8_t> want = to_bytes(cache);
   EXPECT_EQ(std::vector<uint8_t>(want.begin() + long(at), want.begin() + long(at + row)), got);
   EXPECT_THROW(net.read_handle_range("kc", want.size() - 1, got.data(), 2), Error);
+  // An offset whose end wraps a size_t, and a null pointer with bytes to move: errors, not a
+  // crash (the handle's bytes stay as they are).
+  const size_t wrap = std::numeric_limits<size_t>::max() - 1;
+  EXPECT_THROW(net.read_handle_range("kc", wrap, got.data(), 4), Error);
+  EXPECT_THROW(net.write_handle("kc", wrap, got.data(), 4), Error);
+  EXPECT_THROW(net.read_handle_range("kc", 0, nullptr, 4), Error);
+  EXPECT_THROW(net.write_handle("kc", 0, nullptr, 4), Error);
+  EXPECT_NO_THROW(net.write_handle("kc", 0, nullptr, 0));
+  expect_close(from_typed(net.read_handle("kc")), cache, 0, 0, "the handle after refused calls");
   // A position past the cache: an error naming the op, and the net stays usable.
   T r = rng.tensor({B, H, Tn, D});
   r.dtype = dt;
