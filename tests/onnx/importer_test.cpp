@@ -497,6 +497,17 @@ TEST(OnnxImport, SymbolicInputStaysSymbolicAndTheRunnerCompilesPerShape) {
   EXPECT_EQ(runner.cache_size(), 32u);
   auto again = first->run_typed({{"x", TypedTensor{DType::F32, {1, 2}, f32_bytes({-4, 4})}}});
   EXPECT_EQ(as_f32(again[0].bytes), (std::vector<float>{0, 4}));
+  // A name that is no input of the model is refused, not ignored (the graph would be
+  // compiled for the declared dims), for shapes and for values alike.
+  Error y = expect_error([&] { runner.compiled({{"x", {1, 2}}, {"y", {1, 2}}}); }, ErrorCategory::InvalidArgument);
+  EXPECT_NE(std::string(y.what()).find("OnnxRunner::compiled: the model has no input 'y' (its inputs: x)"),
+            std::string::npos) << y.what();
+  Error z = expect_error(
+      [&] { runner.compiled_for({{"x", {1, 2}}}, {{"z", TypedTensor{DType::F32, {1}, f32_bytes({1})}}}); },
+      ErrorCategory::InvalidArgument);
+  EXPECT_NE(std::string(z.what()).find("OnnxRunner::compiled_for: the model has no input 'z'"), std::string::npos)
+      << z.what();
+  EXPECT_EQ(runner.cache_size(), 32u);
 }
 
 TEST(OnnxImport, ShapeOfASymbolicInputNeedsConcreteShapes) {

@@ -180,9 +180,26 @@ typename List::value_type::second_type recall(List& list, const std::string& key
   return nullptr;
 }
 
+// Every name of `shapes` and `values` is an input of the model: a misspelt one would
+// otherwise be ignored and the graph compiled for the declared dims.
+void check_input_names(const OnnxModel& m, const std::map<std::string, std::vector<int64_t>>& shapes,
+                       const std::map<std::string, TypedTensor>& values, const char* what) {
+  auto check = [&](const std::string& name) {
+    for (const auto& info : m.inputs)
+      if (info.name == name) return;
+    std::string known;
+    for (const auto& info : m.inputs) known += (known.empty() ? "" : ", ") + info.name;
+    fail(ErrorCategory::InvalidArgument, m.path, ": ", what, ": the model has no input '", name,
+         "' (its inputs: ", known.empty() ? std::string("none") : known, ")");
+  };
+  for (const auto& [name, dims] : shapes) check(name);
+  for (const auto& [name, t] : values) check(name);
+}
+
 }  // namespace
 
 std::shared_ptr<CompiledGraph> OnnxRunner::compiled(const std::map<std::string, std::vector<int64_t>>& shapes) {
+  check_input_names(impl_->model, shapes, {}, "OnnxRunner::compiled");
   // A graph compiled for these shapes with inputs bound by value counts too (the most
   // recently used one).
   std::string prefix = shape_key(shapes) + "|";
@@ -194,6 +211,7 @@ std::shared_ptr<CompiledGraph> OnnxRunner::compiled(const std::map<std::string, 
 
 std::shared_ptr<CompiledGraph> OnnxRunner::compiled_for(const std::map<std::string, std::vector<int64_t>>& shapes,
                                                         const std::map<std::string, TypedTensor>& values) {
+  check_input_names(impl_->model, shapes, values, "OnnxRunner::compiled_for");
   return whole(*impl_->first_stage(shapes, values, Split::HostNodes), impl_->model.path);
 }
 
