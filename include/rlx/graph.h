@@ -61,7 +61,8 @@ class Graph {
   const Shape& type(Value v) const;
   const std::vector<GraphOutput>& outputs() const { return outputs_; }
 
-  // Symbols for dynamic dims. symbol("batch") returns the same id on every call.
+  // Symbols for dynamic dims. symbol("batch") returns the same id on every call; an empty
+  // name is InvalidArgument (the graph unchanged).
   int symbol(const std::string& name);
   const std::vector<std::string>& symbols() const { return symbols_; }
   Dim sym(const std::string& name) { return Dim::symbol(symbol(name)); }

@@ -29,6 +29,9 @@ const Shape& Graph::type(Value v) const {
 }
 
 int Graph::symbol(const std::string& name) {
+  // Refused here rather than by the verifier later: the graph would then hold a symbol no
+  // binding can name, and every compile of it would fail.
+  if (name.empty()) fail(ErrorCategory::InvalidArgument, "graph '", name_, "': a symbol needs a name");
   auto it = symbol_ids_.find(name);
   if (it != symbol_ids_.end()) return it->second;
   int id = int(symbols_.size());

@@ -110,6 +110,12 @@ TEST(Verify, GraphOutputsAndSymbols) {
   Small dup;
   dup.g.set_symbols({"a", "a"});
   EXPECT_RLX_ERROR(verify_graph(dup.g), Verify, "symbol 'a' is declared twice");
+  // The builder refuses an empty symbol name itself (the verifier would refuse every compile
+  // of the graph after), leaving the graph as it was.
+  Small e;
+  EXPECT_RLX_ERROR(e.g.symbol(""), InvalidArgument, "a symbol needs a name");
+  EXPECT_TRUE(e.g.symbols().empty());
+  EXPECT_NO_THROW(verify_graph(e.g));
 }
 
 TEST(Verify, Bodies) {
