@@ -1,6 +1,8 @@
 // BuildCtx (params and inputs of one forward pass), the family registry, Model::load.
 #include "llm/arch.h"
 
+#include <cmath>
+
 #include <algorithm>
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -225,6 +227,18 @@ std::shared_ptr<const Model> Model::load(const std::string& path) {
     }
     read_common(m->file, m->hp);
     spec->hparams(m->file, m->hp);
+    // The float keys, checked here with their names (a zero or NaN RoPE base gives NaN logits
+    // with no error at all; a bad epsilon would be refused only later, by a node of the graph).
+    const HParams& hp = m->hp;
+    if (!(std::isfinite(hp.rope_base) && hp.rope_base > 0))
+      fail(ErrorCategory::Parse, "GGUF file '", path, "': ", hp.arch, ".rope.freq_base = ", hp.rope_base,
+           " is not a positive finite number");
+    if (!(std::isfinite(hp.norm_eps) && hp.norm_eps >= 0))
+      fail(ErrorCategory::Parse, "GGUF file '", path, "': the norm epsilon ", hp.norm_eps, " (", hp.arch,
+           ".attention.layer_norm_*epsilon) is not a finite number >= 0");
+    if (!(std::isfinite(hp.attn_scale) && hp.attn_scale >= 0))
+      fail(ErrorCategory::Parse, "GGUF file '", path, "': ", hp.arch, ".attention.scale = ", hp.attn_scale,
+           " is not a finite number >= 0");
     if (m->hp.n_expert > 0 && (m->hp.n_expert_used < 1 || m->hp.n_expert_used > m->hp.n_expert))
       fail(ErrorCategory::Parse, "GGUF file '", path, "': ", m->hp.n_expert_used, " experts used of ", m->hp.n_expert);
     try {

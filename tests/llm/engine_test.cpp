@@ -113,6 +113,61 @@ TEST(LlmEngine, BadOptionsAreRefused) {
   std::filesystem::remove(path);
 }
 
+// A copy of the GGUF at `from` with metadata `key` set to `v`, written to `to`.
+void rewrite_with(const std::string& from, const std::string& to, const std::string& key, gguf::MetaValue v) {
+  gguf::File src = gguf::File::open(from);
+  gguf::Writer w;
+  w.copy_metadata(src);
+  w.set(key, std::move(v));
+  for (const auto& t : src.tensors()) w.add_tensor(t.name, t.dims, t.type, std::span<const uint8_t>(src.data(t), t.bytes));
+  w.write(to);
+}
+
+// Hyperparameters no model can have are refused at load, naming the file and the key: a zero,
+// negative or NaN RoPE base (it made NaN logits with no error), a negative or NaN norm
+// epsilon, a negative attention scale; head counts and the RoPE dims out of range.
+TEST(LlmEngine, HostileHyperparametersAreNamedAtLoad) {
+  const std::string vf = vocab("ggml-vocab-llama-spm.gguf");
+  if (!std::filesystem::exists(vf)) GTEST_SKIP() << "no " << vf;
+  const std::string good = testing::TempDir() + "/tiny-llama-hp.gguf", bad = testing::TempDir() + "/tiny-llama-hp-bad.gguf";
+  test::write_model({"llama", "llama", "ggml-vocab-llama-spm.gguf"}, good, gguf::TensorType::Q8_0);
+  const double nan = std::nan(""), inf = INFINITY;
+  struct Case {
+    std::string key;
+    gguf::MetaValue value;
+    std::string needle;
+  };
+  std::vector<Case> cases;
+  for (double v : {0.0, -1.0, nan, inf})
+    cases.push_back({"llama.rope.freq_base", gguf::meta_float(gguf::ValueType::F32, v), "llama.rope.freq_base = "});
+  for (double v : {-1.0, nan, inf})
+    cases.push_back({"llama.attention.layer_norm_rms_epsilon", gguf::meta_float(gguf::ValueType::F32, v), "the norm epsilon"});
+  cases.push_back({"llama.attention.scale", gguf::meta_float(gguf::ValueType::F32, -0.5), "llama.attention.scale = -0.5"});
+  cases.push_back({"llama.attention.head_count", gguf::meta_int(gguf::ValueType::U32, 0), "llama.attention.head_count = 0"});
+  cases.push_back({"llama.attention.head_count_kv", gguf::meta_int(gguf::ValueType::U32, 3), "heads are not a multiple of 3"});
+  cases.push_back({"llama.rope.dimension_count", gguf::meta_int(gguf::ValueType::U32, 7), "rope dimension 7"});
+  for (const Case& c : cases) {
+    rewrite_with(good, bad, c.key, c.value);
+    try {
+      Model::load(bad);
+      ADD_FAILURE() << c.key << ": loaded";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.category(), ErrorCategory::Parse) << e.what();
+      EXPECT_NE(std::string(e.what()).find("GGUF file '" + bad + "'"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(c.needle), std::string::npos) << e.what();
+    }
+  }
+  // The same file with a plausible base loads and runs to finite logits.
+  rewrite_with(good, bad, "llama.rope.freq_base", gguf::meta_float(gguf::ValueType::F32, 500000.0));
+  EngineOptions eo;
+  eo.threads = 1;
+  Engine e(Model::load(bad), eo);
+  const std::vector<int32_t> ids{1, 2, 3};
+  for (float x : e.eval(ids)) ASSERT_TRUE(std::isfinite(x));
+  std::filesystem::remove(good);
+  std::filesystem::remove(bad);
+}
+
 // greedy_token against its definition, element by element: rows of every length up to 70
 // (the 16-lane body and its tail) and a vocabulary's, values from a small set (many ties),
 // with and without NaN, -inf and an empty row.
