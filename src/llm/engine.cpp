@@ -225,7 +225,17 @@ Engine::Impl::Pass& Engine::Impl::graph(int64_t B, int64_t T, bool all_rows, boo
     c->token_ids = token_ids;
     c->greedy_token = greedy;
     c->last_row_input = B == 1 && T > 1 && !all_rows && !greedy;
-    find_arch(model->hp.arch)->build(*c);
+    try {
+      find_arch(model->hp.arch)->build(*c);
+    } catch (const Error& e) {
+      // A node whose shapes do not meet: the file's tensors disagree with its metadata (the
+      // builder takes the sizes of each product from its tensor, the heads from the keys).
+      if (e.category() != ErrorCategory::Shape) throw;
+      const HParams& hp = model->hp;
+      fail(ErrorCategory::Parse, "GGUF file '", model->file.path(), "': its tensors do not fit its metadata (n_embd ",
+           hp.n_embd, ", ", hp.n_head, " heads, ", hp.n_head_kv, " KV heads, head dim ", hp.head_dim, ", FFN ", hp.n_ff,
+           "): ", e.what());
+    }
     return c;
   };
   std::unique_ptr<BuildCtx> cp = build(repack);

@@ -157,6 +157,24 @@ TEST(LlmEngine, HostileHyperparametersAreNamedAtLoad) {
       EXPECT_NE(std::string(e.what()).find(c.needle), std::string::npos) << e.what();
     }
   }
+  // Keys that pass alone but disagree with the tensors (4 heads of 32 where attn_q holds 64
+  // outputs): the first pass's build names the file and the sizes, and the engine stays usable.
+  rewrite_with(good, bad, "llama.attention.head_count", gguf::meta_int(gguf::ValueType::U32, 4));
+  {
+    EngineOptions eo;
+    eo.threads = 1;
+    Engine e(Model::load(bad), eo);
+    const std::vector<int32_t> ids{1, 2, 3};
+    try {
+      e.eval(ids);
+      ADD_FAILURE() << "4 heads of 32 ran on 64-wide projections";
+    } catch (const Error& err) {
+      EXPECT_EQ(err.category(), ErrorCategory::Parse) << err.what();
+      EXPECT_NE(std::string(err.what()).find("its tensors do not fit its metadata (n_embd 64, 4 heads"),
+                std::string::npos) << err.what();
+    }
+    EXPECT_EQ(e.position(), 0);
+  }
   // The same file with a plausible base loads and runs to finite logits.
   rewrite_with(good, bad, "llama.rope.freq_base", gguf::meta_float(gguf::ValueType::F32, 500000.0));
   EngineOptions eo;
