@@ -1,24 +1,59 @@
-// Fuzz target body for the GGUF reader (rlx::gguf::File::parse). See fuzz_common.h for the
-// contract. Per input: parse; a file that parses must have every tensor inside the data
-// section, must write back through gguf::Writer and parse to the same metadata and tensor
-// table, and its tokenizer keys (if any) must load into a Tokenizer or be refused with
-// rlx::Error.
+// Fuzz target body for the GGUF reader (rlx::gguf::File::parse) and the LLM loader. See
+// fuzz_common.h for the contract. Per input: parse; a file that parses must have every tensor
+// inside the data section, must write back through gguf::Writer and parse to the same
+// metadata and tensor table, and its tokenizer keys (if any) must load into a Tokenizer or be
+// refused with rlx::Error. A file that names an architecture (and is at most 64 KB) is then
+// loaded as a model (llm::Model::load), and an Engine of one thread and a context of 8 runs a
+// prompt of two tokens and one decode step on it: each must succeed or throw rlx::Error, and
+// the logits must be one row of the vocabulary.
 #pragma once
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
 #include <span>
 #include <string>
 
 #include "fuzz_common.h"
 #include "rlx/gguf.h"
+#include "rlx/llm.h"
 #include "rlx/tokenizer.h"
 
 namespace rlx::fuzz {
 
 inline constexpr size_t kGgufMaxInput = 1 << 20;
+inline constexpr size_t kGgufMaxModelInput = 64 << 10;
+
+// Model::load reads a path: the input goes to a file of this process's own first.
+inline void gguf_model_run(const uint8_t* data, size_t size) {
+  static const std::string path = "/tmp/rlx-fuzz-gguf-model-" + std::to_string(getpid()) + ".gguf";
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(data), std::streamsize(size));
+    if (!out) throw Finding("cannot write " + path);
+  }
+  struct Remove {
+    ~Remove() { std::remove(path.c_str()); }
+  } remove_after;
+  std::shared_ptr<const llm::Model> m = llm::Model::load(path);
+  llm::EngineOptions eo;
+  eo.threads = 1;
+  eo.n_ctx = 8;
+  eo.kv_type = DType::F32;
+  llm::Engine e(m, eo);
+  const std::vector<int32_t> ids{0, int32_t(m->hp.n_vocab - 1)};
+  const std::vector<float> prompt = e.eval(ids);
+  if (prompt.size() != size_t(m->hp.n_vocab)) throw Finding("the prompt's logits are not one row of the vocabulary");
+  const std::vector<float> step = e.eval(std::span<const int32_t>(ids.data(), 1));
+  if (step.size() != size_t(m->hp.n_vocab)) throw Finding("a decode step's logits are not one row of the vocabulary");
+}
 
 inline bool gguf_one_input(const uint8_t* data, size_t size) {
   if (size > kGgufMaxInput) return false;
-  return guard([&] {
+  bool model = false;
+  const bool accepted = guard([&] {
     gguf::File f = gguf::File::parse(std::span<const uint8_t>(data, size), "fuzz.gguf");
+    model = size <= kGgufMaxModelInput && f.has("general.architecture");
     gguf::Writer w;
     w.copy_metadata(f);
     for (const gguf::TensorInfo& t : f.tensors()) {
@@ -56,6 +91,8 @@ inline bool gguf_one_input(const uint8_t* data, size_t size) {
       }
     }
   });
+  if (accepted && model) guard([&] { gguf_model_run(data, size); });
+  return accepted;
 }
 
 }  // namespace rlx::fuzz
