@@ -21,9 +21,11 @@
 #include <iterator>
 #include <random>
 
+#include "backends/cpu/kernels/qdot.h"
 #include "gemm_test_util.h"
 #include "harness.h"
 #include "rlx/quant.h"
+#include "rlx/rlx.h"
 
 namespace rlx {
 namespace {
@@ -163,6 +165,63 @@ TEST(QMatMulRepacked, Q4_0x16DecodeAndPrefill) {
   check(quant::kQ4_0, 1, true);
   check(quant::kQ4_0, 3, true);
   check(quant::kQ4_0, 37, true);
+}
+
+// The activation quantizer on blocks an f32 product treats specially: inf or NaN gives a NaN
+// scale and zero values (a GGUF fuzz finding: through 1/d the values became NaN and their int
+// sum overflowed), a block below ~3.7e-37 is zero (1/d would be inf), and an ordinary block
+// keeps d = amax/127 with values rounded to nearest even.
+TEST(QMatMulActivations, NonFiniteAndTinyBlocks) {
+  const float inf = INFINITY, nan = NAN;
+  std::vector<float> x(4 * 32, 0.0f);
+  for (int i = 0; i < 32; ++i) x[size_t(i)] = float(i - 16) * 0.5f;  // block 0: ordinary, amax 8
+  x[32 + 5] = inf;                                                    // block 1: inf
+  x[64 + 7] = nan;                                                    // block 2: NaN
+  x[64 + 8] = 3.0f;
+  for (int i = 0; i < 32; ++i) x[size_t(96 + i)] = (i % 2 ? 1e-40f : -2e-39f);  // block 3: subnormal
+  for (int offset : {0, 128}) {
+    float xs[4], xsum[4];
+    int8_t xq[4 * 32];
+    cpu::quantize_activations_q8(x.data(), 128, xs, xq, xsum, offset);
+    EXPECT_EQ(xs[0], 8.0f / 127.0f);
+    int32_t sum0 = 0;
+    for (int i = 0; i < 32; ++i) {
+      const int32_t q = int32_t(static_cast<int8_t>(static_cast<uint8_t>(xq[i]) - offset));
+      EXPECT_EQ(q, int32_t(std::nearbyint(x[size_t(i)] / (8.0f / 127.0f)))) << i;
+      sum0 += q;
+    }
+    EXPECT_EQ(xsum[0], float(sum0));
+    EXPECT_TRUE(std::isnan(xs[1]));
+    EXPECT_TRUE(std::isnan(xs[2]));
+    EXPECT_EQ(xs[3], 0.0f);
+    for (int b = 1; b < 4; ++b) {
+      EXPECT_EQ(xsum[b], 0.0f) << b;
+      for (int i = 0; i < 32; ++i)
+        EXPECT_EQ(static_cast<uint8_t>(xq[32 * b + i]), uint8_t(offset)) << b << " " << i;
+    }
+  }
+  // Through a Q8_0 decode product: a NaN or an inf in x makes every output NaN, as in f32;
+  // subnormal activations give zeros.
+  const int64_t K = 64, N = 3;
+  std::vector<float> wf(size_t(N * K));
+  for (size_t i = 0; i < wf.size(); ++i) wf[i] = float(int(i % 7) - 3) * 0.25f;
+  std::vector<uint8_t> wq(size_t(N) * 68);
+  for (int64_t r = 0; r < N; ++r) quant::quantize(quant::kQ8_0, wf.data() + r * K, wq.data() + r * 68, K);
+  Graph g;
+  Value xv = g.input("x", Shape({1, K}, DType::F32));
+  Value wv = g.param("w", Shape({N, 68}, DType::U8));
+  g.set_outputs({g.qmatmul(xv, wv, quant::kQ8_0, K)});
+  CompiledGraph net = Session().compile(g);
+  net.set_param_typed("w", wq.data(), wq.size(), DType::U8);
+  for (float bad : {nan, inf, -inf}) {
+    std::vector<float> xin(size_t(K), 1.0f);
+    xin[40] = bad;
+    const std::vector<std::vector<float>> y = net.run({{"x", xin}});
+    for (float v : y[0]) EXPECT_TRUE(std::isnan(v)) << bad;
+  }
+  std::vector<float> tiny(size_t(K), 1e-40f);
+  const std::vector<std::vector<float>> z = net.run({{"x", tiny}});
+  for (float v : z[0]) EXPECT_EQ(v, 0.0f);
 }
 
 TEST(QMatMulInfer, RefusesMismatchedWeights) {

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "backends/cpu/isa.h"
@@ -365,13 +366,25 @@ void quantize_activations_q8(const float* x, int64_t k, float* xs, int8_t* xq, f
   for (int64_t b = 0; b < k / 32; ++b) {
     const float* v = x + 32 * b;
     float amax = 0;
-    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(v[i]));
-    const float d = amax / 127.0f;
-    const float id = d ? 1.0f / d : 0.0f;
+    bool finite = true;
+    for (int i = 0; i < 32; ++i) {
+      const float a = std::fabs(v[i]);
+      finite = finite && a <= std::numeric_limits<float>::max();  // false for inf and NaN
+      amax = std::max(amax, a);
+    }
+    float d = amax / 127.0f, id = d ? 1.0f / d : 0.0f;
+    if (!finite) {
+      // inf or NaN in the block: a NaN scale and zero values, so every product that reads
+      // the block is NaN, as in f32 (through 1/d the values would be NaN, their int sum undefined).
+      d = std::numeric_limits<float>::quiet_NaN();
+      id = 0;
+    } else if (!(id <= std::numeric_limits<float>::max())) {
+      d = id = 0;  // amax so small (below ~3.7e-37) that 1/d overflows: the block is zero
+    }
     xs[b] = d;
     int32_t q[32], sum = 0;
     for (int i = 0; i < 32; ++i) {  // round to nearest even through the float mantissa (|v*id| <= 127)
-      float t = v[i] * id + 12582912.0f;
+      float t = (finite ? v[i] * id : 0.0f) + 12582912.0f;
       int32_t bits;
       std::memcpy(&bits, &t, 4);
       q[i] = bits - 0x4B400000;
