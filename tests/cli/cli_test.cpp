@@ -4,12 +4,14 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "rlx/gguf.h"
 #include "rlx/rlx.h"
 #include "runtime/npy.h"
 
@@ -522,6 +524,25 @@ TEST_F(Cli, TokenizeInspectQuantize) {
   Result bad = rlx("quantize '" + m + "' '" + q + "' iq2_xxs");
   EXPECT_EQ(bad.status, 2);
   EXPECT_NE(bad.err.find("rlx: error: quantize: unknown or unsupported type 'iq2_xxs'"), std::string::npos) << bad.err;
+}
+
+// A matrix holding a NaN cannot go to a block format: quantize names the tensor, the row and
+// the element, writes nothing, and the same file converts to f16 (which keeps the NaN).
+TEST_F(Cli, QuantizeRefusesNonFiniteMatrices) {
+  std::vector<float> w(64 * 2, 0.25f);
+  w[64 + 9] = NAN;
+  gguf::Writer wr;
+  wr.set_string("general.architecture", "llama");
+  wr.add_tensor("blk.0.attn_q.weight", {64, 2}, gguf::TensorType::F32,
+                std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(w.data()), w.size() * 4));
+  const std::string in = (dir_ / "nan.gguf").string(), out = (dir_ / "nan-q8.gguf").string();
+  wr.write(in);
+  Result q = rlx("quantize '" + in + "' '" + out + "' q8_0 --quiet");
+  EXPECT_EQ(q.status, 1);
+  expect_one_error_line(q, "quantize: tensor 'blk.0.attn_q.weight' row 1: cannot quantize to q8_0: element 9 of the row is nan");
+  EXPECT_FALSE(fs::exists(out));
+  Result h = rlx("quantize '" + in + "' '" + out + "' f16 --quiet");
+  EXPECT_EQ(h.status, 0) << h.err;
 }
 
 TEST_F(Cli, GgufErrorsAreOneLine) {

@@ -5,6 +5,8 @@
 // operations in the same order; the quantizers are compared byte for byte.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -100,6 +102,35 @@ TEST(Quants, UnsupportedTypesAreClearErrors) {
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_EQ(e.category(), ErrorCategory::InvalidArgument);
+  }
+}
+
+// A block format holds finite values only: a row with inf or NaN is refused with the element
+// named (the reference rounding would convert them to integers, which is undefined), for every
+// block format rlx quantizes to; f16 / bf16 / f32 keep them.
+TEST(Quants, NonFiniteRowsAreRefusedByBlockFormats) {
+  for (TensorType t : {TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1,
+                       TensorType::Q4_K, TensorType::Q6_K}) {
+    for (float bad : {NAN, INFINITY, -INFINITY}) {
+      std::vector<float> x(256, 0.5f);
+      x[77] = bad;
+      std::vector<uint8_t> q(static_cast<size_t>(row_bytes(t, 256)));
+      try {
+        quantize(t, x.data(), q.data(), 256);
+        ADD_FAILURE() << type_name(t) << " took " << bad;
+      } catch (const Error& e) {
+        EXPECT_EQ(e.category(), ErrorCategory::InvalidArgument);
+        EXPECT_NE(std::string(e.what()).find("element 77 of the row"), std::string::npos) << e.what();
+      }
+    }
+  }
+  for (TensorType t : {TensorType::F32, TensorType::F16, TensorType::BF16}) {
+    std::vector<float> x(32, 1.0f), back(32);
+    x[3] = INFINITY;
+    std::vector<uint8_t> q(static_cast<size_t>(row_bytes(t, 32)));
+    quantize(t, x.data(), q.data(), 32);
+    dequantize(t, q.data(), back.data(), 32);
+    EXPECT_EQ(back[3], INFINITY) << type_name(t);
   }
 }
 

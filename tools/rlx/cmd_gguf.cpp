@@ -173,7 +173,11 @@ int cmd_quantize(const Args& args) {
       const int64_t in_rb = gguf::row_bytes(t.type, row);
       for (int64_t r = 0; r < rows; ++r) {
         gguf::dequantize(t.type, f.data(t) + r * in_rb, tmp.data(), row);
-        gguf::quantize(type, tmp.data(), bytes.data() + r * rb, row);
+        try {
+          gguf::quantize(type, tmp.data(), bytes.data() + r * rb, row);
+        } catch (const Error& e) {  // e.g. inf or NaN in the row: name the tensor and the row
+          fail(e.category(), "quantize: tensor '", t.name, "' row ", r, ": ", e.what());
+        }
       }
       ++(type == target ? to_target : to_q8);
     }

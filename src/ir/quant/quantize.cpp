@@ -150,6 +150,12 @@ void quantize(uint32_t type, const float* src, void* dst, int64_t n) {
       return;
     default: break;
   }
+  // A block format has no code for inf or NaN, and the reference rounding would convert them
+  // to integers (undefined): such a row is refused, naming the element.
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(src[i]))
+      fail(ErrorCategory::InvalidArgument, "cannot quantize to ", tr.name, ": element ", i, " of the row is ", src[i],
+           " (block formats hold finite values only)");
   BlockFn fn = block_fn(type);
   for (int64_t b = 0; b < n / tr.block_elems; ++b) fn(src + b * tr.block_elems, p + b * tr.block_bytes);
 }
