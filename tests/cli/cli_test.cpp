@@ -69,6 +69,13 @@ class Cli : public testing::Test {
     return p.string();
   }
 
+  // `args` is a usage error (status 2) with one error line holding `needle`.
+  void expect_usage_error(const std::string& args, const std::string& needle) {
+    Result r = rlx(args);
+    EXPECT_EQ(r.status, 2) << args;
+    expect_one_error_line(r, needle);
+  }
+
   static void expect_one_error_line(const Result& r, const std::string& needle) {
     EXPECT_NE(r.status, 0);
     EXPECT_EQ(r.err.rfind("rlx: error: ", 0), 0u) << r.err;
@@ -165,21 +172,11 @@ TEST_F(Cli, UsageErrors) {
   Result a = rlx("frobnicate");
   EXPECT_EQ(a.status, 2);
   expect_one_error_line(a, "unknown command 'frobnicate'");
-  Result b = rlx("check '" + file + "' --bogus");
-  EXPECT_EQ(b.status, 2);
-  expect_one_error_line(b, "unknown option '--bogus'");
-  Result c = rlx("run '" + file + "' --input x=a.npy");
-  EXPECT_EQ(c.status, 2);
-  expect_one_error_line(c, "--output-dir");
-  Result d = rlx("check");
-  EXPECT_EQ(d.status, 2);
-  expect_one_error_line(d, "needs a model FILE");
-  Result e = rlx("run '" + file + "' --input novalue --output-dir '" + dir_.string() + "'");
-  EXPECT_EQ(e.status, 2);
-  expect_one_error_line(e, "NAME=VALUE");
-  Result f = rlx("check '" + file + "' --threads lots");
-  EXPECT_EQ(f.status, 2);
-  expect_one_error_line(f, "--threads");
+  expect_usage_error("check '" + file + "' --bogus", "unknown option '--bogus'");
+  expect_usage_error("run '" + file + "' --input x=a.npy", "--output-dir");
+  expect_usage_error("check", "needs a model FILE");
+  expect_usage_error("run '" + file + "' --input novalue --output-dir '" + dir_.string() + "'", "NAME=VALUE");
+  expect_usage_error("check '" + file + "' --threads lots", "--threads");
 }
 
 TEST_F(Cli, FileAndDataErrors) {
@@ -245,15 +242,9 @@ TEST_F(Cli, BenchRefusesHugeInputsAndCounts) {
   expect_one_error_line(big, "input 'x' (f32[100000,100000]) would take 10000000000 x 4 bytes to generate");
   Result capped = rlx("bench '" + dyn + "' --shape x=1000,4", "RLX_MAX_ARENA_BYTES=1000");
   expect_one_error_line(capped, "more than the memory cap of 1000 bytes");
-  Result runs = rlx("bench '" + dyn + "' --shape x=2,4 --runs 3000000000");
-  EXPECT_EQ(runs.status, 2);
-  expect_one_error_line(runs, "option '--runs': '3000000000' is not an integer in [1, 1073741824]");
-  Result warm = rlx("bench '" + dyn + "' --shape x=2,4 --warmup -1");
-  EXPECT_EQ(warm.status, 2);
-  expect_one_error_line(warm, "option '--warmup'");
-  Result typo = rlx("bench '" + dyn + "' --shape y=2,4");
-  EXPECT_EQ(typo.status, 2);
-  expect_one_error_line(typo, "--shape 'y': the model has no such input");
+  expect_usage_error("bench '" + dyn + "' --shape x=2,4 --runs 3000000000", "option '--runs': '3000000000' is not an integer in [1, 1073741824]");
+  expect_usage_error("bench '" + dyn + "' --shape x=2,4 --warmup -1", "option '--warmup'");
+  expect_usage_error("bench '" + dyn + "' --shape y=2,4", "--shape 'y': the model has no such input");
   Result ok = rlx("bench '" + dyn + "' --shape x=2,4 --runs 3 --warmup 0");
   ASSERT_EQ(ok.status, 0) << ok.err;
   EXPECT_NE(ok.out.find("runs=3"), std::string::npos) << ok.out;
@@ -297,13 +288,9 @@ TEST_F(Cli, SymbolsAndExtentsAreExplained) {
   TypedTensor y = runtime::read_npy((dir_ / "out" / "relu_1.npy").string());
   EXPECT_EQ(y.dims, (std::vector<int64_t>{2, 4}));
   EXPECT_EQ(y.bytes, f32_bytes({0, 2, 0, 4, 5, 0, 7, 0}));
-  Result clash = rlx("run '" + file + "' --bind batch=3 --input x='" + xf + "' --output-dir '" + dir_.string() + "'");
-  EXPECT_EQ(clash.status, 2);
-  expect_one_error_line(clash, "input 'x' gives 'batch' = 2, but it is already 3");
+  expect_usage_error("run '" + file + "' --bind batch=3 --input x='" + xf + "' --output-dir '" + dir_.string() + "'", "input 'x' gives 'batch' = 2, but it is already 3");
   std::string x3 = write_npy("x3.npy", TypedTensor{DType::F32, {2, 4, 1}, f32_bytes({1, 2, 3, 4, 5, 6, 7, 8})});
-  Result rank = rlx("run '" + file + "' --input x='" + x3 + "' --output-dir '" + dir_.string() + "'");
-  EXPECT_EQ(rank.status, 2);
-  expect_one_error_line(rank, "input 'x' has rank 3, the model expects 2 (f32[batch,4])");
+  expect_usage_error("run '" + file + "' --input x='" + x3 + "' --output-dir '" + dir_.string() + "'", "input 'x' has rank 3, the model expects 2 (f32[batch,4])");
 }
 
 TEST_F(Cli, HelpListsTheFormats) {
@@ -449,12 +436,8 @@ TEST_F(Cli, TestOnnxRefusesEmptyPathsAndMissingDevices) {
   expect_one_error_line(e, "no ONNX test cases under");
   Result c = rlx("test-onnx '" + (dir_ / "empty").string() + "' --device cuda");
   expect_one_error_line(c, "--device cuda");
-  Result t = rlx("test-onnx '" + (dir_ / "empty").string() + "' --threads 99999");
-  EXPECT_EQ(t.status, 2);
-  expect_one_error_line(t, "--threads needs an integer in [1, 4096]");
-  Result j = rlx("test-onnx '" + (dir_ / "empty").string() + "' --jobs 2x");
-  EXPECT_EQ(j.status, 2);
-  expect_one_error_line(j, "--jobs needs an integer in [1, 4096]");
+  expect_usage_error("test-onnx '" + (dir_ / "empty").string() + "' --threads 99999", "--threads needs an integer in [1, 4096]");
+  expect_usage_error("test-onnx '" + (dir_ / "empty").string() + "' --jobs 2x", "--jobs needs an integer in [1, 4096]");
 }
 
 TEST_F(Cli, CheckReadsOnnxModels) {
@@ -567,15 +550,9 @@ TEST_F(Cli, GenerateOptionsAreExactAndTheContextLimitIsReported) {
   const std::string m = shared_gguf("archs/llama-dense.gguf");
   if (!fs::exists(m)) GTEST_SKIP() << "no " << m;
   const std::string cmd = "generate -m '" + m + "' ";
-  Result e = rlx(cmd + "--prompt-ids 1,,2 -n 2");
-  EXPECT_EQ(e.status, 2);
-  expect_one_error_line(e, "--prompt-ids: '1,,2' has an empty item");
-  Result f = rlx(cmd + "--prompt-ids 1 -n 2.5");
-  EXPECT_EQ(f.status, 2);
-  expect_one_error_line(f, "option '-n': '2.5' is not an integer in [0, 1073741824]");
-  Result s = rlx(cmd + "--prompt-ids 1 -n 2 --seed -1");
-  EXPECT_EQ(s.status, 2);
-  expect_one_error_line(s, "option '--seed': '-1' is not an integer in [0, 18446744073709551615]");
+  expect_usage_error(cmd + "--prompt-ids 1,,2 -n 2", "--prompt-ids: '1,,2' has an empty item");
+  expect_usage_error(cmd + "--prompt-ids 1 -n 2.5", "option '-n': '2.5' is not an integer in [0, 1073741824]");
+  expect_usage_error(cmd + "--prompt-ids 1 -n 2 --seed -1", "option '--seed': '-1' is not an integer in [0, 18446744073709551615]");
   Result big = rlx(cmd + "--prompt-ids 1 -n 2 --seed 18446744073709551615");
   EXPECT_EQ(big.status, 0) << big.err;
   Result ids = rlx(cmd + "--prompt-ids '1, 2 3' -n 2 --temp 0 --print-ids");
@@ -601,21 +578,11 @@ TEST_F(Cli, LlmBenchUsageErrors) {
   const std::string m = shared_gguf("archs/llama-dense.gguf");
   if (!fs::exists(m)) GTEST_SKIP() << "no " << m;
   const std::string cmd = "llm-bench -m '" + m + "' ";
-  Result t = rlx(cmd + "-t 1,100000");
-  EXPECT_EQ(t.status, 2);
-  expect_one_error_line(t, "option '-t': '100000' is not an integer in [0, 4096]");
-  Result b = rlx(cmd + "-B 2000");
-  EXPECT_EQ(b.status, 2);
-  expect_one_error_line(b, "option '-B': '2000' is not an integer in [0, 1024]");
-  Result n = rlx(cmd + "-p 0 -n 0");
-  EXPECT_EQ(n.status, 2);
-  expect_one_error_line(n, "nothing to measure");
-  Result bn = rlx(cmd + "-p 4 -n 0 -B 2");
-  EXPECT_EQ(bn.status, 2);
-  expect_one_error_line(bn, "-B times decode steps");
-  Result g = rlx("generate -m '" + m + "' -p hi --threads 5000");
-  EXPECT_EQ(g.status, 2);
-  expect_one_error_line(g, "--threads");
+  expect_usage_error(cmd + "-t 1,100000", "option '-t': '100000' is not an integer in [0, 4096]");
+  expect_usage_error(cmd + "-B 2000", "option '-B': '2000' is not an integer in [0, 1024]");
+  expect_usage_error(cmd + "-p 0 -n 0", "nothing to measure");
+  expect_usage_error(cmd + "-p 4 -n 0 -B 2", "-B times decode steps");
+  expect_usage_error("generate -m '" + m + "' -p hi --threads 5000", "--threads");
 }
 
 }  // namespace
