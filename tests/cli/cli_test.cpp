@@ -434,8 +434,8 @@ TEST_F(Cli, TestOnnxRefusesEmptyPathsAndMissingDevices) {
   expect_one_error_line(e, "no ONNX test cases under");
   Result c = rlx("test-onnx '" + (dir_ / "empty").string() + "' --device cuda");
   expect_one_error_line(c, "--device cuda");
-  expect_usage_error("test-onnx '" + (dir_ / "empty").string() + "' --threads 99999", "--threads needs an integer in [1, 4096]");
-  expect_usage_error("test-onnx '" + (dir_ / "empty").string() + "' --jobs 2x", "--jobs needs an integer in [1, 4096]");
+  expect_usage_error("test-onnx '" + (dir_ / "empty").string() + "' --threads 99999", "option '--threads': '99999' is not an integer in [1, 4096]");
+  expect_usage_error("test-onnx '" + (dir_ / "empty").string() + "' --jobs 2x", "option '--jobs': '2x' is not an integer in [1, 4096]");
 }
 
 TEST_F(Cli, CheckReadsOnnxModels) {

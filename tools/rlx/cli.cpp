@@ -344,13 +344,20 @@ void bind_symbols_from_inputs(const Graph& g, const std::map<std::string, TypedT
   }
 }
 
+bool whole_number(const std::string& s, int64_t lo, int64_t hi, int64_t& v) {
+  char* end = nullptr;
+  errno = 0;
+  const long long x = std::strtoll(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0' || errno != 0 || x < lo || x > hi) return false;
+  v = x;
+  return true;
+}
+
 int64_t integer(const Args& a, const std::string& opt, int64_t dflt, int64_t lo, int64_t hi) {
   if (!a.has(opt)) return dflt;
   const std::string s = a.get(opt);
-  char* end = nullptr;
-  errno = 0;
-  const long long v = std::strtoll(s.c_str(), &end, 10);
-  if (s.empty() || *end != '\0' || errno != 0 || v < lo || v > hi)
+  int64_t v = 0;
+  if (!whole_number(s, lo, hi, v))
     throw UsageError("option '" + opt + "': '" + s + "' is not an integer in [" + std::to_string(lo) + ", " +
                      std::to_string(hi) + "]");
   return v;
@@ -370,10 +377,8 @@ uint64_t unsigned_integer(const Args& a, const std::string& opt, uint64_t dflt) 
 }
 
 int64_t positive_int(const std::string& s, const std::string& what, int64_t lo) {
-  char* end = nullptr;
-  errno = 0;
-  long long v = std::strtoll(s.c_str(), &end, 10);
-  if (s.empty() || *end != '\0' || errno != 0 || v < lo || v > (int64_t(1) << 40))
+  int64_t v = 0;
+  if (!whole_number(s, lo, int64_t(1) << 40, v))
     throw UsageError(what + " '" + s + "': expected an integer >= " + std::to_string(lo));
   return v;
 }
@@ -400,10 +405,8 @@ std::pair<std::string, std::string> split_assignment(const std::string& s, const
 
 namespace {
 int64_t parse_int(const std::string& s, const std::string& what, int64_t lo, int64_t hi) {
-  char* end = nullptr;
-  errno = 0;
-  long long v = std::strtoll(s.c_str(), &end, 10);
-  if (s.empty() || *end != '\0' || errno != 0 || v < lo || v > hi)
+  int64_t v = 0;
+  if (!whole_number(s, lo, hi, v))
     throw UsageError(what + " '" + s + "': expected an integer from " + std::to_string(lo) + " to " + std::to_string(hi));
   return v;
 }

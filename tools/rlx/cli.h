@@ -85,6 +85,9 @@ void bind_symbols_from_inputs(const Graph& g, const std::map<std::string, TypedT
 
 // The value of `opt` as a number in [lo, hi] (`dflt` when absent); UsageError naming it otherwise.
 double number(const Args& a, const std::string& opt, double dflt, double lo, double hi);
+// `s` as a whole decimal number in [lo, hi] into `v` (the one integer parser of the CLI's
+// options); false, `v` unchanged, for anything else ("2.5", "1e3", "", overflow).
+bool whole_number(const std::string& s, int64_t lo, int64_t hi, int64_t& v);
 // The value of `opt` as a whole number in [lo, hi] (`dflt` when absent), parsed exactly ("2.5"
 // and "1e3" are refused); UsageError naming it otherwise.
 int64_t integer(const Args& a, const std::string& opt, int64_t dflt, int64_t lo, int64_t hi);

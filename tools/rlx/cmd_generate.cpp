@@ -1,6 +1,5 @@
 // `rlx generate` (text generation from a GGUF model) and `rlx tokenize`.
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -29,11 +28,8 @@ std::vector<int32_t> parse_ids(const std::string& s) {
     bool any = false;
     while (words >> w) {
       any = true;
-      char* end = nullptr;
-      errno = 0;
-      const long long v = std::strtoll(w.c_str(), &end, 10);
-      if (*end != '\0' || errno != 0 || v < 0 || v > INT32_MAX)
-        throw UsageError("--prompt-ids: '" + w + "' is not a token id");
+      int64_t v = 0;
+      if (!whole_number(w, 0, INT32_MAX, v)) throw UsageError("--prompt-ids: '" + w + "' is not a token id");
       ids.push_back(static_cast<int32_t>(v));
     }
     if (!any) throw UsageError("--prompt-ids: '" + s + "' has an empty item (ids are separated by commas or spaces)");
@@ -254,21 +250,16 @@ int cmd_tokenize(const Args& a) {
 // A comma-separated list of integers in [0, hi], as in "-t 1,2".
 std::vector<int> int_list(const std::string& s, const std::string& opt, int hi) {
   std::vector<int> out;
-  std::string cur;
-  for (size_t i = 0; i <= s.size(); ++i) {
-    if (i == s.size() || s[i] == ',') {
-      try {
-        size_t used = 0;
-        int v = std::stoi(cur, &used);
-        if (used != cur.size() || v < 0 || v > hi) throw std::invalid_argument(cur);
-        out.push_back(v);
-      } catch (const std::exception&) {
-        throw UsageError("option '" + opt + "': '" + cur + "' is not an integer in [0, " + std::to_string(hi) + "]");
-      }
-      cur.clear();
-    } else {
-      cur += s[i];
-    }
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t comma = s.find(',', start);
+    if (comma == std::string::npos) comma = s.size();
+    const std::string item = s.substr(start, comma - start);
+    int64_t v = 0;
+    if (!whole_number(item, 0, hi, v))
+      throw UsageError("option '" + opt + "': '" + item + "' is not an integer in [0, " + std::to_string(hi) + "]");
+    out.push_back(int(v));
+    start = comma + 1;
   }
   return out;
 }

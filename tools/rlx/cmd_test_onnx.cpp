@@ -36,21 +36,9 @@ int cmd_test_onnx(const Args& args) {
   if (std::find(avail.begin(), avail.end(), opts.device) == avail.end())
     fail(ErrorCategory::Unsupported, "--device ", dev, ": this rlx has no usable ", dev,
          " backend (not built, or no device/driver found); available: cpu");
-  auto int_opt = [&](const std::string& name, int fallback, int lo, int hi) {
-    if (!args.has(name)) return fallback;
-    try {
-      size_t used = 0;
-      int v = std::stoi(args.get(name), &used);
-      if (used != args.get(name).size() || v < lo || v > hi) throw std::out_of_range("");
-      return v;
-    } catch (const std::exception&) {
-      throw UsageError(name + " needs an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got '" +
-                       args.get(name) + "'");
-    }
-  };
-  opts.jobs = int_opt("--jobs", 1, 1, kMaxThreads);
-  opts.timeout_s = int_opt("--timeout", 120, 1, 86400);
-  opts.threads = int_opt("--threads", 1, 1, kMaxThreads);
+  opts.jobs = int(integer(args, "--jobs", 1, 1, kMaxThreads));
+  opts.timeout_s = int(integer(args, "--timeout", 120, 1, 86400));
+  opts.threads = int(integer(args, "--threads", 1, 1, kMaxThreads));
   opts.isolate = !args.has("--no-isolate");
   if (onnx::find_cases(args.positional).empty()) {
     std::string paths;
