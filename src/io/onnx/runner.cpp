@@ -180,26 +180,44 @@ typename List::value_type::second_type recall(List& list, const std::string& key
   return nullptr;
 }
 
-// Every name of `shapes` and `values` is an input of the model: a misspelt one would
-// otherwise be ignored and the graph compiled for the declared dims.
-void check_input_names(const OnnxModel& m, const std::map<std::string, std::vector<int64_t>>& shapes,
-                       const std::map<std::string, TypedTensor>& values, const char* what) {
-  auto check = [&](const std::string& name) {
-    for (const auto& info : m.inputs)
-      if (info.name == name) return;
-    std::string known;
-    for (const auto& info : m.inputs) known += (known.empty() ? "" : ", ") + info.name;
-    fail(ErrorCategory::InvalidArgument, m.path, ": ", what, ": the model has no input '", name,
-         "' (its inputs: ", known.empty() ? std::string("none") : known, ")");
-  };
-  for (const auto& [name, dims] : shapes) check(name);
-  for (const auto& [name, t] : values) check(name);
+bool host_kind(const OnnxValueInfo& info) { return info.kind != ValueKind::Tensor || info.onnx_type == 8; }
+
+std::string kind_name(const OnnxValueInfo& info) {
+  switch (info.kind) {
+    case ValueKind::Sequence: return "a sequence";
+    case ValueKind::Optional: return "an optional";
+    case ValueKind::Map: return "a map";
+    case ValueKind::Tensor: break;
+  }
+  return info.onnx_type == 8 ? "a string tensor" : "a tensor";
+}
+
+// The model's inputs with their types (or kinds), for messages.
+std::string known_inputs(const OnnxModel& m) {
+  std::string s;
+  for (const auto& info : m.inputs)
+    s += (s.empty() ? "" : ", ") + info.name + " " + (host_kind(info) ? kind_name(info) : info_str(info));
+  return s.empty() ? std::string("none") : s;
+}
+
+// Fails unless every key of `named` is an input of the model: a misspelt name would otherwise
+// be ignored (run: the input missing; compiled: the graph compiled for the declared dims).
+template <class Map>
+void check_input_names(const OnnxModel& m, const Map& named, const std::string& where) {
+  for (const auto& [name, v] : named) {
+    (void)v;
+    bool found = false;
+    for (const auto& info : m.inputs) found = found || info.name == name;
+    if (!found)
+      fail(ErrorCategory::InvalidArgument, m.path, ": ", where, "the model has no input '", name, "' (its inputs: ",
+           known_inputs(m), ")");
+  }
 }
 
 }  // namespace
 
 std::shared_ptr<CompiledGraph> OnnxRunner::compiled(const std::map<std::string, std::vector<int64_t>>& shapes) {
-  check_input_names(impl_->model, shapes, {}, "OnnxRunner::compiled");
+  check_input_names(impl_->model, shapes, "OnnxRunner::compiled: ");
   // A graph compiled for these shapes with inputs bound by value counts too (the most
   // recently used one).
   std::string prefix = shape_key(shapes) + "|";
@@ -211,7 +229,8 @@ std::shared_ptr<CompiledGraph> OnnxRunner::compiled(const std::map<std::string, 
 
 std::shared_ptr<CompiledGraph> OnnxRunner::compiled_for(const std::map<std::string, std::vector<int64_t>>& shapes,
                                                         const std::map<std::string, TypedTensor>& values) {
-  check_input_names(impl_->model, shapes, values, "OnnxRunner::compiled_for");
+  check_input_names(impl_->model, shapes, "OnnxRunner::compiled_for: ");
+  check_input_names(impl_->model, values, "OnnxRunner::compiled_for: ");
   return whole(*impl_->first_stage(shapes, values, Split::HostNodes), impl_->model.path);
 }
 
@@ -290,21 +309,6 @@ std::shared_ptr<Stage> OnnxRunner::Impl::next_stage(Stage& prev, int begin, cons
   }
 }
 
-namespace {
-
-bool host_kind(const OnnxValueInfo& info) { return info.kind != ValueKind::Tensor || info.onnx_type == 8; }
-
-std::string kind_name(const OnnxValueInfo& info) {
-  switch (info.kind) {
-    case ValueKind::Sequence: return "a sequence";
-    case ValueKind::Optional: return "an optional";
-    case ValueKind::Map: return "a map";
-    case ValueKind::Tensor: break;
-  }
-  return info.onnx_type == 8 ? "a string tensor" : "a tensor";
-}
-
-}  // namespace
 
 std::optional<std::vector<TypedTensor>> OnnxRunner::Impl::run_whole(const std::map<std::string, TypedTensor>& inputs) {
   if (by_value != 0 || inputs.size() != model.inputs.size()) return std::nullopt;
@@ -372,24 +376,12 @@ std::vector<OnnxValue> OnnxRunner::run_unguarded(const std::map<std::string, Onn
   const OnnxModel& m = impl_->model;
   std::map<std::string, std::vector<int64_t>> shapes;
   std::map<std::string, TypedTensor> feed;
-  auto known = [&] {  // built only for a message
-    std::string s;
-    for (const auto& info : m.inputs)
-      s += (s.empty() ? "" : ", ") + info.name + " " + (host_kind(info) ? kind_name(info) : info_str(info));
-    return s.empty() ? std::string("none") : s;
-  };
-  for (const auto& [name, t] : inputs) {
-    (void)t;
-    bool found = false;
-    for (const auto& info : m.inputs) found = found || info.name == name;
-    if (!found)
-      fail(ErrorCategory::InvalidArgument, m.path, ": the model has no input '", name, "' (its inputs: ", known(), ")");
-  }
+  check_input_names(m, inputs, "");
   Env env;
   for (const auto& info : m.inputs) {
     auto it = inputs.find(info.name);
     if (it == inputs.end())
-      fail(ErrorCategory::InvalidArgument, m.path, ": missing input '", info.name, "' (its inputs: ", known(), ")");
+      fail(ErrorCategory::InvalidArgument, m.path, ": missing input '", info.name, "' (its inputs: ", known_inputs(m), ")");
     const OnnxValue& v = it->second;
     if (host_kind(info)) {
       const bool fits = info.kind == ValueKind::Optional ? true
