@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "opt/pipeline.h"
+#include "opt/rewrite.h"
 #include "runtime/npy.h"
 #ifdef RLX_HAVE_ONNX
 #include "rlx/onnx.h"
@@ -325,14 +326,9 @@ void bind_symbols_from_inputs(const Graph& g, const std::map<std::string, TypedT
     if (it == inputs.end()) continue;
     const auto& want = n.outputs.at(0).dims();
     const std::vector<int64_t>& dims = it->second.dims;
-    if (dims.size() != want.size()) {
-      std::string type = std::string(dtype_name(n.outputs.at(0).dtype())) + "[";  // with the symbols' names
-      for (size_t i = 0; i < want.size(); ++i)
-        type += (i ? "," : "") + (want[i].is_static() ? std::to_string(want[i].value())
-                                                      : g.symbols().at(size_t(want[i].symbol_id())));
+    if (dims.size() != want.size())
       throw UsageError("input '" + n.name + "' has rank " + std::to_string(dims.size()) + ", the model expects " +
-                       std::to_string(want.size()) + " (" + type + "])");
-    }
+                       std::to_string(want.size()) + " (" + opt::shape_str(g, n.outputs.at(0)) + ")");
     for (size_t i = 0; i < dims.size(); ++i) {
       if (want[i].is_static()) continue;
       const std::string& sym = g.symbols().at(size_t(want[i].symbol_id()));
