@@ -15,11 +15,18 @@ namespace {
 
 std::string vocab(const std::string& f) { return test::vocab_path(f); }
 
+// A 2-layer model of family `arch` (tiny_model.h, q8_0) with the llama-spm vocab's tokenizer,
+// written to TempDir()/`file`; "" when the shared vocab is missing (the caller skips).
+std::string tiny_model(const std::string& arch, const std::string& file) {
+  if (!std::filesystem::exists(vocab("ggml-vocab-llama-spm.gguf"))) return "";
+  const std::string path = testing::TempDir() + "/" + file;
+  test::write_model({arch, arch, "ggml-vocab-llama-spm.gguf"}, path, gguf::TensorType::Q8_0);
+  return path;
+}
+
 TEST(LlmEngine, TextInTextOutWithARealTokenizer) {
-  const std::string vf = vocab("ggml-vocab-llama-spm.gguf");
-  if (!std::filesystem::exists(vf)) GTEST_SKIP() << "no " << vf;
-  const std::string path = testing::TempDir() + "/tiny-llama.gguf";
-  test::write_model({"llama", "llama", "ggml-vocab-llama-spm.gguf"}, path, gguf::TensorType::Q8_0);
+  const std::string path = tiny_model("llama", "tiny-llama.gguf");
+  if (path.empty()) GTEST_SKIP() << "no " << vocab("ggml-vocab-llama-spm.gguf");
   auto model = Model::load(path);
   ASSERT_TRUE(model->tokenizer) << model->tokenizer_error;
   EXPECT_EQ(model->hp.n_vocab, 32000);
@@ -58,10 +65,8 @@ TEST(LlmEngine, TextInTextOutWithARealTokenizer) {
 }
 
 TEST(LlmEngine, UnknownArchitectureIsNamed) {
-  const std::string vf = vocab("ggml-vocab-llama-spm.gguf");
-  if (!std::filesystem::exists(vf)) GTEST_SKIP() << "no " << vf;
-  const std::string path = testing::TempDir() + "/tiny-mamba.gguf";
-  test::write_model({"mamba", "mamba", "ggml-vocab-llama-spm.gguf"}, path, gguf::TensorType::Q8_0);
+  const std::string path = tiny_model("mamba", "tiny-mamba.gguf");
+  if (path.empty()) GTEST_SKIP() << "no " << vocab("ggml-vocab-llama-spm.gguf");
   try {
     Model::load(path);
     FAIL() << "loaded";
@@ -77,10 +82,8 @@ TEST(LlmEngine, UnknownArchitectureIsNamed) {
 // (a mistyped count must not start tens of thousands of threads), sequences, the KV type and
 // the prompt chunk; the model stays usable for an engine with good options.
 TEST(LlmEngine, BadOptionsAreRefused) {
-  const std::string vf = vocab("ggml-vocab-llama-spm.gguf");
-  if (!std::filesystem::exists(vf)) GTEST_SKIP() << "no " << vf;
-  const std::string path = testing::TempDir() + "/tiny-llama-opts.gguf";
-  test::write_model({"llama", "llama", "ggml-vocab-llama-spm.gguf"}, path, gguf::TensorType::Q8_0);
+  const std::string path = tiny_model("llama", "tiny-llama-opts.gguf");
+  if (path.empty()) GTEST_SKIP() << "no " << vocab("ggml-vocab-llama-spm.gguf");
   auto model = Model::load(path);
   auto refused = [&](EngineOptions eo, const std::string& needle) {
     try {
@@ -127,10 +130,8 @@ void rewrite_with(const std::string& from, const std::string& to, const std::str
 // negative or NaN RoPE base (it made NaN logits with no error), a negative or NaN norm
 // epsilon, a negative attention scale; head counts and the RoPE dims out of range.
 TEST(LlmEngine, HostileHyperparametersAreNamedAtLoad) {
-  const std::string vf = vocab("ggml-vocab-llama-spm.gguf");
-  if (!std::filesystem::exists(vf)) GTEST_SKIP() << "no " << vf;
-  const std::string good = testing::TempDir() + "/tiny-llama-hp.gguf", bad = testing::TempDir() + "/tiny-llama-hp-bad.gguf";
-  test::write_model({"llama", "llama", "ggml-vocab-llama-spm.gguf"}, good, gguf::TensorType::Q8_0);
+  const std::string good = tiny_model("llama", "tiny-llama-hp.gguf"), bad = testing::TempDir() + "/tiny-llama-hp-bad.gguf";
+  if (good.empty()) GTEST_SKIP() << "no " << vocab("ggml-vocab-llama-spm.gguf");
   const double nan = std::nan(""), inf = INFINITY;
   struct Case {
     std::string key;
