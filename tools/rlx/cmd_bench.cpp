@@ -111,6 +111,7 @@ std::map<std::string, TypedTensor> gather_inputs(const Args& args, const std::ve
     if (!declared(name)) throw UsageError("--input '" + name + "': the model has no such input");
   for (const auto& [name, dims] : shapes)
     if (!declared(name)) throw UsageError("--shape '" + name + "': the model has no such input");
+  const int64_t cap = effective_memory_cap(apply_env(opts));  // what one generated input may take
   std::map<std::string, TypedTensor> inputs;
   for (const InputDecl& d : decls) {
     if (auto it = given.find(d.name); it != given.end()) {
@@ -133,7 +134,7 @@ std::map<std::string, TypedTensor> gather_inputs(const Args& args, const std::ve
                          "=D0,D1,... or --bind SYM=SIZE");
       dims[i] = b->second;
     }
-    inputs[d.name] = generated_input(d.name, d.dtype, dims, effective_memory_cap(apply_env(opts)));
+    inputs[d.name] = generated_input(d.name, d.dtype, dims, cap);
     std::cout << "input " << d.name << ": " << dtype_name(d.dtype) << dims_str(dims) << " generated\n";
     if (args.has("--save-inputs")) save_input(args.get("--save-inputs"), d.name, inputs[d.name]);
   }
