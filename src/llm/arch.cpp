@@ -211,6 +211,35 @@ void read_common(const gguf::File& f, HParams& hp) {
     fail(ErrorCategory::Parse, "GGUF file '", f.path(), "': token_embd.weight is not [n_embd ", hp.n_embd, ", n_vocab]");
 }
 
+// The metadata against the tensors it describes, where a disagreement would otherwise run
+// without an error: blocks past block_count (the model would run its first layers only), an
+// output projection whose rows are not the vocabulary (logits of the wrong width, token ids
+// the tokenizer does not have), a dense FFN width other than feed_forward_length.
+void check_tensors_fit(const gguf::File& f, HParams& hp) {
+  for (const gguf::TensorInfo& t : f.tensors()) {
+    if (t.name.rfind("blk.", 0) != 0) continue;
+    int64_t il = 0;
+    size_t i = 4;
+    for (; i < t.name.size() && i < 12 && t.name[i] >= '0' && t.name[i] <= '9'; ++i) il = il * 10 + (t.name[i] - '0');
+    if (i > 4 && i < t.name.size() && t.name[i] == '.' && il >= hp.n_layer)
+      fail(ErrorCategory::Parse, "GGUF file '", f.path(), "': tensor '", t.name, "' belongs to block ", il, " but ",
+           hp.arch, ".block_count is ", hp.n_layer);
+  }
+  if (const gguf::TensorInfo* out = f.find_tensor("output.weight"))
+    if (out->dims.size() != 2 || out->dims[0] != hp.n_embd || out->dims[1] != hp.n_vocab) {
+      std::string dims;
+      for (int64_t d : out->dims) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+      fail(ErrorCategory::Parse, "GGUF file '", f.path(), "': output.weight is [", dims, "], not [n_embd ", hp.n_embd,
+           ", n_vocab ", hp.n_vocab, "] as token_embd.weight gives");
+    }
+  if (const gguf::TensorInfo* up = f.find_tensor("blk.0.ffn_up.weight"); up && up->dims.size() == 2) {
+    if (hp.n_ff == 0) hp.n_ff = up->dims[1];
+    if (up->dims[1] != hp.n_ff)
+      fail(ErrorCategory::Parse, "GGUF file '", f.path(), "': ", hp.arch, ".feed_forward_length is ", hp.n_ff,
+           " but blk.0.ffn_up.weight has ", up->dims[1], " outputs");
+  }
+}
+
 }  // namespace
 
 std::shared_ptr<const Model> Model::load(const std::string& path) {
@@ -241,6 +270,7 @@ std::shared_ptr<const Model> Model::load(const std::string& path) {
            " is not a finite number >= 0");
     if (m->hp.n_expert > 0 && (m->hp.n_expert_used < 1 || m->hp.n_expert_used > m->hp.n_expert))
       fail(ErrorCategory::Parse, "GGUF file '", path, "': ", m->hp.n_expert_used, " experts used of ", m->hp.n_expert);
+    check_tensors_fit(m->file, m->hp);
     try {
       m->tokenizer = std::make_shared<Tokenizer>(Tokenizer::from_gguf(m->file));
       m->file.drop_arrays("tokenizer.ggml.");  // the tokenizer holds the vocabulary now

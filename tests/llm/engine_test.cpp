@@ -126,6 +126,59 @@ void rewrite_with(const std::string& from, const std::string& to, const std::str
   w.write(to);
 }
 
+// Metadata that each key alone allows but the tensors contradict, refused at load where it
+// used to run without an error: blocks past block_count (only the first layers ran), an
+// output.weight whose rows are not the vocabulary (logits 100 or 40,000 wide for a
+// 32,000-token vocabulary, and ids the tokenizer does not have), a feed_forward_length other
+// than the FFN's width. An absent feed_forward_length is read from the tensor.
+TEST(LlmEngine, MetadataThatContradictsTheTensorsIsNamedAtLoad) {
+  const std::string good = tiny_model("qwen2", "tiny-qwen2-fit.gguf"), bad = testing::TempDir() + "/tiny-qwen2-fit-bad.gguf";
+  if (good.empty()) GTEST_SKIP() << "no " << vocab("ggml-vocab-llama-spm.gguf");
+  auto expect_refused = [&](const std::string& needle) {
+    try {
+      Model::load(bad);
+      ADD_FAILURE() << needle << ": loaded";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.category(), ErrorCategory::Parse) << e.what();
+      EXPECT_NE(std::string(e.what()).find("GGUF file '" + bad + "'"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  rewrite_with(good, bad, "qwen2.block_count", gguf::meta_int(gguf::ValueType::U32, 1));
+  expect_refused("tensor 'blk.1.attn_norm.weight' belongs to block 1 but qwen2.block_count is 1");
+  rewrite_with(good, bad, "qwen2.feed_forward_length", gguf::meta_int(gguf::ValueType::U32, 96));
+  expect_refused("qwen2.feed_forward_length is 96 but blk.0.ffn_up.weight has 128 outputs");
+  for (int64_t rows : {100, 40000}) {
+    gguf::File src = gguf::File::open(good);
+    gguf::Writer w;
+    w.copy_metadata(src);
+    for (const auto& t : src.tensors())
+      if (t.name != "output.weight") w.add_tensor(t.name, t.dims, t.type, std::span<const uint8_t>(src.data(t), t.bytes));
+    w.add_tensor("output.weight", {64, rows}, gguf::TensorType::F32,
+                 std::vector<uint8_t>(static_cast<size_t>(gguf::row_bytes(gguf::TensorType::F32, 64) * rows), 0));
+    w.write(bad);
+    expect_refused("output.weight is [64, " + std::to_string(rows) + "], not [n_embd 64, n_vocab 32000]");
+  }
+  // Without the key the width comes from the tensor, and the model runs.
+  {
+    gguf::File src = gguf::File::open(good);
+    gguf::Writer w;
+    for (const auto& [key, v] : src.metadata())
+      if (key != "qwen2.feed_forward_length") w.set(key, v);
+    for (const auto& t : src.tensors()) w.add_tensor(t.name, t.dims, t.type, std::span<const uint8_t>(src.data(t), t.bytes));
+    w.write(bad);
+  }
+  auto model = Model::load(bad);
+  EXPECT_EQ(model->hp.n_ff, 128);
+  EngineOptions eo;
+  eo.threads = 1;
+  Engine e(model, eo);
+  const std::vector<int32_t> ids{1, 2, 3};
+  EXPECT_EQ(e.eval(ids).size(), 32000u);
+  std::filesystem::remove(good);
+  std::filesystem::remove(bad);
+}
+
 // Hyperparameters no model can have are refused at load, naming the file and the key: a zero,
 // negative or NaN RoPE base (it made NaN logits with no error), a negative or NaN norm
 // epsilon, a negative attention scale; head counts and the RoPE dims out of range.
