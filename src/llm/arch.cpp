@@ -88,9 +88,15 @@ Value BuildCtx::project_id(Value x, const std::string& tensor, Value ids) {
   return g.qmatmul_id(x, w, ids, static_cast<uint32_t>(t.type), k);
 }
 
-Value BuildCtx::vec(const std::string& tensor) {
+Value BuildCtx::vec(const std::string& tensor, int64_t n, bool or_one) {
   const gguf::TensorInfo& t = model.file.tensor(tensor);
-  return param(tensor, tensor, false, {t.elements()});
+  if (t.dims.size() != 1 || (t.dims[0] != n && !(or_one && t.dims[0] == 1))) {
+    std::string dims;
+    for (int64_t d : t.dims) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+    fail(ErrorCategory::Parse, "GGUF file '", model.file.path(), "': tensor '", tensor, "' is [", dims, "], not [", n,
+         or_one ? "] or [1]" : "]");
+  }
+  return param(tensor, tensor, false, {t.dims[0]});
 }
 
 DType plain_dtype(gguf::TensorType t) {

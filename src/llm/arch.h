@@ -61,7 +61,10 @@ class BuildCtx {
 
   bool has(const std::string& tensor) const;
   // Params from GGUF tensors (names as in the file). project(x, W): x @ W^T for ggml's
-  // [n_in, n_out] W, read in its stored block format (qmatmul); vec(): 1-D, as f32.
+  // [n_in, n_out] W, read in its stored block format (qmatmul); vec(): as f32, one dim of
+  // `n` elements (Error(Parse) naming the tensor otherwise: a norm weight or bias of another
+  // length could broadcast, a single element to every feature, and run without an error);
+  // with `or_one`, one element (a per-tensor scale) is allowed too.
   Value project(Value x, const std::string& tensor);
   // x @ W_i^T for each tensor: one qmatmul over their concatenated rows, split back, when
   // fuse_rows holds and they share type and width (and are not repacked Q4_0); else one each.
@@ -69,7 +72,7 @@ class BuildCtx {
   // Mixture of experts: slot s of token t through expert ids[t, s] of the stacked ggml
   // [n_in, n_out, n_expert] tensor (qmatmul_id): [T, S, n_out].
   Value project_id(Value x, const std::string& tensor, Value ids);
-  Value vec(const std::string& tensor);
+  Value vec(const std::string& tensor, int64_t n, bool or_one = false);
 
   // Inputs (created on first use): the token embeddings [R, n_embd] (rows of
   // token_embd.weight, plus position_embd.weight for learned positions, gathered on the

@@ -9,14 +9,19 @@ namespace rlx::llm {
 
 std::string blk(int64_t il, const std::string& name) { return "blk." + std::to_string(il) + "." + name; }
 
+namespace {
+int64_t last_dim(const Graph& g, Value v) { return g.type(v).dims().back().value(); }
+}  // namespace
+
 Value linear(BuildCtx& c, Value x, const std::string& name, bool use_bias, bool use_scale, bool scale_first) {
   Graph& g = c.g;
   Value y = c.project(x, name + ".weight");
+  const int64_t n = last_dim(g, y);
   const bool bias = use_bias && c.has(name + ".bias");
   const bool scale = use_scale && c.has(name + ".scale");
-  if (scale && scale_first) y = g.mul(y, c.vec(name + ".scale"));
-  if (bias) y = g.add(y, c.vec(name + ".bias"));
-  if (scale && !scale_first) y = g.mul(y, c.vec(name + ".scale"));
+  if (scale && scale_first) y = g.mul(y, c.vec(name + ".scale", n, true));
+  if (bias) y = g.add(y, c.vec(name + ".bias", n));
+  if (scale && !scale_first) y = g.mul(y, c.vec(name + ".scale", n, true));
   return y;
 }
 
@@ -30,19 +35,21 @@ std::vector<Value> linear_rows(BuildCtx& c, Value x, const std::vector<std::stri
     Value& y = ys[i];
     const bool bias = use_bias && c.has(names[i] + ".bias");
     const bool scale = use_scale && c.has(names[i] + ".scale");
-    if (scale && scale_first) y = g.mul(y, c.vec(names[i] + ".scale"));
-    if (bias) y = g.add(y, c.vec(names[i] + ".bias"));
-    if (scale && !scale_first) y = g.mul(y, c.vec(names[i] + ".scale"));
+    const int64_t n = last_dim(g, y);
+    if (scale && scale_first) y = g.mul(y, c.vec(names[i] + ".scale", n, true));
+    if (bias) y = g.add(y, c.vec(names[i] + ".bias", n));
+    if (scale && !scale_first) y = g.mul(y, c.vec(names[i] + ".scale", n, true));
   }
   return ys;
 }
 
 Value rms_norm(BuildCtx& c, Value x, const std::string& weight) {
-  return c.g.rms_norm(x, c.vec(weight), -1, c.hp.norm_eps);
+  return c.g.rms_norm(x, c.vec(weight, last_dim(c.g, x)), -1, c.hp.norm_eps);
 }
 
 Value layer_norm(BuildCtx& c, Value x, const std::string& weight, const std::string& bias) {
-  return c.g.layer_norm(x, c.vec(weight), c.vec(bias), -1, c.hp.norm_eps);
+  const int64_t n = last_dim(c.g, x);
+  return c.g.layer_norm(x, c.vec(weight, n), c.vec(bias, n), -1, c.hp.norm_eps);
 }
 
 namespace {
@@ -115,7 +122,7 @@ namespace {
 // y[t, s, :] * scale[ids[t, s]] when the per-expert scale tensor exists.
 Value expert_scale(BuildCtx& c, Value y, const std::string& name, Value ids) {
   if (!c.has(name)) return y;
-  Value s = c.g.gather(c.vec(name), ids, 0);  // [T, S]
+  Value s = c.g.gather(c.vec(name, c.hp.n_expert), ids, 0);  // [T, S]
   return c.g.mul(y, c.g.reshape(s, {c.R, c.hp.n_expert_used, 1}));
 }
 }  // namespace
@@ -168,7 +175,7 @@ void lm_head(BuildCtx& c, Value x, bool use_layer_norm, bool output_bias) {
   x = use_layer_norm ? layer_norm(c, x, "output_norm.weight", "output_norm.bias") : rms_norm(c, x, "output_norm.weight");
   // Tied embeddings: the output projection reads token_embd.weight's blocks.
   Value y = c.project(x, c.has("output.weight") ? "output.weight" : "token_embd.weight");
-  if (output_bias && c.has("output.bias")) y = g.add(y, c.vec("output.bias"));
+  if (output_bias && c.has("output.bias")) y = g.add(y, c.vec("output.bias", last_dim(g, y)));
   c.set_logits(y);
   c.finish();
 }

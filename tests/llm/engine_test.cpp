@@ -179,6 +179,52 @@ TEST(LlmEngine, MetadataThatContradictsTheTensorsIsNamedAtLoad) {
   std::filesystem::remove(bad);
 }
 
+// A norm weight or bias of another length than the features it applies to is named, where
+// it used to broadcast (a single element to every feature) and run, or was reported as a
+// graph node's shape error; the engine stays usable.
+TEST(LlmEngine, VectorsOfTheWrongLengthAreNamed) {
+  const std::string good = tiny_model("gpt2", "tiny-gpt2-vec.gguf"), bad = testing::TempDir() + "/tiny-gpt2-vec-bad.gguf";
+  if (good.empty()) GTEST_SKIP() << "no " << vocab("ggml-vocab-llama-spm.gguf");
+  struct Case {
+    std::string tensor;
+    std::vector<int64_t> dims;
+    std::string needle;
+  };
+  const std::vector<Case> cases{
+      {"blk.0.attn_norm.weight", {1}, "tensor 'blk.0.attn_norm.weight' is [1], not [64]"},
+      {"blk.1.ffn_norm.bias", {32}, "tensor 'blk.1.ffn_norm.bias' is [32], not [64]"},
+      {"output_norm.weight", {64, 2}, "tensor 'output_norm.weight' is [64, 2], not [64]"},
+      {"blk.0.attn_q.bias", {1}, "tensor 'blk.0.attn_q.bias' is [1], not [64]"},
+      {"blk.1.ffn_up.bias", {64}, "tensor 'blk.1.ffn_up.bias' is [64], not [128]"},
+  };
+  for (const Case& c : cases) {
+    gguf::File src = gguf::File::open(good);
+    gguf::Writer w;
+    w.copy_metadata(src);
+    for (const auto& t : src.tensors())
+      if (t.name != c.tensor) w.add_tensor(t.name, t.dims, t.type, std::span<const uint8_t>(src.data(t), t.bytes));
+    int64_t n = 1;
+    for (int64_t d : c.dims) n *= d;
+    w.add_tensor(c.tensor, c.dims, gguf::TensorType::F32, std::vector<uint8_t>(static_cast<size_t>(4 * n), 0));
+    w.write(bad);
+    EngineOptions eo;
+    eo.threads = 1;
+    Engine e(Model::load(bad), eo);
+    const std::vector<int32_t> ids{1, 2, 3};
+    try {
+      e.eval(ids);
+      ADD_FAILURE() << c.tensor << ": ran";
+    } catch (const Error& err) {
+      EXPECT_EQ(err.category(), ErrorCategory::Parse) << err.what();
+      EXPECT_NE(std::string(err.what()).find("GGUF file '" + bad + "'"), std::string::npos) << err.what();
+      EXPECT_NE(std::string(err.what()).find(c.needle), std::string::npos) << err.what();
+    }
+    EXPECT_EQ(e.position(), 0);
+  }
+  std::filesystem::remove(good);
+  std::filesystem::remove(bad);
+}
+
 // Hyperparameters no model can have are refused at load, naming the file and the key: a zero,
 // negative or NaN RoPE base (it made NaN logits with no error), a negative or NaN norm
 // epsilon, a negative attention scale; head counts and the RoPE dims out of range.
