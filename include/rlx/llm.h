@@ -36,6 +36,14 @@ struct HParams {
   int64_t head_dim = 0, n_ff = 0, n_rot = 0;
   double rope_base = 10000, norm_eps = 1e-5, attn_scale = 0;  // attn_scale 0: 1/sqrt(head_dim)
   RopeKind rope = RopeKind::Norm;
+  // RoPE context scaling (<arch>.rope.scaling.*), as llama.cpp applies it: the angle of
+  // position p and pair i is p * freq_scale * base^(-2i/n_rot) (linear: freq_scale =
+  // 1/factor); YaRN (yarn) mixes it with the unscaled angle over the pairs between the
+  // correction dims of its original context (beta_fast 32, beta_slow 1) and scales cos and
+  // sin by rope_mscale, which otherwise is the key's attn_factor.
+  enum class RopeScaling { None, Linear, Yarn } rope_scaling = RopeScaling::None;
+  double rope_freq_scale = 1, rope_mscale = 1;
+  int64_t rope_orig_ctx = 0;  // YaRN: the context the model was trained with before scaling
   bool layer_norm = false;  // LayerNorm (with bias) instead of RMSNorm
   int64_t n_expert = 0, n_expert_used = 0;
 };

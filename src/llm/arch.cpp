@@ -182,6 +182,48 @@ std::vector<std::string> architectures() {
 
 namespace {
 
+// <arch>.rope.scaling.*: the type (absent: linear, as llama.cpp reads it), the factor (or
+// the older rope.scale_linear; 0 or absent: none), attn_factor, and for YaRN the original
+// context. longrope needs per-context factor tensors rlx does not read: refused, as is an
+// unknown type.
+void read_rope_scaling(const gguf::File& f, HParams& hp) {
+  const std::string k = hp.arch + ".rope.scaling.";
+  const std::string type = f.get_string(k + "type", "linear");
+  if (type == "longrope")
+    fail(ErrorCategory::Unsupported, "GGUF file '", f.path(), "': ", k, "type 'longrope' is not supported");
+  if (type != "none" && type != "linear" && type != "yarn")
+    fail(ErrorCategory::Parse, "GGUF file '", f.path(), "': ", k, "type '", type,
+         "' is not a RoPE scaling type (none, linear, yarn, longrope)");
+  const std::string fkey = f.has(k + "factor") ? k + "factor" : hp.arch + ".rope.scale_linear";
+  const double factor = f.get_float(fkey, 0.0), attn = f.get_float(k + "attn_factor", 1.0);
+  if (!(std::isfinite(factor) && factor >= 0))
+    fail(ErrorCategory::Parse, "GGUF file '", f.path(), "': ", fkey, " = ", factor, " is not a finite number >= 0");
+  if (!(std::isfinite(attn) && attn > 0))
+    fail(ErrorCategory::Parse, "GGUF file '", f.path(), "': ", k, "attn_factor = ", attn,
+         " is not a positive finite number");
+  // float, as llama.cpp keeps these.
+  const float freq_scale = type == "none" || factor == 0 ? 1.0f : 1.0f / static_cast<float>(factor);
+  float mscale = static_cast<float>(attn);
+  hp.rope_scaling = type == "yarn" ? HParams::RopeScaling::Yarn
+                    : freq_scale != 1.0f ? HParams::RopeScaling::Linear
+                                         : HParams::RopeScaling::None;
+  if (hp.rope_scaling == HParams::RopeScaling::Yarn) {
+    hp.rope_orig_ctx = f.get_int(k + "original_context_length", hp.n_ctx_train);
+    if (hp.rope_orig_ctx <= 0 || hp.rope_orig_ctx > (int64_t(1) << 24))
+      fail(ErrorCategory::Parse, "GGUF file '", f.path(), "': ", k, "original_context_length = ", hp.rope_orig_ctx,
+           " is out of range");
+    // llama.cpp's magnitude for YaRN: its context's attention factor (1 + 0.1 ln s for a
+    // scale s > 1, divided by the same so the rope's own factor is not applied twice) times
+    // the key's, then the rope's 1 + 0.1 ln s. Computed in that order, in float.
+    const float s = 1.0f / freq_scale;
+    float ctx = s <= 1.0f ? 1.0f : 0.1f * std::log(s) + 1.0f;
+    ctx *= 1.0f / (1.0f + 0.1f * std::log(s));
+    mscale = ctx * static_cast<float>(attn) * (1.0f + 0.1f * std::log(1.0f / freq_scale));
+  }
+  hp.rope_freq_scale = freq_scale;
+  hp.rope_mscale = mscale;
+}
+
 // Keys every family shares, as llama.cpp reads them ("<arch>.embedding_length", ...).
 void read_common(const gguf::File& f, HParams& hp) {
   const std::string& a = hp.arch;
@@ -203,6 +245,7 @@ void read_common(const gguf::File& f, HParams& hp) {
     fail(ErrorCategory::Unsupported, "GGUF file '", f.path(), "': key length ", hp.head_dim, " != value length ", vdim);
   hp.n_rot = f.get_int(a + ".rope.dimension_count", hp.head_dim);
   hp.rope_base = f.get_float(a + ".rope.freq_base", 10000.0);
+  read_rope_scaling(f, hp);
   hp.n_expert = f.get_int(a + ".expert_count", 0);
   hp.n_expert_used = f.get_int(a + ".expert_used_count", 0);
   if (hp.n_head_kv <= 0 || hp.n_head % hp.n_head_kv != 0)

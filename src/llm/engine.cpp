@@ -80,6 +80,9 @@ struct Engine::Impl {
   std::string report;
   std::vector<float> rope_factors;  // rope_freqs.weight, empty when absent
   float theta_scale = 1;            // base^(-2/n_rot), in float as llama.cpp computes it
+  float freq_scale = 1, mscale = 1;  // HParams::rope_freq_scale, rope_mscale
+  bool yarn = false;
+  float yarn_lo = 0, yarn_hi = 0;  // YaRN's correction dims (pairs below lo keep the unscaled angle)
   // The embedding tables (looked up once; position_embd only for learned positions).
   const gguf::TensorInfo* tok_embd = nullptr;
   bool token_ids = false;  // the graphs gather the embeddings from token ids (BuildCtx::token_ids)
@@ -128,14 +131,21 @@ void Engine::Impl::embed_row(int32_t token, int64_t position, float* dst) {
 
 // Rotary angles exactly as llama.cpp's CPU rope computes them (float arithmetic):
 // theta_i = pos * base^(-2i/n_rot) by repeated multiplication, divided by the frequency
-// factor, then cosf/sinf.
+// factor, times freq_scale (YaRN: blended with the unscaled angle by a ramp over the pairs
+// between its correction dims), then cosf/sinf times mscale.
 void Engine::Impl::rope_row(int64_t position, float* c, float* s) const {
   float theta = static_cast<float>(position);
   for (int64_t i = 0; i < model->hp.n_rot / 2; ++i) {
     const float ff = rope_factors.empty() ? 1.0f : rope_factors[static_cast<size_t>(i)];
-    const float a = theta / ff;
-    c[i] = std::cos(a);
-    s[i] = std::sin(a);
+    const float extrap = theta / ff;
+    float a = freq_scale * extrap;
+    if (yarn) {
+      const float y = (static_cast<float>(i) - yarn_lo) / std::max(0.001f, yarn_hi - yarn_lo);
+      const float mix = 1.0f - std::min(1.0f, std::max(0.0f, y));
+      a = a * (1.0f - mix) + extrap * mix;
+    }
+    c[i] = std::cos(a) * mscale;
+    s[i] = std::sin(a) * mscale;
     theta *= theta_scale;
   }
 }
@@ -447,6 +457,20 @@ Engine::Engine(std::shared_ptr<const Model> model, EngineOptions opts) : impl_(s
     m.kv_elt = dtype_size(opts.kv_type);
     const gguf::File& f = m.model->file;
     m.theta_scale = std::pow(static_cast<float>(hp.rope_base), -2.0f / static_cast<float>(hp.n_rot));
+    m.freq_scale = static_cast<float>(hp.rope_freq_scale);
+    m.mscale = static_cast<float>(hp.rope_mscale);
+    if (hp.rope_scaling == HParams::RopeScaling::Yarn) {
+      // The pairs whose wavelength fits the original context beta times (beta_fast 32,
+      // beta_slow 1), as llama.cpp computes them in float: floor / ceil, clamped to the dims.
+      const float n = static_cast<float>(hp.n_rot), base = static_cast<float>(hp.rope_base);
+      auto dim = [&](float beta) {
+        return n * std::log(static_cast<float>(hp.rope_orig_ctx) / (beta * 2 * static_cast<float>(M_PI))) /
+               (2 * std::log(base));
+      };
+      m.yarn = true;
+      m.yarn_lo = std::max(0.0f, std::floor(dim(32.0f)));
+      m.yarn_hi = std::min(n - 1, std::ceil(dim(1.0f)));
+    }
     m.tok_embd = &f.tensor("token_embd.weight");
     m.tok_row_bytes = gguf::row_bytes(m.tok_embd->type, hp.n_embd);
     if ((m.pos_embd = f.find_tensor("position_embd.weight"))) {

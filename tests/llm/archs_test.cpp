@@ -56,11 +56,10 @@ int32_t argmax(const float* row, int64_t n) {
   return best;
 }
 
-void check_fixture(const std::string& name) {
-  const std::string gguf = archs(name + ".gguf");
-  if (!std::filesystem::exists(gguf)) GTEST_SKIP() << "no " << gguf;
-  const std::string js = slurp(archs(name + ".ref.json"));
-  const std::string ref_bytes = slurp(archs(name + ".ref.f32"));
+// The model `gguf` against the references `ref` + ".ref.json" / ".ref.f32".
+void check_against(const std::string& gguf, const std::string& refs, const std::string& name) {
+  const std::string js = slurp(refs + ".ref.json");
+  const std::string ref_bytes = slurp(refs + ".ref.f32");
   std::vector<int32_t> prompt = json_ints(js, "prompt_ids");
   std::vector<int32_t> greedy = json_ints(js, "greedy_ids");
   ASSERT_EQ(prompt.size(), 8u);
@@ -104,6 +103,90 @@ void check_fixture(const std::string& name) {
   std::vector<float> row = g.eval(std::span<const int32_t>(&greedy[15], 1));
   compare(row.data(), 23);
   std::cout << name << ": 24 rows, max |logit - llama.cpp| = " << worst << "\n";
+}
+
+void check_fixture(const std::string& name) {
+  const std::string gguf = archs(name + ".gguf");
+  if (!std::filesystem::exists(gguf)) GTEST_SKIP() << "no " << gguf;
+  check_against(gguf, archs(name), name);
+}
+
+// RoPE context scaling (<arch>.rope.scaling.*) against llama.cpp, on the fixtures of
+// tests/data/llm/rope (tools/gguf-fixtures/make_rope_scaling_fixtures.cpp): one small llama
+// model with F32 weights (logits up to 12) and, per setting, llama.cpp's logits for a copy of
+// it with that setting's keys. Same procedure and tolerance as the architecture fixtures
+// (F32 weights and cache on both sides, summation order alone); the settings move these
+// logits by 11.6 to 16.8 from the unscaled ones, so a setting read wrongly or not at all
+// cannot pass.
+void check_rope(const std::string& variant, const std::vector<std::pair<std::string, gguf::MetaValue>>& keys) {
+  const std::string dir = std::string(RLX_SOURCE_DIR) + "/tests/data/llm/rope/";
+  gguf::File src = gguf::File::open(dir + "rope-llama.gguf");
+  gguf::Writer w;
+  w.copy_metadata(src);
+  for (const auto& [k, v] : keys) w.set(k, v);
+  for (const auto& t : src.tensors()) w.add_tensor(t.name, t.dims, t.type, std::span<const uint8_t>(src.data(t), t.bytes));
+  const std::string path = testing::TempDir() + "/rope-" + variant + ".gguf";
+  w.write(path);
+  check_against(path, dir + "rope-" + variant, "rope-" + variant);
+  std::filesystem::remove(path);
+}
+gguf::MetaValue f32(double v) { return gguf::meta_float(gguf::ValueType::F32, v); }
+gguf::MetaValue u32(int64_t v) { return gguf::meta_int(gguf::ValueType::U32, v); }
+const std::string kScaling = "llama.rope.scaling.";
+
+TEST(LlmRopeScaling, None) { check_rope("none", {}); }
+TEST(LlmRopeScaling, Linear) { check_rope("linear", {{kScaling + "type", gguf::meta_string("linear")}, {kScaling + "factor", f32(4)}}); }
+TEST(LlmRopeScaling, OlderLinearKeyWithoutAType) { check_rope("scale-linear", {{"llama.rope.scale_linear", f32(2)}}); }
+TEST(LlmRopeScaling, LinearWithAttnFactor) {
+  check_rope("linear-attn", {{kScaling + "type", gguf::meta_string("linear")}, {kScaling + "factor", f32(2)},
+                             {kScaling + "attn_factor", f32(1.25)}});
+}
+TEST(LlmRopeScaling, Yarn) {
+  check_rope("yarn", {{kScaling + "type", gguf::meta_string("yarn")}, {kScaling + "factor", f32(4)},
+                      {kScaling + "original_context_length", u32(4096)}});
+}
+TEST(LlmRopeScaling, YarnWithAttnFactor) {
+  check_rope("yarn-attn", {{kScaling + "type", gguf::meta_string("yarn")}, {kScaling + "factor", f32(8)},
+                           {kScaling + "attn_factor", f32(0.8)}, {kScaling + "original_context_length", u32(2048)}});
+}
+// Type none ignores the factor (the unscaled references); longrope, unknown types and
+// factors no model can have are refused at load, naming the key.
+TEST(LlmRopeScaling, NoneIgnoresTheFactorAndBadKeysAreNamed) {
+  check_rope("none", {{kScaling + "type", gguf::meta_string("none")}, {kScaling + "factor", f32(4)}});
+  const std::string dir = std::string(RLX_SOURCE_DIR) + "/tests/data/llm/rope/";
+  struct Case {
+    std::string key;
+    gguf::MetaValue value;
+    ErrorCategory category;
+    std::string needle;
+  };
+  const std::vector<Case> cases{
+      {kScaling + "type", gguf::meta_string("longrope"), ErrorCategory::Unsupported, "type 'longrope' is not supported"},
+      {kScaling + "type", gguf::meta_string("dynamic"), ErrorCategory::Parse, "type 'dynamic' is not a RoPE scaling type"},
+      {kScaling + "factor", f32(-2), ErrorCategory::Parse, "llama.rope.scaling.factor = -2 is not a finite number >= 0"},
+      {kScaling + "factor", f32(INFINITY), ErrorCategory::Parse, "llama.rope.scaling.factor = inf"},
+      {kScaling + "attn_factor", f32(0), ErrorCategory::Parse, "attn_factor = 0 is not a positive finite number"},
+      {kScaling + "attn_factor", f32(std::nan("")), ErrorCategory::Parse, "attn_factor = nan"},
+  };
+  gguf::File src = gguf::File::open(dir + "rope-llama.gguf");
+  const std::string path = testing::TempDir() + "/rope-bad.gguf";
+  for (const Case& c : cases) {
+    gguf::Writer w;
+    w.copy_metadata(src);
+    w.set(c.key, c.value);
+    if (c.key != kScaling + "type") w.set(kScaling + "type", gguf::meta_string("yarn"));
+    for (const auto& t : src.tensors()) w.add_tensor(t.name, t.dims, t.type, std::span<const uint8_t>(src.data(t), t.bytes));
+    w.write(path);
+    try {
+      Model::load(path);
+      ADD_FAILURE() << c.key << ": loaded";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.category(), c.category) << e.what();
+      EXPECT_NE(std::string(e.what()).find("GGUF file '" + path + "'"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(c.needle), std::string::npos) << e.what();
+    }
+  }
+  std::filesystem::remove(path);
 }
 
 TEST(LlmArchs, LlamaDense) { check_fixture("llama-dense"); }
