@@ -1,10 +1,11 @@
-// Decode-step matrix-vector products per weight format: a chain of L qmatmul products of one
-// row through square K x K matrices (each its own weights, together far larger than a GPU's
+// Decode-step matrix-vector products per weight format (or, with --rows M, prefill-sized
+// products of M rows): a chain of L qmatmul products through square K x K matrices (each its own weights, together far larger than a GPU's
 // L2), compiled for a device and run back to back (run_pipelined: no host wait between
 // runs), after warm-up. Prints per format the time per product and the weight bytes read
 // per second, the figure a decode step's products are bound by. The weights are an arbitrary
 // fixed byte pattern (small finite scales): only the time is measured.
-//   rlx_bench_qmatmul [--device cuda|cpu] [--k 4096] [--layers 16] [--runs 50] [formats...]
+//   rlx_bench_qmatmul [--device cuda|cpu] [--k 4096] [--layers 16] [--runs 50] [--rows 1]
+//                     [--threads 1] [formats...]
 // formats by name (f16 q4_0 q2_K ...; default: every format the device reads).
 #include <algorithm>
 #include <chrono>
@@ -21,9 +22,9 @@ using namespace rlx;
 
 namespace {
 
-double seconds_per_run(CompiledGraph& net, const std::string& x_name, int64_t k, int runs) {
-  TypedTensor x{DType::F32, {1, k}, std::vector<uint8_t>(size_t(k) * 4)};
-  for (int64_t i = 0; i < k; ++i) {
+double seconds_per_run(CompiledGraph& net, const std::string& x_name, int64_t rows, int64_t k, int runs) {
+  TypedTensor x{DType::F32, {rows, k}, std::vector<uint8_t>(size_t(rows * k) * 4)};
+  for (int64_t i = 0; i < rows * k; ++i) {
     const float v = float((i % 7) - 3) * 0.25f;
     std::memcpy(x.bytes.data() + i * 4, &v, 4);
   }
@@ -51,7 +52,7 @@ bool whole(const std::string& opt, const std::string& s, int64_t hi, int64_t& v)
 
 int main(int argc, char** argv) {
   Device dev = Device::Cuda;
-  int64_t k = 4096, layers = 16;
+  int64_t k = 4096, layers = 16, rows = 1, threads = 1;
   int runs = 50, rounds = 3;
   std::vector<std::string> names;
   for (int i = 1; i < argc; ++i) {
@@ -65,6 +66,9 @@ int main(int argc, char** argv) {
         return 2;
       }
       dev = d == "cpu" ? Device::Cpu : Device::Cuda;
+    } else if (a == "--rows" || a == "--threads") {
+      if (!whole(a, next(), a == "--rows" ? 4096 : kMaxThreads, n)) return 2;
+      (a == "--rows" ? rows : threads) = n;
     } else if (a == "--k" || a == "--layers" || a == "--runs" || a == "--rounds") {
       // k: a multiple of 256 (every block format's rows); the others stay small enough to run.
       if (!whole(a, next(), a == "--k" ? int64_t(1) << 20 : 100000, n)) return 2;
@@ -84,10 +88,11 @@ int main(int argc, char** argv) {
   if (names.empty())
     names = {"f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "iq4_nl", "iq4_xs"};
   try {
-    std::printf("qmatmul chain on %s: %lld products of [1, %lld] x [%lld, %lld]^T per run, %d runs back to back, median of %d\n",
-                std::string(device_name(dev)).c_str(), (long long)layers, (long long)k, (long long)k, (long long)k, runs,
-                rounds);
-    std::printf("%-8s %14s %14s %12s\n", "format", "MB per run", "us per product", "weight GB/s");
+    std::printf("qmatmul chain on %s, %lld threads: %lld products of [%lld, %lld] x [%lld, %lld]^T per run, %d runs back to "
+                "back, median of %d\n",
+                std::string(device_name(dev)).c_str(), (long long)threads, (long long)layers, (long long)rows, (long long)k,
+                (long long)k, (long long)k, runs, rounds);
+    std::printf("%-8s %14s %14s %12s %10s\n", "format", "MB per run", "us per product", "weight GB/s", "GMAC/s");
     for (const std::string& name : names) {
       uint32_t fmt = 0;
       if (!quant::from_name(name.c_str(), fmt)) {
@@ -96,20 +101,22 @@ int main(int argc, char** argv) {
       }
       const int64_t rb = quant::row_bytes(fmt, k);
       Graph g("qmatmul_chain");
-      Value x = g.input("x", Shape({1, k}, DType::F32));
+      Value x = g.input("x", Shape({rows, k}, DType::F32));
       for (int64_t l = 0; l < layers; ++l)
         x = g.qmatmul(x, g.param("w" + std::to_string(l), Shape({k, rb}, DType::U8)), fmt, k);
       g.set_outputs({x}, {"y"});
       CompileOptions o;
-      o.threads = 1;
+      o.threads = int(threads);
       CompiledGraph net = Session(dev, o).compile(g);
       std::vector<uint8_t> w(size_t(k * rb), 0x11);
       for (int64_t l = 0; l < layers; ++l) net.set_param_typed("w" + std::to_string(l), w.data(), w.size(), DType::U8);
       std::vector<double> t;
-      for (int r = 0; r < rounds; ++r) t.push_back(seconds_per_run(net, "x", k, runs));
+      for (int r = 0; r < rounds; ++r) t.push_back(seconds_per_run(net, "x", rows, k, runs));
       std::sort(t.begin(), t.end());
       const double s = t[t.size() / 2], bytes = double(layers) * double(k) * double(rb);
-      std::printf("%-8s %14.1f %14.2f %12.1f\n", name.c_str(), bytes / 1e6, s / double(layers) * 1e6, bytes / s / 1e9);
+      const double macs = double(layers) * double(rows) * double(k) * double(k);
+      std::printf("%-8s %14.1f %14.2f %12.1f %10.1f\n", name.c_str(), bytes / 1e6, s / double(layers) * 1e6, bytes / s / 1e9,
+                  macs / s / 1e9);
     }
   } catch (const Error& e) {
     std::fprintf(stderr, "rlx_bench_qmatmul: %s\n", e.what());

@@ -23,6 +23,7 @@
 
 #include "backends/cpu/kernels/qdot.h"
 #include "gemm_test_util.h"
+#include "ir/quant/block_util.h"
 #include "harness.h"
 #include "rlx/quant.h"
 #include "rlx/rlx.h"
@@ -171,6 +172,34 @@ TEST(QMatMulRepacked, Q4_0x16DecodeAndPrefill) {
 // scale and zero values (a GGUF fuzz finding: through 1/d the values became NaN and their int
 // sum overflowed), a block below ~3.7e-37 is zero (1/d would be inf), and an ordinary block
 // keeps d = amax/127 with values rounded to nearest even.
+// The word-parallel unpacking of the Q4_K / Q5_K scales against the per-index reference
+// (quant::detail::scale_min_k4, bit-exact with ggml's): every value of each byte, each
+// byte position, and random 12-byte groups.
+TEST(QMatMulKScales, WordUnpackEqualsTheReference) {
+  auto check = [](const uint8_t* q) {
+    uint8_t sc[8], mn[8];
+    cpu::unpack_scales_k4(q, sc, mn);
+    for (int j = 0; j < 8; ++j) {
+      uint8_t d = 0, m = 0;
+      quant::detail::scale_min_k4(j, q, d, m);
+      ASSERT_EQ(sc[j], d) << "scale " << j;
+      ASSERT_EQ(mn[j], m) << "min " << j;
+    }
+  };
+  uint8_t q[12];
+  for (int at = 0; at < 12; ++at)
+    for (int v = 0; v < 256; ++v) {
+      std::memset(q, 0x5A, sizeof q);
+      q[at] = static_cast<uint8_t>(v);
+      check(q);
+    }
+  std::mt19937 rng(12);
+  for (int i = 0; i < 10000; ++i) {
+    for (uint8_t& b : q) b = static_cast<uint8_t>(rng());
+    check(q);
+  }
+}
+
 TEST(QMatMulActivations, NonFiniteAndTinyBlocks) {
   const float inf = INFINITY, nan = NAN;
   std::vector<float> x(4 * 32, 0.0f);

@@ -19,13 +19,20 @@ struct QDotKernels {
   float (*q4_0)(const uint8_t* w, const float* xs, const int8_t* xq, const float* xsum, int64_t nb) = nullptr;
   float (*f16)(const uint16_t* w, const float* x, int64_t k) = nullptr;
   float (*f32)(const float* w, const float* x, int64_t k) = nullptr;
-  // Prefill-sized Q8_0 / Q4_0 products as int8 GEMM (AVX-512 VNNI; nullptr elsewhere):
-  // c[r][j] = sum_b d[16b + j] * xs[r*nb + b] * (sum_i xu[r][32b + i] * w_j[32b + i] - wsum[16b + j])
-  // for r < m (m <= 4) and j < ncols (ncols <= 16), where the panel holds 16 weight rows as
-  // signed int8 laid out [block][group of 4][row][4 bytes], xu are the activations as
-  // unsigned bytes (int8 + 128) and wsum = 128 * the block's weight sum (the offset's share).
-  void (*i8_panel)(const int8_t* panel, const float* d, const float* wsum, int64_t nb, const uint8_t* xu, int64_t ldx,
-                   const float* xs, int64_t m, float* c, int64_t ldc, int64_t ncols) = nullptr;
+  // Prefill-sized products of the block formats as int8 GEMM (AVX-512 VNNI; nullptr
+  // elsewhere). The panel holds 16 weight rows as signed int8 in blocks of `be` elements
+  // (32; 16 for Q6_K, whose scales are per 16), laid out [block][group of 4][row][4 bytes],
+  // with per (block, row) a float scale d[16b + j] and wsum[16b + j] = 128 * the block's
+  // integer sum (the activations' offset's share); `mins` (nullable) holds per (32-element
+  // block, row) a float term that multiplies the activations' block sum (Q4_1 / Q5_1's min,
+  // Q4_K / Q5_K's -dmin * m). For r < m (m <= 4) and j < ncols (ncols <= 16):
+  // c[r][j] = sum_b d[16b + j] * xs[r][b'] * (sum_i xu[r][be b + i] * w_j[be b + i] - wsum[16b + j])
+  //         + sum_B mins[16B + j] * xs[r][B] * xsum[r][B]
+  // where b' = be b / 32, xu are the activations as unsigned bytes (int8 + 128), and xs /
+  // xsum are their per-32 scales and int8 sums (row r at r * ldx / 32).
+  void (*i8_panel)(const int8_t* panel, const float* d, const float* wsum, const float* mins, int64_t nb, int be,
+                   const uint8_t* xu, int64_t ldx, const float* xs, const float* xsum, int64_t m, float* c, int64_t ldc,
+                   int64_t ncols) = nullptr;
   // q4_0x16 (rlx/quant.h) panel of 16 weight rows times m <= 4 activation rows (signed
   // int8 blocks xq with scales xs and sums xsum, row stride ldx / nb):
   // c[r][j] = sum_b d_j,b * xs[r][b] * (sum_i nib_j[32b + i] * xq[r][32b + i] - 8 * xsum[r][b]).
@@ -70,8 +77,24 @@ void add_kquant_avx512(QDotKernels& k);
 const QDotKernels* qdot_avx2_kernels();
 const QDotKernels* qdot_avx512_kernels();  // AVX-512 VNNI int8 dots (AVX2 for the float rows)
 
-// The 6-bit scales and mins of a Q4_K / Q5_K super-block's 12 scale bytes, unpacked.
-void unpack_scales_k4(const uint8_t* q, uint8_t sc[8], uint8_t mn[8]);
+// The 6-bit scales and mins of a Q4_K / Q5_K super-block's 12 scale bytes, unpacked
+// (quant::detail::scale_min_k4 for every j) four at a time in 32-bit words: bytes 0-3 hold
+// scales 0-3 in their low 6 bits, bytes 4-7 mins 0-3; bytes 8-11 the low 4 bits of scale
+// (low nibble) and min (high nibble) 4-7, whose top 2 bits are the top bits of bytes 0-3
+// (scales) and 4-7 (mins). Inline: the decode kernels call it once per super-block.
+inline void unpack_scales_k4(const uint8_t* q, uint8_t sc[8], uint8_t mn[8]) {
+  uint32_t u0, u1, u2;
+  __builtin_memcpy(&u0, q, 4);
+  __builtin_memcpy(&u1, q + 4, 4);
+  __builtin_memcpy(&u2, q + 8, 4);
+  const uint32_t s_lo = u0 & 0x3F3F3F3Fu, m_lo = u1 & 0x3F3F3F3Fu;
+  const uint32_t s_hi = (u2 & 0x0F0F0F0Fu) | (((u0 >> 6) & 0x03030303u) << 4);
+  const uint32_t m_hi = ((u2 >> 4) & 0x0F0F0F0Fu) | (((u1 >> 6) & 0x03030303u) << 4);
+  __builtin_memcpy(sc, &s_lo, 4);
+  __builtin_memcpy(sc + 4, &s_hi, 4);
+  __builtin_memcpy(mn, &m_lo, 4);
+  __builtin_memcpy(mn + 4, &m_hi, 4);
+}
 
 // Quantizes k floats (a multiple of 32) into k/32 blocks: xs[b] scale, xq[32*b + i] (the
 // int8 value plus `offset`, as a byte: offset 128 gives the unsigned form the int8 GEMM

@@ -108,27 +108,39 @@ float dot_q4_0(const uint8_t* w, const float* xs, const int8_t* xq, const float*
   return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1)) - 8.0f * corr;
 }
 
-template <int R>
-void i8_panel_rows(const int8_t* panel, const float* d, const float* wsum, int64_t nb, const uint8_t* xu, int64_t ldx,
-                   const float* xs, float* c, int64_t ldc, int64_t ncols) {
+template <int R, int G, bool Mins>
+void i8_panel_rows(const int8_t* panel, const float* d, const float* wsum, const float* mins, int64_t nb,
+                   const uint8_t* xu, int64_t ldx, const float* xs, const float* xsum, float* c, int64_t ldc,
+                   int64_t ncols) {
+  // G groups of 4 elements a block (8: blocks of 32, 4: blocks of 16); the activations'
+  // scales are per 32.
+  const int64_t ldb = ldx / 32;
   __m512 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     __m512i ai[R];
     for (int r = 0; r < R; ++r) ai[r] = _mm512_setzero_si512();
-    const int8_t* pb = panel + b * 512;
-    for (int g = 0; g < 8; ++g) {
+    const int8_t* pb = panel + b * 64 * G;
+    for (int g = 0; g < G; ++g) {
       const __m512i wv = _mm512_loadu_si512(pb + 64 * g);
       for (int r = 0; r < R; ++r) {
         int32_t x4;
-        __builtin_memcpy(&x4, xu + r * ldx + 32 * b + 4 * g, 4);
+        __builtin_memcpy(&x4, xu + r * ldx + 4 * G * b + 4 * g, 4);
         ai[r] = _mm512_dpbusd_epi32(ai[r], _mm512_set1_epi32(x4), wv);
       }
     }
+    const int64_t bx = b * G / 8;
     const __m512 dv = _mm512_loadu_ps(d + 16 * b), ws = _mm512_loadu_ps(wsum + 16 * b);
     for (int r = 0; r < R; ++r)
-      acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dv, _mm512_set1_ps(xs[r * nb + b])),
+      acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dv, _mm512_set1_ps(xs[r * ldb + bx])),
                                _mm512_sub_ps(_mm512_cvtepi32_ps(ai[r]), ws), acc[r]);
+    if constexpr (Mins) {
+      if (G == 8 || b % 2 == 1) {
+        const __m512 mv = _mm512_loadu_ps(mins + 16 * bx);
+        for (int r = 0; r < R; ++r)
+          acc[r] = _mm512_fmadd_ps(mv, _mm512_set1_ps(xs[r * ldb + bx] * xsum[r * ldb + bx]), acc[r]);
+      }
+    }
   }
   const __mmask16 keep = ncols >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << ncols) - 1);
   for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(c + r * ldc, keep, acc[r]);
@@ -173,14 +185,24 @@ void q4x16_panel(const uint8_t* panel, int64_t nb, const int8_t* xq, int64_t ldx
   }
 }
 
-void i8_panel(const int8_t* panel, const float* d, const float* wsum, int64_t nb, const uint8_t* xu, int64_t ldx,
-              const float* xs, int64_t m, float* c, int64_t ldc, int64_t ncols) {
-  switch (m) {
-    case 4: return i8_panel_rows<4>(panel, d, wsum, nb, xu, ldx, xs, c, ldc, ncols);
-    case 3: return i8_panel_rows<3>(panel, d, wsum, nb, xu, ldx, xs, c, ldc, ncols);
-    case 2: return i8_panel_rows<2>(panel, d, wsum, nb, xu, ldx, xs, c, ldc, ncols);
-    default: return i8_panel_rows<1>(panel, d, wsum, nb, xu, ldx, xs, c, ldc, ncols);
+template <int G, bool Mins>
+void i8_panel_g(const int8_t* panel, const float* d, const float* wsum, const float* mins, int64_t nb,
+                const uint8_t* xu, int64_t ldx, const float* xs, const float* xsum, int64_t m, float* c, int64_t ldc,
+                int64_t ncols) {
+  with_rows(m, [&](auto rows) {
+    i8_panel_rows<decltype(rows)::value, G, Mins>(panel, d, wsum, mins, nb, xu, ldx, xs, xsum, c, ldc, ncols);
+  });
+}
+
+void i8_panel(const int8_t* panel, const float* d, const float* wsum, const float* mins, int64_t nb, int be,
+              const uint8_t* xu, int64_t ldx, const float* xs, const float* xsum, int64_t m, float* c, int64_t ldc,
+              int64_t ncols) {
+  if (be == 16) {
+    if (mins) return i8_panel_g<4, true>(panel, d, wsum, mins, nb, xu, ldx, xs, xsum, m, c, ldc, ncols);
+    return i8_panel_g<4, false>(panel, d, wsum, mins, nb, xu, ldx, xs, xsum, m, c, ldc, ncols);
   }
+  if (mins) return i8_panel_g<8, true>(panel, d, wsum, mins, nb, xu, ldx, xs, xsum, m, c, ldc, ncols);
+  return i8_panel_g<8, false>(panel, d, wsum, mins, nb, xu, ldx, xs, xsum, m, c, ldc, ncols);
 }
 
 }  // namespace

@@ -10,10 +10,6 @@
 
 namespace rlx::cpu {
 
-void unpack_scales_k4(const uint8_t* q, uint8_t sc[8], uint8_t mn[8]) {
-  for (int j = 0; j < 8; ++j) quant::detail::scale_min_k4(j, q, sc[j], mn[j]);
-}
-
 namespace {
 
 using quant::detail::h2f;

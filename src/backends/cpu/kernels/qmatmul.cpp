@@ -1,14 +1,17 @@
 // qmatmul: y[m, n] = sum_k x[m, k] * W[n, k] with W's rows in a block format (rlx/quant.h),
 // read as stored (GGUF's layout: N rows of K elements).
-//   - Q4_1 / Q5_0 / Q5_1 / Q4_K / Q5_K / Q6_K, any row count: x quantized to int8 blocks,
-//     per weight row the BlockDot kernel (qdot.h) over 4 x rows at a time, from the blocks.
+//   - More rows than kGemvRows (prefill), on VNNI: Q8_0 / Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q4_K /
+//     Q5_K / Q6_K as an int8 GEMM over 16-row panels (each weight row decoded once per call
+//     to int8 values with a scale per 32 -- per 16 for Q6_K -- and a min term per 32).
+//   - Otherwise Q4_1 / Q5_0 / Q5_1 / Q4_K / Q5_K / Q6_K, any row count: x quantized to int8
+//     blocks, per weight row the BlockDot kernel (qdot.h) over 4 x rows at a time.
 //   - Q8_0 / Q4_0 with 2..kGemvRows rows (batched decode): the same, as BlockDot kernels.
 //   - Few rows (decode, m <= kGemvRows): per weight row, a dot product with every x row:
 //     Q8_0 / Q4_0 against x quantized to int8 blocks (qdot.h), F16 / F32 in float, the
 //     remaining formats dequantized one row at a time into a thread-local buffer of K floats.
-//   - More rows (prefill): Q8_0 / Q4_0 on VNNI as an int8 GEMM over 16-row panels; else
-//     sgemm with B = W^T, packed straight from the blocks: pack_b dequantizes only the
-//     kc x nr panels it is asked for (F32/F16/BF16 rows are plain strided operands).
+//   - More rows, the rest: sgemm with B = W^T, packed straight from the blocks: pack_b
+//     dequantizes only the kc x nr panels it is asked for (F32/F16/BF16 rows are plain
+//     strided operands).
 //   - q4_0x16 (repacked Q4_0): one VNNI panel kernel for decode and prefill.
 // Weight rows are split over the pool; each output is computed by one thread in a fixed
 // order, so results do not depend on the thread count.
@@ -73,32 +76,150 @@ void pack_b_quant(const void* vctx, int64_t k0, int64_t kc, int64_t j0, int64_t 
   }
 }
 
-// Packs weight rows [j0, j0 + rows) (rows <= 16) of Q8_0 / Q4_0 into the int8 panel of
-// QDotKernels::i8_panel (missing rows are zero), with their block scales and 128 * sums.
-void pack_i8_panel(const QCfg& c, const uint8_t* w, int64_t j0, int64_t rows, int8_t* panel, float* d, float* wsum) {
-  const int64_t nb = c.k / 32;
-  std::memset(panel, 0, static_cast<size_t>(nb * 512));
-  std::fill(d, d + nb * 16, 0.0f);
-  std::fill(wsum, wsum + nb * 16, 0.0f);
-  int8_t q[32];
-  for (int64_t n = 0; n < rows; ++n) {
-    const uint8_t* wr = w + (j0 + n) * c.row_bytes;
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* blk = wr + (c.format == quant::kQ8_0 ? 34 : 18) * b;
-      if (c.format == quant::kQ8_0) {
-        std::memcpy(q, blk + 2, 32);
-      } else {
-        for (int i = 0; i < 16; ++i) {
-          q[i] = static_cast<int8_t>((blk[2 + i] & 0x0F) - 8);
-          q[16 + i] = static_cast<int8_t>((blk[2 + i] >> 4) - 8);
+// The formats the int8 panel GEMM takes (QDotKernels::i8_panel): values that are small
+// integers under a float scale per 32 elements (16 for Q6_K), and for some a min per 32.
+bool panel_format(uint32_t f) {
+  switch (f) {
+    case quant::kQ8_0: case quant::kQ4_0: case quant::kQ4_1: case quant::kQ5_0: case quant::kQ5_1:
+    case quant::kQ4_K: case quant::kQ5_K: case quant::kQ6_K: return true;
+    default: return false;
+  }
+}
+int panel_block(uint32_t f) { return f == quant::kQ6_K ? 16 : 32; }
+bool panel_mins(uint32_t f) {
+  return f == quant::kQ4_1 || f == quant::kQ5_1 || f == quant::kQ4_K || f == quant::kQ5_K;
+}
+
+// One weight row of k elements (a panel_format) as int8 values q[k] (within -128..127: at
+// most 6 bits here), the float scale of each block of panel_block(f) elements (d) and, where
+// the format has them, the term of each 32-element block that multiplies the activations'
+// block sum (mn): value i = d[i / be] * q[i] + (mn[i / 32] per unit of x). Layouts as in the
+// scalar kernels (qdot_scalar.cpp). A template per format, so each inner loop is branch-free.
+template <uint32_t F>
+void decode_row_i8(const uint8_t* w, int64_t k, int8_t* q, float* d, float* mn) {
+  using quant::detail::h2f;
+  if constexpr (F == quant::kQ4_K || F == quant::kQ5_K) {
+    constexpr bool five = F == quant::kQ5_K;
+    for (int64_t s = 0; s < k / 256; ++s) {
+      const uint8_t* blk = w + s * (five ? 176 : 144);
+      const float dd = h2f(blk), dmin = h2f(blk + 2);
+      uint8_t sc[8], m8[8];
+      unpack_scales_k4(blk + 4, sc, m8);
+      const uint8_t* qh = blk + 16;
+      const uint8_t* qs = blk + (five ? 48 : 16);
+      for (int j = 0; j < 8; ++j) {
+        d[8 * s + j] = dd * float(sc[j]);
+        mn[8 * s + j] = -(dmin * float(m8[j]));
+      }
+      for (int c = 0; c < 4; ++c) {  // sub-blocks 2c (low nibbles) and 2c + 1 (high)
+        int8_t* lo = q + 256 * s + 64 * c;
+        int8_t* hi = lo + 32;
+        const uint8_t* src = qs + 32 * c;
+        for (int l = 0; l < 32; ++l) {
+          int a = src[l] & 0x0F, b = src[l] >> 4;
+          if constexpr (five) {
+            a |= ((qh[l] >> (2 * c)) & 1) << 4;
+            b |= ((qh[l] >> (2 * c + 1)) & 1) << 4;
+          }
+          lo[l] = static_cast<int8_t>(a);
+          hi[l] = static_cast<int8_t>(b);
         }
       }
+    }
+  } else if constexpr (F == quant::kQ6_K) {
+    for (int64_t s = 0; s < k / 256; ++s) {
+      const uint8_t* blk = w + s * 210;
+      const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192);
+      const float dd = h2f(blk + 208);
+      for (int i = 0; i < 16; ++i) d[16 * s + i] = dd * float(sc[i]);
+      for (int h = 0; h < 2; ++h) {
+        const uint8_t* ql = blk + 64 * h;
+        const uint8_t* qh = blk + 128 + 32 * h;
+        int8_t* o = q + 256 * s + 128 * h;
+        for (int l = 0; l < 32; ++l) {
+          o[l] = static_cast<int8_t>(((ql[l] & 0x0F) | ((qh[l] & 3) << 4)) - 32);
+          o[32 + l] = static_cast<int8_t>(((ql[32 + l] & 0x0F) | (((qh[l] >> 2) & 3) << 4)) - 32);
+          o[64 + l] = static_cast<int8_t>(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
+          o[96 + l] = static_cast<int8_t>(((ql[32 + l] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+        }
+      }
+    }
+  } else {
+    // Blocks of 32: Q8_0 (d, 32 int8), Q4_0 (d, nibbles - 8), Q5_0 (d, qh, nibbles + 16 qh -
+    // 16), Q4_1 (d, m, nibbles), Q5_1 (d, m, qh, nibbles + 16 qh).
+    constexpr bool q8 = F == quant::kQ8_0, five = F == quant::kQ5_0 || F == quant::kQ5_1;
+    constexpr bool has_min = F == quant::kQ4_1 || F == quant::kQ5_1;
+    constexpr int offset = F == quant::kQ4_0 ? 8 : F == quant::kQ5_0 ? 16 : 0;
+    constexpr int bytes = q8 ? 34 : 2 + (has_min ? 2 : 0) + (five ? 4 : 0) + 16;
+    for (int64_t b = 0; b < k / 32; ++b) {
+      const uint8_t* blk = w + b * bytes;
+      d[b] = h2f(blk);
+      if constexpr (has_min) mn[b] = h2f(blk + 2);
+      int8_t* o = q + 32 * b;
+      if constexpr (q8) {
+        std::memcpy(o, blk + 2, 32);
+      } else {
+        uint32_t qh = 0;
+        if constexpr (five) std::memcpy(&qh, blk + (has_min ? 4 : 2), 4);
+        const uint8_t* qs = blk + bytes - 16;
+        for (int e = 0; e < 16; ++e) {
+          int a = qs[e] & 0x0F, c = qs[e] >> 4;
+          if constexpr (five) {
+            a |= ((qh >> e) & 1) << 4;
+            c |= ((qh >> (e + 16)) & 1) << 4;
+          }
+          o[e] = static_cast<int8_t>(a - offset);
+          o[16 + e] = static_cast<int8_t>(c - offset);
+        }
+      }
+    }
+  }
+}
+
+using DecodeRow = void (*)(const uint8_t*, int64_t, int8_t*, float*, float*);
+DecodeRow decode_row_for(uint32_t f) {
+  switch (f) {
+    case quant::kQ8_0: return decode_row_i8<quant::kQ8_0>;
+    case quant::kQ4_0: return decode_row_i8<quant::kQ4_0>;
+    case quant::kQ4_1: return decode_row_i8<quant::kQ4_1>;
+    case quant::kQ5_0: return decode_row_i8<quant::kQ5_0>;
+    case quant::kQ5_1: return decode_row_i8<quant::kQ5_1>;
+    case quant::kQ4_K: return decode_row_i8<quant::kQ4_K>;
+    case quant::kQ5_K: return decode_row_i8<quant::kQ5_K>;
+    default: return decode_row_i8<quant::kQ6_K>;
+  }
+}
+
+// Packs weight rows [j0, j0 + rows) (rows <= 16) into the int8 panel of
+// QDotKernels::i8_panel (missing rows are zero): blocks of panel_block(format), their
+// scales and 128 * sums, and the mins per 32 where the format has them.
+void pack_i8_panel(const QCfg& c, const uint8_t* w, int64_t j0, int64_t rows, int8_t* panel, float* d, float* wsum,
+                   float* mins) {
+  const int be = panel_block(c.format), groups = be / 4;
+  const int64_t nb = c.k / be, nb32 = c.k / 32;
+  std::memset(panel, 0, static_cast<size_t>(c.k * 16));
+  std::fill(d, d + nb * 16, 0.0f);
+  std::fill(wsum, wsum + nb * 16, 0.0f);
+  if (mins) std::fill(mins, mins + nb32 * 16, 0.0f);
+  thread_local std::vector<int8_t> q;
+  thread_local std::vector<float> rd, rm;
+  q.resize(static_cast<size_t>(c.k));
+  rd.resize(static_cast<size_t>(nb));
+  rm.resize(static_cast<size_t>(nb32));
+  const DecodeRow decode = decode_row_for(c.format);
+  for (int64_t n = 0; n < rows; ++n) {
+    decode(w + (j0 + n) * c.row_bytes, c.k, q.data(), rd.data(), rm.data());
+    for (int64_t b = 0; b < nb; ++b) {
+      const int8_t* qb = q.data() + b * be;
       int32_t sum = 0;
-      for (int i = 0; i < 32; ++i) sum += q[i];
-      for (int g = 0; g < 8; ++g) std::memcpy(panel + b * 512 + g * 64 + n * 4, q + 4 * g, 4);
-      d[b * 16 + n] = quant::detail::h2f(blk);
+      for (int i = 0; i < be; ++i) sum += qb[i];
+      int8_t* pb = panel + b * 64 * groups;
+      for (int g = 0; g < groups; ++g) std::memcpy(pb + g * 64 + n * 4, qb + 4 * g, 4);
+      d[b * 16 + n] = rd[static_cast<size_t>(b)];
       wsum[b * 16 + n] = 128.0f * static_cast<float>(sum);
     }
+    if (mins)
+      for (int64_t b = 0; b < nb32; ++b) mins[b * 16 + n] = rm[static_cast<size_t>(b)];
   }
 }
 
@@ -121,26 +242,31 @@ QuantizedRows quantize_rows(const float* x, int64_t m, int64_t k, int offset = 0
   return {xq.data(), xs.data(), xsum.data()};
 }
 
-// Q8_0 / Q4_0 prefill on VNNI: activations quantized once to int8 blocks (stored + 128 as
-// bytes), then per panel of 16 weight rows an int8 GEMM over 4 activation rows at a time.
+// Prefill of the panel formats on VNNI: activations quantized once to int8 blocks (stored +
+// 128 as bytes), then per panel of 16 weight rows (decoded to int8 once per call) an int8
+// GEMM over 4 activation rows at a time.
 void run_gemm_i8(const RunCtx& ctx, const QCfg& c, const float* x, const uint8_t* w, float* y, int64_t m) {
-  const int64_t nb = c.k / 32;
+  const int be = panel_block(c.format);
+  const int64_t nb = c.k / be, nb32 = c.k / 32;
+  const bool has_mins = panel_mins(c.format);
   const QuantizedRows q = quantize_rows(x, m, c.k, 128);
   const uint8_t* xup = reinterpret_cast<const uint8_t*>(q.xq);
-  const float* xsp = q.xs;
+  const float *xsp = q.xs, *xsump = q.xsum;
   const int64_t panels = (c.n + 15) / 16;
   auto work = [&](int64_t p0, int64_t p1) {
     thread_local std::vector<int8_t> panel;
-    thread_local std::vector<float> d, ws;
-    panel.resize(static_cast<size_t>(nb * 512));
+    thread_local std::vector<float> d, ws, mn;
+    panel.resize(static_cast<size_t>(c.k * 16));
     d.resize(static_cast<size_t>(nb * 16));
     ws.resize(static_cast<size_t>(nb * 16));
+    mn.resize(has_mins ? static_cast<size_t>(nb32 * 16) : 0);
+    float* mins = has_mins ? mn.data() : nullptr;
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t j0 = p * 16, cols = std::min<int64_t>(16, c.n - j0);
-      pack_i8_panel(c, w, j0, cols, panel.data(), d.data(), ws.data());
+      pack_i8_panel(c, w, j0, cols, panel.data(), d.data(), ws.data(), mins);
       for (int64_t i = 0; i < m; i += 4)
-        c.dot->i8_panel(panel.data(), d.data(), ws.data(), nb, xup + i * c.k, c.k, xsp + i * nb, std::min<int64_t>(4, m - i),
-                        y + i * c.n + j0, c.n, cols);
+        c.dot->i8_panel(panel.data(), d.data(), ws.data(), mins, nb, be, xup + i * c.k, c.k, xsp + i * nb32,
+                        xsump + i * nb32, std::min<int64_t>(4, m - i), y + i * c.n + j0, c.n, cols);
     }
   };
   if (ctx.pool && panels > 1) ctx.pool->parallel_for(panels, 1, work);
@@ -168,7 +294,7 @@ void run_q4x16(const RunCtx& ctx, const QCfg& c, const float* x, const uint8_t* 
 }
 
 void run_gemm(const RunCtx& ctx, const QCfg& c, const float* x, const uint8_t* w, float* y, int64_t m) {
-  if (c.dot->i8_panel && (c.format == quant::kQ8_0 || c.format == quant::kQ4_0)) return run_gemm_i8(ctx, c, x, w, y, m);
+  if (c.dot->i8_panel && panel_format(c.format)) return run_gemm_i8(ctx, c, x, w, y, m);
   SgemmProblem p;
   p.m = m;
   p.n = c.n;
@@ -261,7 +387,8 @@ void run_block_dot(const RunCtx& ctx, const QCfg& c, QDotKernels::BlockDot dot, 
 
 // Every product of a qmatmul or of one expert's rows, by format and row count.
 void run_rows(const RunCtx& ctx, const QCfg& c, const float* x, const uint8_t* w, float* y, int64_t m) {
-  if (auto dot = block_dot(c, m)) run_block_dot(ctx, c, dot, x, w, y, m);
+  if (m > kGemvRows && c.dot->i8_panel && panel_format(c.format)) run_gemm_i8(ctx, c, x, w, y, m);
+  else if (auto dot = block_dot(c, m)) run_block_dot(ctx, c, dot, x, w, y, m);
   else if (m <= kGemvRows) run_gemv(ctx, c, x, w, y, m);
   else run_gemm(ctx, c, x, w, y, m);
 }
