@@ -1,6 +1,7 @@
 // plan-memory on model graphs and small hand-checked graphs: every plan must pass the
 // verifier and the shadow-replay oracle, match the reference lower bound, and pack the
 // arena within 1.10x of it.
+#include <algorithm>
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -32,11 +33,16 @@ MemoryPlan plan_and_check(const Graph& g, int64_t alignment = 64) {
   EXPECT_EQ(plan.lower_bound_bytes, reference_lower_bound(g, alignment));
   EXPECT_GE(plan.arena_bytes, plan.lower_bound_bytes);
   EXPECT_EQ(plan.alignment, alignment);
-  // Params: weights segment, packed in node order from 0, nothing else there.
+  // Params: weights segment, packed from 0 smallest first (ties in node order: written
+  // small params share pages, external ones' pages are never touched), nothing else there.
+  std::vector<int32_t> params;
+  for (int32_t id = 0; id < int32_t(g.nodes().size()); ++id)
+    if (g.node(id).kind == OpKind::Param) params.push_back(id);
+  std::stable_sort(params.begin(), params.end(),
+                   [&](int32_t a, int32_t b) { return g.node(a).outputs[0].bytes() < g.node(b).outputs[0].bytes(); });
   int64_t weights = 0;
-  for (int32_t id = 0; id < int32_t(g.nodes().size()); ++id) {
+  for (int32_t id : params) {
     const Node& n = g.node(id);
-    if (n.kind != OpKind::Param) continue;
     const Loc& l = plan.loc[id][0];
     EXPECT_EQ(l.segment, Segment::Weights) << n.name;
     if (n.outputs[0].bytes() == 0) continue;
