@@ -158,6 +158,9 @@ class QMatMul : public ::testing::TestWithParam<uint32_t> {};
 TEST_P(QMatMul, DecodeGemvOneRow) { check(GetParam(), 1); }
 TEST_P(QMatMul, DecodeGemvFewRows) { check(GetParam(), 5); }
 TEST_P(QMatMul, PrefillGemm) { check(GetParam(), 37); }
+// 17 rows: Q8_0 / Q4_0 take the int8 panel GEMM on VNNI, the other block formats still their
+// BlockDot kernels (the panel pays from 24 rows), F16 / F32 SGEMM.
+TEST_P(QMatMul, ShortPrefill) { check(GetParam(), 17); }
 
 INSTANTIATE_TEST_SUITE_P(Formats, QMatMul, ::testing::Values(1u, 30u, 2u, 3u, 6u, 7u, 8u, 10u, 11u, 12u, 13u, 14u, 20u, 23u),
                          [](const auto& info) { return std::string(quant::get(info.param).name); });

@@ -1,8 +1,9 @@
 // qmatmul: y[m, n] = sum_k x[m, k] * W[n, k] with W's rows in a block format (rlx/quant.h),
 // read as stored (GGUF's layout: N rows of K elements).
-//   - More rows than kGemvRows (prefill), on VNNI: Q8_0 / Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q4_K /
-//     Q5_K / Q6_K as an int8 GEMM over 16-row panels (each weight row decoded once per call
-//     to int8 values with a scale per 32 -- per 16 for Q6_K -- and a min term per 32).
+//   - Prefill on VNNI (more than kGemvRows rows for Q8_0 / Q4_0, at least 24 for Q4_1 / Q5_0 /
+//     Q5_1 / Q4_K / Q5_K / Q6_K: panel_min_rows): an int8 GEMM over 16-row panels (each weight
+//     row decoded once per call to int8 values with a scale per 32 -- per 16 for Q6_K -- and a
+//     min term per 32).
 //   - Otherwise Q4_1 / Q5_0 / Q5_1 / Q4_K / Q5_K / Q6_K, any row count: x quantized to int8
 //     blocks, per weight row the BlockDot kernel (qdot.h) over 4 x rows at a time.
 //   - Q8_0 / Q4_0 with 2..kGemvRows rows (batched decode): the same, as BlockDot kernels.
@@ -86,6 +87,13 @@ bool panel_format(uint32_t f) {
   }
 }
 int panel_block(uint32_t f) { return f == quant::kQ6_K ? 16 : 32; }
+// The fewest activation rows for which the panel GEMM beats the BlockDot kernels: a panel
+// decodes every weight row once per product, BlockDot once per 4 activation rows. Q8_0 /
+// Q4_0 pack cheaply (a copy, a nibble split): past the GEMV rows. The others decode more
+// (fifth bits, scales, mins): rlx_bench_qmatmul --rows R --k 2048 on one thread (session 55)
+// gave BlockDot 33-35 GMAC/s for Q4_K at 16 rows against the panel's 15-27, the panel 43 at
+// 32 rows against 34.
+int64_t panel_min_rows(uint32_t f) { return f == quant::kQ8_0 || f == quant::kQ4_0 ? kGemvRows + 1 : 24; }
 bool panel_mins(uint32_t f) {
   return f == quant::kQ4_1 || f == quant::kQ5_1 || f == quant::kQ4_K || f == quant::kQ5_K;
 }
@@ -387,7 +395,7 @@ void run_block_dot(const RunCtx& ctx, const QCfg& c, QDotKernels::BlockDot dot, 
 
 // Every product of a qmatmul or of one expert's rows, by format and row count.
 void run_rows(const RunCtx& ctx, const QCfg& c, const float* x, const uint8_t* w, float* y, int64_t m) {
-  if (m > kGemvRows && c.dot->i8_panel && panel_format(c.format)) run_gemm_i8(ctx, c, x, w, y, m);
+  if (c.dot->i8_panel && panel_format(c.format) && m >= panel_min_rows(c.format)) run_gemm_i8(ctx, c, x, w, y, m);
   else if (auto dot = block_dot(c, m)) run_block_dot(ctx, c, dot, x, w, y, m);
   else if (m <= kGemvRows) run_gemv(ctx, c, x, w, y, m);
   else run_gemm(ctx, c, x, w, y, m);
