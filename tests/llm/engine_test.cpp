@@ -126,6 +126,24 @@ void rewrite_with(const std::string& from, const std::string& to, const std::str
   w.write(to);
 }
 
+// The model at `path` loads, but its first pass is refused: Error(Parse) naming the file and
+// holding `needle`, and the engine stays usable (nothing appended).
+void expect_first_pass_refused(const std::string& path, const std::string& needle) {
+  EngineOptions eo;
+  eo.threads = 1;
+  Engine e(Model::load(path), eo);
+  const std::vector<int32_t> ids{1, 2, 3};
+  try {
+    e.eval(ids);
+    ADD_FAILURE() << needle << ": ran";
+  } catch (const Error& err) {
+    EXPECT_EQ(err.category(), ErrorCategory::Parse) << err.what();
+    EXPECT_NE(std::string(err.what()).find("GGUF file '" + path + "'"), std::string::npos) << err.what();
+    EXPECT_NE(std::string(err.what()).find(needle), std::string::npos) << err.what();
+  }
+  EXPECT_EQ(e.position(), 0);
+}
+
 // Metadata that each key alone allows but the tensors contradict, refused at load where it
 // used to run without an error: blocks past block_count (only the first layers ran), an
 // output.weight whose rows are not the vocabulary (logits 100 or 40,000 wide for a
@@ -207,19 +225,7 @@ TEST(LlmEngine, VectorsOfTheWrongLengthAreNamed) {
     for (int64_t d : c.dims) n *= d;
     w.add_tensor(c.tensor, c.dims, gguf::TensorType::F32, std::vector<uint8_t>(static_cast<size_t>(4 * n), 0));
     w.write(bad);
-    EngineOptions eo;
-    eo.threads = 1;
-    Engine e(Model::load(bad), eo);
-    const std::vector<int32_t> ids{1, 2, 3};
-    try {
-      e.eval(ids);
-      ADD_FAILURE() << c.tensor << ": ran";
-    } catch (const Error& err) {
-      EXPECT_EQ(err.category(), ErrorCategory::Parse) << err.what();
-      EXPECT_NE(std::string(err.what()).find("GGUF file '" + bad + "'"), std::string::npos) << err.what();
-      EXPECT_NE(std::string(err.what()).find(c.needle), std::string::npos) << err.what();
-    }
-    EXPECT_EQ(e.position(), 0);
+    expect_first_pass_refused(bad, c.needle);
   }
   std::filesystem::remove(good);
   std::filesystem::remove(bad);
@@ -260,21 +266,7 @@ TEST(LlmEngine, HostileHyperparametersAreNamedAtLoad) {
   // Keys that pass alone but disagree with the tensors (4 heads of 32 where attn_q holds 64
   // outputs): the first pass's build names the file and the sizes, and the engine stays usable.
   rewrite_with(good, bad, "llama.attention.head_count", gguf::meta_int(gguf::ValueType::U32, 4));
-  {
-    EngineOptions eo;
-    eo.threads = 1;
-    Engine e(Model::load(bad), eo);
-    const std::vector<int32_t> ids{1, 2, 3};
-    try {
-      e.eval(ids);
-      ADD_FAILURE() << "4 heads of 32 ran on 64-wide projections";
-    } catch (const Error& err) {
-      EXPECT_EQ(err.category(), ErrorCategory::Parse) << err.what();
-      EXPECT_NE(std::string(err.what()).find("its tensors do not fit its metadata (n_embd 64, 4 heads"),
-                std::string::npos) << err.what();
-    }
-    EXPECT_EQ(e.position(), 0);
-  }
+  expect_first_pass_refused(bad, "its tensors do not fit its metadata (n_embd 64, 4 heads");
   // The same file with a plausible base loads and runs to finite logits.
   rewrite_with(good, bad, "llama.rope.freq_base", gguf::meta_float(gguf::ValueType::F32, 500000.0));
   EngineOptions eo;
