@@ -33,6 +33,10 @@ struct QDotKernels {
   void (*i8_panel)(const int8_t* panel, const float* d, const float* wsum, const float* mins, int64_t nb, int be,
                    const uint8_t* xu, int64_t ldx, const float* xs, const float* xsum, int64_t m, float* c, int64_t ldc,
                    int64_t ncols) = nullptr;
+  // The AVX2 panel kernel reads the activations as signed int8 (no offset; wsum unused): its
+  // products go through maddubs with the sign trick (|w| as u8 times x carrying w's sign),
+  // whose 16-bit pair sums cannot saturate (|w| <= 128, |x| <= 127).
+  bool i8_panel_signed_x = false;
   // q4_0x16 (rlx/quant.h) panel of 16 weight rows times m <= 4 activation rows (signed
   // int8 blocks xq with scales xs and sums xsum, row stride ldx / nb):
   // c[r][j] = sum_b d_j,b * xs[r][b] * (sum_i nib_j[32b + i] * xq[r][32b + i] - 8 * xsum[r][b]).

@@ -100,6 +100,83 @@ void axpy_f32(float a, const float* x, float* y, int64_t n) {
   for (; i < n; ++i) y[i] += a * x[i];
 }
 
+// The int8 panel GEMM (QDotKernels::i8_panel, i8_panel_signed_x): the 16 panel rows as two
+// 8-lane halves, each group of 4 elements one maddubs + madd per half and activation row (the
+// weights' absolute values once per group), then per block one float scale product a lane.
+// R <= 2 activation rows a pass keeps the 4 int32 and 4 float accumulators in registers.
+template <int R, int G, bool Mins>
+void i8_panel_rows(const int8_t* panel, const float* d, const float* mins, int64_t nb, const int8_t* xq, int64_t ldx,
+                   const float* xs, const float* xsum, float* c, int64_t ldc, int64_t ncols) {
+  const int64_t ldb = ldx / 32;
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[R][2];
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    __m256i ai[R][2];
+    for (int r = 0; r < R; ++r) ai[r][0] = ai[r][1] = _mm256_setzero_si256();
+    const int8_t* pb = panel + b * 64 * G;
+    for (int g = 0; g < G; ++g) {
+      const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + 64 * g));
+      const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb + 64 * g + 32));
+      const __m256i a0 = _mm256_sign_epi8(w0, w0), a1 = _mm256_sign_epi8(w1, w1);
+      for (int r = 0; r < R; ++r) {
+        int32_t x4;
+        __builtin_memcpy(&x4, xq + r * ldx + 4 * G * b + 4 * g, 4);
+        const __m256i xv = _mm256_set1_epi32(x4);
+        ai[r][0] = _mm256_add_epi32(ai[r][0], _mm256_madd_epi16(_mm256_maddubs_epi16(a0, _mm256_sign_epi8(xv, w0)), ones));
+        ai[r][1] = _mm256_add_epi32(ai[r][1], _mm256_madd_epi16(_mm256_maddubs_epi16(a1, _mm256_sign_epi8(xv, w1)), ones));
+      }
+    }
+    const int64_t bx = b * G / 8;
+    const __m256 d0 = _mm256_loadu_ps(d + 16 * b), d1 = _mm256_loadu_ps(d + 16 * b + 8);
+    for (int r = 0; r < R; ++r) {
+      const __m256 sx = _mm256_set1_ps(xs[r * ldb + bx]);
+      acc[r][0] = _mm256_fmadd_ps(_mm256_mul_ps(d0, sx), _mm256_cvtepi32_ps(ai[r][0]), acc[r][0]);
+      acc[r][1] = _mm256_fmadd_ps(_mm256_mul_ps(d1, sx), _mm256_cvtepi32_ps(ai[r][1]), acc[r][1]);
+    }
+    if constexpr (Mins) {
+      if (G == 8 || b % 2 == 1) {
+        const __m256 m0 = _mm256_loadu_ps(mins + 16 * bx), m1 = _mm256_loadu_ps(mins + 16 * bx + 8);
+        for (int r = 0; r < R; ++r) {
+          const __m256 u = _mm256_set1_ps(xs[r * ldb + bx] * xsum[r * ldb + bx]);
+          acc[r][0] = _mm256_fmadd_ps(m0, u, acc[r][0]);
+          acc[r][1] = _mm256_fmadd_ps(m1, u, acc[r][1]);
+        }
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    alignas(32) float out[16];
+    _mm256_store_ps(out, acc[r][0]);
+    _mm256_store_ps(out + 8, acc[r][1]);
+    for (int64_t j = 0; j < ncols && j < 16; ++j) c[r * ldc + j] = out[j];
+  }
+}
+
+template <int G, bool Mins>
+void i8_panel_g(const int8_t* panel, const float* d, const float* mins, int64_t nb, const int8_t* xq, int64_t ldx,
+                const float* xs, const float* xsum, int64_t m, float* c, int64_t ldc, int64_t ncols) {
+  const int64_t ldb = ldx / 32;
+  for (int64_t r = 0; r < m; r += 2) {
+    if (m - r >= 2)
+      i8_panel_rows<2, G, Mins>(panel, d, mins, nb, xq + r * ldx, ldx, xs + r * ldb, xsum + r * ldb, c + r * ldc, ldc, ncols);
+    else
+      i8_panel_rows<1, G, Mins>(panel, d, mins, nb, xq + r * ldx, ldx, xs + r * ldb, xsum + r * ldb, c + r * ldc, ldc, ncols);
+  }
+}
+
+void i8_panel(const int8_t* panel, const float* d, const float*, const float* mins, int64_t nb, int be,
+              const uint8_t* xu, int64_t ldx, const float* xs, const float* xsum, int64_t m, float* c, int64_t ldc,
+              int64_t ncols) {
+  const int8_t* xq = reinterpret_cast<const int8_t*>(xu);  // signed: i8_panel_signed_x
+  if (be == 16) {
+    if (mins) return i8_panel_g<4, true>(panel, d, mins, nb, xq, ldx, xs, xsum, m, c, ldc, ncols);
+    return i8_panel_g<4, false>(panel, d, mins, nb, xq, ldx, xs, xsum, m, c, ldc, ncols);
+  }
+  if (mins) return i8_panel_g<8, true>(panel, d, mins, nb, xq, ldx, xs, xsum, m, c, ldc, ncols);
+  return i8_panel_g<8, false>(panel, d, mins, nb, xq, ldx, xs, xsum, m, c, ldc, ncols);
+}
+
 }  // namespace
 }  // namespace rlx::cpu
 RLX_ISA_REGION_END()
@@ -108,6 +185,8 @@ namespace rlx::cpu {
 const QDotKernels* qdot_avx2_kernels() {  // outside the region: callable on any CPU
   static const QDotKernels k = [] {
     QDotKernels v{.q8_0 = dot_q8_0, .q4_0 = dot_q4_0, .f16 = dot_f16, .f32 = dot_f32, .axpy_f16 = axpy_f16, .axpy_f32 = axpy_f32};
+    v.i8_panel = i8_panel;
+    v.i8_panel_signed_x = true;
     add_kquant_avx2(v);
     return v;
   }();

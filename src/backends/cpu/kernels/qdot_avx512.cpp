@@ -216,6 +216,7 @@ const QDotKernels* qdot_avx512_kernels() {  // outside the region: callable on a
     v.q8_0 = dot_q8_0;
     v.q4_0 = dot_q4_0;
     v.i8_panel = i8_panel;
+    v.i8_panel_signed_x = false;  // vpdpbusd: unsigned activations (int8 + 128)
     v.q4x16_panel = q4x16_panel;
     add_kquant_avx512(v);
     return v;

@@ -1,9 +1,9 @@
 // qmatmul: y[m, n] = sum_k x[m, k] * W[n, k] with W's rows in a block format (rlx/quant.h),
 // read as stored (GGUF's layout: N rows of K elements).
-//   - Prefill on VNNI (more than kGemvRows rows for Q8_0 / Q4_0, at least 24 for Q4_1 / Q5_0 /
-//     Q5_1 / Q4_K / Q5_K / Q6_K: panel_min_rows): an int8 GEMM over 16-row panels (each weight
-//     row decoded once per call to int8 values with a scale per 32 -- per 16 for Q6_K -- and a
-//     min term per 32).
+//   - Prefill (more than kGemvRows rows for Q8_0 / Q4_0, at least 24 for Q4_1 / Q5_0 / Q5_1 /
+//     Q4_K / Q5_K / Q6_K: panel_min_rows): an int8 GEMM over 16-row panels (each weight row
+//     decoded once per call to int8 values with a scale per 32 -- per 16 for Q6_K -- and a min
+//     term per 32), by vpdpbusd on AVX-512 VNNI, by maddubs on AVX2.
 //   - Otherwise Q4_1 / Q5_0 / Q5_1 / Q4_K / Q5_K / Q6_K, any row count: x quantized to int8
 //     blocks, per weight row the BlockDot kernel (qdot.h) over 4 x rows at a time.
 //   - Q8_0 / Q4_0 with 2..kGemvRows rows (batched decode): the same, as BlockDot kernels.
@@ -250,14 +250,14 @@ QuantizedRows quantize_rows(const float* x, int64_t m, int64_t k, int offset = 0
   return {xq.data(), xs.data(), xsum.data()};
 }
 
-// Prefill of the panel formats on VNNI: activations quantized once to int8 blocks (stored +
-// 128 as bytes), then per panel of 16 weight rows (decoded to int8 once per call) an int8
+// Prefill of the panel formats: activations quantized once to int8 blocks (stored + 128 as
+// bytes for VNNI's unsigned operand, as they are for AVX2's sign trick), then per panel of 16 weight rows (decoded to int8 once per call) an int8
 // GEMM over 4 activation rows at a time.
 void run_gemm_i8(const RunCtx& ctx, const QCfg& c, const float* x, const uint8_t* w, float* y, int64_t m) {
   const int be = panel_block(c.format);
   const int64_t nb = c.k / be, nb32 = c.k / 32;
   const bool has_mins = panel_mins(c.format);
-  const QuantizedRows q = quantize_rows(x, m, c.k, 128);
+  const QuantizedRows q = quantize_rows(x, m, c.k, c.dot->i8_panel_signed_x ? 0 : 128);
   const uint8_t* xup = reinterpret_cast<const uint8_t*>(q.xq);
   const float *xsp = q.xs, *xsump = q.xsum;
   const int64_t panels = (c.n + 15) / 16;
