@@ -33,7 +33,8 @@ bool can_quantize(uint32_t id);
 void quantize(uint32_t id, const float* src, void* dst, int64_t n);
 
 // ggml type numbers used by name in code.
-inline constexpr uint32_t kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14, kBF16 = 30;
+inline constexpr uint32_t kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14,
+                           kIQ4_NL = 20, kIQ4_XS = 23, kBF16 = 30;
 
 // rlx's own layouts (numbers from 256, never in a GGUF file): weights repacked at load time
 // for a kernel. q4_0x16: Q4_0 rows interleaved in panels of 16 rows (the row count must be

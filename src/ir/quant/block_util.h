@@ -21,6 +21,9 @@ inline void put_f16(uint8_t* p, float v) {
   std::memcpy(p, &h, 2);
 }
 
+// The 16 non-uniform levels of IQ4_NL / IQ4_XS (a nibble picks one).
+inline constexpr int8_t kIq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
 // The 6-bit scale d and min m of sub-block j of a Q4_K / Q5_K block's 12 scale bytes q (T:
 // uint8_t for the CPU's (de)quantizers, int in the CUDA backend's row dots, which include
 // this header for it).

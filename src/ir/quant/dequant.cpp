@@ -21,8 +21,7 @@ enum : uint32_t {
   Q5_K = 13, Q6_K = 14, IQ4_NL = 20, IQ4_XS = 23, F64 = 28, BF16 = 30,
 };
 
-// The 16 non-uniform levels of IQ4_NL / IQ4_XS.
-constexpr int8_t kIq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+using detail::kIq4nl;
 
 void dq_q4_0(const uint8_t* b, float* y) {
   const float d = h2f(b);

@@ -1,7 +1,8 @@
 // qmatmul: y[m, n] = sum_k x[m, k] * W[n, k] with W's rows in a block format (rlx/quant.h),
 // read as stored (GGUF's layout: N rows of K elements).
-//   - Prefill (more than kGemvRows rows for Q8_0 / Q4_0, at least 24 for Q4_1 / Q5_0 / Q5_1 /
-//     Q4_K / Q5_K / Q6_K: panel_min_rows): an int8 GEMM over 16-row panels (each weight row
+//   - Prefill (more than kGemvRows rows for Q8_0 / Q4_0 / IQ4_NL / IQ4_XS, at least 24 for
+//     Q4_1 / Q5_0 / Q5_1 / Q4_K / Q5_K / Q6_K, which have row kernels: panel_min_rows and
+//     run_gemm): an int8 GEMM over 16-row panels (each weight row
 //     decoded once per call to int8 values with a scale per 32 -- per 16 for Q6_K -- and a min
 //     term per 32), by vpdpbusd on AVX-512 VNNI, by maddubs on AVX2.
 //   - Otherwise Q4_1 / Q5_0 / Q5_1 / Q4_K / Q5_K / Q6_K, any row count: x quantized to int8
@@ -78,11 +79,12 @@ void pack_b_quant(const void* vctx, int64_t k0, int64_t kc, int64_t j0, int64_t 
 }
 
 // The formats the int8 panel GEMM takes (QDotKernels::i8_panel): values that are small
-// integers under a float scale per 32 elements (16 for Q6_K), and for some a min per 32.
+// integers (IQ4: one of 16 int8 levels) under a float scale per 32 elements (16 for Q6_K), and
+// for some a min per 32.
 bool panel_format(uint32_t f) {
   switch (f) {
     case quant::kQ8_0: case quant::kQ4_0: case quant::kQ4_1: case quant::kQ5_0: case quant::kQ5_1:
-    case quant::kQ4_K: case quant::kQ5_K: case quant::kQ6_K: return true;
+    case quant::kQ4_K: case quant::kQ5_K: case quant::kQ6_K: case quant::kIQ4_NL: case quant::kIQ4_XS: return true;
     default: return false;
   }
 }
@@ -132,6 +134,34 @@ void decode_row_i8(const uint8_t* w, int64_t k, int8_t* q, float* d, float* mn) 
           lo[l] = static_cast<int8_t>(a);
           hi[l] = static_cast<int8_t>(b);
         }
+      }
+    }
+  } else if constexpr (F == quant::kIQ4_NL || F == quant::kIQ4_XS) {
+    // IQ4_NL: blocks of 32 (d, 16 nibble bytes); IQ4_XS: super-blocks of 256 (d, 2 high
+    // bits of each 32's 6-bit scale in a u16, their low nibbles in 4 bytes, 128 nibble
+    // bytes; scale d * (ls - 32)). A nibble picks one of the 16 levels; element j of a 32 is
+    // byte j's low nibble, element 16 + j its high one.
+    using quant::detail::kIq4nl;
+    constexpr bool xs = F == quant::kIQ4_XS;
+    for (int64_t b = 0; b < k / 32; ++b) {
+      const uint8_t* qs;
+      if constexpr (xs) {
+        const uint8_t* blk = w + (b / 8) * 136;
+        const int ib = static_cast<int>(b % 8);
+        uint16_t sh;
+        std::memcpy(&sh, blk + 2, 2);
+        const int ls = ((blk[4 + ib / 2] >> 4 * (ib % 2)) & 0xF) | (((sh >> 2 * ib) & 3) << 4);
+        d[b] = h2f(blk) * float(ls - 32);
+        qs = blk + 8 + 16 * ib;
+      } else {
+        const uint8_t* blk = w + b * 18;
+        d[b] = h2f(blk);
+        qs = blk + 2;
+      }
+      int8_t* o = q + 32 * b;
+      for (int j = 0; j < 16; ++j) {
+        o[j] = kIq4nl[qs[j] & 0x0F];
+        o[16 + j] = kIq4nl[qs[j] >> 4];
       }
     }
   } else if constexpr (F == quant::kQ6_K) {
@@ -194,6 +224,8 @@ DecodeRow decode_row_for(uint32_t f) {
     case quant::kQ5_1: return decode_row_i8<quant::kQ5_1>;
     case quant::kQ4_K: return decode_row_i8<quant::kQ4_K>;
     case quant::kQ5_K: return decode_row_i8<quant::kQ5_K>;
+    case quant::kIQ4_NL: return decode_row_i8<quant::kIQ4_NL>;
+    case quant::kIQ4_XS: return decode_row_i8<quant::kIQ4_XS>;
     default: return decode_row_i8<quant::kQ6_K>;
   }
 }
