@@ -19,17 +19,18 @@ struct QDotKernels {
   float (*q4_0)(const uint8_t* w, const float* xs, const int8_t* xq, const float* xsum, int64_t nb) = nullptr;
   float (*f16)(const uint16_t* w, const float* x, int64_t k) = nullptr;
   float (*f32)(const float* w, const float* x, int64_t k) = nullptr;
-  // Prefill-sized products of the block formats as int8 GEMM (AVX-512 VNNI; nullptr
-  // elsewhere). The panel holds 16 weight rows as signed int8 in blocks of `be` elements
-  // (32; 16 for Q6_K, whose scales are per 16), laid out [block][group of 4][row][4 bytes],
-  // with per (block, row) a float scale d[16b + j] and wsum[16b + j] = 128 * the block's
-  // integer sum (the activations' offset's share); `mins` (nullable) holds per (32-element
-  // block, row) a float term that multiplies the activations' block sum (Q4_1 / Q5_1's min,
-  // Q4_K / Q5_K's -dmin * m). For r < m (m <= 4) and j < ncols (ncols <= 16):
+  // Prefill-sized products of the block formats as int8 GEMM (AVX-512 VNNI and AVX2; nullptr
+  // in the scalar table). The panel holds 16 weight rows as signed int8 in blocks of `be`
+  // elements (32; 16 for Q6_K, whose scales are per 16), laid out [block][group of 4][row][4
+  // bytes], with per (block, row) a float scale d[16b + j] and wsum[16b + j] = 128 * the
+  // block's integer sum (the activations' offset's share); `mins` (nullable, be = 32 only)
+  // holds per (block, row) a float term that multiplies the activations' block sum (Q4_1 /
+  // Q5_1's min, Q4_K / Q5_K's -dmin * m). For r < m (m <= 4) and j < ncols (ncols <= 16):
   // c[r][j] = sum_b d[16b + j] * xs[r][b'] * (sum_i xu[r][be b + i] * w_j[be b + i] - wsum[16b + j])
-  //         + sum_B mins[16B + j] * xs[r][B] * xsum[r][B]
-  // where b' = be b / 32, xu are the activations as unsigned bytes (int8 + 128), and xs /
-  // xsum are their per-32 scales and int8 sums (row r at r * ldx / 32).
+  //         + sum_b mins[16b + j] * xs[r][b] * xsum[r][b]
+  // where b' = be b / 32, xu are the activations as unsigned bytes (int8 + 128; signed int8
+  // where i8_panel_signed_x), and xs / xsum are their per-32 scales and int8 sums (row r at
+  // r * ldx / 32).
   void (*i8_panel)(const int8_t* panel, const float* d, const float* wsum, const float* mins, int64_t nb, int be,
                    const uint8_t* xu, int64_t ldx, const float* xs, const float* xsum, int64_t m, float* c, int64_t ldc,
                    int64_t ncols) = nullptr;

@@ -107,6 +107,7 @@ void axpy_f32(float a, const float* x, float* y, int64_t n) {
 template <int R, int G, bool Mins>
 void i8_panel_rows(const int8_t* panel, const float* d, const float* mins, int64_t nb, const int8_t* xq, int64_t ldx,
                    const float* xs, const float* xsum, float* c, int64_t ldc, int64_t ncols) {
+  static_assert(!Mins || G == 8, "mins are per 32 elements: blocks of 32 only");
   const int64_t ldb = ldx / 32;
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[R][2];
@@ -135,13 +136,11 @@ void i8_panel_rows(const int8_t* panel, const float* d, const float* mins, int64
       acc[r][1] = _mm256_fmadd_ps(_mm256_mul_ps(d1, sx), _mm256_cvtepi32_ps(ai[r][1]), acc[r][1]);
     }
     if constexpr (Mins) {
-      if (G == 8 || b % 2 == 1) {
-        const __m256 m0 = _mm256_loadu_ps(mins + 16 * bx), m1 = _mm256_loadu_ps(mins + 16 * bx + 8);
-        for (int r = 0; r < R; ++r) {
-          const __m256 u = _mm256_set1_ps(xs[r * ldb + bx] * xsum[r * ldb + bx]);
-          acc[r][0] = _mm256_fmadd_ps(m0, u, acc[r][0]);
-          acc[r][1] = _mm256_fmadd_ps(m1, u, acc[r][1]);
-        }
+      const __m256 m0 = _mm256_loadu_ps(mins + 16 * b), m1 = _mm256_loadu_ps(mins + 16 * b + 8);
+      for (int r = 0; r < R; ++r) {
+        const __m256 u = _mm256_set1_ps(xs[r * ldb + b] * xsum[r * ldb + b]);
+        acc[r][0] = _mm256_fmadd_ps(m0, u, acc[r][0]);
+        acc[r][1] = _mm256_fmadd_ps(m1, u, acc[r][1]);
       }
     }
   }
@@ -169,10 +168,7 @@ void i8_panel(const int8_t* panel, const float* d, const float*, const float* mi
               const uint8_t* xu, int64_t ldx, const float* xs, const float* xsum, int64_t m, float* c, int64_t ldc,
               int64_t ncols) {
   const int8_t* xq = reinterpret_cast<const int8_t*>(xu);  // signed: i8_panel_signed_x
-  if (be == 16) {
-    if (mins) return i8_panel_g<4, true>(panel, d, mins, nb, xq, ldx, xs, xsum, m, c, ldc, ncols);
-    return i8_panel_g<4, false>(panel, d, mins, nb, xq, ldx, xs, xsum, m, c, ldc, ncols);
-  }
+  if (be == 16) return i8_panel_g<4, false>(panel, d, mins, nb, xq, ldx, xs, xsum, m, c, ldc, ncols);  // Q6_K: no mins
   if (mins) return i8_panel_g<8, true>(panel, d, mins, nb, xq, ldx, xs, xsum, m, c, ldc, ncols);
   return i8_panel_g<8, false>(panel, d, mins, nb, xq, ldx, xs, xsum, m, c, ldc, ncols);
 }

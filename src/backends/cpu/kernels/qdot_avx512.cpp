@@ -112,6 +112,7 @@ template <int R, int G, bool Mins>
 void i8_panel_rows(const int8_t* panel, const float* d, const float* wsum, const float* mins, int64_t nb,
                    const uint8_t* xu, int64_t ldx, const float* xs, const float* xsum, float* c, int64_t ldc,
                    int64_t ncols) {
+  static_assert(!Mins || G == 8, "mins are per 32 elements: blocks of 32 only");
   // G groups of 4 elements a block (8: blocks of 32, 4: blocks of 16); the activations'
   // scales are per 32.
   const int64_t ldb = ldx / 32;
@@ -135,11 +136,9 @@ void i8_panel_rows(const int8_t* panel, const float* d, const float* wsum, const
       acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dv, _mm512_set1_ps(xs[r * ldb + bx])),
                                _mm512_sub_ps(_mm512_cvtepi32_ps(ai[r]), ws), acc[r]);
     if constexpr (Mins) {
-      if (G == 8 || b % 2 == 1) {
-        const __m512 mv = _mm512_loadu_ps(mins + 16 * bx);
-        for (int r = 0; r < R; ++r)
-          acc[r] = _mm512_fmadd_ps(mv, _mm512_set1_ps(xs[r * ldb + bx] * xsum[r * ldb + bx]), acc[r]);
-      }
+      const __m512 mv = _mm512_loadu_ps(mins + 16 * b);
+      for (int r = 0; r < R; ++r)
+        acc[r] = _mm512_fmadd_ps(mv, _mm512_set1_ps(xs[r * ldb + b] * xsum[r * ldb + b]), acc[r]);
     }
   }
   const __mmask16 keep = ncols >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << ncols) - 1);
@@ -197,10 +196,7 @@ void i8_panel_g(const int8_t* panel, const float* d, const float* wsum, const fl
 void i8_panel(const int8_t* panel, const float* d, const float* wsum, const float* mins, int64_t nb, int be,
               const uint8_t* xu, int64_t ldx, const float* xs, const float* xsum, int64_t m, float* c, int64_t ldc,
               int64_t ncols) {
-  if (be == 16) {
-    if (mins) return i8_panel_g<4, true>(panel, d, wsum, mins, nb, xu, ldx, xs, xsum, m, c, ldc, ncols);
-    return i8_panel_g<4, false>(panel, d, wsum, mins, nb, xu, ldx, xs, xsum, m, c, ldc, ncols);
-  }
+  if (be == 16) return i8_panel_g<4, false>(panel, d, wsum, mins, nb, xu, ldx, xs, xsum, m, c, ldc, ncols);  // Q6_K: no mins
   if (mins) return i8_panel_g<8, true>(panel, d, wsum, mins, nb, xu, ldx, xs, xsum, m, c, ldc, ncols);
   return i8_panel_g<8, false>(panel, d, wsum, mins, nb, xu, ldx, xs, xsum, m, c, ldc, ncols);
 }

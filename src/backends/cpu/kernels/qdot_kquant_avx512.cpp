@@ -41,11 +41,10 @@ template <bool Five, int M>
 void k4_rows(const uint8_t* w, int64_t nsb, const int8_t* xq, const float* xs, const float* xsum, int64_t ldx,
              float* out, int64_t ldo) {
   const int64_t ldb = ldx / 32;
-  // Two accumulators a row (even / odd chunks), so consecutive FMAs do not wait on each other.
-  __m512 acc[M], acc2[M];
+  __m512 acc[M];
   __m256 accm[M];
   for (int r = 0; r < M; ++r) {
-    acc[r] = acc2[r] = _mm512_setzero_ps();
+    acc[r] = _mm512_setzero_ps();
     accm[r] = _mm256_setzero_ps();
   }
   const __m256i lo4 = _mm256_set1_epi8(0x0F);
@@ -76,14 +75,13 @@ void k4_rows(const uint8_t* w, int64_t nsb, const int8_t* xq, const float* xs, c
         q = _mm512_mask_add_epi8(q, _mm512_test_epi8_mask(qh, bits), q, sixteen);
       }
       const __m512i idx = block_index(c);
-      __m512* a = c % 2 ? acc2 : acc;
       for (int r = 0; r < M; ++r) {
         const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, _mm512_loadu_si512(xq + r * ldx + 256 * s + 64 * c));
-        a[r] = _mm512_fmadd_ps(_mm512_permutexvar_ps(idx, sb[r]), _mm512_cvtepi32_ps(p), a[r]);
+        acc[r] = _mm512_fmadd_ps(_mm512_permutexvar_ps(idx, sb[r]), _mm512_cvtepi32_ps(p), acc[r]);
       }
     }
   }
-  for (int r = 0; r < M; ++r) out[r * ldo] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r], acc2[r])) - V::hsum(accm[r]);
+  for (int r = 0; r < M; ++r) out[r * ldo] = _mm512_reduce_add_ps(acc[r]) - V::hsum(accm[r]);
 }
 
 // Q6_K: lane t of chunk g (64 elements) has weight scale sc[4g + t/4] and activation
@@ -92,8 +90,8 @@ template <int M>
 void q6k_rows(const uint8_t* w, int64_t nsb, const int8_t* xq, const float* xs, const float*, int64_t ldx, float* out,
               int64_t ldo) {
   const int64_t ldb = ldx / 32;
-  __m512 acc[M], acc2[M];  // even / odd chunks
-  for (int r = 0; r < M; ++r) acc[r] = acc2[r] = _mm512_setzero_ps();
+  __m512 acc[M];
+  for (int r = 0; r < M; ++r) acc[r] = _mm512_setzero_ps();
   const __m512i lo4 = _mm512_set1_epi8(0x0F), hi2 = _mm512_set1_epi8(0x30), off = _mm512_set1_epi8(32);
   // Per-half shift counts (16-bit lanes): bits 0-1 / 2-3 of qh for chunk A, 4-5 / 6-7 for B.
   const __m512i shl_a = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
@@ -115,17 +113,16 @@ void q6k_rows(const uint8_t* w, int64_t nsb, const int8_t* xq, const float* xs, 
         const int g = 2 * h + k;
         const __m512 wsc = _mm512_permutexvar_ps(_mm512_add_epi32(quarter, _mm512_set1_epi32(4 * g)), sc16);
         const __m512i idx = block_index(g);
-        __m512* a = k ? acc2 : acc;
         for (int r = 0; r < M; ++r) {
           const __m512i x = _mm512_loadu_si512(xq + r * ldx + 256 * s + 64 * g);
           const __m512i p = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q[k], x),
                                              _mm512_dpbusd_epi32(_mm512_setzero_si512(), off, x));
-          a[r] = _mm512_fmadd_ps(_mm512_mul_ps(wsc, _mm512_permutexvar_ps(idx, xs8[r])), _mm512_cvtepi32_ps(p), a[r]);
+          acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(wsc, _mm512_permutexvar_ps(idx, xs8[r])), _mm512_cvtepi32_ps(p), acc[r]);
         }
       }
     }
   }
-  for (int r = 0; r < M; ++r) out[r * ldo] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r], acc2[r]));
+  for (int r = 0; r < M; ++r) out[r * ldo] = _mm512_reduce_add_ps(acc[r]);
 }
 
 template <bool Five>

@@ -1,10 +1,10 @@
 // qmatmul: y[m, n] = sum_k x[m, k] * W[n, k] with W's rows in a block format (rlx/quant.h),
 // read as stored (GGUF's layout: N rows of K elements).
 //   - Prefill (more than kGemvRows rows for Q8_0 / Q4_0 / IQ4_NL / IQ4_XS, at least 24 for
-//     Q4_1 / Q5_0 / Q5_1 / Q4_K / Q5_K / Q6_K, which have row kernels: panel_min_rows and
-//     run_gemm): an int8 GEMM over 16-row panels (each weight row
-//     decoded once per call to int8 values with a scale per 32 -- per 16 for Q6_K -- and a min
-//     term per 32), by vpdpbusd on AVX-512 VNNI, by maddubs on AVX2.
+//     Q4_1 / Q5_0 / Q5_1 / Q4_K / Q5_K / Q6_K, which have row kernels: resolve_panel): an int8
+//     GEMM over 16-row panels (each weight row decoded once per call to int8 values with a
+//     scale per 32 -- per 16 for Q6_K -- and a min term per 32), by vpdpbusd on AVX-512 VNNI,
+//     by maddubs on AVX2.
 //   - Otherwise Q4_1 / Q5_0 / Q5_1 / Q4_K / Q5_K / Q6_K, any row count: x quantized to int8
 //     blocks, per weight row the BlockDot kernel (qdot.h) over 4 x rows at a time.
 //   - Q8_0 / Q4_0 with 2..kGemvRows rows (batched decode): the same, as BlockDot kernels.
@@ -40,11 +40,20 @@ namespace {
 
 constexpr int64_t kGemvRows = 8;
 
+// One weight row of k elements of a panel format as int8 values, block scales and mins
+// (decode_row_i8 below).
+using DecodeRow = void (*)(const uint8_t* w, int64_t k, int8_t* q, float* d, float* mn);
+
 struct QCfg {
   uint32_t format = 0;
   int64_t m = 0, n = 0, k = 0, row_bytes = 0, block_elems = 1;
   const QDotKernels* dot = nullptr;
   const IsaKernels* gemm = nullptr;
+  // The int8 panel GEMM (run_gemm_i8), resolved at build (resolve_panel): the format's row
+  // decoder, nullptr where the format or the CPU's table has no panel path, and the fewest
+  // activation rows it is taken for.
+  DecodeRow panel_decode = nullptr;
+  int64_t panel_rows = 0;
 };
 
 struct PackCtx {
@@ -78,29 +87,12 @@ void pack_b_quant(const void* vctx, int64_t k0, int64_t kc, int64_t j0, int64_t 
   }
 }
 
-// The formats the int8 panel GEMM takes (QDotKernels::i8_panel): values that are small
-// integers (IQ4: one of 16 int8 levels) under a float scale per 32 elements (16 for Q6_K), and
-// for some a min per 32.
-bool panel_format(uint32_t f) {
-  switch (f) {
-    case quant::kQ8_0: case quant::kQ4_0: case quant::kQ4_1: case quant::kQ5_0: case quant::kQ5_1:
-    case quant::kQ4_K: case quant::kQ5_K: case quant::kQ6_K: case quant::kIQ4_NL: case quant::kIQ4_XS: return true;
-    default: return false;
-  }
-}
 int panel_block(uint32_t f) { return f == quant::kQ6_K ? 16 : 32; }
-// The fewest activation rows for which the panel GEMM beats the BlockDot kernels: a panel
-// decodes every weight row once per product, BlockDot once per 4 activation rows. Q8_0 /
-// Q4_0 pack cheaply (a copy, a nibble split): past the GEMV rows. The others decode more
-// (fifth bits, scales, mins): rlx_bench_qmatmul --rows R --k 2048 on one thread (session 55)
-// gave BlockDot 33-35 GMAC/s for Q4_K at 16 rows against the panel's 15-27, the panel 43 at
-// 32 rows against 34.
-int64_t panel_min_rows(uint32_t f) { return f == quant::kQ8_0 || f == quant::kQ4_0 ? kGemvRows + 1 : 24; }
 bool panel_mins(uint32_t f) {
   return f == quant::kQ4_1 || f == quant::kQ5_1 || f == quant::kQ4_K || f == quant::kQ5_K;
 }
 
-// One weight row of k elements (a panel_format) as int8 values q[k] (within -128..127: at
+// One weight row of k elements (a panel format: resolve_panel) as int8 values q[k] (within -128..127: at
 // most 6 bits here), the float scale of each block of panel_block(f) elements (d) and, where
 // the format has them, the term of each 32-element block that multiplies the activations'
 // block sum (mn): value i = d[i / be] * q[i] + (mn[i / 32] per unit of x). Layouts as in the
@@ -214,19 +206,34 @@ void decode_row_i8(const uint8_t* w, int64_t k, int8_t* q, float* d, float* mn) 
   }
 }
 
-using DecodeRow = void (*)(const uint8_t*, int64_t, int8_t*, float*, float*);
-DecodeRow decode_row_for(uint32_t f) {
-  switch (f) {
-    case quant::kQ8_0: return decode_row_i8<quant::kQ8_0>;
-    case quant::kQ4_0: return decode_row_i8<quant::kQ4_0>;
-    case quant::kQ4_1: return decode_row_i8<quant::kQ4_1>;
-    case quant::kQ5_0: return decode_row_i8<quant::kQ5_0>;
-    case quant::kQ5_1: return decode_row_i8<quant::kQ5_1>;
-    case quant::kQ4_K: return decode_row_i8<quant::kQ4_K>;
-    case quant::kQ5_K: return decode_row_i8<quant::kQ5_K>;
-    case quant::kIQ4_NL: return decode_row_i8<quant::kIQ4_NL>;
-    case quant::kIQ4_XS: return decode_row_i8<quant::kIQ4_XS>;
-    default: return decode_row_i8<quant::kQ6_K>;
+// The formats the int8 panel GEMM takes (QDotKernels::i8_panel) -- values that are small
+// integers (IQ4: one of 16 int8 levels) under a float scale per 32 elements (16 for Q6_K),
+// and for some a min per 32 -- and the fewest activation rows each is taken for. A panel
+// decodes every weight row once per product, the BlockDot row kernels once per 4 activation
+// rows: the formats with row kernels and a costly decode (fifth bits, scales, mins) take the
+// panel from 24 rows (rlx_bench_qmatmul --rows R --k 2048 on one thread, session 55: BlockDot
+// 33-35 GMAC/s for Q4_K at 16 rows against the panel's 15-27, the panel 43 at 32 rows against
+// 34); Q8_0 / Q4_0 (a copy, a nibble split) and IQ4 (no row kernel) past the GEMV rows.
+void resolve_panel(QCfg& c) {
+  c.panel_decode = nullptr;
+  if (!c.dot->i8_panel) return;
+  c.panel_rows = 24;
+  switch (c.format) {
+    case quant::kQ4_1: c.panel_decode = decode_row_i8<quant::kQ4_1>; break;
+    case quant::kQ5_0: c.panel_decode = decode_row_i8<quant::kQ5_0>; break;
+    case quant::kQ5_1: c.panel_decode = decode_row_i8<quant::kQ5_1>; break;
+    case quant::kQ4_K: c.panel_decode = decode_row_i8<quant::kQ4_K>; break;
+    case quant::kQ5_K: c.panel_decode = decode_row_i8<quant::kQ5_K>; break;
+    case quant::kQ6_K: c.panel_decode = decode_row_i8<quant::kQ6_K>; break;
+    default:
+      c.panel_rows = kGemvRows + 1;
+      switch (c.format) {
+        case quant::kQ8_0: c.panel_decode = decode_row_i8<quant::kQ8_0>; break;
+        case quant::kQ4_0: c.panel_decode = decode_row_i8<quant::kQ4_0>; break;
+        case quant::kIQ4_NL: c.panel_decode = decode_row_i8<quant::kIQ4_NL>; break;
+        case quant::kIQ4_XS: c.panel_decode = decode_row_i8<quant::kIQ4_XS>; break;
+        default: break;
+      }
   }
 }
 
@@ -246,9 +253,8 @@ void pack_i8_panel(const QCfg& c, const uint8_t* w, int64_t j0, int64_t rows, in
   q.resize(static_cast<size_t>(c.k));
   rd.resize(static_cast<size_t>(nb));
   rm.resize(static_cast<size_t>(nb32));
-  const DecodeRow decode = decode_row_for(c.format);
   for (int64_t n = 0; n < rows; ++n) {
-    decode(w + (j0 + n) * c.row_bytes, c.k, q.data(), rd.data(), rm.data());
+    c.panel_decode(w + (j0 + n) * c.row_bytes, c.k, q.data(), rd.data(), rm.data());
     for (int64_t b = 0; b < nb; ++b) {
       const int8_t* qb = q.data() + b * be;
       int32_t sum = 0;
@@ -283,8 +289,9 @@ QuantizedRows quantize_rows(const float* x, int64_t m, int64_t k, int offset = 0
 }
 
 // Prefill of the panel formats: activations quantized once to int8 blocks (stored + 128 as
-// bytes for VNNI's unsigned operand, as they are for AVX2's sign trick), then per panel of 16 weight rows (decoded to int8 once per call) an int8
-// GEMM over 4 activation rows at a time.
+// bytes for VNNI's unsigned operand, signed for AVX2's sign trick: i8_panel_signed_x), then
+// per panel of 16 weight rows (decoded to int8 once per call) an int8 GEMM over 4 activation
+// rows at a time.
 void run_gemm_i8(const RunCtx& ctx, const QCfg& c, const float* x, const uint8_t* w, float* y, int64_t m) {
   const int be = panel_block(c.format);
   const int64_t nb = c.k / be, nb32 = c.k / 32;
@@ -334,7 +341,6 @@ void run_q4x16(const RunCtx& ctx, const QCfg& c, const float* x, const uint8_t* 
 }
 
 void run_gemm(const RunCtx& ctx, const QCfg& c, const float* x, const uint8_t* w, float* y, int64_t m) {
-  if (c.dot->i8_panel && panel_format(c.format)) return run_gemm_i8(ctx, c, x, w, y, m);
   SgemmProblem p;
   p.m = m;
   p.n = c.n;
@@ -427,7 +433,7 @@ void run_block_dot(const RunCtx& ctx, const QCfg& c, QDotKernels::BlockDot dot, 
 
 // Every product of a qmatmul or of one expert's rows, by format and row count.
 void run_rows(const RunCtx& ctx, const QCfg& c, const float* x, const uint8_t* w, float* y, int64_t m) {
-  if (c.dot->i8_panel && panel_format(c.format) && m >= panel_min_rows(c.format)) run_gemm_i8(ctx, c, x, w, y, m);
+  if (c.panel_decode && m >= c.panel_rows) run_gemm_i8(ctx, c, x, w, y, m);
   else if (auto dot = block_dot(c, m)) run_block_dot(ctx, c, dot, x, w, y, m);
   else if (m <= kGemvRows) run_gemv(ctx, c, x, w, y, m);
   else run_gemm(ctx, c, x, w, y, m);
@@ -504,6 +510,7 @@ KernelCall build_qmatmul(const Node& node, const std::vector<const Shape*>& in, 
   const Isa isa = detect_isa();
   c.dot = &qdot_kernels(isa);
   c.gemm = &isa_kernels(isa);
+  resolve_panel(c);
   return make_call(run_qmatmul, c);
 }
 
@@ -524,6 +531,7 @@ KernelCall build_qmatmul_id(const Node& node, const std::vector<const Shape*>& i
   const Isa isa = detect_isa();
   c.q.dot = &qdot_kernels(isa);
   c.q.gemm = &isa_kernels(isa);
+  resolve_panel(c.q);
   return make_call(run_qmatmul_id, c);
 }
 
