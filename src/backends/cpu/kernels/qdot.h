@@ -7,6 +7,8 @@
 #include <type_traits>
 
 #include "backends/cpu/isa.h"
+#include "ir/quant/block_util.h"
+#include "rlx/quant.h"
 
 namespace rlx::cpu {
 
@@ -99,6 +101,40 @@ inline void unpack_scales_k4(const uint8_t* q, uint8_t sc[8], uint8_t mn[8]) {
   __builtin_memcpy(sc + 4, &s_hi, 4);
   __builtin_memcpy(mn, &m_lo, 4);
   __builtin_memcpy(mn + 4, &m_hi, 4);
+}
+
+// Blocks of 32 elements, as the kernels and the panel decoder read them: d (f16), then for
+// Q4_1 / Q5_1 a min m (f16), for Q5_0 / Q5_1 32 fifth bits (u32, bit e for element e), then 16
+// bytes of nibbles (element i the low nibble of byte i, element 16 + i its high nibble); Q8_0:
+// d, 32 int8. Values: Q4_0 d (q - 8), Q4_1 d q + m, Q5_0 d (q - 16), Q5_1 d q + m, Q8_0 d q.
+template <uint32_t F>
+struct QbLayout {
+  static constexpr bool q8 = F == quant::kQ8_0;
+  static constexpr bool five = F == quant::kQ5_0 || F == quant::kQ5_1;
+  static constexpr bool has_min = F == quant::kQ4_1 || F == quant::kQ5_1;
+  static constexpr int offset = F == quant::kQ4_0 ? 8 : F == quant::kQ5_0 ? 16 : 0;
+  static constexpr int bytes = q8 ? 34 : 2 + (has_min ? 2 : 0) + (five ? 4 : 0) + 16;
+  static constexpr int qh_at = has_min ? 4 : 2;
+  static constexpr int qs_at = q8 ? 2 : bytes - 16;
+};
+
+// A Q4_K (144 bytes) / Q5_K (176) super-block's header: d, dmin, the 6-bit scales and mins of
+// its 8 sub-blocks of 32, and where its fifth bits (Q5_K: qh[32], bit j of qh[l] is sub-block
+// j's element l) and its 128 nibble bytes start (element 64c + l the low nibble of qs[32c + l],
+// element 64c + 32 + l its high nibble).
+struct K4Block {
+  float d, dmin;
+  uint8_t sc[8], mn[8];
+  const uint8_t *qh, *qs;
+};
+inline K4Block k4_block(const uint8_t* blk, bool five) {
+  K4Block b;
+  b.d = quant::detail::h2f(blk);
+  b.dmin = quant::detail::h2f(blk + 2);
+  unpack_scales_k4(blk + 4, b.sc, b.mn);
+  b.qh = blk + 16;
+  b.qs = blk + (five ? 48 : 16);
+  return b;
 }
 
 // Quantizes k floats (a multiple of 32) into k/32 blocks: xs[b] scale, xq[32*b + i] (the

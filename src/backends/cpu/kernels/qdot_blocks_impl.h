@@ -6,24 +6,10 @@
 //   __m256 qb_sdot(__m256i aw, __m256i w, __m256i x)
 //                                          -- the same for signed w (aw = |w| as u8, x s8);
 //   __m256i qb_bits(uint32_t qh)          -- byte e = 16 where bit e of qh is set, else 0;
-// Blocks of 32: d (f16), then for Q4_1 / Q5_1 a min m (f16), for Q5_0 / Q5_1 32 fifth bits
-// (u32, bit e for element e), then 16 bytes of nibbles (element i low nibble of byte i,
-// element 16 + i its high nibble); Q8_0: d, 32 int8. Values: Q4_0 d (q - 8), Q4_1 d q + m,
-// Q5_0 d (q - 16), Q5_1 d q + m, Q8_0 d q.
+// Block layouts: QbLayout (qdot.h).
 #pragma once
 
 #include "backends/cpu/kernels/qdot_region.h"  // half_at, V::hsum
-
-template <uint32_t F>
-struct QbLayout {
-  static constexpr bool q8 = F == rlx::quant::kQ8_0;
-  static constexpr bool five = F == rlx::quant::kQ5_0 || F == rlx::quant::kQ5_1;
-  static constexpr bool has_min = F == rlx::quant::kQ4_1 || F == rlx::quant::kQ5_1;
-  static constexpr float offset = F == rlx::quant::kQ4_0 ? 8.0f : F == rlx::quant::kQ5_0 ? 16.0f : 0.0f;
-  static constexpr int bytes = q8 ? 34 : 2 + (has_min ? 2 : 0) + (five ? 4 : 0) + 16;
-  static constexpr int qh_at = has_min ? 4 : 2;
-  static constexpr int qs_at = q8 ? 2 : bytes - 16;
-};
 
 // One block's 32 unsigned values as bytes.
 template <uint32_t F>

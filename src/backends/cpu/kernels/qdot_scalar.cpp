@@ -54,14 +54,14 @@ void scalar_axpy_f32(float a, const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
-// Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 (layouts: qdot_blocks_impl.h).
+// Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 (layouts: QbLayout, qdot.h).
 template <uint32_t F>
 void scalar_qb(const uint8_t* w, int64_t nb, const int8_t* xq, const float* xs, const float* xsum, int64_t ldx,
                int64_t m, float* out, int64_t ldo) {
-  constexpr bool q8 = F == quant::kQ8_0, five = F == quant::kQ5_0 || F == quant::kQ5_1;
-  constexpr bool has_min = F == quant::kQ4_1 || F == quant::kQ5_1;
-  constexpr float offset = F == quant::kQ4_0 ? 8.0f : F == quant::kQ5_0 ? 16.0f : 0.0f;
-  constexpr int bytes = q8 ? 34 : 2 + (has_min ? 2 : 0) + (five ? 4 : 0) + 16;
+  using L = QbLayout<F>;
+  constexpr bool q8 = L::q8, five = L::five, has_min = L::has_min;
+  constexpr float offset = float(L::offset);
+  constexpr int bytes = L::bytes;
   const int64_t ldb = ldx / 32;
   for (int64_t r = 0; r < m; ++r) {
     float acc = 0, corr = 0;
@@ -69,8 +69,8 @@ void scalar_qb(const uint8_t* w, int64_t nb, const int8_t* xq, const float* xs, 
       const uint8_t* blk = w + b * bytes;
       const float d = h2f(blk), mterm = has_min ? h2f(blk + 2) : -offset * d;
       uint32_t qh = 0;
-      if (five) std::memcpy(&qh, blk + (has_min ? 4 : 2), 4);
-      const uint8_t* qs = blk + bytes - (q8 ? 32 : 16);
+      if (five) std::memcpy(&qh, blk + L::qh_at, 4);
+      const uint8_t* qs = blk + L::qs_at;
       int32_t dot = 0;
       for (int e = 0; e < 32; ++e) {
         const int q = q8 ? int(int8_t(qs[e])) : (e < 16 ? qs[e] & 0x0F : qs[e - 16] >> 4) | (five && (qh >> e & 1) ? 16 : 0);
@@ -84,9 +84,7 @@ void scalar_qb(const uint8_t* w, int64_t nb, const int8_t* xq, const float* xs, 
   }
 }
 
-// Q4_K (144 bytes): d, dmin, 12 scale bytes, 128 bytes of nibbles; element 64c + l is the
-// low nibble of qs[32c + l], element 64c + 32 + l its high nibble (l < 32). Q5_K (176
-// bytes) adds qh[32] before qs: bit j of qh[l] is the fifth bit of sub-block j's element l.
+// Q4_K / Q5_K (layout: K4Block, qdot.h).
 template <bool Five>
 void scalar_k4(const uint8_t* w, int64_t nsb, const int8_t* xq, const float* xs, const float* xsum, int64_t ldx,
                int64_t m, float* out, int64_t ldo) {
@@ -96,12 +94,9 @@ void scalar_k4(const uint8_t* w, int64_t nsb, const int8_t* xq, const float* xs,
     const float *sr = xs + r * ldb, *ur = xsum + r * ldb;
     float acc = 0, accm = 0;
     for (int64_t s = 0; s < nsb; ++s) {
-      const uint8_t* blk = w + s * (Five ? 176 : 144);
-      const float d = h2f(blk), dmin = h2f(blk + 2);
-      uint8_t sc[8], mn[8];
-      unpack_scales_k4(blk + 4, sc, mn);
-      const uint8_t* qh = blk + 16;
-      const uint8_t* qs = blk + (Five ? 48 : 16);
+      const K4Block kb = k4_block(w + s * (Five ? 176 : 144), Five);
+      const float d = kb.d, dmin = kb.dmin;
+      const uint8_t *sc = kb.sc, *mn = kb.mn, *qh = kb.qh, *qs = kb.qs;
       for (int j = 0; j < 8; ++j) {
         const int64_t b = 8 * s + j;
         int32_t dot = 0;

@@ -95,33 +95,28 @@ bool panel_mins(uint32_t f) {
 // One weight row of k elements (a panel format: resolve_panel) as int8 values q[k] (within -128..127: at
 // most 6 bits here), the float scale of each block of panel_block(f) elements (d) and, where
 // the format has them, the term of each 32-element block that multiplies the activations'
-// block sum (mn): value i = d[i / be] * q[i] + (mn[i / 32] per unit of x). Layouts as in the
-// scalar kernels (qdot_scalar.cpp). A template per format, so each inner loop is branch-free.
+// block sum (mn): value i = d[i / be] * q[i] + (mn[i / 32] per unit of x). Layouts: QbLayout and
+// K4Block (qdot.h), Q6_K and IQ4 below. A template per format, so each inner loop is branch-free.
 template <uint32_t F>
 void decode_row_i8(const uint8_t* w, int64_t k, int8_t* q, float* d, float* mn) {
   using quant::detail::h2f;
   if constexpr (F == quant::kQ4_K || F == quant::kQ5_K) {
     constexpr bool five = F == quant::kQ5_K;
     for (int64_t s = 0; s < k / 256; ++s) {
-      const uint8_t* blk = w + s * (five ? 176 : 144);
-      const float dd = h2f(blk), dmin = h2f(blk + 2);
-      uint8_t sc[8], m8[8];
-      unpack_scales_k4(blk + 4, sc, m8);
-      const uint8_t* qh = blk + 16;
-      const uint8_t* qs = blk + (five ? 48 : 16);
+      const K4Block kb = k4_block(w + s * (five ? 176 : 144), five);
       for (int j = 0; j < 8; ++j) {
-        d[8 * s + j] = dd * float(sc[j]);
-        mn[8 * s + j] = -(dmin * float(m8[j]));
+        d[8 * s + j] = kb.d * float(kb.sc[j]);
+        mn[8 * s + j] = -(kb.dmin * float(kb.mn[j]));
       }
       for (int c = 0; c < 4; ++c) {  // sub-blocks 2c (low nibbles) and 2c + 1 (high)
         int8_t* lo = q + 256 * s + 64 * c;
         int8_t* hi = lo + 32;
-        const uint8_t* src = qs + 32 * c;
+        const uint8_t* src = kb.qs + 32 * c;
         for (int l = 0; l < 32; ++l) {
           int a = src[l] & 0x0F, b = src[l] >> 4;
           if constexpr (five) {
-            a |= ((qh[l] >> (2 * c)) & 1) << 4;
-            b |= ((qh[l] >> (2 * c + 1)) & 1) << 4;
+            a |= ((kb.qh[l] >> (2 * c)) & 1) << 4;
+            b |= ((kb.qh[l] >> (2 * c + 1)) & 1) << 4;
           }
           lo[l] = static_cast<int8_t>(a);
           hi[l] = static_cast<int8_t>(b);
@@ -175,31 +170,27 @@ void decode_row_i8(const uint8_t* w, int64_t k, int8_t* q, float* d, float* mn) 
       }
     }
   } else {
-    // Blocks of 32: Q8_0 (d, 32 int8), Q4_0 (d, nibbles - 8), Q5_0 (d, qh, nibbles + 16 qh -
-    // 16), Q4_1 (d, m, nibbles), Q5_1 (d, m, qh, nibbles + 16 qh).
-    constexpr bool q8 = F == quant::kQ8_0, five = F == quant::kQ5_0 || F == quant::kQ5_1;
-    constexpr bool has_min = F == quant::kQ4_1 || F == quant::kQ5_1;
-    constexpr int offset = F == quant::kQ4_0 ? 8 : F == quant::kQ5_0 ? 16 : 0;
-    constexpr int bytes = q8 ? 34 : 2 + (has_min ? 2 : 0) + (five ? 4 : 0) + 16;
+    // Blocks of 32 (QbLayout): the values signed (the offset taken off), the min apart.
+    using L = QbLayout<F>;
     for (int64_t b = 0; b < k / 32; ++b) {
-      const uint8_t* blk = w + b * bytes;
+      const uint8_t* blk = w + b * L::bytes;
       d[b] = h2f(blk);
-      if constexpr (has_min) mn[b] = h2f(blk + 2);
+      if constexpr (L::has_min) mn[b] = h2f(blk + 2);
       int8_t* o = q + 32 * b;
-      if constexpr (q8) {
-        std::memcpy(o, blk + 2, 32);
+      if constexpr (L::q8) {
+        std::memcpy(o, blk + L::qs_at, 32);
       } else {
         uint32_t qh = 0;
-        if constexpr (five) std::memcpy(&qh, blk + (has_min ? 4 : 2), 4);
-        const uint8_t* qs = blk + bytes - 16;
+        if constexpr (L::five) std::memcpy(&qh, blk + L::qh_at, 4);
+        const uint8_t* qs = blk + L::qs_at;
         for (int e = 0; e < 16; ++e) {
           int a = qs[e] & 0x0F, c = qs[e] >> 4;
-          if constexpr (five) {
+          if constexpr (L::five) {
             a |= ((qh >> e) & 1) << 4;
             c |= ((qh >> (e + 16)) & 1) << 4;
           }
-          o[e] = static_cast<int8_t>(a - offset);
-          o[16 + e] = static_cast<int8_t>(c - offset);
+          o[e] = static_cast<int8_t>(a - L::offset);
+          o[16 + e] = static_cast<int8_t>(c - L::offset);
         }
       }
     }
