@@ -88,14 +88,20 @@ Value BuildCtx::project_id(Value x, const std::string& tensor, Value ids) {
   return g.qmatmul_id(x, w, ids, static_cast<uint32_t>(t.type), k);
 }
 
+namespace {
+// "[d0, d1, ...]", for messages.
+std::string dims_text(const std::vector<int64_t>& dims) {
+  std::string s;
+  for (int64_t d : dims) s += (s.empty() ? "" : ", ") + std::to_string(d);
+  return "[" + s + "]";
+}
+}  // namespace
+
 Value BuildCtx::vec(const std::string& tensor, int64_t n, bool or_one) {
   const gguf::TensorInfo& t = model.file.tensor(tensor);
-  if (t.dims.size() != 1 || (t.dims[0] != n && !(or_one && t.dims[0] == 1))) {
-    std::string dims;
-    for (int64_t d : t.dims) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
-    fail(ErrorCategory::Parse, "GGUF file '", model.file.path(), "': tensor '", tensor, "' is [", dims, "], not [", n,
-         or_one ? "] or [1]" : "]");
-  }
+  if (t.dims.size() != 1 || (t.dims[0] != n && !(or_one && t.dims[0] == 1)))
+    fail(ErrorCategory::Parse, "GGUF file '", model.file.path(), "': tensor '", tensor, "' is ", dims_text(t.dims),
+         ", not [", n, or_one ? "] or [1]" : "]");
   return param(tensor, tensor, false, {t.dims[0]});
 }
 
@@ -275,12 +281,9 @@ void check_tensors_fit(const gguf::File& f, HParams& hp) {
            hp.arch, ".block_count is ", hp.n_layer);
   }
   if (const gguf::TensorInfo* out = f.find_tensor("output.weight"))
-    if (out->dims.size() != 2 || out->dims[0] != hp.n_embd || out->dims[1] != hp.n_vocab) {
-      std::string dims;
-      for (int64_t d : out->dims) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
-      fail(ErrorCategory::Parse, "GGUF file '", f.path(), "': output.weight is [", dims, "], not [n_embd ", hp.n_embd,
-           ", n_vocab ", hp.n_vocab, "] as token_embd.weight gives");
-    }
+    if (out->dims.size() != 2 || out->dims[0] != hp.n_embd || out->dims[1] != hp.n_vocab)
+      fail(ErrorCategory::Parse, "GGUF file '", f.path(), "': output.weight is ", dims_text(out->dims), ", not [n_embd ",
+           hp.n_embd, ", n_vocab ", hp.n_vocab, "] as token_embd.weight gives");
   if (const gguf::TensorInfo* up = f.find_tensor("blk.0.ffn_up.weight"); up && up->dims.size() == 2) {
     if (hp.n_ff == 0) hp.n_ff = up->dims[1];
     if (up->dims[1] != hp.n_ff)

@@ -80,8 +80,6 @@ struct Engine::Impl {
   std::string report;
   std::vector<float> rope_factors;  // rope_freqs.weight, empty when absent
   float theta_scale = 1;            // base^(-2/n_rot), in float as llama.cpp computes it
-  float freq_scale = 1, mscale = 1;  // HParams::rope_freq_scale, rope_mscale
-  bool yarn = false;
   float yarn_lo = 0, yarn_hi = 0;  // YaRN's correction dims (pairs below lo keep the unscaled angle)
   // The embedding tables (looked up once; position_embd only for learned positions).
   const gguf::TensorInfo* tok_embd = nullptr;
@@ -134,8 +132,12 @@ void Engine::Impl::embed_row(int32_t token, int64_t position, float* dst) {
 // factor, times freq_scale (YaRN: blended with the unscaled angle by a ramp over the pairs
 // between its correction dims), then cosf/sinf times mscale.
 void Engine::Impl::rope_row(int64_t position, float* c, float* s) const {
+  const HParams& hp = model->hp;
+  // (float values kept as doubles: the casts are exact)
+  const float freq_scale = static_cast<float>(hp.rope_freq_scale), mscale = static_cast<float>(hp.rope_mscale);
+  const bool yarn = hp.rope_scaling == HParams::RopeScaling::Yarn;
   float theta = static_cast<float>(position);
-  for (int64_t i = 0; i < model->hp.n_rot / 2; ++i) {
+  for (int64_t i = 0; i < hp.n_rot / 2; ++i) {
     const float ff = rope_factors.empty() ? 1.0f : rope_factors[static_cast<size_t>(i)];
     const float extrap = theta / ff;
     float a = freq_scale * extrap;
@@ -457,8 +459,6 @@ Engine::Engine(std::shared_ptr<const Model> model, EngineOptions opts) : impl_(s
     m.kv_elt = dtype_size(opts.kv_type);
     const gguf::File& f = m.model->file;
     m.theta_scale = std::pow(static_cast<float>(hp.rope_base), -2.0f / static_cast<float>(hp.n_rot));
-    m.freq_scale = static_cast<float>(hp.rope_freq_scale);
-    m.mscale = static_cast<float>(hp.rope_mscale);
     if (hp.rope_scaling == HParams::RopeScaling::Yarn) {
       // The pairs whose wavelength fits the original context beta times (beta_fast 32,
       // beta_slow 1), as llama.cpp computes them in float: floor / ceil, clamped to the dims.
@@ -467,7 +467,6 @@ Engine::Engine(std::shared_ptr<const Model> model, EngineOptions opts) : impl_(s
         return n * std::log(static_cast<float>(hp.rope_orig_ctx) / (beta * 2 * static_cast<float>(M_PI))) /
                (2 * std::log(base));
       };
-      m.yarn = true;
       m.yarn_lo = std::max(0.0f, std::floor(dim(32.0f)));
       m.yarn_hi = std::min(n - 1, std::ceil(dim(1.0f)));
     }

@@ -301,16 +301,13 @@ MemoryPlan plan_memory(const Graph& g, int64_t alignment, const std::vector<std:
   std::vector<Item> items;
   int64_t items_total = 0;
   for (int b = 0; b < int(lv.buffers.size()); ++b) {
-    Buffer& buf = lv.buffers[b];
-    if (buf.role == BufferRole::Param) {
-      continue;
-    } else {
-      arena_ids.push_back(b);
-      items.push_back(Item{align_up(buf.bytes, alignment), buf.first, buf.last, pinned(buf.role)});
-      // Every offset the packer can produce is at most the sum of all sizes: bounding the
-      // sum bounds all of its arithmetic.
-      items_total = sum_or_fail(items_total, items.back().size, "activation arena");
-    }
+    const Buffer& buf = lv.buffers[b];
+    if (buf.role == BufferRole::Param) continue;
+    arena_ids.push_back(b);
+    items.push_back(Item{align_up(buf.bytes, alignment), buf.first, buf.last, pinned(buf.role)});
+    // Every offset the packer can produce is at most the sum of all sizes: bounding the sum
+    // bounds all of its arithmetic.
+    items_total = sum_or_fail(items_total, items.back().size, "activation arena");
   }
 
   plan.lower_bound_bytes = lower_bound_of(items, n_steps);
