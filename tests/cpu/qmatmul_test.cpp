@@ -23,8 +23,8 @@
 
 #include "backends/cpu/kernels/qdot.h"
 #include "gemm_test_util.h"
-#include "ir/quant/block_util.h"
 #include "harness.h"
+#include "ir/quant/block_util.h"
 #include "rlx/quant.h"
 #include "rlx/rlx.h"
 
@@ -162,8 +162,8 @@ class QMatMul : public ::testing::TestWithParam<uint32_t> {};
 TEST_P(QMatMul, DecodeGemvOneRow) { check(GetParam(), 1); }
 TEST_P(QMatMul, DecodeGemvFewRows) { check(GetParam(), 5); }
 TEST_P(QMatMul, PrefillGemm) { check(GetParam(), 37); }
-// 17 rows: Q8_0 / Q4_0 take the int8 panel GEMM on VNNI, the other block formats still their
-// BlockDot kernels (the panel pays from 24 rows), F16 / F32 SGEMM.
+// 17 rows: Q8_0 / Q4_0 / IQ4 take the int8 panel GEMM (AVX2 and AVX-512 levels), the other
+// block formats still their BlockDot kernels (the panel pays from 24 rows), F16 / F32 SGEMM.
 TEST_P(QMatMul, ShortPrefill) { check(GetParam(), 17); }
 
 INSTANTIATE_TEST_SUITE_P(Formats, QMatMul, ::testing::Values(1u, 30u, 2u, 3u, 6u, 7u, 8u, 10u, 11u, 12u, 13u, 14u, 20u, 23u),
@@ -175,10 +175,6 @@ TEST(QMatMulRepacked, Q4_0x16DecodeAndPrefill) {
   check(quant::kQ4_0, 37, true);
 }
 
-// The activation quantizer on blocks an f32 product treats specially: inf or NaN gives a NaN
-// scale and zero values (a GGUF fuzz finding: through 1/d the values became NaN and their int
-// sum overflowed), a block below ~3.7e-37 is zero (1/d would be inf), and an ordinary block
-// keeps d = amax/127 with values rounded to nearest even.
 // The word-parallel unpacking of the Q4_K / Q5_K scales against the per-index reference
 // (quant::detail::scale_min_k4, bit-exact with ggml's): every value of each byte, each
 // byte position, and random 12-byte groups.
@@ -207,6 +203,10 @@ TEST(QMatMulKScales, WordUnpackEqualsTheReference) {
   }
 }
 
+// The activation quantizer on blocks an f32 product treats specially: inf or NaN gives a NaN
+// scale and zero values (a GGUF fuzz finding: through 1/d the values became NaN and their int
+// sum overflowed), a block below ~3.7e-37 is zero (1/d would be inf), and an ordinary block
+// keeps d = amax/127 with values rounded to nearest even.
 TEST(QMatMulActivations, NonFiniteAndTinyBlocks) {
   const float inf = INFINITY, nan = NAN;
   std::vector<float> x(4 * 32, 0.0f);

@@ -118,16 +118,11 @@ void check_fixture(const std::string& name) {
 // (F32 weights and cache on both sides, summation order alone); the settings move these
 // logits by 11.6 to 16.8 from the unscaled ones, so a setting read wrongly or not at all
 // cannot pass.
+std::string rope_dir() { return std::string(RLX_SOURCE_DIR) + "/tests/data/llm/rope/"; }
 void check_rope(const std::string& variant, const std::vector<std::pair<std::string, gguf::MetaValue>>& keys) {
-  const std::string dir = std::string(RLX_SOURCE_DIR) + "/tests/data/llm/rope/";
-  gguf::File src = gguf::File::open(dir + "rope-llama.gguf");
-  gguf::Writer w;
-  w.copy_metadata(src);
-  for (const auto& [k, v] : keys) w.set(k, v);
-  for (const auto& t : src.tensors()) w.add_tensor(t.name, t.dims, t.type, std::span<const uint8_t>(src.data(t), t.bytes));
   const std::string path = testing::TempDir() + "/rope-" + variant + ".gguf";
-  w.write(path);
-  check_against(path, dir + "rope-" + variant, "rope-" + variant);
+  test::rewrite_gguf(rope_dir() + "rope-llama.gguf", path, keys);
+  check_against(path, rope_dir() + "rope-" + variant, "rope-" + variant);
   std::filesystem::remove(path);
 }
 gguf::MetaValue f32(double v) { return gguf::meta_float(gguf::ValueType::F32, v); }
@@ -153,7 +148,6 @@ TEST(LlmRopeScaling, YarnWithAttnFactor) {
 // factors no model can have are refused at load, naming the key.
 TEST(LlmRopeScaling, NoneIgnoresTheFactorAndBadKeysAreNamed) {
   check_rope("none", {{kScaling + "type", gguf::meta_string("none")}, {kScaling + "factor", f32(4)}});
-  const std::string dir = std::string(RLX_SOURCE_DIR) + "/tests/data/llm/rope/";
   struct Case {
     std::string key;
     gguf::MetaValue value;
@@ -168,15 +162,11 @@ TEST(LlmRopeScaling, NoneIgnoresTheFactorAndBadKeysAreNamed) {
       {kScaling + "attn_factor", f32(0), ErrorCategory::Parse, "attn_factor = 0 is not a positive finite number"},
       {kScaling + "attn_factor", f32(std::nan("")), ErrorCategory::Parse, "attn_factor = nan"},
   };
-  gguf::File src = gguf::File::open(dir + "rope-llama.gguf");
   const std::string path = testing::TempDir() + "/rope-bad.gguf";
   for (const Case& c : cases) {
-    gguf::Writer w;
-    w.copy_metadata(src);
-    w.set(c.key, c.value);
-    if (c.key != kScaling + "type") w.set(kScaling + "type", gguf::meta_string("yarn"));
-    for (const auto& t : src.tensors()) w.add_tensor(t.name, t.dims, t.type, std::span<const uint8_t>(src.data(t), t.bytes));
-    w.write(path);
+    std::vector<std::pair<std::string, gguf::MetaValue>> keys{{c.key, c.value}};
+    if (c.key != kScaling + "type") keys.emplace_back(kScaling + "type", gguf::meta_string("yarn"));
+    test::rewrite_gguf(rope_dir() + "rope-llama.gguf", path, keys);
     try {
       Model::load(path);
       ADD_FAILURE() << c.key << ": loaded";

@@ -118,12 +118,7 @@ TEST(LlmEngine, BadOptionsAreRefused) {
 
 // A copy of the GGUF at `from` with metadata `key` set to `v`, written to `to`.
 void rewrite_with(const std::string& from, const std::string& to, const std::string& key, gguf::MetaValue v) {
-  gguf::File src = gguf::File::open(from);
-  gguf::Writer w;
-  w.copy_metadata(src);
-  w.set(key, std::move(v));
-  for (const auto& t : src.tensors()) w.add_tensor(t.name, t.dims, t.type, std::span<const uint8_t>(src.data(t), t.bytes));
-  w.write(to);
+  test::rewrite_gguf(from, to, {{key, std::move(v)}});
 }
 
 // The model at `path` loads, but its first pass is refused: Error(Parse) naming the file and
@@ -167,25 +162,13 @@ TEST(LlmEngine, MetadataThatContradictsTheTensorsIsNamedAtLoad) {
   rewrite_with(good, bad, "qwen2.feed_forward_length", gguf::meta_int(gguf::ValueType::U32, 96));
   expect_refused("qwen2.feed_forward_length is 96 but blk.0.ffn_up.weight has 128 outputs");
   for (int64_t rows : {100, 40000}) {
-    gguf::File src = gguf::File::open(good);
-    gguf::Writer w;
-    w.copy_metadata(src);
-    for (const auto& t : src.tensors())
-      if (t.name != "output.weight") w.add_tensor(t.name, t.dims, t.type, std::span<const uint8_t>(src.data(t), t.bytes));
-    w.add_tensor("output.weight", {64, rows}, gguf::TensorType::F32,
-                 std::vector<uint8_t>(static_cast<size_t>(gguf::row_bytes(gguf::TensorType::F32, 64) * rows), 0));
-    w.write(bad);
+    test::rewrite_gguf(good, bad, {}, {},
+                       {{"output.weight", {64, rows}, gguf::TensorType::F32,
+                         std::vector<uint8_t>(static_cast<size_t>(gguf::row_bytes(gguf::TensorType::F32, 64) * rows), 0)}});
     expect_refused("output.weight is [64, " + std::to_string(rows) + "], not [n_embd 64, n_vocab 32000]");
   }
   // Without the key the width comes from the tensor, and the model runs.
-  {
-    gguf::File src = gguf::File::open(good);
-    gguf::Writer w;
-    for (const auto& [key, v] : src.metadata())
-      if (key != "qwen2.feed_forward_length") w.set(key, v);
-    for (const auto& t : src.tensors()) w.add_tensor(t.name, t.dims, t.type, std::span<const uint8_t>(src.data(t), t.bytes));
-    w.write(bad);
-  }
+  test::rewrite_gguf(good, bad, {}, {"qwen2.feed_forward_length"});
   auto model = Model::load(bad);
   EXPECT_EQ(model->hp.n_ff, 128);
   EngineOptions eo;
@@ -216,15 +199,10 @@ TEST(LlmEngine, VectorsOfTheWrongLengthAreNamed) {
       {"blk.1.ffn_up.bias", {64}, "tensor 'blk.1.ffn_up.bias' is [64], not [128]"},
   };
   for (const Case& c : cases) {
-    gguf::File src = gguf::File::open(good);
-    gguf::Writer w;
-    w.copy_metadata(src);
-    for (const auto& t : src.tensors())
-      if (t.name != c.tensor) w.add_tensor(t.name, t.dims, t.type, std::span<const uint8_t>(src.data(t), t.bytes));
     int64_t n = 1;
     for (int64_t d : c.dims) n *= d;
-    w.add_tensor(c.tensor, c.dims, gguf::TensorType::F32, std::vector<uint8_t>(static_cast<size_t>(4 * n), 0));
-    w.write(bad);
+    test::rewrite_gguf(good, bad, {}, {},
+                       {{c.tensor, c.dims, gguf::TensorType::F32, std::vector<uint8_t>(static_cast<size_t>(4 * n), 0)}});
     expect_first_pass_refused(bad, c.needle);
   }
   std::filesystem::remove(good);

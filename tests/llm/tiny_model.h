@@ -2,10 +2,12 @@
 // matrix format, the tokenizer keys of a real vocab GGUF from ../shared/gguf/vocab; and where
 // the LLM tests find their files and which device they run the engine on.
 #pragma once
+#include <algorithm>
 #include <cstdlib>
 #include <ostream>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "rlx/gguf.h"
@@ -111,6 +113,38 @@ inline void write_model(const ArchCase& c, const std::string& path, gguf::Tensor
     }
   }
   w.write(path);
+}
+
+// A tensor for rewrite_gguf: it takes the place of the file's tensor of the same name.
+struct NewTensor {
+  std::string name;
+  std::vector<int64_t> dims;
+  gguf::TensorType type = gguf::TensorType::F32;
+  std::vector<uint8_t> bytes;
+};
+
+// Writes the GGUF at `from` again to `to`: its metadata with the keys of `set` set (replaced or
+// added) and those of `drop` left out, its tensors with `tensors` in place of the ones of the
+// same name (appended where the file has none). The tests' way to a file that differs from a
+// good one in one place.
+inline void rewrite_gguf(const std::string& from, const std::string& to,
+                         const std::vector<std::pair<std::string, gguf::MetaValue>>& set,
+                         const std::vector<std::string>& drop = {}, const std::vector<NewTensor>& tensors = {}) {
+  gguf::File src = gguf::File::open(from);
+  gguf::Writer w;
+  for (const auto& [key, v] : src.metadata())
+    if (std::find(drop.begin(), drop.end(), key) == drop.end()) w.set(key, v);
+  for (const auto& [key, v] : set) w.set(key, v);
+  auto replacement = [&](const std::string& name) {
+    return std::find_if(tensors.begin(), tensors.end(), [&](const NewTensor& t) { return t.name == name; });
+  };
+  for (const auto& t : src.tensors()) {
+    if (auto r = replacement(t.name); r != tensors.end()) w.add_tensor(r->name, r->dims, r->type, r->bytes);
+    else w.add_tensor(t.name, t.dims, t.type, std::span<const uint8_t>(src.data(t), t.bytes));
+  }
+  for (const NewTensor& t : tensors)
+    if (!src.find_tensor(t.name)) w.add_tensor(t.name, t.dims, t.type, t.bytes);
+  w.write(to);
 }
 
 }  // namespace rlx::llm::test

@@ -1,9 +1,9 @@
 // plan-memory on model graphs and small hand-checked graphs: every plan must pass the
 // verifier and the shadow-replay oracle, match the reference lower bound, and pack the
 // arena within 1.10x of it.
-#include <algorithm>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 
