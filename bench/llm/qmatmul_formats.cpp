@@ -1,9 +1,10 @@
 // Decode-step matrix-vector products per weight format (or, with --rows M, prefill-sized
-// products of M rows): a chain of L qmatmul products through square K x K matrices (each its own weights, together far larger than a GPU's
-// L2), compiled for a device and run back to back (run_pipelined: no host wait between
-// runs), after warm-up. Prints per format the time per product and the weight bytes read
-// per second, the figure a decode step's products are bound by. The weights are an arbitrary
-// fixed byte pattern (small finite scales): only the time is measured.
+// products of M rows): a chain of L qmatmul products through square K x K matrices (each its
+// own weights, together far larger than a GPU's L2), compiled for a device and run back to
+// back (run_pipelined: no host wait between runs), after warm-up. Prints per format the time
+// per product, the weight bytes read per second (what a decode step's products are bound by)
+// and the multiply-adds per second. The weights are an arbitrary fixed byte pattern (small
+// finite scales): only the time is measured.
 //   rlx_bench_qmatmul [--device cuda|cpu] [--k 4096] [--layers 16] [--runs 50] [--rows 1]
 //                     [--threads 1] [formats...]
 // formats by name (f16 q4_0 q2_K ...; default: every format the device reads).

@@ -53,15 +53,7 @@ if [ ! -f "$models/smollm2-135m-shape-llamaspm-Q4_K_M.gguf" ] && [ -f "$f16" ]; 
   "$bin/llama-quantize" "$f16" "$models/smollm2-135m-shape-llamaspm-Q4_K_M.gguf" Q4_K_M >/dev/null 2>&1 || exit 1
 fi
 
-med() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) { print "-"; exit } if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-# llama-bench CSV: the avg_ts column of the row whose n_prompt / n_gen match.
-lb_rate() { python3 -c '
-import csv, sys
-rows = list(csv.DictReader(sys.stdin))
-for r in rows:
-    if (sys.argv[1] == "pp" and r["n_prompt"] != "0") or (sys.argv[1] == "tg" and r["n_gen"] != "0"):
-        print(r["avg_ts"]); break' "$1"; }
-rlx_rate() { sed -n "s/^rlx $1.* t=$2: \([0-9.]*\) tok\/s.*/\1/p" | head -n 1; }
+. "$root/bench/llm/common.sh"  # med, lb_rate, rlx_rate
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

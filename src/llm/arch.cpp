@@ -269,7 +269,8 @@ void read_common(const gguf::File& f, HParams& hp) {
 // The metadata against the tensors it describes, where a disagreement would otherwise run
 // without an error: blocks past block_count (the model would run its first layers only), an
 // output projection whose rows are not the vocabulary (logits of the wrong width, token ids
-// the tokenizer does not have), a dense FFN width other than feed_forward_length.
+// the tokenizer does not have), a dense FFN width other than feed_forward_length (an absent
+// key is taken from the tensor).
 void check_tensors_fit(const gguf::File& f, HParams& hp) {
   for (const gguf::TensorInfo& t : f.tensors()) {
     if (t.name.rfind("blk.", 0) != 0) continue;
