@@ -71,10 +71,11 @@ int main(int argc, char** argv) {
       if (!whole(a, next(), a == "--rows" ? 4096 : kMaxThreads, n)) return 2;
       (a == "--rows" ? rows : threads) = n;
     } else if (a == "--k" || a == "--layers" || a == "--runs" || a == "--rounds") {
-      // k: a multiple of 256 (every block format's rows); the others stay small enough to run.
+      // k: a multiple of 32 (the smallest block; a format whose blocks do not divide it, the
+      // K-quants' 256 under a k like SmolLM2's 576, is skipped); the others stay small enough to run.
       if (!whole(a, next(), a == "--k" ? int64_t(1) << 20 : 100000, n)) return 2;
-      if (a == "--k" && n % 256) {
-        std::fprintf(stderr, "rlx_bench_qmatmul: --k must be a multiple of 256 (every format's block), not %lld\n",
+      if (a == "--k" && n % 32) {
+        std::fprintf(stderr, "rlx_bench_qmatmul: --k must be a multiple of 32 (the smallest block), not %lld\n",
                      (long long)n);
         return 2;
       }
@@ -99,6 +100,11 @@ int main(int argc, char** argv) {
       if (!quant::from_name(name.c_str(), fmt)) {
         std::fprintf(stderr, "unknown format '%s'\n", name.c_str());
         return 2;
+      }
+      if (k % quant::get(fmt).block_elems) {
+        std::printf("%-8s skipped: its blocks of %lld do not divide k\n", name.c_str(),
+                    (long long)quant::get(fmt).block_elems);
+        continue;
       }
       const int64_t rb = quant::row_bytes(fmt, k);
       Graph g("qmatmul_chain");

@@ -375,6 +375,8 @@ const bool kLlm = register_cases({
     {OpKind::QMatMul, qmatmul_case("qmatmul_iq4_xs_prefill_long", kIQ4_XS, 2, 3, 2304)},
     {OpKind::QMatMul, qmatmul_case("qmatmul_q4_1_decode_long", quant::kQ4_1, 1, 5, 1184)},
     {OpKind::QMatMul, qmatmul_case("qmatmul_q5_0_decode_long", quant::kQ5_0, 1, 4, 1184)},
+    // SmolLM2's width: one round of sixteen blocks and a pair after it (the AVX-512 kernel).
+    {OpKind::QMatMul, qmatmul_case("qmatmul_q5_0_decode_576", quant::kQ5_0, 1, 6, 576)},
     {OpKind::QMatMul, qmatmul_case("qmatmul_q5_1_prefill_long", quant::kQ5_1, 2, 4, 1184)},
     {OpKind::QMatMul, qmatmul_case("qmatmul_iq4_nl_decode_long", kIQ4_NL, 1, 4, 1184)},
     // ggml's own blocks of every format, its dequantization the reference.

@@ -12,6 +12,7 @@ namespace rlx::cpu {
 namespace {
 
 #include "backends/cpu/kernels/qdot_region.h"
+#include "backends/cpu/kernels/qdot_region_avx512.h"
 
 // int32 lanes of sum(w * x) over 4-byte groups; lanes 0..7 from the low block, 8..15 high.
 inline __m512i dot64(__m512i w, __m512i x) {
@@ -79,7 +80,7 @@ float dot_q4_0(const uint8_t* w, const float* xs, const int8_t* xq, const float*
 #define RLX_Q4_PAIR(P, ACC)                                                                                     \
   {                                                                                                            \
     const uint8_t* q = p + 36 * (P);                                                                           \
-    const __m512i wv = _mm512_inserti64x4(_mm512_castsi256_si512(nibbles(q + 2)), nibbles(q + 20), 1);         \
+    const __m512i wv = pair_nibbles(q + 2, q + 20);                                                            \
     const __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wv, _mm512_loadu_si512(xq + 32 * (b + 2 * (P)))); \
     const __m512i ix = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32(2 * (P))), _mm256_set1_epi32(2 * (P) + 1), 1); \
     ACC = _mm512_fmadd_ps(_mm512_permutexvar_ps(ix, s), _mm512_cvtepi32_ps(dp), ACC);                          \
@@ -91,7 +92,7 @@ float dot_q4_0(const uint8_t* w, const float* xs, const int8_t* xq, const float*
   float corr = _mm512_reduce_add_ps(vc);
   for (; b + 2 <= nb; b += 2) {
     const uint8_t* p = w + 18 * b;
-    const __m512i wv = _mm512_inserti64x4(_mm512_castsi256_si512(nibbles(p + 2)), nibbles(p + 20), 1);
+    const __m512i wv = pair_nibbles(p + 2, p + 20);
     const __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wv, _mm512_loadu_si512(xq + 32 * b));
     const float s0 = half_at(p) * xs[b], s1 = half_at(p + 18) * xs[b + 1];
     a0 = _mm512_fmadd_ps(scales2(s0, s1), _mm512_cvtepi32_ps(dp), a0);

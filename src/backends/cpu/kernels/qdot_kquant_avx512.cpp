@@ -3,7 +3,8 @@
 // int32 lanes (lanes 0..7 one activation block, 8..15 the next), converted and scaled by a
 // per-lane float vector (weight sub-block scale x activation scale) spread from the
 // super-block's scales with one permute; the super-block is decoded once for up to 4
-// activation rows. Q4_1 / Q5_0 / Q5_1 from qdot_blocks_impl.h with 256-bit vpdpbusd.
+// activation rows. Q4_1 / Q5_0 / Q5_1 from qdot_blocks_impl.h with 256-bit vpdpbusd, but
+// Q5_0 times one row (decode) by q5_0_row, two blocks a 512-bit vpdpbusd.
 // Layouts: qdot_scalar.cpp.
 #include <immintrin.h>
 
@@ -16,6 +17,7 @@ namespace rlx::cpu {
 namespace {
 
 #include "backends/cpu/kernels/qdot_region.h"
+#include "backends/cpu/kernels/qdot_region_avx512.h"
 
 inline __m512i dup256(const uint8_t* p) {
   return _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
@@ -47,8 +49,7 @@ void k4_rows(const uint8_t* w, int64_t nsb, const int8_t* xq, const float* xs, c
     acc[r] = _mm512_setzero_ps();
     accm[r] = _mm256_setzero_ps();
   }
-  const __m256i lo4 = _mm256_set1_epi8(0x0F);
-  const __m512i sixteen = _mm512_set1_epi8(16);
+  const __m512i lo4 = _mm512_set1_epi8(0x0F), sixteen = _mm512_set1_epi8(16);
   for (int64_t s = 0; s < nsb; ++s) {
     const uint8_t* blk = w + s * (Five ? 176 : 144);
     uint8_t sc[8], mn[8];
@@ -66,9 +67,9 @@ void k4_rows(const uint8_t* w, int64_t nsb, const int8_t* xq, const float* xs, c
     const uint8_t* qs = blk + (Five ? 48 : 16);
     const __m512i qh = Five ? dup256(blk + 16) : _mm512_setzero_si512();
     for (int c = 0; c < 4; ++c) {
-      const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * c));
-      __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(raw, lo4)),
-                                     _mm256_and_si256(_mm256_srli_epi16(raw, 4), lo4), 1);
+      // The 32 bytes in both halves (a broadcast load), the upper half shifted a nibble down.
+      const __m512i raw = dup256(qs + 32 * c);
+      __m512i q = _mm512_and_si512(_mm512_mask_srli_epi16(raw, 0xFFFF0000u, raw, 4), lo4);
       if (Five) {  // the fifth bit: bit 2c of qh for the low half, bit 2c + 1 for the high half
         const __m512i bits = _mm512_inserti64x4(_mm512_set1_epi8(static_cast<char>(1 << (2 * c))),
                                                 _mm256_set1_epi8(static_cast<char>(2 << (2 * c))), 1);
@@ -125,6 +126,65 @@ void q6k_rows(const uint8_t* w, int64_t nsb, const int8_t* xq, const float* xs, 
   for (int r = 0; r < M; ++r) out[r * ldo] = _mm512_reduce_add_ps(acc[r]);
 }
 
+// Q5_0 times one activation row, sixteen blocks a round with no scalar work per block: the
+// f16 scales of the round's blocks (stride 22 bytes) gathered and converted at once and
+// spread to block pairs by a permute; a pair's nibbles broadcast into [a, a, b, b] and the
+// second and fourth quarters shifted (no shuffle port); its two 32-bit fifth-bit words
+// made one 64-bit mask that adds 16 where a bit is set. The offset 16 comes off as 16 x
+// the blocks' scaled activation sums. A last round of r < 16 blocks masks the gather and
+// the scale loads to r lanes, and an odd last block's pair has no second block (zeros).
+void q5_0_row(const uint8_t* w, int64_t nb, const int8_t* xq, const float* xs, const float* xsum, float* out) {
+  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), vc = _mm512_setzero_ps();
+  const __m512i sixteen = _mm512_set1_epi8(16);
+  const __m512i off = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                         _mm512_set1_epi32(22));
+  const __m512i pair_ix = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi32(1), 1);
+  // Blocks 2P and (when `two`) 2P + 1 of the round at p, x at xr, scales s.
+  auto pair = [&](const uint8_t* p, const int8_t* xr, int P, bool two, __m512 s, __m512& a)
+                  __attribute__((always_inline)) {
+    const uint8_t* q = p + 44 * P;
+    uint32_t h0, h1 = 0;
+    __builtin_memcpy(&h0, q + 2, 4);
+    if (two) __builtin_memcpy(&h1, q + 24, 4);
+    // A lone last block: its bytes in both halves, the upper half (and x's) zeroed, so
+    // nothing past the row or the activations is read.
+    __m512i v = pair_nibbles(q + 6, two ? q + 28 : q + 6);
+    if (!two) v = _mm512_maskz_mov_epi8(0xFFFFFFFFull, v);
+    v = _mm512_mask_add_epi8(v, _cvtu64_mask64(uint64_t(h0) | uint64_t(h1) << 32), v, sixteen);
+    const __m512i x = two ? _mm512_loadu_si512(xr + 64 * P) : _mm512_maskz_loadu_epi8(0xFFFFFFFFull, xr + 64 * P);
+    const __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), v, x);
+    const __m512i ix = _mm512_add_epi32(pair_ix, _mm512_set1_epi32(2 * P));
+    a = _mm512_fmadd_ps(_mm512_permutexvar_ps(ix, s), _mm512_cvtepi32_ps(dp), a);
+  };
+  int64_t b = 0;
+  for (; b + 16 <= nb; b += 16) {
+    const uint8_t* p = w + 22 * b;
+    const __m512i rawd = _mm512_i32gather_epi32(off, p, 1);  // d and 2 bytes of qh at each block
+    const __m512 s = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(rawd)), _mm512_loadu_ps(xs + b));
+    vc = _mm512_fmadd_ps(s, _mm512_loadu_ps(xsum + b), vc);
+#pragma GCC unroll 4
+    for (int P = 0; P < 8; P += 2) {
+      pair(p, xq + 32 * b, P, true, s, a0);
+      pair(p, xq + 32 * b, P + 1, true, s, a1);
+    }
+  }
+  if (const int r = int(nb - b); r > 0) {
+    const uint8_t* p = w + 22 * b;
+    const __mmask16 m = __mmask16((1u << r) - 1);
+    const __m512i rawd = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, off, p, 1);
+    const __m512 s = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(rawd)), _mm512_maskz_loadu_ps(m, xs + b));
+    vc = _mm512_fmadd_ps(s, _mm512_maskz_loadu_ps(m, xsum + b), vc);
+    for (int P = 0; 2 * P < r; ++P) pair(p, xq + 32 * b, P, 2 * P + 1 < r, s, a0);
+  }
+  *out = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1)) - 16.0f * _mm512_reduce_add_ps(vc);
+}
+
+void q5_0(const uint8_t* w, int64_t nb, const int8_t* xq, const float* xs, const float* xsum, int64_t ldx, int64_t m,
+          float* out, int64_t ldo) {
+  if (m == 1) return q5_0_row(w, nb, xq, xs, xsum, out);
+  qb<quant::kQ5_0>(w, nb, xq, xs, xsum, ldx, m, out, ldo);
+}
+
 template <bool Five>
 void k4(const uint8_t* w, int64_t nsb, const int8_t* xq, const float* xs, const float* xsum, int64_t ldx, int64_t m,
         float* out, int64_t ldo) {
@@ -145,7 +205,7 @@ void add_kquant_avx512(QDotKernels& k) {  // outside the region: callable on any
   k.q8_0_rows = qb<quant::kQ8_0>;
   k.q4_0_rows = qb<quant::kQ4_0>;
   k.q4_1 = qb<quant::kQ4_1>;
-  k.q5_0 = qb<quant::kQ5_0>;
+  k.q5_0 = q5_0;
   k.q5_1 = qb<quant::kQ5_1>;
   k.q4_k = k4<false>;
   k.q5_k = k4<true>;
