@@ -236,35 +236,50 @@ OpCase qmatmul_id_case() {
           }};
 }
 
-OpCase kv_attention_case() {
-  return {"kv_attention_gqa_past3", [] {
-            Rng rng(78);
-            const int64_t Hq = 2, Hkv = 1, Tn = 2, C = 6, D = 8, past = 3;
-            T q = rng.tensor({1, Hq, Tn, D}), kc = rng.tensor({1, Hkv, C, D}), vc = rng.tensor({1, Hkv, C, D});
-            T kn = rng.tensor({1, Hkv, Tn, D}), vn = rng.tensor({1, Hkv, Tn, D});
-            T p({1}, std::vector<double>{double(past)}, DType::I64);
-            T want({1, Hq, Tn, D});
-            for (int64_t h = 0; h < Hq; ++h)
-              for (int64_t t = 0; t < Tn; ++t) {
-                const int64_t n = past + t + 1;
-                auto row = [&](const T& cache, const T& fresh, int64_t j) {
-                  return j < past ? &cache.v[size_t(j * D)] : &fresh.v[size_t((j - past) * D)];
-                };
-                std::vector<double> s(static_cast<size_t>(n), 0.0);
-                double mx = -INFINITY, sum = 0;
-                for (int64_t j = 0; j < n; ++j) {
-                  for (int64_t e = 0; e < D; ++e) s[size_t(j)] += q.v[size_t((h * Tn + t) * D + e)] * row(kc, kn, j)[e];
-                  s[size_t(j)] /= std::sqrt(double(D));
-                  mx = std::max(mx, s[size_t(j)]);
+// Queries [B, Hq, Tn, D] over caches [B, Hkv, C, D] of sequences b holding past[b] rows,
+// against a double-precision reference. f16: the caches and new rows are f16 (their values
+// rounded first, so the reference sees what the kernel reads).
+OpCase kv_attention_case(const std::string& name, int64_t B, int64_t Hq, int64_t Hkv, int64_t Tn, int64_t C, int64_t D,
+                         std::vector<int64_t> pasts, bool f16) {
+  return {name, [=] {
+            Rng rng(uint32_t(78 + D + B));
+            const DType kt = f16 ? DType::F16 : DType::F32;
+            auto kv = [&](std::vector<int64_t> dims) {
+              T x = rng.tensor(std::move(dims));
+              x.dtype = kt;
+              for (double& v : x.v) v = round_to(v, kt);
+              return x;
+            };
+            T q = rng.tensor({B, Hq, Tn, D});
+            T kc = kv({B, Hkv, C, D}), vc = kv({B, Hkv, C, D}), kn = kv({B, Hkv, Tn, D}), vn = kv({B, Hkv, Tn, D});
+            std::vector<double> pv(pasts.begin(), pasts.end());
+            T p({B}, pv, DType::I64);
+            T want({B, Hq, Tn, D});
+            const int64_t group = Hq / Hkv;
+            for (int64_t b = 0; b < B; ++b)
+              for (int64_t h = 0; h < Hq; ++h)
+                for (int64_t t = 0; t < Tn; ++t) {
+                  const int64_t past = pasts[size_t(b)], n = past + t + 1, hk = h / group;
+                  auto row = [&](const T& cache, const T& fresh, int64_t j) {
+                    return j < past ? &cache.v[size_t(((b * Hkv + hk) * C + j) * D)]
+                                    : &fresh.v[size_t(((b * Hkv + hk) * Tn + j - past) * D)];
+                  };
+                  const double* qr = &q.v[size_t(((b * Hq + h) * Tn + t) * D)];
+                  std::vector<double> s(static_cast<size_t>(n), 0.0);
+                  double mx = -INFINITY, sum = 0;
+                  for (int64_t j = 0; j < n; ++j) {
+                    for (int64_t e = 0; e < D; ++e) s[size_t(j)] += qr[e] * row(kc, kn, j)[e];
+                    s[size_t(j)] /= std::sqrt(double(D));
+                    mx = std::max(mx, s[size_t(j)]);
+                  }
+                  for (double& v : s) sum += v = std::exp(v - mx);
+                  for (int64_t e = 0; e < D; ++e) {
+                    double o = 0;
+                    for (int64_t j = 0; j < n; ++j) o += s[size_t(j)] / sum * row(vc, vn, j)[e];
+                    want.v[size_t(((b * Hq + h) * Tn + t) * D + e)] = o;
+                  }
                 }
-                for (double& v : s) sum += v = std::exp(v - mx);
-                for (int64_t e = 0; e < D; ++e) {
-                  double o = 0;
-                  for (int64_t j = 0; j < n; ++j) o += s[size_t(j)] / sum * row(vc, vn, j)[e];
-                  want.v[size_t((h * Tn + t) * D + e)] = o;
-                }
-              }
-            check_op("kv_attention_gqa_past3", {q, kc, vc, kn, vn, p}, [&](Graph& g, Ins in) {
+            check_op(name, {q, kc, vc, kn, vn, p}, [&](Graph& g, Ins in) {
               return Outs{g.kv_attention(in[0], in[1], in[2], in[3], in[4], in[5])};
             }, {want});
           }};
@@ -398,7 +413,16 @@ const bool kLlm = register_cases({
     {OpKind::QMatMul, norm_qmatmul_case("qmatmul_f16_after_rms_norm_short_row", 192, 24)},
     {OpKind::Rotary, rotary_pair_case()},
     {OpKind::QMatMulId, qmatmul_id_case()},
-    {OpKind::KvAttention, kv_attention_case()},
+    {OpKind::KvAttention, kv_attention_case("kv_attention_gqa_past3", 1, 2, 1, 2, 6, 8, {3}, false)},
+    // Head dims the AVX-512 group kernels take (64: the outputs in registers; 128: a head's
+    // chunks streamed), groups of 3 and 4 query heads, runs of cached rows across the
+    // kernels' blocks of 16 rows (19, 37, 0), two sequences, f16 and f32 caches.
+    {OpKind::KvAttention, kv_attention_case("kv_attention_d64_f16", 2, 6, 2, 2, 48, 64, {19, 37}, true)},
+    {OpKind::KvAttention, kv_attention_case("kv_attention_d64_f32", 2, 6, 2, 1, 48, 64, {37, 0}, false)},
+    {OpKind::KvAttention, kv_attention_case("kv_attention_d128_f16", 1, 8, 2, 3, 40, 128, {17}, true)},
+    // One KV head, one query: with two threads its four query heads go to two tasks, with
+    // one thread to one (check_op compares the two runs bit for bit).
+    {OpKind::KvAttention, kv_attention_case("kv_attention_one_kv_head_split", 1, 4, 1, 1, 40, 64, {33}, true)},
     {OpKind::CacheWrite, cache_write_case()},
     {OpKind::CacheWrite, cache_write_cast_case(false)},
     {OpKind::CacheWrite, cache_write_cast_case(true)},

@@ -1,0 +1,24 @@
+// Internal: the per-ISA kernels of kv_attention (kv_attention.cpp), over a run of n cache rows
+// of d elements (f16 or f32, row j at rows + j * d) for g query heads of one KV head's group.
+#pragma once
+#include <cstdint>
+
+#include "backends/cpu/isa.h"
+
+namespace rlx::cpu {
+
+struct KvKernels {
+  // s[h * lds + j] = dot(q + h * d, row j) for h < g, j < n.
+  void (*scores)(const void* rows, bool f16, int64_t n, int64_t d, const float* q, int64_t g, float* s,
+                 int64_t lds) = nullptr;
+  // o[h * d + e] += sum over j < n, in order, of p[h * ldp + j] * row j's element e, for h < g.
+  void (*mix)(const void* rows, bool f16, int64_t n, int64_t d, const float* p, int64_t ldp, int64_t g,
+              float* o) = nullptr;
+};
+
+// The AVX-512 kernels (d = 16, 32, ..., 128 or 256); nullptr where the CPU lacks AVX-512
+// (kv_attention then takes each row's dot and axpy from qdot_kernels).
+const KvKernels* kv_kernels(Isa isa);
+const KvKernels* kv_kernels_avx512();
+
+}  // namespace rlx::cpu
