@@ -9,6 +9,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "backends/cpu/kernels/isa_region.h"
 #include "backends/cpu/kernels/kv_attention.h"
@@ -94,45 +95,43 @@ void mix_heads(const void* rows, bool f16, int64_t n, const float* p, int64_t ld
 // of up to four heads reads each value row once.
 template <int NC>
 void mix_nc(const void* rows, bool f16, int64_t n, const float* p, int64_t ldp, int64_t g, float* o) {
-  constexpr int kMax = 16 / NC >= 4 ? 4 : 16 / NC >= 1 ? 16 / NC : 1;
+  constexpr int kMax = NC <= 4 ? 4 : 16 / NC;
   for (int64_t h = 0; h < g;) {
     const int hn = int(std::min<int64_t>(kMax, g - h));
     const float* ph = p + h * ldp;
     float* oh = o + h * 16 * NC;
-    if (hn >= 4 && kMax >= 4) mix_heads<NC, (kMax >= 4 ? 4 : 1)>(rows, f16, n, ph, ldp, oh);
-    else if (hn == 3 && kMax >= 3) mix_heads<NC, (kMax >= 3 ? 3 : 1)>(rows, f16, n, ph, ldp, oh);
-    else if (hn == 2 && kMax >= 2) mix_heads<NC, (kMax >= 2 ? 2 : 1)>(rows, f16, n, ph, ldp, oh);
-    else mix_heads<NC, 1>(rows, f16, n, ph, ldp, oh);
-    h += hn >= 4 && kMax >= 4 ? 4 : hn == 3 && kMax >= 3 ? 3 : hn == 2 && kMax >= 2 ? 2 : 1;
+    switch (hn) {
+      case 4: mix_heads<NC, (kMax >= 4 ? 4 : 1)>(rows, f16, n, ph, ldp, oh); break;
+      case 3: mix_heads<NC, (kMax >= 3 ? 3 : 1)>(rows, f16, n, ph, ldp, oh); break;
+      case 2: mix_heads<NC, (kMax >= 2 ? 2 : 1)>(rows, f16, n, ph, ldp, oh); break;
+      default: mix_heads<NC, 1>(rows, f16, n, ph, ldp, oh); break;
+    }
+    h += hn;
+  }
+}
+
+// f(std::integral_constant<int, NC>{}) for d = 16 NC: NC = 1..8, or 16 (the d kv_kernels takes).
+template <class F>
+void with_nc(int64_t d, F&& f) {
+  switch (d / 16) {
+    case 1: return f(std::integral_constant<int, 1>{});
+    case 2: return f(std::integral_constant<int, 2>{});
+    case 3: return f(std::integral_constant<int, 3>{});
+    case 4: return f(std::integral_constant<int, 4>{});
+    case 5: return f(std::integral_constant<int, 5>{});
+    case 6: return f(std::integral_constant<int, 6>{});
+    case 7: return f(std::integral_constant<int, 7>{});
+    case 8: return f(std::integral_constant<int, 8>{});
+    default: return f(std::integral_constant<int, 16>{});
   }
 }
 
 void kv_scores(const void* rows, bool f16, int64_t n, int64_t d, const float* q, int64_t g, float* s, int64_t lds) {
-  switch (d / 16) {
-    case 1: return scores_nc<1>(rows, f16, n, q, g, s, lds);
-    case 2: return scores_nc<2>(rows, f16, n, q, g, s, lds);
-    case 3: return scores_nc<3>(rows, f16, n, q, g, s, lds);
-    case 4: return scores_nc<4>(rows, f16, n, q, g, s, lds);
-    case 5: return scores_nc<5>(rows, f16, n, q, g, s, lds);
-    case 6: return scores_nc<6>(rows, f16, n, q, g, s, lds);
-    case 7: return scores_nc<7>(rows, f16, n, q, g, s, lds);
-    case 8: return scores_nc<8>(rows, f16, n, q, g, s, lds);
-    default: return scores_nc<16>(rows, f16, n, q, g, s, lds);  // d = 256 (kv_kernels' d: 16 to 128, or 256)
-  }
+  with_nc(d, [&](auto nc) { scores_nc<decltype(nc)::value>(rows, f16, n, q, g, s, lds); });
 }
 
 void kv_mix(const void* rows, bool f16, int64_t n, int64_t d, const float* p, int64_t ldp, int64_t g, float* o) {
-  switch (d / 16) {
-    case 1: return mix_nc<1>(rows, f16, n, p, ldp, g, o);
-    case 2: return mix_nc<2>(rows, f16, n, p, ldp, g, o);
-    case 3: return mix_nc<3>(rows, f16, n, p, ldp, g, o);
-    case 4: return mix_nc<4>(rows, f16, n, p, ldp, g, o);
-    case 5: return mix_nc<5>(rows, f16, n, p, ldp, g, o);
-    case 6: return mix_nc<6>(rows, f16, n, p, ldp, g, o);
-    case 7: return mix_nc<7>(rows, f16, n, p, ldp, g, o);
-    case 8: return mix_nc<8>(rows, f16, n, p, ldp, g, o);
-    default: return mix_nc<16>(rows, f16, n, p, ldp, g, o);
-  }
+  with_nc(d, [&](auto nc) { mix_nc<decltype(nc)::value>(rows, f16, n, p, ldp, g, o); });
 }
 
 }  // namespace
