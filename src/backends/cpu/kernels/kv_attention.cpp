@@ -32,7 +32,7 @@ struct KvCfg {
 };
 
 // A group's scores and weighted sums row by row through the ISA's dot and axpy, where no
-// group kernel applies (no AVX-512, or a d other than 16, 32, ..., 128 and 256).
+// group kernel applies (a scalar CPU, or a d other than 16, 32, ..., 128 and 256).
 void rows_scores(const KvCfg& c, const uint8_t* rows, int64_t n, const float* q, int64_t g, float* s, int64_t lds) {
   const size_t rb = size_t(c.d) * (c.f16 ? 2 : 4);
   for (int64_t h = 0; h < g; ++h)
@@ -170,7 +170,9 @@ KernelCall build_cache_write(const Node&, const std::vector<const Shape*>& in, c
 
 }  // namespace
 
-const KvKernels* kv_kernels(Isa isa) { return isa == Isa::Avx512 ? kv_kernels_avx512() : nullptr; }
+const KvKernels* kv_kernels(Isa isa) {
+  return isa == Isa::Avx512 ? kv_kernels_avx512() : isa == Isa::Avx2 ? kv_kernels_avx2() : nullptr;
+}
 
 void register_kv_attention_kernels(KernelRegistry& r) {
   r.add(OpKind::KvAttention, build_kv_attention);

@@ -16,9 +16,10 @@ struct KvKernels {
               float* o) = nullptr;
 };
 
-// The AVX-512 kernels (d = 16, 32, ..., 128 or 256); nullptr where the CPU lacks AVX-512
+// The AVX-512 or AVX2 kernels (d = 16, 32, ..., 128 or 256); nullptr on a scalar CPU
 // (kv_attention then takes each row's dot and axpy from qdot_kernels).
 const KvKernels* kv_kernels(Isa isa);
+const KvKernels* kv_kernels_avx2();
 const KvKernels* kv_kernels_avx512();
 
 }  // namespace rlx::cpu
