@@ -49,6 +49,9 @@ class KernelRunner {
   }
 
   void run() { call_.fn(ctx_, call_.cfg.get(), ptrs_.data()); }
+  // Input i's buffer (F32 inputs hold values in [-1, 1), the others zeros), for a benchmark
+  // that needs particular values (kv_attention's cache lengths).
+  void* input(size_t i) { return ptrs_[i]; }
 
  private:
   struct Free {
