@@ -49,9 +49,10 @@ void rows_mix(const KvCfg& c, const uint8_t* rows, int64_t n, const float* p, in
     }
 }
 
-// One task per (sequence, KV head, query, share of the KV head's query heads): the share's
-// scores against the cache rows and the new rows up to the query, a max-shifted softmax per
-// head, then the weighted sums of the value rows, each cache row read once for the share.
+// One task per (sequence, KV head, tile of up to 4 queries, share of the KV head's query
+// heads): the share's scores against the cache rows and the new rows up to each query, a
+// max-shifted softmax per (query, head), then the weighted sums of the value rows, each cache
+// row read once for the tile's queries and the share's heads.
 // A head's arithmetic does not depend on which heads share its task, so the shares can
 // follow the thread count and the results stay the same bits. A group is split only where
 // the sequences and KV heads alone are fewer than the threads: each share reads the rows
@@ -71,7 +72,11 @@ void run_kv_attention(const RunCtx& ctx, const void* vcfg, void* const* bufs) {
     if (past[b] < 0 || past[b] > c.c)
       fail(ErrorCategory::InvalidArgument, "kv_attention: past[", b, "] = ", past[b], " is outside the cache's [0, ",
            c.c, "] rows");
-  const int64_t group = c.hq / c.hkv, units = c.b * c.hkv * c.t;
+  // Queries in tiles of up to kTile: a tile's (query, head) pairs score every row once, and
+  // share the value rows up to the tile's first query; the rows after it go to each query
+  // alone, so every output sums the same rows in the same order as a query taken alone.
+  constexpr int64_t kTile = 4;
+  const int64_t group = c.hq / c.hkv, tiles = (c.t + kTile - 1) / kTile, units = c.b * c.hkv * tiles;
   const int threads = ctx.pool ? ctx.pool->size() : 1;
   int64_t share = group;
   while (share > 1 && units * ((group + share - 1) / share) < threads) share = (share + 1) / 2;
@@ -84,36 +89,45 @@ void run_kv_attention(const RunCtx& ctx, const void* vcfg, void* const* bufs) {
     if (c.kv) c.kv->mix(rows, c.f16, n, c.d, p, ldp, g, o);
     else rows_mix(c, rows, n, p, ldp, g, o);
   };
+  const size_t row_bytes = size_t(c.d) * elt;
   auto task = [&](int64_t i0, int64_t i1) {
     thread_local std::vector<float> s, qs, os;
     for (int64_t i = i0; i < i1; ++i) {
-      const int64_t sh = i % shares, t = (i / shares) % c.t, hk = (i / (shares * c.t)) % c.hkv,
-                    b = i / (shares * c.t * c.hkv);
+      const int64_t sh = i % shares, tile = (i / shares) % tiles, hk = (i / (shares * tiles)) % c.hkv,
+                    b = i / (shares * tiles * c.hkv);
       const int64_t h0 = hk * group + sh * share, g = std::min(share, group - sh * share);
-      const int64_t np = past[b], n = np + t + 1;
-      qs.resize(size_t(g * c.d));
-      os.assign(size_t(g * c.d), 0.0f);
-      s.resize(size_t(g * n));
-      for (int64_t h = 0; h < g; ++h) {
-        const float* qr = q + ((b * c.hq + h0 + h) * c.t + t) * c.d;
-        for (int64_t e = 0; e < c.d; ++e) qs[size_t(h * c.d + e)] = qr[e] * c.scale;
-      }
+      const int64_t t0 = tile * kTile, tq = std::min(kTile, c.t - t0), gq = g * tq;  // pair e = query * g + head
+      const int64_t np = past[b], n = np + t0 + tq;  // the rows the tile's last query sees
+      qs.resize(size_t(gq * c.d));
+      os.assign(size_t(gq * c.d), 0.0f);
+      s.resize(size_t(gq * n));
+      for (int64_t u = 0; u < tq; ++u)
+        for (int64_t h = 0; h < g; ++h) {
+          const float* qr = q + ((b * c.hq + h0 + h) * c.t + t0 + u) * c.d;
+          for (int64_t e = 0; e < c.d; ++e) qs[size_t((u * g + h) * c.d + e)] = qr[e] * c.scale;
+        }
       const size_t kvb = size_t(b * c.hkv + hk);
-      const uint8_t* kcb = kc + kvb * size_t(c.c * c.d) * elt;
-      const uint8_t* knb = kn + kvb * size_t(c.t * c.d) * elt;
-      const uint8_t* vcb = vc + kvb * size_t(c.c * c.d) * elt;
-      const uint8_t* vnb = vn + kvb * size_t(c.t * c.d) * elt;
-      scores(kcb, np, qs.data(), g, s.data(), n);
-      scores(knb, t + 1, qs.data(), g, s.data() + np, n);
-      for (int64_t h = 0; h < g; ++h) {  // softmax: the probabilities in place
-        float* sh_ = s.data() + h * n;
-        const float mx = c.rows->max(sh_, n);
-        c.rows->scale(sh_, n, 1.0f / c.rows->exp_sum(sh_, n, mx));
-      }
-      mix(vcb, np, s.data(), n, g, os.data());
-      mix(vnb, t + 1, s.data() + np, n, g, os.data());
-      for (int64_t h = 0; h < g; ++h)
-        std::copy(os.begin() + h * c.d, os.begin() + (h + 1) * c.d, out + ((b * c.hq + h0 + h) * c.t + t) * c.d);
+      const uint8_t* kcb = kc + kvb * size_t(c.c) * row_bytes;
+      const uint8_t* knb = kn + kvb * size_t(c.t) * row_bytes;
+      const uint8_t* vcb = vc + kvb * size_t(c.c) * row_bytes;
+      const uint8_t* vnb = vn + kvb * size_t(c.t) * row_bytes;
+      scores(kcb, np, qs.data(), gq, s.data(), n);
+      scores(knb, t0 + tq, qs.data(), gq, s.data() + np, n);  // past a query's own row: not read
+      for (int64_t u = 0; u < tq; ++u)
+        for (int64_t h = 0; h < g; ++h) {  // softmax over the query's rows: probabilities in place
+          float* se = s.data() + (u * g + h) * n;
+          const int64_t nu = np + t0 + u + 1;
+          const float mx = c.rows->max(se, nu);
+          c.rows->scale(se, nu, 1.0f / c.rows->exp_sum(se, nu, mx));
+        }
+      mix(vcb, np, s.data(), n, gq, os.data());
+      mix(vnb, t0 + 1, s.data() + np, n, gq, os.data());  // the new rows every query of the tile sees
+      for (int64_t u = 1; u < tq; ++u)                   // and each query's own after them
+        mix(vnb + size_t(t0 + 1) * row_bytes, u, s.data() + u * g * n + np + t0 + 1, n, g, os.data() + u * g * c.d);
+      for (int64_t u = 0; u < tq; ++u)
+        for (int64_t h = 0; h < g; ++h)
+          std::copy(os.begin() + (u * g + h) * c.d, os.begin() + (u * g + h + 1) * c.d,
+                    out + ((b * c.hq + h0 + h) * c.t + t0 + u) * c.d);
     }
   };
   const int64_t tasks = units * shares;
