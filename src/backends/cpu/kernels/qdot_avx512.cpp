@@ -6,6 +6,7 @@
 
 #include "backends/cpu/kernels/isa_region.h"
 #include "backends/cpu/kernels/qdot.h"
+#include "rlx/quant.h"
 
 RLX_ISA_REGION_BEGIN("avx512f,avx512dq,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")
 namespace rlx::cpu {
@@ -56,57 +57,6 @@ float dot_q8_0(const uint8_t* w, const float* xs, const int8_t* xq, int64_t nb) 
                                                   _mm512_zextsi256_si512(_mm512_castsi512_si256(xv)))), a1);
   }
   return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
-}
-
-// Nibbles (u8) times x (s8) straight into vpdpbusd; - 8 * sum(x) per block afterwards.
-// Sixteen blocks at a time: their f16 scales are gathered (stride 18 bytes) and converted
-// in one vector, multiplied by the activation scales, and spread to block pairs with a
-// permute, so no scalar work is left per block.
-float dot_q4_0(const uint8_t* w, const float* xs, const int8_t* xq, const float* xsum, int64_t nb) {
-  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), vc = _mm512_setzero_ps();
-  const __m256i lo = _mm256_set1_epi8(0x0F);
-  auto nibbles = [&](const uint8_t* qs) {
-    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(raw, 4), raw), lo);
-  };
-  const __m512i off = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                         _mm512_set1_epi32(18));
-  int64_t b = 0;
-  for (; b + 16 <= nb; b += 16) {
-    const uint8_t* p = w + 18 * b;
-    const __m512i raw = _mm512_i32gather_epi32(off, p, 1);  // 4 bytes at each block: d + 2 bytes of qs
-    const __m512 s = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(raw)), _mm512_loadu_ps(xs + b));
-    vc = _mm512_fmadd_ps(s, _mm512_loadu_ps(xsum + b), vc);
-#define RLX_Q4_PAIR(P, ACC)                                                                                     \
-  {                                                                                                            \
-    const uint8_t* q = p + 36 * (P);                                                                           \
-    const __m512i wv = pair_nibbles(q + 2, q + 20);                                                            \
-    const __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wv, _mm512_loadu_si512(xq + 32 * (b + 2 * (P)))); \
-    const __m512i ix = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32(2 * (P))), _mm256_set1_epi32(2 * (P) + 1), 1); \
-    ACC = _mm512_fmadd_ps(_mm512_permutexvar_ps(ix, s), _mm512_cvtepi32_ps(dp), ACC);                          \
-  }
-    RLX_Q4_PAIR(0, a0) RLX_Q4_PAIR(1, a1) RLX_Q4_PAIR(2, a0) RLX_Q4_PAIR(3, a1)
-    RLX_Q4_PAIR(4, a0) RLX_Q4_PAIR(5, a1) RLX_Q4_PAIR(6, a0) RLX_Q4_PAIR(7, a1)
-#undef RLX_Q4_PAIR
-  }
-  float corr = _mm512_reduce_add_ps(vc);
-  for (; b + 2 <= nb; b += 2) {
-    const uint8_t* p = w + 18 * b;
-    const __m512i wv = pair_nibbles(p + 2, p + 20);
-    const __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wv, _mm512_loadu_si512(xq + 32 * b));
-    const float s0 = half_at(p) * xs[b], s1 = half_at(p + 18) * xs[b + 1];
-    a0 = _mm512_fmadd_ps(scales2(s0, s1), _mm512_cvtepi32_ps(dp), a0);
-    corr += s0 * xsum[b] + s1 * xsum[b + 1];
-  }
-  if (b < nb) {
-    const uint8_t* p = w + 18 * b;
-    const __m512i wv = _mm512_zextsi256_si512(nibbles(p + 2));
-    const __m512i xv = _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32 * b)));
-    const float s0 = half_at(p) * xs[b];
-    a0 = _mm512_fmadd_ps(scales2(s0, 0.0f), _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), wv, xv)), a0);
-    corr += s0 * xsum[b];
-  }
-  return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1)) - 8.0f * corr;
 }
 
 template <int R, int G, bool Mins>
@@ -211,7 +161,7 @@ const QDotKernels* qdot_avx512_kernels() {  // outside the region: callable on a
   static const QDotKernels k = [] {
     QDotKernels v = *qdot_avx2_kernels();
     v.q8_0 = dot_q8_0;
-    v.q4_0 = dot_q4_0;
+    v.q4_0 = qb_row<quant::kQ4_0>;  // qdot_region_avx512.h
     v.i8_panel = i8_panel;
     v.i8_panel_signed_x = false;  // vpdpbusd: unsigned activations (int8 + 128)
     v.q4x16_panel = q4x16_panel;

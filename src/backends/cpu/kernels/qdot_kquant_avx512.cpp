@@ -4,7 +4,7 @@
 // per-lane float vector (weight sub-block scale x activation scale) spread from the
 // super-block's scales with one permute; the super-block is decoded once for up to 4
 // activation rows. Q4_1 / Q5_0 / Q5_1 from qdot_blocks_impl.h with 256-bit vpdpbusd, but
-// Q5_0 times one row (decode) by q5_0_row, two blocks a 512-bit vpdpbusd.
+// Q5_0 times one row (decode) by qb_row (qdot_region_avx512.h), two blocks a 512-bit vpdpbusd.
 // Layouts: qdot_scalar.cpp.
 #include <immintrin.h>
 
@@ -126,65 +126,12 @@ void q6k_rows(const uint8_t* w, int64_t nsb, const int8_t* xq, const float* xs, 
   for (int r = 0; r < M; ++r) out[r * ldo] = _mm512_reduce_add_ps(acc[r]);
 }
 
-// Q5_0 times one activation row, sixteen blocks a round with no scalar work per block: the
-// f16 scales of the round's blocks (stride 22 bytes) gathered and converted at once and
-// spread to block pairs by a permute; a pair's nibbles broadcast into [a, a, b, b] and the
-// second and fourth quarters shifted (no shuffle port); its two 32-bit fifth-bit words
-// made one 64-bit mask that adds 16 where a bit is set. The offset 16 comes off as 16 x
-// the blocks' scaled activation sums. An odd last block's pair has no second block (zeros).
-void q5_0_row(const uint8_t* w, int64_t nb, const int8_t* xq, const float* xs, const float* xsum, float* out) {
-  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), vc = _mm512_setzero_ps();
-  const __m512i sixteen = _mm512_set1_epi8(16);
-  const __m512i off = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                         _mm512_set1_epi32(22));
-  const __m512i pair_ix = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi32(1), 1);
-  // Blocks 2P and (when `two`) 2P + 1 of the round at p, x at xr, scales s.
-  auto pair = [&](const uint8_t* p, const int8_t* xr, int P, bool two, __m512 s, __m512& a)
-                  __attribute__((always_inline)) {
-    const uint8_t* q = p + 44 * P;
-    uint32_t h0, h1 = 0;
-    __builtin_memcpy(&h0, q + 2, 4);
-    if (two) __builtin_memcpy(&h1, q + 24, 4);
-    // A lone last block: its bytes in both halves, the upper half (and x's) zeroed, so
-    // nothing past the row or the activations is read.
-    __m512i v = pair_nibbles(q + 6, two ? q + 28 : q + 6);
-    if (!two) v = _mm512_maskz_mov_epi8(0xFFFFFFFFull, v);
-    v = _mm512_mask_add_epi8(v, _cvtu64_mask64(uint64_t(h0) | uint64_t(h1) << 32), v, sixteen);
-    const __m512i x = two ? _mm512_loadu_si512(xr + 64 * P) : _mm512_maskz_loadu_epi8(0xFFFFFFFFull, xr + 64 * P);
-    const __m512i dp = _mm512_dpbusd_epi32(_mm512_setzero_si512(), v, x);
-    const __m512i ix = _mm512_add_epi32(pair_ix, _mm512_set1_epi32(2 * P));
-    a = _mm512_fmadd_ps(_mm512_permutexvar_ps(ix, s), _mm512_cvtepi32_ps(dp), a);
-  };
-  int64_t b = 0;
-  for (; b + 16 <= nb; b += 16) {
-    const uint8_t* p = w + 22 * b;
-    const __m512i rawd = _mm512_i32gather_epi32(off, p, 1);  // d and 2 bytes of qh at each block
-    const __m512 s = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(rawd)), _mm512_loadu_ps(xs + b));
-    vc = _mm512_fmadd_ps(s, _mm512_loadu_ps(xsum + b), vc);
-#pragma GCC unroll 4
-    for (int P = 0; P < 8; P += 2) {
-      pair(p, xq + 32 * b, P, true, s, a0);
-      pair(p, xq + 32 * b, P + 1, true, s, a1);
-    }
-  }
-  // The last blocks (fewer than sixteen) a pair at a time with their two scales made in
-  // scalar registers: cheaper than a masked gather for the few a row has left. One thread,
-  // `rlx_bench_qmatmul --k K --layers 8 --runs 300 q5_0`, medians of 9 alternated runs: K = 576
-  // (SmolLM2's rows, 18 blocks) 8.9 -> 10.2 GMAC/s, K = 1184 (37) 11.1 -> 14.1.
-  float corr = 0;
-  for (; b < nb; b += 2) {
-    const uint8_t* p = w + 22 * b;
-    const bool two = b + 1 < nb;
-    const float s0 = half_at(p) * xs[b], s1 = two ? half_at(p + 22) * xs[b + 1] : 0.0f;
-    corr += s0 * xsum[b] + (two ? s1 * xsum[b + 1] : 0.0f);
-    pair(p, xq + 32 * b, 0, two, _mm512_castps128_ps512(_mm_setr_ps(s0, s1, 0.0f, 0.0f)), a0);
-  }
-  *out = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1)) - 16.0f * (_mm512_reduce_add_ps(vc) + corr);
-}
-
 void q5_0(const uint8_t* w, int64_t nb, const int8_t* xq, const float* xs, const float* xsum, int64_t ldx, int64_t m,
           float* out, int64_t ldo) {
-  if (m == 1) return q5_0_row(w, nb, xq, xs, xsum, out);
+  if (m == 1) {  // decode: qdot_region_avx512.h's one-row kernel
+    *out = qb_row<quant::kQ5_0>(w, xs, xq, xsum, nb);
+    return;
+  }
   qb<quant::kQ5_0>(w, nb, xq, xs, xsum, ldx, m, out, ldo);
 }
 
