@@ -1,8 +1,8 @@
 // kv_attention: decoder self-attention straight over a KV cache (see ops.def). One task per
-// (sequence, KV head, query, share of that head's query heads): scores against the past[b]
-// filled cache rows and the new rows up to this query (f16 rows widened in registers, never
-// copied; each row read once for the share's heads), a max-shifted softmax, then the
-// weighted sum of the value rows. The cache's unused capacity is never
+// (sequence, KV head, tile of queries, share of that head's query heads): scores against the
+// past[b] filled cache rows and the new rows up to each query (f16 rows widened in registers,
+// never copied; each row read once for the tile and the share), a max-shifted softmax, then
+// the weighted sum of the value rows. The cache's unused capacity is never
 // read, and nothing is concatenated or converted per run. Each output is computed by one
 // task in a fixed order: results do not depend on the thread count. cache_write (the new
 // rows into a cache, in place on a resident handle) lives here too.
@@ -28,11 +28,11 @@ struct KvCfg {
   bool f16 = false;
   const QDotKernels* dot = nullptr;
   const RowKernels* rows = nullptr;
-  const KvKernels* kv = nullptr;  // the group kernels, when the ISA has them and d suits them
+  const KvKernels* kv = nullptr;  // the group kernels (kv_kernels), else rows_scores / rows_mix
 };
 
-// A group's scores and weighted sums row by row through the ISA's dot and axpy, where no
-// group kernel applies (a scalar CPU, or a d other than 16, 32, ..., 128 and 256).
+// A group's scores and weighted sums row by row through the ISA's dot and axpy, where
+// kv_kernels has none (a scalar CPU, or a head dim the group kernels do not take).
 void rows_scores(const KvCfg& c, const uint8_t* rows, int64_t n, const float* q, int64_t g, float* s, int64_t lds) {
   const size_t rb = size_t(c.d) * (c.f16 ? 2 : 4);
   for (int64_t h = 0; h < g; ++h)
@@ -55,9 +55,10 @@ void rows_mix(const KvCfg& c, const uint8_t* rows, int64_t n, const float* p, in
 // row read once for the tile's queries and the share's heads.
 // A head's arithmetic does not depend on which heads share its task, so the shares can
 // follow the thread count and the results stay the same bits. A group is split only where
-// the sequences and KV heads alone are fewer than the threads: each share reads the rows
-// again (SmolLM2-135M-shaped, 3 KV heads, 2,048 cached f16 rows, 2 threads: 30 layers in
-// 4.7-4.9 ms with every group in two shares, 3.9-4.0 ms whole, one thread idle a third).
+// the sequences, KV heads and query tiles alone are fewer than the threads: each share reads
+// the rows again (SmolLM2-135M-shaped, 3 KV heads, 2,048 cached f16 rows, 2 threads: 30
+// layers in 4.7-4.9 ms with every group in two shares, 3.9-4.0 ms whole, one thread idle a
+// third).
 void run_kv_attention(const RunCtx& ctx, const void* vcfg, void* const* bufs) {
   const KvCfg& c = *static_cast<const KvCfg*>(vcfg);
   const float* q = static_cast<const float*>(bufs[0]);
@@ -150,7 +151,7 @@ KernelCall build_kv_attention(const Node& node, const std::vector<const Shape*>&
   const Isa isa = detect_isa();
   c.dot = &qdot_kernels(isa);
   c.rows = &row_kernels(isa);
-  if (c.d % 16 == 0 && (c.d <= 128 || c.d == 256)) c.kv = kv_kernels(isa);
+  c.kv = kv_kernels(isa, c.d);
   return make_call(run_kv_attention, c);
 }
 
@@ -184,7 +185,8 @@ KernelCall build_cache_write(const Node&, const std::vector<const Shape*>& in, c
 
 }  // namespace
 
-const KvKernels* kv_kernels(Isa isa) {
+const KvKernels* kv_kernels(Isa isa, int64_t d) {
+  if (d % 16 != 0 || d < 16 || (d > 128 && d != 256)) return nullptr;  // kv_attention_vec.h's with_nc
   return isa == Isa::Avx512 ? kv_kernels_avx512() : isa == Isa::Avx2 ? kv_kernels_avx2() : nullptr;
 }
 

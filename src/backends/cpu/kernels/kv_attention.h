@@ -1,5 +1,6 @@
 // Internal: the per-ISA kernels of kv_attention (kv_attention.cpp), over a run of n cache rows
-// of d elements (f16 or f32, row j at rows + j * d) for g query heads of one KV head's group.
+// of d elements (f16 or f32, row j at rows + j * d) for g query vectors of one KV head's group
+// (its query heads, for one query or a tile of them).
 #pragma once
 #include <cstdint>
 
@@ -16,9 +17,9 @@ struct KvKernels {
               float* o) = nullptr;
 };
 
-// The AVX-512 or AVX2 kernels (d = 16, 32, ..., 128 or 256); nullptr on a scalar CPU
-// (kv_attention then takes each row's dot and axpy from qdot_kernels).
-const KvKernels* kv_kernels(Isa isa);
+// The AVX-512 or AVX2 kernels for head dim d (16, 32, ..., 128 or 256); nullptr on a scalar
+// CPU or for another d (kv_attention then takes each row's dot and axpy from qdot_kernels).
+const KvKernels* kv_kernels(Isa isa, int64_t d);
 const KvKernels* kv_kernels_avx2();
 const KvKernels* kv_kernels_avx512();
 

@@ -14,10 +14,14 @@ namespace {
 
 #include "backends/cpu/kernels/vec_traits_avx2.h"
 
-inline V::F load_half(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+inline V::F load_half(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
 
 inline V::F pair_sum(V::F a, V::F b) { return _mm256_add_ps(_mm256_unpacklo_ps(a, b), _mm256_unpackhi_ps(a, b)); }
-inline V::F quad_sum(V::F a, V::F b) { return _mm256_add_ps(_mm256_shuffle_ps(a, b, 0x44), _mm256_shuffle_ps(a, b, 0xEE)); }
+inline V::F quad_sum(V::F a, V::F b) {
+  return _mm256_add_ps(_mm256_shuffle_ps(a, b, 0x44), _mm256_shuffle_ps(a, b, 0xEE));
+}
 inline V::F lane_sum(V::F* c) {
   return _mm256_add_ps(_mm256_permute2f128_ps(c[0], c[1], 0x20), _mm256_permute2f128_ps(c[0], c[1], 0x31));
 }

@@ -14,10 +14,14 @@ namespace {
 
 #include "backends/cpu/kernels/vec_traits_avx512.h"
 
-inline V::F load_half(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+inline V::F load_half(const uint16_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
 
 inline V::F pair_sum(V::F a, V::F b) { return _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b)); }
-inline V::F quad_sum(V::F a, V::F b) { return _mm512_add_ps(_mm512_shuffle_ps(a, b, 0x44), _mm512_shuffle_ps(a, b, 0xEE)); }
+inline V::F quad_sum(V::F a, V::F b) {
+  return _mm512_add_ps(_mm512_shuffle_ps(a, b, 0x44), _mm512_shuffle_ps(a, b, 0xEE));
+}
 // Quarters: (c0, c1) and (c2, c3) to halves, then the halves to one vector.
 inline V::F lane_sum(V::F* c) {
   auto halves = [](__m512 x, __m512 y) {

@@ -41,7 +41,8 @@ void scores_nc(const void* rows, bool f16, int64_t n, const float* q, int64_t g,
     const int rn = int(std::min<int64_t>(W, n - j0));
     for (int r = 0; r < W; ++r)
 #pragma GCC unroll 32
-      for (int c = 0; c < NC; ++c) V::store(kb + r * d + W * c, r < rn ? row_chunk(rows, f16, j0 + r, d, c) : V::zero());
+      for (int c = 0; c < NC; ++c)
+        V::store(kb + r * d + W * c, r < rn ? row_chunk(rows, f16, j0 + r, d, c) : V::zero());
     for (int64_t h = 0; h < g; ++h) {
       const float* qh = q + h * d;
       V::F a[W];
@@ -83,16 +84,16 @@ void mix_heads(const void* rows, bool f16, int64_t n, const float* p, int64_t ld
     for (int c = 0; c < CH; ++c) V::store(o + h * d + W * (c0 + c), acc[h][c]);
 }
 
-// Heads in passes of up to four (a group of up to four reads each value row once), d in
-// chunks of CH vectors (each chunk pass reads its own part of the rows).
-// The chunk: the most vectors, up to four (two with AVX2's sixteen registers: four heads' two
-// accumulators, two row vectors and the weight), that divide NC.
+// The chunk of d a value pass takes: the most vectors, up to four (two with AVX2's sixteen
+// registers: four heads' two accumulators, two row vectors and the weight), that divide NC.
 constexpr int mix_chunk(int nc) {
   for (int ch = V::W == 16 ? 4 : 2; ch > 1; --ch)
     if (nc % ch == 0) return ch;
   return 1;
 }
 
+// Heads in passes of up to four (a group of up to four reads each value row once), d in
+// chunks of CH vectors (each chunk pass reads its own part of the rows).
 template <int NC>
 void mix_nc(const void* rows, bool f16, int64_t n, const float* p, int64_t ldp, int64_t g, float* o) {
   constexpr int CH = mix_chunk(NC), kHeads = 4;
@@ -111,7 +112,7 @@ void mix_nc(const void* rows, bool f16, int64_t n, const float* p, int64_t ldp, 
 }
 
 // f(std::integral_constant<int, NC>{}) for d = W NC, d = 16, 32, ..., 128 or 256 (the d
-// kv_kernels takes).
+// kv_kernels(isa, d) hands these kernels).
 template <class Fn>
 void with_nc(int64_t d, Fn&& f) {
   switch (d / 16) {
